@@ -1,0 +1,58 @@
+// Store configuration: defaults, then a TOML file, then RESURGO_<SECTION>_<KEY>
+// environment variables, then explicit overrides. docs/config.md lists every
+// key; unknown keys and bad values throw ConfigError naming the key.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace resurgo {
+
+enum class Codec : std::uint8_t { kNone = 0, kLz4 = 1, kZstd = 2 };
+enum class LogLevel : int { kOff = 0, kError = 1, kWarn = 2, kInfo = 3, kDebug = 4 };
+
+struct Config {
+  struct Buffer {  // L1: bounded host staging buffer
+    std::uint64_t capacity = 0;  // bytes; 0 = auto (2x the protected bytes)
+  } buffer;
+  struct Local {  // L2: node-local directory
+    std::string path;  // "" = $TMPDIR/resurgo-<uid> (or /tmp/resurgo-<uid>)
+    int keep = 2;      // versions kept; 0 = all
+    unsigned mode = 0600;
+  } local;
+  struct Persistent {  // L4: shared / parallel file system directory
+    std::string path = "checkpoints";
+    int keep = 2;   // versions kept; 0 = all
+    int every = 1;  // every n-th checkpoint goes to L4; 0 = never
+    unsigned mode = 0600;
+  } persistent;
+  struct Pipeline {
+    int threads = 0;  // 0 = auto: min(2, cores)
+    Codec compress = Codec::kNone;
+    int compress_level = 1;
+    std::uint64_t chunk_size = 4u << 20;
+  } pipeline;
+  struct Log {
+    LogLevel level = LogLevel::kWarn;
+  } log;
+  struct Trace {
+    std::string path;  // "" = no trace; else Chrome/Perfetto JSON written at close
+  } trace;
+
+  // Builds a configuration: defaults <- file (if non-empty) <- environment <-
+  // overrides. Override keys are "section.key" (e.g. "local.path").
+  static Config load(const std::string& toml_path = "",
+                     const std::map<std::string, std::string>& overrides = {});
+
+  // Sets one key ("section.key") from its textual value.
+  void set(const std::string& key, const std::string& value);
+
+  // Directory L2 uses when local.path is empty.
+  static std::string default_local_path();
+};
+
+// "512MiB", "4 GiB", "1.5GB", "4096" -> bytes. Throws ConfigError naming `key`.
+std::uint64_t parse_size(const std::string& key, const std::string& text);
+
+}  // namespace resurgo

@@ -1,0 +1,62 @@
+/* Resurgo C API: asynchronous multi-level checkpoint/restart.
+ *
+ * Every call returns RSG_OK (0) or a negative RSG_E* code; rsg_last_error()
+ * returns a thread-local message naming the cause (region label, version,
+ * path) of the last failure on the calling thread.
+ */
+#ifndef RESURGO_RESURGO_H
+#define RESURGO_RESURGO_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RSG_OK 0
+#define RSG_EINVAL (-1)    /* bad argument: null pointer, zero size, bad name   */
+#define RSG_ENOTFOUND (-2) /* no such version, region or file                  */
+#define RSG_ECORRUPT (-3)  /* checksum mismatch or damaged file                */
+#define RSG_EMISMATCH (-4) /* checkpoint does not fit the protected regions    */
+#define RSG_ESTORAGE (-5)  /* file-system error (ENOSPC, EIO, permissions)     */
+#define RSG_ECONFIG (-6)   /* unknown configuration key or bad value           */
+#define RSG_EFORMAT (-7)   /* not a Resurgo container, or unsupported version  */
+#define RSG_ESTATE (-8)    /* call not valid now (store closed, ...)           */
+#define RSG_EINTERNAL (-9) /* unexpected failure; please report it             */
+
+#define RSG_L0 0 /* device cache (GPU memory)            */
+#define RSG_L1 1 /* host buffer                          */
+#define RSG_L2 2 /* node-local directory                 */
+#define RSG_L3 3 /* partner copy on another node         */
+#define RSG_L4 4 /* persistent (parallel) file system    */
+
+#define RSG_ALL (-1)    /* rsg_wait: every pending version      */
+#define RSG_LATEST (-1) /* rsg_restart: newest intact version   */
+
+typedef struct rsg_store rsg_store;
+
+/* Opens the store `name`. config_path may be NULL (defaults, then
+ * RESURGO_<SECTION>_<KEY> environment overrides). */
+int rsg_open(const char *config_path, const char *name, rsg_store **out);
+/* Waits for pending work, reports a background error if one happened, and
+ * frees the store in every case. */
+int rsg_close(rsg_store *s);
+/* label may be NULL: it then defaults to "region-<id>". */
+int rsg_protect(rsg_store *s, int id, void *ptr, size_t bytes, const char *label);
+int rsg_unprotect(rsg_store *s, int id);
+int rsg_set_metadata(rsg_store *s, const void *data, size_t bytes);
+/* Metadata of the version last restored (or last set). *bytes receives the
+ * full size even when it exceeds capacity (then nothing is copied and
+ * RSG_EINVAL is returned). */
+int rsg_get_metadata(rsg_store *s, void *data, size_t capacity, size_t *bytes);
+int rsg_checkpoint(rsg_store *s, int version); /* blocks only for capture */
+int rsg_wait(rsg_store *s, int version, int level); /* until durable at level */
+int rsg_latest(rsg_store *s, int *version); /* newest committed, or RSG_ENOTFOUND */
+int rsg_restart(rsg_store *s, int version, int *restored);
+const char *rsg_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RESURGO_RESURGO_H */

@@ -1,0 +1,122 @@
+// The C API: a thin shell over resurgo::Store that turns exceptions into
+// RSG_E* codes and a thread-local message.
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "resurgo/resurgo.h"
+#include "resurgo/resurgo.hpp"
+
+struct rsg_store {
+  resurgo::Store store;
+};
+
+namespace {
+
+thread_local std::string last_error;
+
+template <class Body>
+int guarded(Body&& body) {
+  try {
+    body();
+    last_error.clear();
+    return RSG_OK;
+  } catch (const resurgo::Error& error) {
+    last_error = error.what();
+    return static_cast<int>(error.code());
+  } catch (const std::bad_alloc&) {
+    last_error = "out of memory";
+    return RSG_EINTERNAL;
+  } catch (const std::exception& error) {
+    last_error = std::string("internal error: ") + error.what();
+    return RSG_EINTERNAL;
+  }
+}
+
+int invalid(const char* message) {
+  last_error = message;
+  return RSG_EINVAL;
+}
+
+}  // namespace
+
+extern "C" {
+
+int rsg_open(const char* config_path, const char* name, rsg_store** out) {
+  if (name == nullptr || out == nullptr) return invalid("rsg_open: name and out must not be NULL");
+  *out = nullptr;
+  return guarded([&] {
+    const resurgo::Config config = resurgo::Config::load(config_path == nullptr ? "" : config_path);
+    *out = new rsg_store{resurgo::Store(name, config)};
+  });
+}
+
+int rsg_close(rsg_store* s) {
+  if (s == nullptr) return invalid("rsg_close: store is NULL");
+  const int status = guarded([&] { s->store.close(); });
+  delete s;
+  return status;
+}
+
+int rsg_protect(rsg_store* s, int id, void* ptr, size_t bytes, const char* label) {
+  if (s == nullptr) return invalid("rsg_protect: store is NULL");
+  return guarded([&] { s->store.protect(id, ptr, bytes, label == nullptr ? "" : label); });
+}
+
+int rsg_unprotect(rsg_store* s, int id) {
+  if (s == nullptr) return invalid("rsg_unprotect: store is NULL");
+  return guarded([&] { s->store.unprotect(id); });
+}
+
+int rsg_set_metadata(rsg_store* s, const void* data, size_t bytes) {
+  if (s == nullptr) return invalid("rsg_set_metadata: store is NULL");
+  return guarded([&] { s->store.set_metadata(data, bytes); });
+}
+
+int rsg_get_metadata(rsg_store* s, void* data, size_t capacity, size_t* bytes) {
+  if (s == nullptr || bytes == nullptr) return invalid("rsg_get_metadata: store and bytes must not be NULL");
+  const auto& metadata = s->store.metadata();
+  *bytes = metadata.size();
+  if (metadata.size() > capacity) {
+    last_error = "rsg_get_metadata: metadata has " + std::to_string(metadata.size()) +
+                 " bytes, more than the capacity of " + std::to_string(capacity);
+    return RSG_EINVAL;
+  }
+  if (!metadata.empty()) {
+    if (data == nullptr) return invalid("rsg_get_metadata: data is NULL");
+    std::memcpy(data, metadata.data(), metadata.size());
+  }
+  last_error.clear();
+  return RSG_OK;
+}
+
+int rsg_checkpoint(rsg_store* s, int version) {
+  if (s == nullptr) return invalid("rsg_checkpoint: store is NULL");
+  return guarded([&] { s->store.checkpoint(version); });
+}
+
+int rsg_wait(rsg_store* s, int version, int level) {
+  if (s == nullptr) return invalid("rsg_wait: store is NULL");
+  return guarded([&] { s->store.wait(version, level); });
+}
+
+int rsg_latest(rsg_store* s, int* version) {
+  if (s == nullptr || version == nullptr) return invalid("rsg_latest: store and version must not be NULL");
+  return guarded([&] {
+    const std::optional<int> newest = s->store.latest();
+    if (!newest) throw resurgo::NotFoundError("store '" + s->store.name() + "' has no committed version");
+    *version = *newest;
+  });
+}
+
+int rsg_restart(rsg_store* s, int version, int* restored) {
+  if (s == nullptr) return invalid("rsg_restart: store is NULL");
+  return guarded([&] {
+    const int got = s->store.restart(version);
+    if (restored != nullptr) *restored = got;
+  });
+}
+
+const char* rsg_last_error(void) { return last_error.c_str(); }
+
+}  // extern "C"

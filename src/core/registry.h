@@ -1,0 +1,34 @@
+// The protected regions of a store, in the order they were protected.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "resurgo/resurgo.hpp"
+
+namespace resurgo {
+
+struct Region {
+  int id = 0;
+  std::string label;
+  std::byte* data = nullptr;
+  std::uint64_t bytes = 0;
+  ElementType type;
+};
+
+class Registry {
+ public:
+  // Validates pointer, size, label and uniqueness of id and label.
+  void add(Region region);
+  void remove(int id);
+  const std::vector<Region>& regions() const { return regions_; }
+  bool empty() const { return regions_.empty(); }
+  std::uint64_t total_bytes() const;
+
+ private:
+  std::vector<Region> regions_;
+};
+
+}  // namespace resurgo

@@ -1,0 +1,296 @@
+#include "format/container.h"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "format/bytes.h"
+#include "format/codec.h"
+#include "resurgo/errors.hpp"
+
+namespace resurgo::format {
+
+namespace {
+
+constexpr char kHeaderMagic[8] = {'R', 'S', 'G', 'C', 'K', 'P', 'T', '\0'};
+constexpr char kFooterMagic[8] = {'R', 'S', 'G', 'F', 'O', 'O', 'T', '\0'};
+constexpr std::uint32_t kChunkMagic = 0x4b484352;  // "RCHK"
+constexpr std::size_t kHeaderPrefixBytes = 24;     // magic, format version, flags, length
+constexpr std::size_t kHeaderLengthOffset = 16;
+constexpr std::size_t kIndexEntryBytes = kChunkRecordBytes + 8;
+constexpr std::size_t kMaxDtypeBytes = 64;
+
+void put_record(ByteWriter& out, const ChunkRecord& record) {
+  out.put(kChunkMagic);
+  out.put(record.region);
+  out.put(record.offset);
+  out.put(record.raw_length);
+  out.put(record.stored_length);
+  out.put(static_cast<std::uint8_t>(record.codec));
+  for (int i = 0; i < 7; ++i) out.put(std::uint8_t{0});
+  out.put(record.checksum);
+}
+
+std::vector<std::byte> serialize_header(const Header& header) {
+  std::vector<std::byte> bytes;
+  ByteWriter out(bytes);
+  out.put_bytes(kHeaderMagic, sizeof kHeaderMagic);
+  out.put(kFormatVersion);
+  out.put(std::uint32_t{0});  // flags
+  out.put(std::uint64_t{0});  // header length, patched below
+  out.put_string(header.store);
+  out.put(header.version);
+  out.put(header.rank);
+  out.put(header.base_version);
+  out.put(header.created_unix_ns);
+  out.put(header.chunk_size);
+  out.put(static_cast<std::uint32_t>(header.regions.size()));
+  for (const RegionEntry& region : header.regions) {
+    out.put(region.id);
+    out.put_string(region.label);
+    out.put(static_cast<std::uint8_t>(region.kind));
+    out.put(region.bytes);
+    out.put_string(region.dtype);
+    out.put(static_cast<std::uint32_t>(region.shape.size()));
+    for (std::int64_t extent : region.shape) out.put(extent);
+  }
+  out.put(static_cast<std::uint64_t>(header.metadata.size()));
+  out.put_bytes(header.metadata.data(), header.metadata.size());
+  const std::uint64_t length = bytes.size();
+  std::memcpy(bytes.data() + kHeaderLengthOffset, &length, sizeof length);
+  return bytes;
+}
+
+std::uint64_t checksum_of(const std::vector<std::byte>& header, const std::vector<std::byte>& index) {
+  XXH3_state_t* state = XXH3_createState();
+  XXH3_64bits_reset(state);
+  XXH3_64bits_update(state, header.data(), header.size());
+  XXH3_64bits_update(state, index.data(), index.size());
+  const std::uint64_t digest = XXH3_64bits_digest(state);
+  XXH3_freeState(state);
+  return digest;
+}
+
+[[noreturn]] void corrupt(const ReadableFile& file, const std::string& why) {
+  throw CorruptionError("checkpoint file '" + file.path() + "' is damaged: " + why);
+}
+
+Header parse_header(const ReadableFile& file, const std::vector<std::byte>& bytes) {
+  ByteReader in(bytes.data(), bytes.size(), [&](const std::string& why) { corrupt(file, "header: " + why); });
+  in.take(kHeaderPrefixBytes, "header prefix");
+  Header header;
+  header.store = in.get_string("store name", 128);
+  header.version = in.get<std::int64_t>("version");
+  header.rank = in.get<std::uint32_t>("rank");
+  header.base_version = in.get<std::int64_t>("base version");
+  header.created_unix_ns = in.get<std::uint64_t>("creation time");
+  header.chunk_size = in.get<std::uint64_t>("chunk size");
+  const auto region_count = in.get<std::uint32_t>("region count");
+  // Each region entry takes at least 25 bytes: bound the count before reserving.
+  if (region_count > in.remaining() / 25) corrupt(file, "region count " + std::to_string(region_count) + " exceeds the header size");
+  header.regions.resize(region_count);
+  for (RegionEntry& region : header.regions) {
+    region.id = in.get<std::int32_t>("region id");
+    region.label = in.get_string("region label", kMaxLabelBytes);
+    const auto kind = in.get<std::uint8_t>("region kind");
+    if (kind > static_cast<std::uint8_t>(RegionKind::kManaged)) corrupt(file, "unknown region kind " + std::to_string(kind));
+    region.kind = static_cast<RegionKind>(kind);
+    region.bytes = in.get<std::uint64_t>("region size");
+    region.dtype = in.get_string("region dtype", kMaxDtypeBytes);
+    const auto rank = in.get<std::uint32_t>("region shape rank");
+    if (rank > kMaxShapeRank) corrupt(file, "region '" + region.label + "' has a shape of rank " + std::to_string(rank));
+    region.shape.resize(rank);
+    for (std::int64_t& extent : region.shape) extent = in.get<std::int64_t>("region shape");
+  }
+  const auto metadata_bytes = in.get<std::uint64_t>("metadata length");
+  if (metadata_bytes > kMaxMetadataBytes || metadata_bytes > in.remaining()) {
+    corrupt(file, "metadata length " + std::to_string(metadata_bytes) + " exceeds the header size");
+  }
+  const std::byte* metadata = in.take(metadata_bytes, "metadata");
+  header.metadata.assign(metadata, metadata + metadata_bytes);
+  if (in.remaining() != 0) corrupt(file, "header has " + std::to_string(in.remaining()) + " unexpected trailing bytes");
+  return header;
+}
+
+std::vector<ChunkRecord> parse_index(const ReadableFile& file, const std::vector<std::byte>& bytes) {
+  ByteReader in(bytes.data(), bytes.size(), [&](const std::string& why) { corrupt(file, "index: " + why); });
+  const auto count = in.get<std::uint64_t>("chunk count");
+  if (count != in.remaining() / kIndexEntryBytes || in.remaining() % kIndexEntryBytes != 0) {
+    corrupt(file, "index claims " + std::to_string(count) + " chunks but holds " +
+                      std::to_string(in.remaining()) + " bytes");
+  }
+  std::vector<ChunkRecord> chunks(count);
+  for (ChunkRecord& chunk : chunks) {
+    if (in.get<std::uint32_t>("chunk magic") != kChunkMagic) corrupt(file, "index entry without chunk magic");
+    chunk.region = in.get<std::uint32_t>("chunk region");
+    chunk.offset = in.get<std::uint64_t>("chunk offset");
+    chunk.raw_length = in.get<std::uint64_t>("chunk raw length");
+    chunk.stored_length = in.get<std::uint64_t>("chunk stored length");
+    const auto codec = in.get<std::uint8_t>("chunk codec");
+    if (!codec_is_known(codec)) corrupt(file, "unknown codec " + std::to_string(codec));
+    chunk.codec = static_cast<Codec>(codec);
+    in.take(7, "chunk padding");
+    chunk.checksum = in.get<std::uint64_t>("chunk checksum");
+    chunk.file_offset = in.get<std::uint64_t>("chunk file offset");
+  }
+  return chunks;
+}
+
+// Every chunk must lie inside its region and inside the data section, and
+// the chunks of each region must tile it exactly: no gap, no overlap.
+void check_layout(const ReadableFile& file, const Container& container, std::uint64_t data_begin) {
+  const auto& regions = container.header.regions;
+  std::vector<std::vector<const ChunkRecord*>> by_region(regions.size());
+  for (std::size_t i = 0; i < container.chunks.size(); ++i) {
+    const ChunkRecord& chunk = container.chunks[i];
+    const std::string name = "chunk " + std::to_string(i);
+    if (chunk.region >= regions.size()) corrupt(file, name + " names region " + std::to_string(chunk.region) + " of " + std::to_string(regions.size()));
+    const std::uint64_t region_bytes = regions[chunk.region].bytes;
+    if (chunk.raw_length == 0 || chunk.raw_length > region_bytes || chunk.offset > region_bytes - chunk.raw_length) {
+      corrupt(file, name + " lies outside region '" + regions[chunk.region].label + "'");
+    }
+    const bool stored_fits = chunk.file_offset >= data_begin + kChunkRecordBytes &&
+                             chunk.file_offset <= container.index_offset &&
+                             chunk.stored_length <= container.index_offset - chunk.file_offset;
+    if (!stored_fits) corrupt(file, name + " lies outside the data section");
+    if (chunk.codec == Codec::kNone && chunk.stored_length != chunk.raw_length) {
+      corrupt(file, name + " is uncompressed but its stored and raw lengths differ");
+    }
+    by_region[chunk.region].push_back(&chunk);
+  }
+  for (std::size_t r = 0; r < regions.size(); ++r) {
+    auto& chunks = by_region[r];
+    std::sort(chunks.begin(), chunks.end(), [](auto* a, auto* b) { return a->offset < b->offset; });
+    std::uint64_t covered = 0;
+    for (const ChunkRecord* chunk : chunks) {
+      if (chunk->offset != covered) corrupt(file, "region '" + regions[r].label + "' has a gap or overlap at byte " + std::to_string(covered));
+      covered += chunk->raw_length;
+    }
+    if (covered != regions[r].bytes) {
+      corrupt(file, "region '" + regions[r].label + "' is covered up to byte " + std::to_string(covered) + " of " + std::to_string(regions[r].bytes));
+    }
+  }
+}
+
+template <class T>
+T load(const std::byte* p) {
+  T value;
+  std::memcpy(&value, p, sizeof value);
+  return value;
+}
+
+}  // namespace
+
+std::uint64_t checksum(const void* data, std::size_t bytes) { return XXH3_64bits(data, bytes); }
+
+ContainerWriter::ContainerWriter(WritableFile& file, const Header& header)
+    : file_(file), header_bytes_(serialize_header(header)) {
+  file_.append(header_bytes_.data(), header_bytes_.size());
+  position_ = header_bytes_.size();
+}
+
+void ContainerWriter::add_chunk(ChunkRecord record, const void* stored_bytes) {
+  std::vector<std::byte> prefix;
+  prefix.reserve(kChunkRecordBytes);
+  ByteWriter out(prefix);
+  put_record(out, record);
+  file_.append(prefix.data(), prefix.size());
+  record.file_offset = position_ + prefix.size();
+  file_.append(stored_bytes, record.stored_length);
+  position_ = record.file_offset + record.stored_length;
+  chunks_.push_back(record);
+}
+
+void ContainerWriter::finish() {
+  if (finished_) return;
+  std::vector<std::byte> index;
+  index.reserve(8 + chunks_.size() * kIndexEntryBytes);
+  ByteWriter out(index);
+  out.put(static_cast<std::uint64_t>(chunks_.size()));
+  for (const ChunkRecord& chunk : chunks_) {
+    put_record(out, chunk);
+    out.put(chunk.file_offset);
+  }
+  std::vector<std::byte> footer;
+  ByteWriter footer_out(footer);
+  footer_out.put(static_cast<std::uint64_t>(header_bytes_.size()));
+  footer_out.put(position_);
+  footer_out.put(static_cast<std::uint64_t>(index.size()));
+  footer_out.put(checksum_of(header_bytes_, index));
+  footer_out.put_bytes(kFooterMagic, sizeof kFooterMagic);
+  file_.append(index.data(), index.size());
+  file_.append(footer.data(), footer.size());
+  position_ += index.size() + footer.size();
+  finished_ = true;
+}
+
+Container read_container(const ReadableFile& file) {
+  const std::uint64_t size = file.size();
+  std::byte magic[sizeof kHeaderMagic] = {};
+  if (size >= sizeof magic) file.read_at(0, magic, sizeof magic);
+  if (size < sizeof magic || std::memcmp(magic, kHeaderMagic, sizeof magic) != 0) {
+    throw FormatError("'" + file.path() + "' is not a Resurgo checkpoint file (no RSGCKPT magic)");
+  }
+  if (size < kHeaderPrefixBytes + kFooterBytes) corrupt(file, "truncated to " + std::to_string(size) + " bytes");
+  std::byte prefix[kHeaderPrefixBytes];
+  file.read_at(0, prefix, sizeof prefix);
+  const auto format_version = load<std::uint32_t>(prefix + 8);
+  if (format_version != kFormatVersion) {
+    throw FormatError("'" + file.path() + "' has container format version " + std::to_string(format_version) +
+                      "; this Resurgo reads version " + std::to_string(kFormatVersion));
+  }
+  std::byte footer[kFooterBytes];
+  file.read_at(size - kFooterBytes, footer, sizeof footer);
+  if (std::memcmp(footer + 32, kFooterMagic, sizeof kFooterMagic) != 0) {
+    corrupt(file, "no footer (the file is truncated or its end is overwritten)");
+  }
+  const auto header_length = load<std::uint64_t>(prefix + kHeaderLengthOffset);
+  const auto footer_header_length = load<std::uint64_t>(footer);
+  const auto index_offset = load<std::uint64_t>(footer + 8);
+  const auto index_length = load<std::uint64_t>(footer + 16);
+  const auto expected_checksum = load<std::uint64_t>(footer + 24);
+  const std::uint64_t index_end = size - kFooterBytes;
+  if (header_length != footer_header_length || header_length < kHeaderPrefixBytes ||
+      header_length > kMaxHeaderBytes || header_length > index_end || index_offset < header_length ||
+      index_offset > index_end || index_length != index_end - index_offset || index_length < 8) {
+    corrupt(file, "header and footer disagree on the file layout");
+  }
+  std::vector<std::byte> header_bytes(header_length);
+  std::vector<std::byte> index_bytes(index_length);
+  file.read_at(0, header_bytes.data(), header_bytes.size());
+  file.read_at(index_offset, index_bytes.data(), index_bytes.size());
+  if (checksum_of(header_bytes, index_bytes) != expected_checksum) {
+    corrupt(file, "checksum of header and index does not match the footer");
+  }
+  Container container;
+  container.file_size = size;
+  container.index_offset = index_offset;
+  container.header = parse_header(file, header_bytes);
+  container.chunks = parse_index(file, index_bytes);
+  check_layout(file, container, header_length);
+  return container;
+}
+
+void read_chunk(const ReadableFile& file, const Container& container, const ChunkRecord& chunk,
+                void* destination, std::vector<std::byte>& scratch) {
+  const auto describe = [&] {
+    return "chunk at byte " + std::to_string(chunk.offset) + " of region '" +
+           container.header.regions[chunk.region].label + "'";
+  };
+  const void* stored = destination;
+  if (chunk.codec != Codec::kNone) {
+    scratch.resize(chunk.stored_length);
+    stored = scratch.data();
+  }
+  file.read_at(chunk.file_offset, const_cast<void*>(stored), chunk.stored_length);
+  if (checksum(stored, chunk.stored_length) != chunk.checksum) {
+    corrupt(file, describe() + " fails its checksum");
+  }
+  if (chunk.codec != Codec::kNone &&
+      !decode(chunk.codec, stored, chunk.stored_length, destination, chunk.raw_length)) {
+    corrupt(file, describe() + " does not decompress (" + codec_name(chunk.codec) + ")");
+  }
+}
+
+}  // namespace resurgo::format

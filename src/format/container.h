@@ -1,0 +1,104 @@
+// Container file: one file per version per rank. Layout (docs/format.md):
+//   header | chunk records (record header + stored bytes)... | index | footer
+// The footer holds the index offset and an XXH3-64 checksum of header+index;
+// each chunk carries an XXH3-64 checksum of its stored bytes. A reader bounds
+// every length by the file size and the region sizes before allocating.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "resurgo/config.hpp"
+#include "resurgo/env.hpp"
+
+namespace resurgo::format {
+
+inline constexpr std::uint32_t kFormatVersion = 1;
+inline constexpr std::size_t kFooterBytes = 40;
+inline constexpr std::size_t kChunkRecordBytes = 48;
+inline constexpr std::size_t kMaxHeaderBytes = 64u << 20;  // bounds a hostile header
+inline constexpr std::size_t kMaxLabelBytes = 255;
+inline constexpr std::size_t kMaxMetadataBytes = 16u << 20;
+inline constexpr std::size_t kMaxShapeRank = 32;
+
+enum class RegionKind : std::uint8_t { kHost = 0, kDevice = 1, kManaged = 2 };
+
+struct RegionEntry {
+  std::int32_t id = 0;
+  std::string label;
+  RegionKind kind = RegionKind::kHost;
+  std::uint64_t bytes = 0;
+  std::string dtype;  // "" when unknown
+  std::vector<std::int64_t> shape;
+};
+
+struct Header {
+  std::string store;
+  std::int64_t version = 0;
+  std::uint32_t rank = 0;
+  std::int64_t base_version = -1;  // delta versions name their base; -1 = full
+  std::uint64_t created_unix_ns = 0;
+  std::uint64_t chunk_size = 0;
+  std::vector<RegionEntry> regions;
+  std::vector<std::byte> metadata;
+};
+
+struct ChunkRecord {
+  std::uint32_t region = 0;  // index into Header::regions
+  std::uint64_t offset = 0;  // byte offset inside the region
+  std::uint64_t raw_length = 0;
+  std::uint64_t stored_length = 0;
+  Codec codec = Codec::kNone;
+  std::uint64_t checksum = 0;     // XXH3-64 of the stored bytes
+  std::uint64_t file_offset = 0;  // where the stored bytes start in the file
+};
+
+struct Container {
+  Header header;
+  std::vector<ChunkRecord> chunks;  // in file order
+  std::uint64_t file_size = 0;
+  std::uint64_t index_offset = 0;
+};
+
+// Streams one container into `file`. Call add_chunk for the chunks of every
+// region (any order), then finish(). Does not sync or close the file.
+class ContainerWriter {
+ public:
+  ContainerWriter(WritableFile& file, const Header& header);
+  // `record`'s file_offset is filled in by the writer.
+  void add_chunk(ChunkRecord record, const void* stored_bytes);
+  void finish();
+  std::uint64_t bytes_written() const { return position_; }
+
+ private:
+  WritableFile& file_;
+  std::vector<std::byte> header_bytes_;
+  std::vector<ChunkRecord> chunks_;
+  std::uint64_t position_ = 0;
+  bool finished_ = false;
+};
+
+// Parses and validates header, index and footer (structure, bounds, coverage
+// of every region by its chunks, header+index checksum). Throws FormatError
+// for a file that is not a Resurgo container (or an unsupported version) and
+// CorruptionError for a damaged one; messages name the path and the cause.
+Container read_container(const ReadableFile& file);
+
+// Reads one chunk, verifies its checksum and decodes it into `destination`
+// (raw_length bytes). `scratch` is reused between calls for stored bytes.
+// Throws CorruptionError naming the path, region label and chunk.
+void read_chunk(const ReadableFile& file, const Container& container, const ChunkRecord& chunk,
+                void* destination, std::vector<std::byte>& scratch);
+
+// Reads every chunk and verifies it without keeping the data. Calls
+// `progress(bytes_done, bytes_total)` after each chunk when given.
+template <class Progress>
+void verify_chunks(const ReadableFile& file, const Container& container, Progress&& progress);
+
+std::uint64_t checksum(const void* data, std::size_t bytes);
+
+}  // namespace resurgo::format
+
+#include "format/container_verify.inl"

@@ -1,0 +1,58 @@
+// An Env that forwards to another and fails chosen calls with a chosen errno,
+// the way SQLite's and LevelDB's test file systems do. Tests use it to reach
+// every error path of the pipeline: ENOSPC/EIO on write, failing fsync,
+// rename, directory sync, short (partial) writes.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "resurgo/env.hpp"
+
+namespace resurgo {
+
+class FaultEnv final : public Env {
+ public:
+  enum class Op { kCreate, kAppend, kSync, kClose, kRename, kRemove, kSyncDir, kCreateDirs, kOpen, kRead, kList };
+
+  struct Fault {
+    Op op;
+    int error_number;           // errno reported, e.g. ENOSPC, EIO
+    std::string path_part;      // only paths containing this ("" = any)
+    int skip = 0;               // let this many matching calls through first
+    int times = 1;              // then fail this many (-1 = forever)
+    bool partial_write = false; // kAppend: write half the bytes before failing
+  };
+
+  explicit FaultEnv(std::shared_ptr<Env> base = Env::posix()) : base_(std::move(base)) {}
+
+  void inject(const Fault& fault);
+  void clear();
+  int calls(Op op) const;  // matching calls seen so far, failed or not
+  int failures() const;    // faults fired so far
+
+  std::unique_ptr<WritableFile> create(const std::string& path, unsigned mode) override;
+  std::unique_ptr<ReadableFile> open(const std::string& path) override;
+  void rename(const std::string& from, const std::string& to) override;
+  void remove(const std::string& path) override;
+  void sync_dir(const std::string& dir) override;
+  void create_dirs(const std::string& dir) override;
+  std::vector<std::string> list_dir(const std::string& dir) override;
+  bool exists(const std::string& path) override { return base_->exists(path); }
+  std::unique_ptr<FileLock> lock(const std::string& path) override { return base_->lock(path); }
+
+  // Throws the injected error if a fault matches this call; for a partial
+  // write fault, runs `before_failing` (which writes half the bytes) first.
+  void check(Op op, const std::string& path, const std::function<void()>& before_failing = {});
+
+ private:
+  std::shared_ptr<Env> base_;
+  mutable std::mutex mutex_;
+  std::vector<Fault> faults_;
+  std::map<Op, int> calls_;
+  int failures_ = 0;
+};
+
+}  // namespace resurgo

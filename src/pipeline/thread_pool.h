@@ -1,0 +1,38 @@
+// Fixed-size pool of worker threads running submitted tasks in FIFO order.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <future>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace resurgo {
+
+class ThreadPool {
+ public:
+  explicit ThreadPool(int threads);
+  ~ThreadPool();  // finishes queued tasks, then joins
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  std::future<void> submit(std::function<void()> task);
+  int size() const { return static_cast<int>(workers_.size()); }
+
+  // Runs body(i) for i in [0, count) on the pool and the calling thread;
+  // rethrows the first exception after every started task has finished.
+  void parallel_for(std::size_t count, const std::function<void(std::size_t)>& body);
+
+ private:
+  void work();
+
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<std::packaged_task<void()>> tasks_;
+  bool stopping_ = false;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace resurgo

@@ -1,0 +1,66 @@
+#include "pipeline/version_writer.h"
+
+#include <algorithm>
+
+#include "format/codec.h"
+
+namespace resurgo {
+
+namespace {
+
+struct EncodedChunk {
+  format::ChunkRecord record;
+  const std::byte* raw = nullptr;
+  std::vector<std::byte> compressed;  // used when compression saved space
+};
+
+std::vector<EncodedChunk> plan_chunks(const format::Header& header, const std::vector<const std::byte*>& sources,
+                                      std::uint64_t chunk_size) {
+  std::vector<EncodedChunk> chunks;
+  for (std::uint32_t r = 0; r < header.regions.size(); ++r) {
+    const std::uint64_t bytes = header.regions[r].bytes;
+    for (std::uint64_t offset = 0; offset < bytes; offset += chunk_size) {
+      EncodedChunk chunk;
+      chunk.record.region = r;
+      chunk.record.offset = offset;
+      chunk.record.raw_length = std::min(chunk_size, bytes - offset);
+      chunk.raw = sources[r] + offset;
+      chunks.push_back(std::move(chunk));
+    }
+  }
+  return chunks;
+}
+
+void encode(EncodedChunk& chunk, const Config::Pipeline& pipeline) {
+  format::ChunkRecord& record = chunk.record;
+  const bool compressed =
+      format::encode(pipeline.compress, pipeline.compress_level, chunk.raw, record.raw_length, chunk.compressed);
+  record.codec = compressed ? pipeline.compress : Codec::kNone;
+  const std::byte* stored = compressed ? chunk.compressed.data() : chunk.raw;
+  record.stored_length = compressed ? chunk.compressed.size() : record.raw_length;
+  record.checksum = format::checksum(stored, record.stored_length);
+}
+
+}  // namespace
+
+std::uint64_t write_version(WritableFile& file, const format::Header& header, const std::vector<const std::byte*>& sources,
+                   const Config::Pipeline& pipeline, ThreadPool& pool) {
+  std::vector<EncodedChunk> chunks = plan_chunks(header, sources, pipeline.chunk_size);
+  format::ContainerWriter writer(file, header);
+  // A window of chunks is encoded in parallel, then written in order; the
+  // window bounds the memory held by compressed chunks.
+  const std::size_t window = static_cast<std::size_t>(std::max(2, 2 * (pool.size() + 1)));
+  for (std::size_t begin = 0; begin < chunks.size(); begin += window) {
+    const std::size_t count = std::min(window, chunks.size() - begin);
+    pool.parallel_for(count, [&](std::size_t i) { encode(chunks[begin + i], pipeline); });
+    for (std::size_t i = begin; i < begin + count; ++i) {
+      EncodedChunk& chunk = chunks[i];
+      writer.add_chunk(chunk.record, chunk.record.codec == Codec::kNone ? chunk.raw : chunk.compressed.data());
+      std::vector<std::byte>().swap(chunk.compressed);
+    }
+  }
+  writer.finish();
+  return writer.bytes_written();
+}
+
+}  // namespace resurgo

@@ -1,0 +1,126 @@
+#include "tier/directory_tier.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "resurgo/errors.hpp"
+
+namespace resurgo {
+
+namespace {
+constexpr std::size_t kCopyBlock = 8u << 20;
+constexpr char kTemporaryMarker[] = ".tmp-";
+}  // namespace
+
+std::string container_file_name(int version, int rank) {
+  char name[64];
+  std::snprintf(name, sizeof name, "v%010d.r%06d.rsg", version, rank);
+  return name;
+}
+
+bool parse_container_file_name(const std::string& name, int& version, int& rank) {
+  char tail = 0;
+  return name.size() == 23 && name[0] == 'v' && name[1] != '-' &&
+         std::sscanf(name.c_str(), "v%10d.r%6d.rs%c", &version, &rank, &tail) == 3 && tail == 'g' && rank >= 0 &&
+         container_file_name(version, rank) == name;
+}
+
+DirectoryTier::DirectoryTier(int level, std::string root, const std::string& store, int rank, unsigned mode,
+                             int keep, std::shared_ptr<Env> env)
+    : level_(level), dir_(std::move(root) + "/" + store), rank_(rank), mode_(mode), keep_(keep), env_(std::move(env)) {}
+
+std::string DirectoryTier::path(int version) const { return dir_ + "/" + container_file_name(version, rank_); }
+
+std::string DirectoryTier::temporary_path(int version) const {
+  return dir_ + "/." + container_file_name(version, rank_) + kTemporaryMarker + std::to_string(::getpid());
+}
+
+void DirectoryTier::prepare() {
+  env_->create_dirs(dir_);
+  const std::string rank_part = container_file_name(0, rank_).substr(11);  // ".r000003.rsg"
+  for (const std::string& name : env_->list_dir(dir_)) {
+    const auto marker = name.find(kTemporaryMarker);
+    if (name[0] != '.' || marker == std::string::npos || name.find(rank_part) == std::string::npos) continue;
+    const int pid = std::atoi(name.c_str() + marker + std::strlen(kTemporaryMarker));
+    const bool owner_alive = pid > 0 && pid != ::getpid() && (::kill(pid, 0) == 0 || errno == EPERM);
+    if (!owner_alive) env_->remove(dir_ + "/" + name);
+  }
+}
+
+void DirectoryTier::commit(int version, const std::function<void(WritableFile&)>& write) {
+  const std::string temporary = temporary_path(version);
+  try {
+    std::unique_ptr<WritableFile> file = env_->create(temporary, mode_);
+    write(*file);
+    file->sync();
+    file->close();
+    env_->rename(temporary, path(version));
+    env_->sync_dir(dir_);
+  } catch (...) {
+    try {
+      env_->remove(temporary);
+    } catch (const Error&) {
+      // The temporary stays invisible to readers; prepare() removes it later.
+    }
+    throw;
+  }
+}
+
+void DirectoryTier::commit_copy(int version, const ReadableFile& source) {
+  commit(version, [&](WritableFile& file) {
+    std::vector<std::byte> block(std::min<std::uint64_t>(kCopyBlock, source.size()));
+    for (std::uint64_t offset = 0; offset < source.size(); offset += block.size()) {
+      const std::size_t bytes = std::min<std::uint64_t>(block.size(), source.size() - offset);
+      source.read_at(offset, block.data(), bytes);
+      file.append(block.data(), bytes);
+    }
+  });
+}
+
+std::vector<int> DirectoryTier::versions() {
+  std::vector<int> found;
+  for (const std::string& name : env_->list_dir(dir_)) {
+    int version = 0;
+    int rank = 0;
+    if (parse_container_file_name(name, version, rank) && rank == rank_) found.push_back(version);
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+bool DirectoryTier::holds(int version) { return env_->exists(path(version)); }
+
+std::unique_ptr<ReadableFile> DirectoryTier::open(int version) { return env_->open(path(version)); }
+
+void DirectoryTier::remove(int version) {
+  env_->remove(path(version));
+  env_->sync_dir(dir_);
+}
+
+void DirectoryTier::quarantine(int version) {
+  env_->rename(path(version), path(version) + ".damaged");
+  env_->sync_dir(dir_);
+}
+
+std::vector<int> DirectoryTier::evict(const std::vector<int>& pinned) {
+  std::vector<int> removed;
+  if (keep_ <= 0) return removed;
+  std::vector<int> candidates = versions();
+  const auto keep = static_cast<std::size_t>(keep_);
+  if (candidates.size() <= keep) return removed;
+  candidates.resize(candidates.size() - keep);  // the oldest ones
+  for (int version : candidates) {
+    if (std::find(pinned.begin(), pinned.end(), version) != pinned.end()) continue;
+    env_->remove(path(version));
+    removed.push_back(version);
+  }
+  if (!removed.empty()) env_->sync_dir(dir_);
+  return removed;
+}
+
+}  // namespace resurgo

@@ -1,0 +1,59 @@
+// A directory level (L2 node-local, L4 persistent): one container file per
+// version per rank under <root>/<store>/, committed atomically (temporary
+// name, fsync, rename, directory fsync) so a version is visible only when
+// complete.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "resurgo/env.hpp"
+
+namespace resurgo {
+
+class DirectoryTier {
+ public:
+  DirectoryTier(int level, std::string root, const std::string& store, int rank, unsigned mode,
+                int keep, std::shared_ptr<Env> env);
+
+  int level() const { return level_; }
+  const std::string& dir() const { return dir_; }
+  std::string path(int version) const;
+
+  // Creates the directory and removes temporaries left by dead processes.
+  void prepare();
+  // Writes a version through `write` into a temporary file and commits it.
+  // On failure the temporary is removed and nothing becomes visible.
+  void commit(int version, const std::function<void(WritableFile&)>& write);
+  // Copies a committed file of another tier into this one, atomically.
+  void commit_copy(int version, const ReadableFile& source);
+
+  std::vector<int> versions();  // committed versions of this rank, ascending
+  bool holds(int version);
+  std::unique_ptr<ReadableFile> open(int version);
+  void remove(int version);
+  // Renames a damaged copy to <file>.damaged, kept for inspection.
+  void quarantine(int version);
+  // Removes the oldest committed versions beyond the newest `keep`, except
+  // those in `pinned`. Only committed files are listed, so a version is
+  // removed only once `keep` newer ones are durable.
+  std::vector<int> evict(const std::vector<int>& pinned);
+
+ private:
+  std::string temporary_path(int version) const;
+
+  int level_;
+  std::string dir_;
+  int rank_;
+  unsigned mode_;
+  int keep_;
+  std::shared_ptr<Env> env_;
+};
+
+// "v0000000012.r000003.rsg" and back; the parser rejects anything else.
+std::string container_file_name(int version, int rank);
+bool parse_container_file_name(const std::string& name, int& version, int& rank);
+
+}  // namespace resurgo

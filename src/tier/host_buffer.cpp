@@ -1,0 +1,95 @@
+#include "tier/host_buffer.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "resurgo/errors.hpp"
+
+namespace resurgo {
+
+namespace {
+constexpr std::uint64_t kPrefaultStep = 64u << 20;  // lets the destructor stop it early
+}
+
+HostBuffer::HostBuffer(std::uint64_t capacity) : capacity_(capacity) {
+  void* memory = ::mmap(nullptr, capacity_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (memory == MAP_FAILED) {
+    throw StorageError("cannot reserve a host buffer of " + std::to_string(capacity_) +
+                       " bytes: " + std::strerror(errno) + "; lower buffer.capacity");
+  }
+  base_ = static_cast<std::byte*>(memory);
+  ::madvise(base_, capacity_, MADV_HUGEPAGE);  // fewer faults and TLB misses; optional
+  prefaulter_ = std::thread([this] { prefault(); });
+}
+
+HostBuffer::~HostBuffer() {
+  stop_prefault_ = true;
+  prefaulter_.join();
+  ::munmap(base_, capacity_);
+}
+
+// MADV_POPULATE_WRITE faults pages in without changing their contents, so it
+// may run while the application already copies into the same pages.
+void HostBuffer::prefault() {
+  for (std::uint64_t offset = 0; offset < capacity_ && !stop_prefault_; offset += kPrefaultStep) {
+    const std::uint64_t bytes = std::min(kPrefaultStep, capacity_ - offset);
+    if (::madvise(base_ + offset, bytes, MADV_POPULATE_WRITE) != 0) return;  // old kernel: fault on use
+  }
+}
+
+bool HostBuffer::empty() const {
+  std::lock_guard lock(mutex_);
+  return blocks_.empty();
+}
+
+bool HostBuffer::find_space(std::uint64_t bytes, std::uint64_t& offset) const {
+  if (blocks_.empty()) {
+    offset = 0;
+    return bytes <= capacity_;
+  }
+  const std::uint64_t tail = blocks_.front().offset;
+  const std::uint64_t head = blocks_.back().offset + blocks_.back().bytes;
+  const bool wrapped = blocks_.back().offset < tail;
+  if (wrapped) {
+    offset = head;
+    return tail - head >= bytes;
+  }
+  if (capacity_ - head >= bytes) {
+    offset = head;
+    return true;
+  }
+  offset = 0;
+  return tail >= bytes;
+}
+
+std::byte* HostBuffer::allocate(std::uint64_t bytes) {
+  if (bytes > capacity_) {
+    throw InvalidArgumentError("a block of " + std::to_string(bytes) + " bytes exceeds the host buffer of " +
+                               std::to_string(capacity_) + " bytes");
+  }
+  std::unique_lock lock(mutex_);
+  std::uint64_t offset = 0;
+  space_freed_.wait(lock, [&] { return find_space(bytes, offset); });
+  blocks_.push_back({offset, bytes, false});
+  return base_ + offset;
+}
+
+void HostBuffer::release(const std::byte* block) {
+  {
+    std::lock_guard lock(mutex_);
+    const auto offset = static_cast<std::uint64_t>(block - base_);
+    for (Block& b : blocks_) {
+      if (b.offset == offset && !b.released) {
+        b.released = true;
+        break;
+      }
+    }
+    while (!blocks_.empty() && blocks_.front().released) blocks_.pop_front();
+  }
+  space_freed_.notify_all();
+}
+
+}  // namespace resurgo
