@@ -1,0 +1,82 @@
+// The C API: return codes, rsg_last_error, metadata, latest/restart.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <string>
+#include <vector>
+
+#include "resurgo/resurgo.h"
+#include "test_util.h"
+
+namespace {
+
+class CApiTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    setenv("RESURGO_LOCAL_PATH", (dir.path() + "/l2").c_str(), 1);
+    setenv("RESURGO_PERSISTENT_PATH", (dir.path() + "/l4").c_str(), 1);
+  }
+  void TearDown() override {
+    unsetenv("RESURGO_LOCAL_PATH");
+    unsetenv("RESURGO_PERSISTENT_PATH");
+  }
+  TempDir dir;
+};
+
+TEST_F(CApiTest, FiveCallsCheckpointAndRestart) {
+  std::vector<double> u(1000, 1.5);
+  rsg_store* store = nullptr;
+  ASSERT_EQ(rsg_open(nullptr, "c", &store), RSG_OK) << rsg_last_error();
+  int version = 0;
+  EXPECT_EQ(rsg_latest(store, &version), RSG_ENOTFOUND);
+  ASSERT_EQ(rsg_protect(store, 1, u.data(), u.size() * sizeof(double), "u"), RSG_OK);
+  const char meta[] = "step=10";
+  ASSERT_EQ(rsg_set_metadata(store, meta, sizeof meta), RSG_OK);
+  ASSERT_EQ(rsg_checkpoint(store, 10), RSG_OK);
+  ASSERT_EQ(rsg_wait(store, RSG_ALL, RSG_L4), RSG_OK) << rsg_last_error();
+  ASSERT_EQ(rsg_close(store), RSG_OK);
+
+  std::vector<double> fresh(1000, 0.0);
+  ASSERT_EQ(rsg_open(nullptr, "c", &store), RSG_OK);
+  ASSERT_EQ(rsg_protect(store, 1, fresh.data(), fresh.size() * sizeof(double), "u"), RSG_OK);
+  ASSERT_EQ(rsg_latest(store, &version), RSG_OK);
+  EXPECT_EQ(version, 10);
+  int restored = -1;
+  ASSERT_EQ(rsg_restart(store, RSG_LATEST, &restored), RSG_OK) << rsg_last_error();
+  EXPECT_EQ(restored, 10);
+  EXPECT_EQ(fresh, u);
+  char buffer[64] = {};
+  size_t bytes = 0;
+  EXPECT_EQ(rsg_get_metadata(store, buffer, 2, &bytes), RSG_EINVAL);
+  EXPECT_EQ(bytes, sizeof meta);
+  ASSERT_EQ(rsg_get_metadata(store, buffer, sizeof buffer, &bytes), RSG_OK);
+  EXPECT_STREQ(buffer, meta);
+  EXPECT_EQ(rsg_close(store), RSG_OK);
+}
+
+TEST_F(CApiTest, ErrorsReturnCodesAndMessages) {
+  rsg_store* store = nullptr;
+  EXPECT_EQ(rsg_open(nullptr, nullptr, &store), RSG_EINVAL);
+  EXPECT_EQ(rsg_open(nullptr, "a/b", &store), RSG_EINVAL);
+  EXPECT_NE(std::string(rsg_last_error()).find("a/b"), std::string::npos);
+  EXPECT_EQ(rsg_open((dir.path() + "/missing.toml").c_str(), "c", &store), RSG_ECONFIG);
+  setenv("RESURGO_LOCAL_KEEP", "many", 1);
+  EXPECT_EQ(rsg_open(nullptr, "c", &store), RSG_ECONFIG);
+  EXPECT_NE(std::string(rsg_last_error()).find("RESURGO_LOCAL_KEEP"), std::string::npos);
+  unsetenv("RESURGO_LOCAL_KEEP");
+  ASSERT_EQ(rsg_open(nullptr, "c", &store), RSG_OK);
+  double x = 1;
+  EXPECT_EQ(rsg_checkpoint(store, 1), RSG_EINVAL);
+  EXPECT_EQ(rsg_protect(store, 0, nullptr, 8, "x"), RSG_EINVAL);
+  EXPECT_EQ(rsg_protect(store, 0, &x, 0, "x"), RSG_EINVAL);
+  EXPECT_EQ(rsg_protect(store, 0, &x, sizeof x, nullptr), RSG_OK);  // label defaults to region-0
+  EXPECT_EQ(rsg_protect(store, 1, &x, sizeof x, "region-0"), RSG_EINVAL);
+  EXPECT_EQ(rsg_unprotect(store, 5), RSG_ENOTFOUND);
+  EXPECT_EQ(rsg_wait(store, 3, RSG_L2), RSG_ENOTFOUND);
+  EXPECT_EQ(rsg_restart(store, RSG_LATEST, nullptr), RSG_ENOTFOUND);
+  EXPECT_EQ(rsg_checkpoint(store, -3), RSG_EINVAL);
+  EXPECT_EQ(rsg_close(store), RSG_OK);
+  EXPECT_EQ(rsg_close(nullptr), RSG_EINVAL);
+}
+
+}  // namespace
