@@ -66,9 +66,9 @@ bool HostBuffer::find_space(std::uint64_t bytes, std::uint64_t& offset) const {
 }
 
 std::byte* HostBuffer::allocate(std::uint64_t bytes) {
-  if (bytes > capacity_) {
-    throw InvalidArgumentError("a block of " + std::to_string(bytes) + " bytes exceeds the host buffer of " +
-                               std::to_string(capacity_) + " bytes");
+  if (bytes == 0 || bytes > capacity_) {
+    throw InvalidArgumentError("a block of " + std::to_string(bytes) + " bytes does not fit the host buffer of " +
+                               std::to_string(capacity_) + " bytes (a block holds 1 byte at least)");
   }
   std::unique_lock lock(mutex_);
   std::uint64_t offset = 0;

@@ -26,7 +26,7 @@ class HostBuffer {
   std::uint64_t capacity() const { return capacity_; }
   bool empty() const;
 
-  // A block of `bytes` (<= capacity), blocking while older blocks still
+  // A block of `bytes` (1..capacity), blocking while older blocks still
   // occupy the space it needs.
   std::byte* allocate(std::uint64_t bytes);
   // Releases a block returned by allocate (any order; space is reclaimed FIFO).

@@ -1,0 +1,65 @@
+// Small helpers shared by the C++ tests: a scratch directory and raw file
+// access for damaging checkpoint files on purpose.
+#pragma once
+
+#include <stdlib.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <vector>
+
+// A fresh directory under /tmp, removed with everything in it on destruction.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = "/tmp/resurgo-test-XXXXXX";
+    if (::mkdtemp(pattern.data()) == nullptr) {
+      throw std::runtime_error("mkdtemp failed: " + std::string(std::strerror(errno)));
+    }
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+inline std::vector<std::byte> read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot open '" + path + "' for reading");
+  const std::vector<char> chars((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::byte> bytes(chars.size());
+  if (!chars.empty()) std::memcpy(bytes.data(), chars.data(), chars.size());
+  return bytes;
+}
+
+inline void write_file(const std::string& path, const std::vector<std::byte>& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) throw std::runtime_error("cannot open '" + path + "' for writing");
+  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  if (!out) throw std::runtime_error("cannot write '" + path + "'");
+}
+
+// Flips bit `bit` (0-7) of the byte at `offset`, in place.
+inline void flip_bit(const std::string& path, std::uint64_t offset, int bit = 0) {
+  std::vector<std::byte> bytes = read_file(path);
+  if (offset >= bytes.size()) {
+    throw std::out_of_range("flip_bit: offset " + std::to_string(offset) + " is past the end of '" + path + "'");
+  }
+  bytes[offset] ^= static_cast<std::byte>(1u << (bit & 7));
+  write_file(path, bytes);
+}
