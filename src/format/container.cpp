@@ -19,7 +19,6 @@ constexpr std::uint32_t kChunkMagic = 0x4b484352;  // "RCHK"
 constexpr std::size_t kHeaderPrefixBytes = 24;     // magic, format version, flags, length
 constexpr std::size_t kHeaderLengthOffset = 16;
 constexpr std::size_t kIndexEntryBytes = kChunkRecordBytes + 8;
-constexpr std::size_t kMaxDtypeBytes = 64;
 
 void put_record(ByteWriter& out, const ChunkRecord& record) {
   out.put(kChunkMagic);
@@ -141,12 +140,14 @@ std::vector<ChunkRecord> parse_index(const ReadableFile& file, const std::vector
 // the chunks of each region must tile it exactly: no gap, no overlap.
 void check_layout(const ReadableFile& file, const Container& container, std::uint64_t data_begin) {
   const auto& regions = container.header.regions;
+  const std::uint64_t chunk_size = std::min<std::uint64_t>(container.header.chunk_size, kMaxChunkBytes);
   std::vector<std::vector<const ChunkRecord*>> by_region(regions.size());
   for (std::size_t i = 0; i < container.chunks.size(); ++i) {
     const ChunkRecord& chunk = container.chunks[i];
     const std::string name = "chunk " + std::to_string(i);
     if (chunk.region >= regions.size()) corrupt(file, name + " names region " + std::to_string(chunk.region) + " of " + std::to_string(regions.size()));
     const std::uint64_t region_bytes = regions[chunk.region].bytes;
+    if (chunk.raw_length > chunk_size) corrupt(file, name + " is larger than the chunk size (at most 1 GiB)");
     if (chunk.raw_length == 0 || chunk.raw_length > region_bytes || chunk.offset > region_bytes - chunk.raw_length) {
       corrupt(file, name + " lies outside region '" + regions[chunk.region].label + "'");
     }
@@ -270,6 +271,18 @@ Container read_container(const ReadableFile& file) {
   container.chunks = parse_index(file, index_bytes);
   check_layout(file, container, header_length);
   return container;
+}
+
+void check_chunk_record(const ReadableFile& file, const Container& container, const ChunkRecord& chunk) {
+  std::vector<std::byte> expected;
+  ByteWriter out(expected);
+  put_record(out, chunk);
+  std::vector<std::byte> stored(kChunkRecordBytes);
+  file.read_at(chunk.file_offset - kChunkRecordBytes, stored.data(), stored.size());
+  if (stored != expected) {
+    corrupt(file, "the record before the chunk at byte " + std::to_string(chunk.offset) + " of region '" +
+                      container.header.regions[chunk.region].label + "' disagrees with the index");
+  }
 }
 
 void read_chunk(const ReadableFile& file, const Container& container, const ChunkRecord& chunk,

@@ -22,6 +22,8 @@ inline constexpr std::size_t kMaxHeaderBytes = 64u << 20;  // bounds a hostile h
 inline constexpr std::size_t kMaxLabelBytes = 255;
 inline constexpr std::size_t kMaxMetadataBytes = 16u << 20;
 inline constexpr std::size_t kMaxShapeRank = 32;
+inline constexpr std::size_t kMaxDtypeBytes = 64;
+inline constexpr std::uint64_t kMaxChunkBytes = 1u << 30;  // bounds a reader's chunk buffers
 
 enum class RegionKind : std::uint8_t { kHost = 0, kDevice = 1, kManaged = 2 };
 
@@ -92,7 +94,12 @@ Container read_container(const ReadableFile& file);
 void read_chunk(const ReadableFile& file, const Container& container, const ChunkRecord& chunk,
                 void* destination, std::vector<std::byte>& scratch);
 
-// Reads every chunk and verifies it without keeping the data. Calls
+// Checks that the chunk record stored before the chunk's bytes in the data
+// section agrees with the index entry. Restore relies on the checksummed
+// index alone; verification also checks these redundant copies.
+void check_chunk_record(const ReadableFile& file, const Container& container, const ChunkRecord& chunk);
+
+// Reads every chunk and verifies it (record and data) without keeping the data. Calls
 // `progress(bytes_done, bytes_total)` after each chunk when given.
 template <class Progress>
 void verify_chunks(const ReadableFile& file, const Container& container, Progress&& progress);

@@ -13,6 +13,7 @@ void verify_chunks(const ReadableFile& file, const Container& container, Progres
   std::vector<std::byte> scratch;
   std::uint64_t done = 0;
   for (const ChunkRecord& chunk : container.chunks) {
+    check_chunk_record(file, container, chunk);
     raw.resize(chunk.raw_length);
     read_chunk(file, container, chunk, raw.data(), scratch);
     done += chunk.raw_length;
