@@ -54,18 +54,21 @@ void DirectoryTier::prepare() {
 
 void DirectoryTier::commit(int version, const std::function<void(WritableFile&)>& write) {
   const std::string temporary = temporary_path(version);
+  bool renamed = false;
   try {
     std::unique_ptr<WritableFile> file = env_->create(temporary, mode_);
     write(*file);
     file->sync();
     file->close();
     env_->rename(temporary, path(version));
+    renamed = true;
     env_->sync_dir(dir_);
   } catch (...) {
+    // A failed commit must not leave a version whose durability is unknown
+    // visible; a leftover temporary is invisible and prepare() removes it.
     try {
-      env_->remove(temporary);
+      env_->remove(renamed ? path(version) : temporary);
     } catch (const Error&) {
-      // The temporary stays invisible to readers; prepare() removes it later.
     }
     throw;
   }
