@@ -168,8 +168,14 @@ void apply_file(Config& config, const std::string& path) {
     throw ConfigError("configuration file '" + path + "' line " + std::to_string(where.line) +
                       ": " + std::string(error.description()));
   }
+  static const std::string sections[] = {"buffer", "local", "persistent", "pipeline", "log", "trace"};
   for (const auto& [section, node] : root) {
     const auto* table = node.as_table();
+    const bool known = std::find(std::begin(sections), std::end(sections), section.str()) != std::end(sections);
+    if (table != nullptr && table->empty() && !known) {  // keys of an unknown section are reported by set()
+      throw ConfigError("configuration file '" + path + "': unknown section [" + std::string(section.str()) +
+                        "]; sections are buffer, local, persistent, pipeline, log, trace");
+    }
     if (table == nullptr) {
       throw ConfigError("configuration file '" + path + "': top-level key '" +
                         std::string(section.str()) + "' must be a [section]; sections are " +

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/names.h"
+#include "format/container.h"
 
 namespace resurgo {
 
@@ -14,6 +15,11 @@ void Registry::add(Region region) {
   }
   if (region.bytes == 0) {
     throw InvalidArgumentError("cannot protect region '" + region.label + "': its size is zero bytes");
+  }
+  if (region.type.shape.size() > format::kMaxShapeRank || region.type.dtype.size() > format::kMaxDtypeBytes) {
+    throw InvalidArgumentError("cannot protect region '" + region.label + "': a shape of rank at most " +
+                               std::to_string(format::kMaxShapeRank) + " and a dtype name of at most " +
+                               std::to_string(format::kMaxDtypeBytes) + " bytes are supported");
   }
   for (const Region& other : regions_) {
     if (other.id == region.id) {

@@ -1,0 +1,377 @@
+// Configuration: defaults, TOML file, environment, overrides, and the error
+// messages for every kind of bad input; validation of store names and labels.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/names.h"
+#include "resurgo/config.hpp"
+#include "resurgo/errors.hpp"
+#include "test_util.h"
+
+extern char** environ;
+
+namespace resurgo {
+namespace {
+
+// Clears every RESURGO_* variable (and TMPDIR) for the test and restores
+// them afterwards, so that the environment of the test run cannot leak in.
+class ConfigTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (char** entry = environ; *entry != nullptr; ++entry) {
+      const std::string assignment(*entry);
+      const auto equals = assignment.find('=');
+      if (equals == std::string::npos) continue;
+      const std::string name = assignment.substr(0, equals);
+      if (name.rfind("RESURGO_", 0) == 0 || name == "TMPDIR") saved_.emplace_back(name, assignment.substr(equals + 1));
+    }
+    for (const auto& [name, value] : saved_) ::unsetenv(name.c_str());
+  }
+  void TearDown() override {
+    std::vector<std::string> ours;
+    for (char** entry = environ; *entry != nullptr; ++entry) {
+      const std::string assignment(*entry);
+      if (assignment.rfind("RESURGO_", 0) == 0 || assignment.rfind("TMPDIR=", 0) == 0) {
+        ours.push_back(assignment.substr(0, assignment.find('=')));
+      }
+    }
+    for (const std::string& name : ours) ::unsetenv(name.c_str());
+    for (const auto& [name, value] : saved_) ::setenv(name.c_str(), value.c_str(), 1);
+  }
+
+  std::string write_toml(const std::string& text) {
+    const std::string path = dir_.path() + "/resurgo" + std::to_string(files_++) + ".toml";
+    std::ofstream(path) << text;
+    return path;
+  }
+  // The ConfigError message of loading `toml`, or "" when it loads.
+  std::string load_error(const std::string& toml) {
+    const std::string path = write_toml(toml);
+    try {
+      Config::load(path);
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    return "";
+  }
+  std::string set_error(const std::string& key, const std::string& value) {
+    Config config;
+    try {
+      config.set(key, value);
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    return "";
+  }
+
+  TempDir dir_;
+  int files_ = 0;
+  std::vector<std::pair<std::string, std::string>> saved_;
+};
+
+#define EXPECT_CONTAINS(haystack, needle)                                        \
+  do {                                                                           \
+    const std::string haystack_ = (haystack);                                    \
+    EXPECT_NE(haystack_.find(needle), std::string::npos)                         \
+        << "'" << haystack_ << "' does not contain '" << (needle) << "'";        \
+  } while (0)
+
+TEST_F(ConfigTest, DefaultsWithoutFileOrEnvironment) {
+  const Config c = Config::load();
+  EXPECT_EQ(c.buffer.capacity, 0u);
+  EXPECT_EQ(c.local.path, "");
+  EXPECT_EQ(c.local.keep, 2);
+  EXPECT_EQ(c.local.mode, 0600u);
+  EXPECT_EQ(c.persistent.path, "checkpoints");
+  EXPECT_EQ(c.persistent.keep, 2);
+  EXPECT_EQ(c.persistent.every, 1);
+  EXPECT_EQ(c.persistent.mode, 0600u);
+  EXPECT_EQ(c.pipeline.threads, 0);
+  EXPECT_EQ(c.pipeline.compress, Codec::kNone);
+  EXPECT_EQ(c.pipeline.compress_level, 1);
+  EXPECT_EQ(c.pipeline.chunk_size, 4u << 20);
+  EXPECT_EQ(c.log.level, LogLevel::kWarn);
+  EXPECT_EQ(c.trace.path, "");
+}
+
+TEST_F(ConfigTest, DefaultLocalPathUsesTmpdir) {
+  const std::string uid = std::to_string(::getuid());
+  EXPECT_EQ(Config::default_local_path(), "/tmp/resurgo-" + uid);
+  ::setenv("TMPDIR", "/scratch/job", 1);
+  EXPECT_EQ(Config::default_local_path(), "/scratch/job/resurgo-" + uid);
+  ::setenv("TMPDIR", "", 1);
+  EXPECT_EQ(Config::default_local_path(), "/tmp/resurgo-" + uid);
+}
+
+TEST_F(ConfigTest, FileWithEveryKey) {
+  const Config c = Config::load(write_toml(R"(
+# every key of docs/config.md
+[buffer]
+capacity = "512MiB"
+
+[local]
+path = "/dev/shm/resurgo"
+keep = 3
+mode = "0640"
+
+[persistent]
+path = "/lustre/run/ckpt"
+keep = 0
+every = 10
+mode = "0o660"
+
+[pipeline]
+threads = 4
+compress = "zstd"
+compress_level = 7
+chunk_size = 1048576
+
+[log]
+level = "debug"
+
+[trace]
+path = "/tmp/trace.json"
+)"));
+  EXPECT_EQ(c.buffer.capacity, 512ull << 20);
+  EXPECT_EQ(c.local.path, "/dev/shm/resurgo");
+  EXPECT_EQ(c.local.keep, 3);
+  EXPECT_EQ(c.local.mode, 0640u);
+  EXPECT_EQ(c.persistent.path, "/lustre/run/ckpt");
+  EXPECT_EQ(c.persistent.keep, 0);
+  EXPECT_EQ(c.persistent.every, 10);
+  EXPECT_EQ(c.persistent.mode, 0660u);
+  EXPECT_EQ(c.pipeline.threads, 4);
+  EXPECT_EQ(c.pipeline.compress, Codec::kZstd);
+  EXPECT_EQ(c.pipeline.compress_level, 7);
+  EXPECT_EQ(c.pipeline.chunk_size, 1u << 20);
+  EXPECT_EQ(c.log.level, LogLevel::kDebug);
+  EXPECT_EQ(c.trace.path, "/tmp/trace.json");
+}
+
+TEST_F(ConfigTest, SizesWithUnitsInFile) {
+  Config c = Config::load(write_toml("[buffer]\ncapacity = \"1.5GB\"\n[pipeline]\nchunk_size = \"64KiB\"\n"));
+  EXPECT_EQ(c.buffer.capacity, 1'500'000'000u);
+  EXPECT_EQ(c.pipeline.chunk_size, 64u << 10);
+  c = Config::load(write_toml("[buffer]\ncapacity = 3000000\n[pipeline]\nchunk_size = \"1 GiB\"\n"));
+  EXPECT_EQ(c.buffer.capacity, 3'000'000u);
+  EXPECT_EQ(c.pipeline.chunk_size, 1u << 30);
+  c = Config::load(write_toml("[buffer]\ncapacity = \"auto\"\n"));
+  EXPECT_EQ(c.buffer.capacity, 0u);
+  c = Config::load(write_toml("[buffer]\ncapacity = 2048.0\n"));  // an integral float
+  EXPECT_EQ(c.buffer.capacity, 2048u);
+}
+
+TEST_F(ConfigTest, UnknownSectionOrKeyNamesIt) {
+  EXPECT_CONTAINS(load_error("[bufer]\ncapacity = \"1GiB\"\n"), "bufer.capacity");
+  EXPECT_CONTAINS(load_error("[local]\npaht = \"/x\"\n"), "local.paht");
+  EXPECT_CONTAINS(load_error("[pipeline]\ncompression = \"lz4\"\n"), "pipeline.compression");
+  EXPECT_CONTAINS(load_error("keep = 3\n"), "keep");  // keys belong in sections
+  Config c;
+  try {
+    c.set("local.colour", "blue");
+    ADD_FAILURE() << "no ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_CONTAINS(e.what(), "local.colour");
+    EXPECT_CONTAINS(e.what(), "local.path");  // lists the known keys
+  }
+  EXPECT_THROW(Config::load("", {{"nosuch.key", "1"}}), ConfigError);
+}
+
+TEST_F(ConfigTest, UnreadableOrMalformedFile) {
+  const std::string missing = dir_.path() + "/missing.toml";
+  try {
+    Config::load(missing);
+    ADD_FAILURE() << "no ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_CONTAINS(e.what(), missing);
+  }
+  const std::string message = load_error("[local]\npath = \"unterminated\n");
+  EXPECT_CONTAINS(message, "line 2");
+  EXPECT_CONTAINS(message, ".toml");
+}
+
+TEST_F(ConfigTest, BadValuesNameTheKeyAndWhatIsAllowed) {
+  std::string m = set_error("buffer.capacity", "12 apples");
+  EXPECT_CONTAINS(m, "buffer.capacity");
+  EXPECT_CONTAINS(m, "MiB");
+  m = set_error("local.keep", "-1");
+  EXPECT_CONTAINS(m, "local.keep");
+  EXPECT_CONTAINS(m, "-1");
+  EXPECT_CONTAINS(set_error("persistent.keep", "two"), "persistent.keep");
+  EXPECT_CONTAINS(set_error("persistent.every", "-3"), "persistent.every");
+  m = set_error("pipeline.threads", "1000");
+  EXPECT_CONTAINS(m, "pipeline.threads");
+  EXPECT_CONTAINS(m, "64");
+  EXPECT_CONTAINS(set_error("pipeline.threads", "2.5"), "pipeline.threads");
+  EXPECT_CONTAINS(set_error("pipeline.threads", ""), "pipeline.threads");
+  m = set_error("pipeline.compress", "gzip");
+  EXPECT_CONTAINS(m, "pipeline.compress");
+  EXPECT_CONTAINS(m, "gzip");
+  EXPECT_CONTAINS(m, "none");
+  EXPECT_CONTAINS(m, "lz4");
+  EXPECT_CONTAINS(m, "zstd");
+  EXPECT_CONTAINS(set_error("pipeline.compress_level", "0"), "pipeline.compress_level");
+  EXPECT_CONTAINS(set_error("pipeline.compress_level", "20"), "pipeline.compress_level");
+  m = set_error("log.level", "verbose");
+  EXPECT_CONTAINS(m, "log.level");
+  EXPECT_CONTAINS(m, "debug");
+  for (const char* mode : {"0400", "0200", "0000", "8888", "rw-r--r--", "07777", "1600", ""}) {
+    m = set_error("local.mode", mode);
+    EXPECT_CONTAINS(m, "local.mode");
+    EXPECT_CONTAINS(m, "owner");
+  }
+  EXPECT_CONTAINS(set_error("persistent.mode", "0400"), "persistent.mode");
+}
+
+TEST_F(ConfigTest, ValuesAreTrimmedAndCaseInsensitive) {
+  Config c;
+  c.set("pipeline.compress", " LZ4 ");
+  EXPECT_EQ(c.pipeline.compress, Codec::kLz4);
+  c.set("log.level", "Off");
+  EXPECT_EQ(c.log.level, LogLevel::kOff);
+  c.set("pipeline.threads", " 3 ");
+  EXPECT_EQ(c.pipeline.threads, 3);
+  c.set("local.mode", "600");
+  EXPECT_EQ(c.local.mode, 0600u);
+  c.set("local.mode", "0O700");
+  EXPECT_EQ(c.local.mode, 0700u);
+  c.set("buffer.capacity", "AUTO");
+  EXPECT_EQ(c.buffer.capacity, 0u);
+}
+
+TEST_F(ConfigTest, ModeAsTomlIntegerAsksForAString) {
+  const std::string m = load_error("[local]\nmode = 640\n");
+  EXPECT_CONTAINS(m, "local.mode");
+  EXPECT_CONTAINS(m, "string");
+  EXPECT_CONTAINS(load_error("[persistent]\nmode = 0o640\n"), "persistent.mode");
+}
+
+TEST_F(ConfigTest, WrongTomlTypesAreErrors) {
+  EXPECT_CONTAINS(load_error("[buffer]\ncapacity = 1.5\n"), "buffer.capacity");
+  EXPECT_CONTAINS(load_error("[pipeline]\ncompress = true\n"), "pipeline.compress");
+  EXPECT_CONTAINS(load_error("[local]\npath = [\"a\", \"b\"]\n"), "local.path");
+  EXPECT_CONTAINS(load_error("[pipeline]\nthreads = -2\n"), "pipeline.threads");
+}
+
+TEST_F(ConfigTest, ChunkSizeRange) {
+  Config c;
+  c.set("pipeline.chunk_size", "64KiB");
+  EXPECT_EQ(c.pipeline.chunk_size, 65536u);
+  c.set("pipeline.chunk_size", "1GiB");
+  EXPECT_EQ(c.pipeline.chunk_size, 1u << 30);
+  for (const char* bad : {"65535", "1KiB", "0", "1.0001GiB", "2GiB"}) {
+    const std::string m = set_error("pipeline.chunk_size", bad);
+    EXPECT_CONTAINS(m, "pipeline.chunk_size");
+    EXPECT_CONTAINS(m, "64KiB");
+  }
+}
+
+TEST_F(ConfigTest, EnvironmentBeatsFileAndOverridesBeatEnvironment) {
+  const std::string file = write_toml(
+      "[local]\npath = \"/from/file\"\nkeep = 5\n[pipeline]\nchunk_size = \"1MiB\"\nthreads = 1\n");
+  Config c = Config::load(file);
+  EXPECT_EQ(c.local.path, "/from/file");
+  EXPECT_EQ(c.pipeline.chunk_size, 1u << 20);
+
+  ::setenv("RESURGO_LOCAL_PATH", "/from/env", 1);
+  ::setenv("RESURGO_PIPELINE_CHUNK_SIZE", "2MiB", 1);
+  ::setenv("RESURGO_PIPELINE_COMPRESS_LEVEL", "5", 1);
+  c = Config::load(file);
+  EXPECT_EQ(c.local.path, "/from/env");
+  EXPECT_EQ(c.pipeline.chunk_size, 2u << 20);
+  EXPECT_EQ(c.pipeline.compress_level, 5);
+  EXPECT_EQ(c.local.keep, 5);  // untouched keys keep the file's value
+  EXPECT_EQ(c.pipeline.threads, 1);
+
+  c = Config::load(file, {{"local.path", "/from/override"}, {"pipeline.threads", "2"}});
+  EXPECT_EQ(c.local.path, "/from/override");
+  EXPECT_EQ(c.pipeline.threads, 2);
+  EXPECT_EQ(c.pipeline.chunk_size, 2u << 20);
+
+  c = Config::load();  // the environment applies without a file too
+  EXPECT_EQ(c.local.path, "/from/env");
+}
+
+TEST_F(ConfigTest, BadEnvironmentVariablesNameTheVariable) {
+  ::setenv("RESURGO_FOO_BAR", "1", 1);
+  try {
+    Config::load();
+    ADD_FAILURE() << "no ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_CONTAINS(e.what(), "RESURGO_FOO_BAR");
+  }
+  ::unsetenv("RESURGO_FOO_BAR");
+  ::setenv("RESURGO_PIPELINE_THREADS", "many", 1);
+  try {
+    Config::load();
+    ADD_FAILURE() << "no ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_CONTAINS(e.what(), "RESURGO_PIPELINE_THREADS");
+    EXPECT_CONTAINS(e.what(), "many");
+  }
+  ::unsetenv("RESURGO_PIPELINE_THREADS");
+  EXPECT_NO_THROW(Config::load());
+}
+
+TEST_F(ConfigTest, ParseSize) {
+  EXPECT_EQ(parse_size("k", "0"), 0u);
+  EXPECT_EQ(parse_size("k", "4096"), 4096u);
+  EXPECT_EQ(parse_size("k", "512MiB"), 512ull << 20);
+  EXPECT_EQ(parse_size("k", "4 GiB"), 4ull << 30);
+  EXPECT_EQ(parse_size("k", "1.5GB"), 1'500'000'000u);
+  EXPECT_EQ(parse_size("k", "2k"), 2048u);
+  EXPECT_EQ(parse_size("k", "3KB"), 3000u);
+  EXPECT_EQ(parse_size("k", " 7 b "), 7u);
+  EXPECT_EQ(parse_size("k", "1TiB"), 1ull << 40);
+  EXPECT_EQ(parse_size("k", "2tb"), 2'000'000'000'000u);
+  EXPECT_EQ(parse_size("k", "0.5MiB"), 512u << 10);
+  for (const char* bad : {"", " ", "MiB", "12 apples", "-1", "-1MiB", "1.5.5", "nan", "inf", "1e30", "20000000TiB",
+                          "4 GiBs", "four"}) {
+    SCOPED_TRACE(bad);
+    try {
+      parse_size("buffer.capacity", bad);
+      ADD_FAILURE() << "no ConfigError";
+    } catch (const ConfigError& e) {
+      EXPECT_CONTAINS(e.what(), "buffer.capacity");
+    }
+  }
+}
+
+// -------------------------------------------------------------- names
+
+TEST(ConfigNames, StoreNames) {
+  for (const std::string& good : std::vector<std::string>{"a", "run-1", "my_store.v2", "ABC123", std::string(128, 'x')}) {
+    EXPECT_NO_THROW(validate_store_name(good)) << good;
+  }
+  for (const std::string& bad : std::vector<std::string>{std::string(), std::string("a/b"), std::string(".."), std::string("."),
+                                std::string("x\ny"), std::string(300, 'x'), std::string(129, 'x'),
+                                std::string("nul\0inside", 10), std::string("sp ace"), std::string("/abs")}) {
+    EXPECT_THROW(validate_store_name(bad), InvalidArgumentError) << bad;
+  }
+}
+
+TEST(ConfigNames, Labels) {
+  for (const std::string& good : std::vector<std::string>{"u", "velocity field", "rho[0]", "a.b", "名前", std::string(255, 'x')}) {
+    EXPECT_NO_THROW(validate_label(good)) << good;
+  }
+  for (const std::string& bad : std::vector<std::string>{std::string(), std::string("a/b"), std::string(".."), std::string("a..b"),
+                                std::string("x\ny"), std::string("tab\there"), std::string(300, 'x'),
+                                std::string(256, 'x'), std::string("nul\0inside", 10), std::string("del\x7f")}) {
+    try {
+      validate_label(bad);
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const InvalidArgumentError& e) {
+      EXPECT_CONTAINS(e.what(), "label");
+    }
+  }
+}
+
+}  // namespace
+}  // namespace resurgo
