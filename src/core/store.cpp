@@ -103,7 +103,9 @@ class Store::Impl {
 
  private:
   void check_open(const char* call) const;
-  void report_failure(std::unique_lock<std::mutex>& lock, const char* call);
+  // Throws the oldest background failure not yet reported; `prefix` says what
+  // the failing call did. The caller holds `lock`.
+  void report_failure(std::unique_lock<std::mutex>& lock, const std::string& prefix);
   [[noreturn]] void throw_failure(VersionState& state, int version);
   void record_failure(int version, int level, const Error& error);
   bool settled(const VersionState& state, int level) const;
@@ -200,7 +202,7 @@ void Store::Impl::close() {
   lock_.reset();
   if (trace_.enabled()) trace_.write(*env_);
   lock.lock();
-  report_failure(lock, "close");
+  report_failure(lock, "store closed, but ");
 }
 
 // ---------------------------------------------------------------- registry
@@ -250,14 +252,13 @@ void Store::Impl::throw_failure(VersionState& state, int version) {
                                                "' failed: " + state.failure->message));
 }
 
-void Store::Impl::report_failure(std::unique_lock<std::mutex>&, const char* call) {
+void Store::Impl::report_failure(std::unique_lock<std::mutex>&, const std::string& prefix) {
   for (auto& [version, state] : states_) {
     if (state.failure && !state.failure->reported) {
       state.failure->reported = true;
-      rethrow_as_is(Error(state.failure->code,
-                          std::string(call) + " not done: version " + std::to_string(version) + " of store '" +
-                              name + "' failed in the background: " + state.failure->message +
-                              " (the store keeps working; later checkpoints are unaffected)"));
+      rethrow_as_is(Error(state.failure->code, prefix + "version " + std::to_string(version) +
+                                                   " of store '" + name + "' failed in the background: " +
+                                                   state.failure->message));
     }
   }
 }
@@ -304,7 +305,8 @@ void Store::Impl::checkpoint(int version) {
   const Clock::time_point started = Clock::now();
   check_open("checkpoint");
   std::unique_lock lock(mutex_);
-  report_failure(lock, "checkpoint");
+  report_failure(lock, "checkpoint " + std::to_string(version) +
+                           " not taken (the store keeps working; call checkpoint again): ");
   if (version < 0) throw InvalidArgumentError("checkpoint: version " + std::to_string(version) + " is negative");
   if (version <= newest_version_) {
     throw InvalidArgumentError("checkpoint: version " + std::to_string(version) + " is not newer than version " +
@@ -398,6 +400,15 @@ void Store::Impl::flush(Job& job) {
     record_failure(version, 2, error);
   }
   if (job.buffer) job.buffer->release(job.block);
+  bool to_l4 = false;
+  {
+    std::lock_guard lock(mutex_);
+    to_l4 = written && states_[version].to_l4;
+    if (to_l4) persist_queue_.push_back(version);  // pins the L2 file until copied
+  }
+  // Evicting before the version is marked durable means that when wait()
+  // returns, the keep limits already hold.
+  if (written) evict_local();
   {
     std::lock_guard lock(mutex_);
     VersionState& state = states_[version];
@@ -406,14 +417,9 @@ void Store::Impl::flush(Job& job) {
       state.stats.stored_bytes = stored_bytes;
       state.stats.seconds_to_l2 = seconds_between(state.started, Clock::now());
     }
-    if (written && state.to_l4) {
-      persist_queue_.push_back(version);
-    } else {
-      state.finished = true;
-    }
+    state.finished = !to_l4;
   }
   changed_.notify_all();
-  if (written) evict_local();
 }
 
 // L2 files still waiting for their L4 copy are pinned.
@@ -456,20 +462,24 @@ void Store::Impl::persist(int version) {
   }
   {
     std::lock_guard lock(mutex_);
+    persisting_ = -1;  // unpins the L2 file
+  }
+  evict_local();
+  if (written) {
+    try {
+      persistent_.evict({});
+    } catch (const Error& error) {
+      log_.warn(std::string("evicting old versions from L4: ") + error.what());
+    }
+  }
+  {
+    std::lock_guard lock(mutex_);
     VersionState& state = states_[version];
     state.l4_done = written;
     if (written) state.stats.seconds_to_l4 = seconds_between(state.started, Clock::now());
     state.finished = true;
-    persisting_ = -1;
   }
   changed_.notify_all();
-  evict_local();
-  if (!written) return;
-  try {
-    persistent_.evict({});
-  } catch (const Error& error) {
-    log_.warn(std::string("evicting old versions from L4: ") + error.what());
-  }
 }
 
 // ------------------------------------------------------------------ queries
@@ -488,7 +498,7 @@ void Store::Impl::wait(int version, int level) {
     changed_.wait(lock, [&] {
       return std::all_of(states_.begin(), states_.end(), [&](const auto& e) { return settled(e.second, level); });
     });
-    report_failure(lock, "wait");
+    report_failure(lock, "wait: ");
     return;
   }
   const auto it = states_.find(version);
@@ -666,7 +676,7 @@ int Store::Impl::restart(int version) {
   {
     std::unique_lock lock(mutex_);
     drain(lock);
-    report_failure(lock, "restart");
+    report_failure(lock, "restart not done: ");
   }
   if (version < 0 && version != kLatest) {
     throw InvalidArgumentError("restart: version " + std::to_string(version) + " is negative");
