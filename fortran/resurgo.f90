@@ -1,0 +1,507 @@
+! Resurgo Fortran module: the C API (resurgo/resurgo.h) through iso_c_binding.
+!
+! Two layers:
+!   rsg_*      the C functions bound one to one (bind(C)); strings are
+!              NUL-terminated character(kind=c_char) arrays or type(c_ptr).
+!   resurgo_*  Fortran-friendly wrappers: Fortran character strings, a
+!              resurgo_store handle, generic resurgo_protect over real32,
+!              real64, int32 and int64 arrays of rank 1 and 2 (and int32 /
+!              int64 scalars), resurgo_latest giving -1 when there is no
+!              version (not an error), resurgo_last_error as a string.
+! Fortran names ignore case, so the binding of rsg_latest is named
+! rsg_latest_version (RSG_LATEST is the constant).
+!
+!   call resurgo_open('heat', store)
+!   call resurgo_protect(store, 0, u, 'field')
+!   call resurgo_latest(store, v)
+!   if (v >= 0) call resurgo_restart(store, v)
+!   ... call resurgo_checkpoint(store, step) ...
+!   call resurgo_wait(store)                  ! or (store, ierr, version=, level=)
+!   call resurgo_close(store)
+!
+! Every wrapper takes an optional last argument `ierr`. When present it
+! receives RSG_OK (0) or a negative RSG_E* code and the caller decides; when
+! absent a failure prints resurgo_last_error() to stderr and stops the
+! program (error stop), so short programs need no error handling at all.
+!
+! Arrays passed to resurgo_protect must be contiguous and keep their address
+! until unprotected or the store is closed: declare them with the TARGET
+! attribute (allocatable, target :: u(:,:)) and pass the whole array.
+module resurgo
+  use, intrinsic :: iso_c_binding
+  use, intrinsic :: iso_fortran_env, only: real32, real64, int32, int64, error_unit
+  implicit none
+  private
+
+  ! Return codes (resurgo.h).
+  integer(c_int), parameter, public :: RSG_OK = 0
+  integer(c_int), parameter, public :: RSG_EINVAL = -1     ! bad argument
+  integer(c_int), parameter, public :: RSG_ENOTFOUND = -2  ! no such version, region or file
+  integer(c_int), parameter, public :: RSG_ECORRUPT = -3   ! checksum mismatch or damaged file
+  integer(c_int), parameter, public :: RSG_EMISMATCH = -4  ! checkpoint does not fit the regions
+  integer(c_int), parameter, public :: RSG_ESTORAGE = -5   ! file-system error
+  integer(c_int), parameter, public :: RSG_ECONFIG = -6    ! unknown configuration key or bad value
+  integer(c_int), parameter, public :: RSG_EFORMAT = -7    ! not a Resurgo container
+  integer(c_int), parameter, public :: RSG_ESTATE = -8     ! call not valid now
+  integer(c_int), parameter, public :: RSG_EINTERNAL = -9  ! unexpected failure
+
+  ! Levels (tiers).
+  integer(c_int), parameter, public :: RSG_L0 = 0  ! device cache (GPU memory)
+  integer(c_int), parameter, public :: RSG_L1 = 1  ! host buffer
+  integer(c_int), parameter, public :: RSG_L2 = 2  ! node-local directory
+  integer(c_int), parameter, public :: RSG_L3 = 3  ! partner copy on another node
+  integer(c_int), parameter, public :: RSG_L4 = 4  ! persistent (parallel) file system
+
+  integer(c_int), parameter, public :: RSG_ALL = -1     ! wait: every pending version
+  integer(c_int), parameter, public :: RSG_LATEST = -1  ! restart: newest intact version
+
+  ! Opaque store handle; c_null_ptr when not open.
+  type, public :: resurgo_store
+    type(c_ptr) :: handle = c_null_ptr
+  end type resurgo_store
+
+  ! ---- The C API, bound one to one ------------------------------------------
+  public :: rsg_open, rsg_close, rsg_protect, rsg_unprotect, rsg_set_metadata, &
+            rsg_get_metadata, rsg_checkpoint, rsg_wait, rsg_latest_version, rsg_restart, &
+            rsg_last_error
+
+  interface
+    ! config_path may be c_null_ptr; otherwise c_loc of a NUL-terminated string.
+    function rsg_open(config_path, name, out) bind(C, name="rsg_open") result(rc)
+      import :: c_ptr, c_char, c_int
+      type(c_ptr), value :: config_path
+      character(kind=c_char), dimension(*), intent(in) :: name
+      type(c_ptr), intent(out) :: out
+      integer(c_int) :: rc
+    end function rsg_open
+
+    function rsg_close(s) bind(C, name="rsg_close") result(rc)
+      import :: c_ptr, c_int
+      type(c_ptr), value :: s
+      integer(c_int) :: rc
+    end function rsg_close
+
+    ! label may be c_null_ptr (then "region-<id>").
+    function rsg_protect(s, id, ptr, bytes, label) bind(C, name="rsg_protect") result(rc)
+      import :: c_ptr, c_int, c_size_t
+      type(c_ptr), value :: s
+      integer(c_int), value :: id
+      type(c_ptr), value :: ptr
+      integer(c_size_t), value :: bytes
+      type(c_ptr), value :: label
+      integer(c_int) :: rc
+    end function rsg_protect
+
+    function rsg_unprotect(s, id) bind(C, name="rsg_unprotect") result(rc)
+      import :: c_ptr, c_int
+      type(c_ptr), value :: s
+      integer(c_int), value :: id
+      integer(c_int) :: rc
+    end function rsg_unprotect
+
+    function rsg_set_metadata(s, data, bytes) bind(C, name="rsg_set_metadata") result(rc)
+      import :: c_ptr, c_int, c_size_t
+      type(c_ptr), value :: s
+      type(c_ptr), value :: data
+      integer(c_size_t), value :: bytes
+      integer(c_int) :: rc
+    end function rsg_set_metadata
+
+    function rsg_get_metadata(s, data, capacity, bytes) bind(C, name="rsg_get_metadata") &
+        result(rc)
+      import :: c_ptr, c_int, c_size_t
+      type(c_ptr), value :: s
+      type(c_ptr), value :: data
+      integer(c_size_t), value :: capacity
+      integer(c_size_t), intent(out) :: bytes
+      integer(c_int) :: rc
+    end function rsg_get_metadata
+
+    function rsg_checkpoint(s, version) bind(C, name="rsg_checkpoint") result(rc)
+      import :: c_ptr, c_int
+      type(c_ptr), value :: s
+      integer(c_int), value :: version
+      integer(c_int) :: rc
+    end function rsg_checkpoint
+
+    function rsg_wait(s, version, level) bind(C, name="rsg_wait") result(rc)
+      import :: c_ptr, c_int
+      type(c_ptr), value :: s
+      integer(c_int), value :: version
+      integer(c_int), value :: level
+      integer(c_int) :: rc
+    end function rsg_wait
+
+    ! Fortran names are case-insensitive, so rsg_latest would clash with the
+    ! constant RSG_LATEST: the binding of rsg_latest is rsg_latest_version.
+    function rsg_latest_version(s, version) bind(C, name="rsg_latest") result(rc)
+      import :: c_ptr, c_int
+      type(c_ptr), value :: s
+      integer(c_int), intent(out) :: version
+      integer(c_int) :: rc
+    end function rsg_latest_version
+
+    function rsg_restart(s, version, restored) bind(C, name="rsg_restart") result(rc)
+      import :: c_ptr, c_int
+      type(c_ptr), value :: s
+      integer(c_int), value :: version
+      integer(c_int), intent(out) :: restored
+      integer(c_int) :: rc
+    end function rsg_restart
+
+    ! Thread-local message of the last failure (a C string; see
+    ! resurgo_last_error for a Fortran one).
+    function rsg_last_error() bind(C, name="rsg_last_error") result(msg)
+      import :: c_ptr
+      type(c_ptr) :: msg
+    end function rsg_last_error
+
+    function c_strlen(s) bind(C, name="strlen") result(n)
+      import :: c_ptr, c_size_t
+      type(c_ptr), value :: s
+      integer(c_size_t) :: n
+    end function c_strlen
+  end interface
+
+  ! ---- Fortran wrappers -----------------------------------------------------
+  public :: resurgo_open, resurgo_close, resurgo_protect, resurgo_protect_bytes, &
+            resurgo_unprotect, resurgo_set_metadata, resurgo_get_metadata, &
+            resurgo_checkpoint, resurgo_wait, resurgo_latest, resurgo_restart, &
+            resurgo_last_error
+
+  interface resurgo_protect
+    module procedure protect_r64_1, protect_r64_2, protect_r32_1, protect_r32_2, &
+                     protect_i32_1, protect_i32_2, protect_i64_1, protect_i64_2, &
+                     protect_i32_0, protect_i64_0
+  end interface resurgo_protect
+
+contains
+
+  ! Message of the last failure on this thread ("" when there is none).
+  function resurgo_last_error() result(msg)
+    character(len=:), allocatable :: msg
+    type(c_ptr) :: p
+    character(kind=c_char), pointer :: chars(:)
+    integer(c_size_t) :: n
+    integer :: i
+    p = rsg_last_error()
+    if (.not. c_associated(p)) then
+      msg = ""
+      return
+    end if
+    n = c_strlen(p)
+    call c_f_pointer(p, chars, [n])
+    allocate(character(len=n) :: msg)
+    do i = 1, int(n)
+      msg(i:i) = chars(i)
+    end do
+  end function resurgo_last_error
+
+  ! Hands rc to the caller through ierr, or stops with the message.
+  subroutine finish(rc, what, ierr)
+    integer(c_int), intent(in) :: rc
+    character(len=*), intent(in) :: what
+    integer, intent(out), optional :: ierr
+    if (present(ierr)) then
+      ierr = int(rc)
+    else if (rc /= RSG_OK) then
+      write(error_unit, '(a, a, i0, a, a)') what, ' failed (', rc, '): ', resurgo_last_error()
+      error stop 1
+    end if
+  end subroutine finish
+
+  ! Fortran string -> NUL-terminated C string (kept alive by the caller).
+  pure function c_string(s) result(cs)
+    character(len=*), intent(in) :: s
+    character(kind=c_char, len=:), allocatable :: cs
+    cs = trim(s) // c_null_char
+  end function c_string
+
+  ! Opens the store `name`; `config` is the path of a TOML file (optional;
+  ! RESURGO_<SECTION>_<KEY> environment variables apply either way).
+  subroutine resurgo_open(name, store, ierr, config)
+    character(len=*), intent(in) :: name
+    type(resurgo_store), intent(out) :: store
+    integer, intent(out), optional :: ierr
+    character(len=*), intent(in), optional :: config
+    character(kind=c_char, len=:), allocatable, target :: cfg
+    integer(c_int) :: rc
+    if (present(config)) then
+      cfg = c_string(config)
+      rc = rsg_open(c_loc(cfg), c_string(name), store%handle)
+    else
+      rc = rsg_open(c_null_ptr, c_string(name), store%handle)
+    end if
+    call finish(rc, 'resurgo_open', ierr)
+  end subroutine resurgo_open
+
+  ! Waits for pending work and frees the store (also when it reports an error).
+  subroutine resurgo_close(store, ierr)
+    type(resurgo_store), intent(inout) :: store
+    integer, intent(out), optional :: ierr
+    integer(c_int) :: rc
+    rc = rsg_close(store%handle)
+    store%handle = c_null_ptr
+    call finish(rc, 'resurgo_close', ierr)
+  end subroutine resurgo_close
+
+  ! Protects `bytes` bytes at `ptr` (any type, e.g. c_loc of a derived type).
+  subroutine resurgo_protect_bytes(store, id, ptr, bytes, label, ierr)
+    type(resurgo_store), intent(in) :: store
+    integer, intent(in) :: id
+    type(c_ptr), intent(in) :: ptr
+    integer(c_size_t), intent(in) :: bytes
+    character(len=*), intent(in) :: label
+    integer, intent(out), optional :: ierr
+    character(kind=c_char, len=:), allocatable, target :: clabel
+    integer(c_int) :: rc
+    clabel = c_string(label)
+    rc = rsg_protect(store%handle, int(id, c_int), ptr, bytes, c_loc(clabel))
+    call finish(rc, 'resurgo_protect', ierr)
+  end subroutine resurgo_protect_bytes
+
+  ! Shared tail of the typed resurgo_protect: rejects non-contiguous arrays
+  ! (the copy a compiler would make of a section vanishes after the call, so
+  ! the store would read freed memory) and converts element count and bit
+  ! size to bytes.
+  subroutine protect_array(store, id, array_ptr, contiguous_, count, bits, label, ierr)
+    type(resurgo_store), intent(in) :: store
+    integer, intent(in) :: id
+    type(c_ptr), intent(in) :: array_ptr
+    logical, intent(in) :: contiguous_
+    integer(c_size_t), intent(in) :: count
+    integer, intent(in) :: bits
+    character(len=*), intent(in) :: label
+    integer, intent(out), optional :: ierr
+    if (.not. contiguous_) then
+      if (present(ierr)) then
+        ierr = int(RSG_EINVAL)
+      else
+        write(error_unit, '(a, a)') 'resurgo_protect: array is not contiguous: ', trim(label)
+        error stop 1
+      end if
+      return
+    end if
+    call resurgo_protect_bytes(store, id, array_ptr, count * int(bits / 8, c_size_t), label, ierr)
+  end subroutine protect_array
+
+  subroutine protect_r64_1(store, id, array, label, ierr)
+    type(resurgo_store), intent(in) :: store
+    integer, intent(in) :: id
+    real(real64), intent(inout), target :: array(:)
+    character(len=*), intent(in) :: label
+    integer, intent(out), optional :: ierr
+    type(c_ptr) :: p
+    p = c_null_ptr
+    if (is_contiguous(array)) p = c_loc(array)
+    call protect_array(store, id, p, is_contiguous(array), size(array, kind=c_size_t), &
+                       storage_size(array), label, ierr)
+  end subroutine protect_r64_1
+
+  subroutine protect_r64_2(store, id, array, label, ierr)
+    type(resurgo_store), intent(in) :: store
+    integer, intent(in) :: id
+    real(real64), intent(inout), target :: array(:, :)
+    character(len=*), intent(in) :: label
+    integer, intent(out), optional :: ierr
+    type(c_ptr) :: p
+    p = c_null_ptr
+    if (is_contiguous(array)) p = c_loc(array)
+    call protect_array(store, id, p, is_contiguous(array), size(array, kind=c_size_t), &
+                       storage_size(array), label, ierr)
+  end subroutine protect_r64_2
+
+  subroutine protect_r32_1(store, id, array, label, ierr)
+    type(resurgo_store), intent(in) :: store
+    integer, intent(in) :: id
+    real(real32), intent(inout), target :: array(:)
+    character(len=*), intent(in) :: label
+    integer, intent(out), optional :: ierr
+    type(c_ptr) :: p
+    p = c_null_ptr
+    if (is_contiguous(array)) p = c_loc(array)
+    call protect_array(store, id, p, is_contiguous(array), size(array, kind=c_size_t), &
+                       storage_size(array), label, ierr)
+  end subroutine protect_r32_1
+
+  subroutine protect_r32_2(store, id, array, label, ierr)
+    type(resurgo_store), intent(in) :: store
+    integer, intent(in) :: id
+    real(real32), intent(inout), target :: array(:, :)
+    character(len=*), intent(in) :: label
+    integer, intent(out), optional :: ierr
+    type(c_ptr) :: p
+    p = c_null_ptr
+    if (is_contiguous(array)) p = c_loc(array)
+    call protect_array(store, id, p, is_contiguous(array), size(array, kind=c_size_t), &
+                       storage_size(array), label, ierr)
+  end subroutine protect_r32_2
+
+  subroutine protect_i32_1(store, id, array, label, ierr)
+    type(resurgo_store), intent(in) :: store
+    integer, intent(in) :: id
+    integer(int32), intent(inout), target :: array(:)
+    character(len=*), intent(in) :: label
+    integer, intent(out), optional :: ierr
+    type(c_ptr) :: p
+    p = c_null_ptr
+    if (is_contiguous(array)) p = c_loc(array)
+    call protect_array(store, id, p, is_contiguous(array), size(array, kind=c_size_t), &
+                       storage_size(array), label, ierr)
+  end subroutine protect_i32_1
+
+  subroutine protect_i32_2(store, id, array, label, ierr)
+    type(resurgo_store), intent(in) :: store
+    integer, intent(in) :: id
+    integer(int32), intent(inout), target :: array(:, :)
+    character(len=*), intent(in) :: label
+    integer, intent(out), optional :: ierr
+    type(c_ptr) :: p
+    p = c_null_ptr
+    if (is_contiguous(array)) p = c_loc(array)
+    call protect_array(store, id, p, is_contiguous(array), size(array, kind=c_size_t), &
+                       storage_size(array), label, ierr)
+  end subroutine protect_i32_2
+
+  subroutine protect_i64_1(store, id, array, label, ierr)
+    type(resurgo_store), intent(in) :: store
+    integer, intent(in) :: id
+    integer(int64), intent(inout), target :: array(:)
+    character(len=*), intent(in) :: label
+    integer, intent(out), optional :: ierr
+    type(c_ptr) :: p
+    p = c_null_ptr
+    if (is_contiguous(array)) p = c_loc(array)
+    call protect_array(store, id, p, is_contiguous(array), size(array, kind=c_size_t), &
+                       storage_size(array), label, ierr)
+  end subroutine protect_i64_1
+
+  subroutine protect_i64_2(store, id, array, label, ierr)
+    type(resurgo_store), intent(in) :: store
+    integer, intent(in) :: id
+    integer(int64), intent(inout), target :: array(:, :)
+    character(len=*), intent(in) :: label
+    integer, intent(out), optional :: ierr
+    type(c_ptr) :: p
+    p = c_null_ptr
+    if (is_contiguous(array)) p = c_loc(array)
+    call protect_array(store, id, p, is_contiguous(array), size(array, kind=c_size_t), &
+                       storage_size(array), label, ierr)
+  end subroutine protect_i64_2
+
+  ! Scalars (a step counter, a time): declare them TARGET in the caller.
+  subroutine protect_i32_0(store, id, scalar, label, ierr)
+    type(resurgo_store), intent(in) :: store
+    integer, intent(in) :: id
+    integer(int32), intent(inout), target :: scalar
+    character(len=*), intent(in) :: label
+    integer, intent(out), optional :: ierr
+    call resurgo_protect_bytes(store, id, c_loc(scalar), &
+                               int(storage_size(scalar) / 8, c_size_t), label, ierr)
+  end subroutine protect_i32_0
+
+  subroutine protect_i64_0(store, id, scalar, label, ierr)
+    type(resurgo_store), intent(in) :: store
+    integer, intent(in) :: id
+    integer(int64), intent(inout), target :: scalar
+    character(len=*), intent(in) :: label
+    integer, intent(out), optional :: ierr
+    call resurgo_protect_bytes(store, id, c_loc(scalar), &
+                               int(storage_size(scalar) / 8, c_size_t), label, ierr)
+  end subroutine protect_i64_0
+
+  subroutine resurgo_unprotect(store, id, ierr)
+    type(resurgo_store), intent(in) :: store
+    integer, intent(in) :: id
+    integer, intent(out), optional :: ierr
+    call finish(rsg_unprotect(store%handle, int(id, c_int)), 'resurgo_unprotect', ierr)
+  end subroutine resurgo_unprotect
+
+  ! User metadata saved with the next checkpoint (any bytes; here a string).
+  subroutine resurgo_set_metadata(store, data, ierr)
+    type(resurgo_store), intent(in) :: store
+    character(len=*), intent(in), target :: data
+    integer, intent(out), optional :: ierr
+    integer(c_int) :: rc
+    if (len(data) == 0) then
+      rc = rsg_set_metadata(store%handle, c_null_ptr, 0_c_size_t)
+    else
+      rc = rsg_set_metadata(store%handle, c_loc(data), int(len(data), c_size_t))
+    end if
+    call finish(rc, 'resurgo_set_metadata', ierr)
+  end subroutine resurgo_set_metadata
+
+  ! Metadata of the version last restored (or last set).
+  subroutine resurgo_get_metadata(store, data, ierr)
+    type(resurgo_store), intent(in) :: store
+    character(len=:), allocatable, target, intent(out) :: data
+    integer, intent(out), optional :: ierr
+    integer(c_size_t) :: n, copied
+    integer(c_int) :: rc
+    ! The first call only asks for the size (capacity 0), the second copies.
+    n = 0
+    rc = rsg_get_metadata(store%handle, c_null_ptr, 0_c_size_t, n)
+    if (rc == RSG_EINVAL .and. n > 0) rc = RSG_OK  ! "too small" is the expected answer
+    if (rc /= RSG_OK) n = 0
+    allocate(character(len=n) :: data)
+    if (rc == RSG_OK .and. n > 0) then
+      copied = 0
+      rc = rsg_get_metadata(store%handle, c_loc(data), n, copied)
+    end if
+    call finish(rc, 'resurgo_get_metadata', ierr)
+  end subroutine resurgo_get_metadata
+
+  ! Captures every protected region as `version`; returns before the write.
+  subroutine resurgo_checkpoint(store, version, ierr)
+    type(resurgo_store), intent(in) :: store
+    integer, intent(in) :: version
+    integer, intent(out), optional :: ierr
+    call finish(rsg_checkpoint(store%handle, int(version, c_int)), 'resurgo_checkpoint', ierr)
+  end subroutine resurgo_checkpoint
+
+  ! Until `version` (default RSG_ALL) is durable at `level` (default RSG_L2).
+  subroutine resurgo_wait(store, ierr, version, level)
+    type(resurgo_store), intent(in) :: store
+    integer, intent(out), optional :: ierr
+    integer, intent(in), optional :: version, level
+    integer(c_int) :: v, l
+    v = RSG_ALL
+    l = RSG_L2
+    if (present(version)) v = int(version, c_int)
+    if (present(level)) l = int(level, c_int)
+    call finish(rsg_wait(store%handle, v, l), 'resurgo_wait', ierr)
+  end subroutine resurgo_wait
+
+  ! Newest committed version, or -1 when there is none. Having none is not
+  ! an error here: ierr is then RSG_OK (the C call's RSG_ENOTFOUND is absorbed).
+  subroutine resurgo_latest(store, version, ierr)
+    type(resurgo_store), intent(in) :: store
+    integer, intent(out) :: version
+    integer, intent(out), optional :: ierr
+    integer(c_int) :: v, rc
+    rc = rsg_latest_version(store%handle, v)
+    version = int(v)
+    if (rc == RSG_ENOTFOUND) then
+      version = -1
+      rc = RSG_OK
+    end if
+    call finish(rc, 'resurgo_latest', ierr)
+  end subroutine resurgo_latest
+
+  ! Restores `version` (default RSG_LATEST: newest intact one) into the
+  ! protected regions; `restored` receives the version read.
+  subroutine resurgo_restart(store, restored, ierr, version)
+    type(resurgo_store), intent(in) :: store
+    integer, intent(out) :: restored
+    integer, intent(out), optional :: ierr
+    integer, intent(in), optional :: version
+    integer(c_int) :: v, r, rc
+    v = RSG_LATEST
+    if (present(version)) v = int(version, c_int)
+    r = -1
+    rc = rsg_restart(store%handle, v, r)
+    restored = int(r)
+    call finish(rc, 'resurgo_restart', ierr)
+  end subroutine resurgo_restart
+
+end module resurgo
