@@ -1,0 +1,53 @@
+"""Resurgo: asynchronous multi-level checkpoint/restart.
+
+    import numpy as np
+    import resurgo
+
+    u = np.zeros(1 << 20)
+    with resurgo.Store("heat", local_path="/dev/shm/ckpt") as store:
+        store.protect("u", u)
+        if store.latest() is not None:
+            step = store.restart()          # newest intact version
+        ...
+        store.checkpoint(step)              # returns after the capture
+        store.wait()                        # durable on node-local storage
+
+See DESIGN.md ("Public contract") and docs/ for the configuration keys.
+"""
+
+from __future__ import annotations
+
+from resurgo import _core
+from resurgo.errors import (
+    ConfigError,
+    CorruptionError,
+    Error,
+    FormatError,
+    InvalidArgumentError,
+    MismatchError,
+    NotFoundError,
+    StateError,
+    StorageError,
+    _exception_table,
+)
+
+_core._register_exceptions(_exception_table())
+
+from resurgo.store import Store, VersionInfo  # noqa: E402  (needs the translator above)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Store",
+    "VersionInfo",
+    "Error",
+    "ConfigError",
+    "FormatError",
+    "CorruptionError",
+    "MismatchError",
+    "StorageError",
+    "StateError",
+    "InvalidArgumentError",
+    "NotFoundError",
+    "__version__",
+]

@@ -1,0 +1,359 @@
+"""``resurgo``: command-line tool for Resurgo checkpoint directories.
+
+    resurgo ls PATH                      list container files (tier or store dir)
+    resurgo inspect FILE [--json]        header, metadata, regions, chunks
+    resurgo verify PATH                  full checksum verification (file or dir)
+    resurgo rm PATH --version N [--store NAME]   delete one version
+
+Container files are ``<tier>/<store>/v<version:010>.r<rank:06>.rsg``. The tool
+only parses them with the native reader; it never evaluates their contents.
+Exit codes: 0 success, 1 failure or damage found, 2 usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, List, Optional, Sequence
+
+import resurgo
+from resurgo import _core
+
+CONTAINER_RE = re.compile(r"^v(\d+)\.r(\d+)\.rsg$")
+QUARANTINED_RE = re.compile(r"^v(\d+)\.r(\d+)\.rsg\.damaged$")
+PROGRESS_THRESHOLD = 64 << 20  # bytes: show a progress bar above this total
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    pass
+
+
+@dataclass
+class Entry:
+    store: str
+    version: int
+    rank: int
+    path: Path
+    quarantined: bool
+
+
+def _human(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"  # unreachable
+
+
+def _entries_in(directory: Path, store: str) -> List[Entry]:
+    out = []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return out
+    for name in names:
+        path = directory / name
+        for regex, quarantined in ((CONTAINER_RE, False), (QUARANTINED_RE, True)):
+            m = regex.match(name)
+            if m and path.is_file():
+                out.append(Entry(store, int(m.group(1)), int(m.group(2)), path, quarantined))
+    return out
+
+
+def _scan(path: Path) -> List[Entry]:
+    """Container files of a store directory, or of every store directory
+    inside a tier directory (both when the directory holds both)."""
+    if not path.exists():
+        raise UsageError(f"{path}: no such file or directory")
+    if path.is_file():
+        name = path.name
+        for regex, quarantined in ((CONTAINER_RE, False), (QUARANTINED_RE, True)):
+            m = regex.match(name)
+            if m:
+                return [Entry(path.parent.name, int(m.group(1)), int(m.group(2)), path, quarantined)]
+        raise UsageError(f"{path}: not a container file name (v<version>.r<rank>.rsg)")
+    entries = _entries_in(path, path.resolve().name)
+    for sub in sorted(path.iterdir()):
+        if sub.is_dir() and not sub.name.startswith("."):
+            entries.extend(_entries_in(sub, sub.name))
+    entries.sort(key=lambda e: (e.store, e.version, e.rank, e.quarantined))
+    return entries
+
+
+def _print_table(rows: Sequence[Sequence[str]], out=None) -> None:
+    out = out or sys.stdout
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        cells = [str(c).ljust(w) for c, w in zip(row, widths)]
+        print("  ".join(cells).rstrip(), file=out)
+
+
+# --- ls ------------------------------------------------------------------------
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    entries = _scan(Path(args.path))
+    if not entries:
+        print(f"no container files under {args.path}")
+        return EXIT_OK
+    rows = [("STORE", "VERSION", "RANK", "SIZE", "REGIONS", "STATE")]
+    for e in entries:
+        try:
+            size = _human(e.path.stat().st_size)
+        except OSError:
+            size = "?"
+        regions = "-"
+        try:
+            info = _core.inspect(str(e.path))
+            regions = str(len(info["regions"]))
+            state = "ok"
+        except resurgo.Error as exc:
+            state = f"damaged: {_first_line(exc)}"
+        if e.quarantined:
+            state = f"quarantined ({state})"
+        rows.append((e.store, str(e.version), str(e.rank), size, regions, state))
+    _print_table(rows)
+    return EXIT_OK
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+# --- inspect ----------------------------------------------------------------------
+
+def _jsonable(info: dict, path: str) -> dict:
+    out = dict(info)
+    meta: bytes = out.pop("metadata")
+    out["path"] = path
+    out["metadata_size"] = len(meta)
+    out["metadata_hex"] = meta.hex()
+    return out
+
+
+def _metadata_preview(meta: bytes, limit: int = 64) -> str:
+    if not meta:
+        return "(none)"
+    head = meta[:limit]
+    try:
+        text = head.decode("utf-8")
+        if text.isprintable():
+            preview = repr(text)
+        else:
+            preview = head.hex()
+    except UnicodeDecodeError:
+        preview = head.hex()
+    more = "..." if len(meta) > limit else ""
+    return f"{len(meta)} bytes: {preview}{more}"
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    path = str(args.file)
+    if not os.path.isfile(path):
+        raise UsageError(f"{path}: not a file")
+    info = _core.inspect(path)
+    if args.json:
+        json.dump(_jsonable(info, path), sys.stdout, indent=2)
+        print()
+        return EXIT_OK
+    created = _dt.datetime.fromtimestamp(info["created_unix_ns"] / 1e9, tz=_dt.timezone.utc)
+    base = "full" if info["base_version"] < 0 else f"delta of version {info['base_version']}"
+    fields = [
+        ("file", path),
+        ("store", info["store"]),
+        ("version", str(info["version"])),
+        ("rank", str(info["rank"])),
+        ("kind", base),
+        ("created", created.isoformat(timespec="milliseconds")),
+        ("chunk size", _human(info["chunk_size"])),
+        ("file size", f"{_human(info['file_size'])} ({info['file_size']} bytes)"),
+        ("metadata", _metadata_preview(info["metadata"])),
+    ]
+    width = max(len(k) for k, _ in fields)
+    for key, value in fields:
+        print(f"{key.ljust(width)}  {value}")
+    print()
+    print(f"regions ({len(info['regions'])}):")
+    rows = [("  ID", "LABEL", "KIND", "BYTES", "DTYPE", "SHAPE")]
+    for r in info["regions"]:
+        shape = "(" + ", ".join(str(n) for n in r["shape"]) + ("," if len(r["shape"]) == 1 else "") + ")"
+        rows.append((f"  {r['id']}", r["label"], r["kind"], str(r["bytes"]), r["dtype"] or "-", shape))
+    _print_table(rows)
+    chunks = info["chunks"]
+    raw = sum(c["raw_length"] for c in chunks)
+    stored = sum(c["stored_length"] for c in chunks)
+    codecs: dict = {}
+    for c in chunks:
+        codecs[c["codec"]] = codecs.get(c["codec"], 0) + 1
+    ratio = f"{raw / stored:.2f}x" if stored else "-"
+    codec_text = ", ".join(f"{name} x{count}" for name, count in sorted(codecs.items())) or "-"
+    print()
+    print(f"chunks: {len(chunks)}, raw {_human(raw)}, stored {_human(stored)} "
+          f"(ratio {ratio}), codecs: {codec_text}")
+    return EXIT_OK
+
+
+# --- verify -----------------------------------------------------------------------
+
+def _collect_for_verify(path: Path) -> List[Path]:
+    if not path.exists():
+        raise UsageError(f"{path}: no such file or directory")
+    if path.is_file():
+        return [path]
+    return sorted(p for p in path.rglob("*.rsg") if p.is_file())
+
+
+def _verify_files(files: List[Path], report: Callable[[str], None],
+                  advance: Optional[Callable[[int], None]] = None) -> int:
+    damaged = 0
+    for f in files:
+        try:
+            size = f.stat().st_size
+        except OSError:
+            size = 0
+        progress = None
+        if advance is not None:
+            state = {"seen": 0}
+
+            def progress(done: int, total: int, _size=size, _state=state) -> None:
+                # Map the raw bytes of this file onto its share of the total.
+                target = _size if total == 0 else int(_size * done / total)
+                advance(target - _state["seen"])
+                _state["seen"] = target
+        try:
+            _core.verify(str(f), progress)
+        except resurgo.Error as exc:
+            damaged += 1
+            report(f"DAMAGED {f}: {exc}")
+        if advance is not None:
+            advance(size - state["seen"])
+    return damaged
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    files = _collect_for_verify(Path(args.path))
+    total = 0
+    for f in files:
+        try:
+            total += f.stat().st_size
+        except OSError:
+            pass
+    use_bar = sys.stderr.isatty() and total > PROGRESS_THRESHOLD and not args.no_progress
+    if use_bar:
+        from rich.console import Console
+        from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn,
+                                   TimeRemainingColumn, TransferSpeedColumn)
+
+        console = Console(stderr=True)
+        with Progress(TextColumn("verify"), BarColumn(), DownloadColumn(binary_units=True),
+                      TransferSpeedColumn(), TimeRemainingColumn(), console=console,
+                      transient=True) as bar:
+            task = bar.add_task("verify", total=total)
+            damaged = _verify_files(files, lambda line: bar.console.print(line, markup=False,
+                                                                           highlight=False),
+                                    lambda n: bar.advance(task, n))
+    else:
+        damaged = _verify_files(files, print)
+    print(f"verified {len(files)} files, {damaged} damaged")
+    return EXIT_FAIL if damaged else EXIT_OK
+
+
+# --- rm ---------------------------------------------------------------------------
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def cmd_rm(args: argparse.Namespace) -> int:
+    root = Path(args.path)
+    if not root.is_dir():
+        raise UsageError(f"{root}: not a directory")
+    entries = [e for e in _scan(root) if e.version == args.version]
+    if args.store is not None:
+        entries = [e for e in entries if e.store == args.store]
+    stores = sorted({e.store for e in entries})
+    if not entries:
+        where = f"store '{args.store}' under {root}" if args.store else str(root)
+        print(f"resurgo rm: no container files of version {args.version} in {where}",
+              file=sys.stderr)
+        return EXIT_FAIL
+    if len(stores) > 1:
+        raise UsageError(f"version {args.version} exists in several stores ({', '.join(stores)}); "
+                         "choose one with --store")
+    dirs = set()
+    for e in entries:
+        os.unlink(e.path)
+        dirs.add(e.path.parent)
+        print(f"removed {e.path}")
+    for d in sorted(dirs):
+        _fsync_dir(d)
+    return EXIT_OK
+
+
+# --- main -------------------------------------------------------------------------
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="resurgo", description="Inspect and manage Resurgo checkpoint files.")
+    parser.add_argument("--version", action="version", version=f"resurgo {resurgo.__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    p = sub.add_parser("ls", help="list the container files of a tier or store directory")
+    p.add_argument("path", metavar="PATH")
+    p.set_defaults(func=cmd_ls)
+
+    p = sub.add_parser("inspect", help="show the header, regions and chunks of a container file")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_inspect)
+
+    p = sub.add_parser("verify", help="verify every checksum of a file or of a directory tree")
+    p.add_argument("path", metavar="PATH")
+    p.add_argument("--no-progress", action="store_true", help="never show a progress bar")
+    p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("rm", help="delete the container files of one version")
+    p.add_argument("path", metavar="PATH", help="tier directory or store directory")
+    p.add_argument("--version", type=int, required=True, metavar="N", dest="version")
+    p.add_argument("--store", metavar="NAME", help="store name (inside a tier directory)")
+    p.set_defaults(func=cmd_rm)
+    return parser
+
+
+def main(argv: Optional[Iterable[str]] = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(None if argv is None else list(argv))
+    try:
+        return args.func(args)
+    except UsageError as exc:
+        print(f"resurgo {args.command}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except resurgo.Error as exc:
+        print(f"resurgo {args.command}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_FAIL
+    except BrokenPipeError:
+        # Output piped into a reader that stopped early (resurgo ls | head).
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK
+    except OSError as exc:
+        print(f"resurgo {args.command}: {exc}", file=sys.stderr)
+        return EXIT_FAIL
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,298 @@
+"""The Python face of a Resurgo store (typed layer over ``resurgo._core``)."""
+
+from __future__ import annotations
+
+import operator
+import os
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Tuple, Union
+
+import numpy as np
+
+from resurgo import _core
+from resurgo.errors import ConfigError, InvalidArgumentError, NotFoundError
+
+__all__ = ["Store", "VersionInfo"]
+
+_INT32_MAX = 2**31 - 1
+_ALL = _core.ALL_VERSIONS
+_LATEST = _core.LATEST
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+@dataclass(frozen=True)
+class VersionInfo:
+    """One version of a store: where complete copies live and whether the
+    pipeline still has work to do for it."""
+
+    version: int
+    levels: Tuple[int, ...]  # levels holding a complete copy, ascending
+    pending: bool  # captured, not yet durable everywhere it goes
+
+
+@dataclass
+class _Region:
+    id: int
+    label: str
+    source: Any  # the object the caller passed (kept alive while protected)
+    view: Any  # the buffer handed to the core (pins the memory)
+
+
+def _override_key(name: str) -> str:
+    section, sep, key = name.partition("_")
+    if not sep or not section or not key:
+        raise ConfigError(
+            f"configuration override '{name}': expected <section>_<key> "
+            "(for example local_path -> local.path)"
+        )
+    return f"{section}.{key}"
+
+
+def _override_value(name: str, value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (str, int, float)):
+        return str(value)
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    raise ConfigError(
+        f"configuration override '{name}': unsupported value type {type(value).__name__}"
+    )
+
+
+def _version_arg(value: Any, what: str) -> int:
+    if isinstance(value, bool):
+        raise TypeError(f"{what}: version must be an int, not bool")
+    try:
+        version = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{what}: version must be an int, not {type(value).__name__}") from None
+    if version > _INT32_MAX or version < -_INT32_MAX - 1:
+        raise InvalidArgumentError(f"{what}: version {version} is out of range (0..{_INT32_MAX})")
+    return version
+
+
+def _optional_version_arg(value: Any, what: str, sentinel: int) -> int:
+    """None -> the C++ sentinel; an explicit negative number is refused here
+    because it would alias that sentinel."""
+    if value is None:
+        return sentinel
+    version = _version_arg(value, what)
+    if version < 0:
+        raise InvalidArgumentError(f"{what}: version must be >= 0 (got {version})")
+    return version
+
+
+def _describe_numpy(label: str, array: np.ndarray) -> Tuple[Any, str, List[int]]:
+    if array.dtype.hasobject:
+        raise InvalidArgumentError(
+            f"protect: region '{label}' holds Python objects (dtype {array.dtype}); "
+            "only plain numeric/bytes data can be checkpointed"
+        )
+    if not array.flags.c_contiguous:
+        if array.ndim > 1 and array.flags.f_contiguous:
+            why = "is Fortran-ordered (not C-contiguous)"
+        else:
+            why = "is a non-contiguous (strided) view"
+        raise InvalidArgumentError(
+            f"protect: region '{label}' {why}; pass a C-contiguous array "
+            "(e.g. numpy.ascontiguousarray) and keep that array as the live state"
+        )
+    if not array.flags.writeable:
+        raise InvalidArgumentError(
+            f"protect: region '{label}' is read-only; restart needs writable memory"
+        )
+    # A flat byte view of the same memory: works for every dtype (including
+    # ones DLPack cannot describe) and pins the buffer while protected.
+    flat = array.reshape(-1).view(np.uint8)
+    return flat, array.dtype.name, [int(n) for n in array.shape]
+
+
+def _describe_buffer(label: str, obj: Any) -> Optional[Tuple[Any, str, List[int]]]:
+    try:
+        mv = memoryview(obj)
+    except TypeError:
+        return None
+    with mv:
+        if mv.readonly:
+            raise InvalidArgumentError(
+                f"protect: region '{label}' is a read-only buffer; restart needs writable memory"
+            )
+        if not mv.c_contiguous:
+            raise InvalidArgumentError(
+                f"protect: region '{label}' is not a C-contiguous buffer"
+            )
+        try:
+            dtype = np.dtype(mv.format).name
+        except (TypeError, ValueError):
+            dtype = ""
+        shape = [int(n) for n in (mv.shape or ())]
+    flat = np.frombuffer(obj, dtype=np.uint8)
+    return flat, dtype, shape
+
+
+class Store:
+    """One named stream of checkpoints of this process.
+
+    ``Store(name, config=None, **overrides)``: ``config`` is the path of a
+    TOML file (or None: defaults and RESURGO_<SECTION>_<KEY> environment
+    variables); keyword overrides ``section_key=value`` set the key
+    ``section.key`` (``local_path`` -> ``local.path``,
+    ``pipeline_chunk_size`` -> ``pipeline.chunk_size``). ``None`` values are
+    ignored. Use it as a context manager, or call :meth:`close`.
+    """
+
+    def __init__(self, name: str, config: Optional[PathLike] = None, **overrides: Any) -> None:
+        if not isinstance(name, str):
+            raise TypeError(f"Store name must be a str, not {type(name).__name__}")
+        config_path = "" if config is None else os.fspath(config)
+        mapped: Dict[str, str] = {}
+        for key, value in overrides.items():
+            if value is None:
+                continue
+            mapped[_override_key(key)] = _override_value(key, value)
+        self._regions: Dict[str, _Region] = {}
+        self._closed = False
+        self._core = _core.Store(name, config_path, mapped)
+
+    # -- identity ---------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self._core.name
+
+    @property
+    def rank(self) -> int:
+        return self._core.rank
+
+    def __repr__(self) -> str:
+        core = getattr(self, "_core", None)
+        if core is None:
+            return "<resurgo.Store (not opened)>"
+        state = "closed" if self._closed else f"{len(self._regions)} regions"
+        return f"<resurgo.Store {core.name!r} rank={core.rank} {state}>"
+
+    # -- lifecycle --------------------------------------------------------
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            # Do not hide the application's exception behind a close error.
+            try:
+                self.close()
+            except Exception:  # noqa: BLE001
+                pass
+
+    def close(self) -> None:
+        """Waits for pending work and stops the pipeline; raises the first
+        background error not yet reported. Closing twice is a no-op."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._core.close()
+        finally:
+            self._regions.clear()
+
+    # -- regions ----------------------------------------------------------
+    def protect(self, label: str, array: Any) -> None:
+        """Registers ``array`` (a writable C-contiguous CPU buffer: NumPy
+        array, bytearray, array.array, or a DLPack producer) under ``label``.
+        The memory is read at each checkpoint and overwritten by restart; the
+        store keeps a reference to ``array`` until :meth:`unprotect`."""
+        if not isinstance(label, str):
+            raise TypeError(f"protect: label must be a str, not {type(label).__name__}")
+        if not label:
+            raise InvalidArgumentError("protect: the label must be a non-empty str")
+        if label in self._regions:
+            raise InvalidArgumentError(f"protect: label '{label}' is already protected")
+        if isinstance(array, np.ndarray):
+            view, dtype, shape = _describe_numpy(label, array)
+            shape_arg: Optional[List[int]] = shape
+        else:
+            described = _describe_buffer(label, array)
+            if described is not None:
+                view, dtype, shape_arg = described
+            elif hasattr(array, "__dlpack__"):
+                view, dtype, shape_arg = array, "", None
+            else:
+                raise TypeError(
+                    f"protect: region '{label}': {type(array).__name__} is not a buffer "
+                    "(expected a NumPy array, bytearray or another writable buffer)"
+                )
+        used = {region.id for region in self._regions.values()}
+        region_id = next(i for i in range(len(used) + 1) if i not in used)
+        try:
+            self._core.protect(region_id, view, label, dtype, shape_arg)
+        except TypeError as exc:
+            raise TypeError(
+                f"protect: region '{label}': {type(array).__name__} is not a writable "
+                f"C-contiguous CPU array ({exc})"
+            ) from None
+        self._regions[label] = _Region(region_id, label, array, view)
+
+    def unprotect(self, label: str) -> None:
+        region = self._regions.get(label)
+        if region is None:
+            raise NotFoundError(f"unprotect: no region labelled '{label}' is protected")
+        self._core.unprotect(region.id)
+        del self._regions[label]
+
+    # -- metadata -----------------------------------------------------------
+    @property
+    def metadata(self) -> bytes:
+        """User bytes stored with each checkpoint; after a restart, those of
+        the version restored."""
+        return self._core.metadata()
+
+    @metadata.setter
+    def metadata(self, value: Any) -> None:
+        if isinstance(value, str):
+            raise TypeError("metadata must be bytes-like, not str (encode it first)")
+        try:
+            data = memoryview(value).tobytes()
+        except TypeError:
+            raise TypeError(
+                f"metadata must be bytes-like, not {type(value).__name__}"
+            ) from None
+        self._core.set_metadata(data)
+
+    # -- checkpoint / restart ---------------------------------------------------
+    def checkpoint(self, version: int) -> None:
+        """Captures every protected region as ``version`` (>= 0, larger than
+        every version held). Returns once the bytes are captured."""
+        self._core.checkpoint(_version_arg(version, "checkpoint"))
+
+    def wait(self, version: Optional[int] = None, level: int = 2) -> None:
+        """Blocks until ``version`` (None: every pending one) is durable at
+        ``level`` (1, 2 or 4), or raises the background error that prevented it."""
+        self._core.wait(_optional_version_arg(version, "wait", _ALL), operator.index(level))
+
+    def latest(self) -> Optional[int]:
+        """Newest version complete on some directory level, or None."""
+        return self._core.latest()
+
+    def restart(self, version: Optional[int] = None) -> int:
+        """Restores ``version`` (None: the newest intact one, falling back past
+        damaged versions) into the protected regions; returns the version."""
+        return self._core.restart(_optional_version_arg(version, "restart", _LATEST))
+
+    def versions(self) -> List[VersionInfo]:
+        return [
+            VersionInfo(version=v, levels=tuple(levels), pending=bool(pending))
+            for v, levels, pending in self._core.versions()
+        ]
+
+    def stats(self) -> List[Dict[str, Any]]:
+        """One dict per version: version, bytes, stored_bytes,
+        blocking_seconds, backpressure_seconds, seconds_to_l2, seconds_to_l4,
+        synchronous, error."""
+        return self._core.stats()
+
+    @property
+    def last_restart(self) -> Dict[str, Any]:
+        """Report of the last restart: version, level, seconds, bytes, skipped."""
+        return self._core.last_restart()

@@ -1,0 +1,376 @@
+// resurgo._core: nanobind bindings of the C++ API (resurgo/resurgo.hpp) and of
+// the container reader (format/container.h) used by the command-line tool.
+// The typed Python layer (python/resurgo/*.py) is the public surface; this
+// module stays thin: it converts types, releases the GIL around blocking
+// calls and translates resurgo::Error into the Python exception classes.
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <array>
+#include <cstdint>
+#include <exception>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "format/container.h"
+#include "resurgo/resurgo.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace {
+
+// ---------------------------------------------------------------------------
+// Exceptions: the classes are defined in Python (resurgo/errors.py) and handed
+// over once at import by _register_exceptions(). Strong references, kept for
+// the life of the process.
+
+constexpr std::array<std::pair<resurgo::ErrorCode, const char*>, 9> kErrorNames{{
+    {resurgo::ErrorCode::kInvalidArgument, "InvalidArgumentError"},
+    {resurgo::ErrorCode::kNotFound, "NotFoundError"},
+    {resurgo::ErrorCode::kCorrupt, "CorruptionError"},
+    {resurgo::ErrorCode::kMismatch, "MismatchError"},
+    {resurgo::ErrorCode::kStorage, "StorageError"},
+    {resurgo::ErrorCode::kConfig, "ConfigError"},
+    {resurgo::ErrorCode::kFormat, "FormatError"},
+    {resurgo::ErrorCode::kState, "StateError"},
+    {resurgo::ErrorCode::kInternal, "Error"},
+}};
+
+PyObject* g_base_error = nullptr;
+std::map<int, PyObject*> g_errors;  // ErrorCode value -> class
+
+void register_exceptions(nb::dict classes) {
+  auto fetch = [&](const char* name) -> PyObject* {
+    if (!classes.contains(name)) throw nb::key_error(name);
+    nb::object cls = classes[name];
+    if (!PyExceptionClass_Check(cls.ptr()))
+      throw nb::type_error((std::string(name) + " is not an exception class").c_str());
+    return cls.release().ptr();  // intentionally leaked: lives as long as the module
+  };
+  PyObject* base = fetch("Error");
+  std::map<int, PyObject*> table;
+  for (const auto& [code, name] : kErrorNames) table[static_cast<int>(code)] = fetch(name);
+  g_base_error = base;
+  g_errors = std::move(table);
+}
+
+void translate_error(const std::exception_ptr& p, void*) {
+  try {
+    std::rethrow_exception(p);
+  } catch (const resurgo::Error& e) {
+    PyObject* cls = g_base_error ? g_base_error : PyExc_RuntimeError;
+    auto it = g_errors.find(static_cast<int>(e.code()));
+    if (it != g_errors.end()) cls = it->second;
+    PyErr_SetString(cls, e.what());
+  }
+}
+
+// Raises a resurgo error of `code` from binding-level checks.
+[[noreturn]] void raise(resurgo::ErrorCode code, const std::string& message) {
+  throw resurgo::Error(code, message);
+}
+
+// Runs `fn` without the GIL. Exceptions (C++ or nb::python_error raised by a
+// callback that reacquired the GIL) are rethrown once the GIL is held again.
+template <class Fn>
+auto without_gil(Fn&& fn) -> decltype(fn()) {
+  std::exception_ptr error;
+  if constexpr (std::is_void_v<decltype(fn())>) {
+    {
+      nb::gil_scoped_release release;
+      try {
+        fn();
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
+    if (error) std::rethrow_exception(error);
+  } else {
+    std::optional<decltype(fn())> result;
+    {
+      nb::gil_scoped_release release;
+      try {
+        result.emplace(fn());
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
+    if (error) std::rethrow_exception(error);
+    return std::move(*result);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Element types
+
+std::string dlpack_dtype_name(nb::dlpack::dtype dt) {
+  using C = nb::dlpack::dtype_code;
+  std::string prefix;
+  switch (static_cast<C>(dt.code)) {
+    case C::Bool:
+      return dt.bits == 8 && dt.lanes == 1 ? "bool" : "";
+    case C::Int: prefix = "int"; break;
+    case C::UInt: prefix = "uint"; break;
+    case C::Float: prefix = "float"; break;
+    case C::Bfloat: prefix = "bfloat"; break;
+    case C::Complex: prefix = "complex"; break;
+    default: return "";
+  }
+  if (dt.lanes != 1) return "";
+  return prefix + std::to_string(dt.bits);
+}
+
+const char* codec_name(resurgo::Codec codec) {
+  switch (codec) {
+    case resurgo::Codec::kNone: return "none";
+    case resurgo::Codec::kLz4: return "lz4";
+    case resurgo::Codec::kZstd: return "zstd";
+  }
+  return "unknown";
+}
+
+const char* kind_name(resurgo::format::RegionKind kind) {
+  switch (kind) {
+    case resurgo::format::RegionKind::kHost: return "host";
+    case resurgo::format::RegionKind::kDevice: return "device";
+    case resurgo::format::RegionKind::kManaged: return "managed";
+  }
+  return "unknown";
+}
+
+nb::bytes to_bytes(const std::vector<std::byte>& data) {
+  return nb::bytes(reinterpret_cast<const char*>(data.data()), data.size());
+}
+
+// ---------------------------------------------------------------------------
+// Store
+
+class PyStore {
+ public:
+  PyStore(const std::string& name, const std::string& config_path,
+          const std::map<std::string, std::string>& overrides) {
+    store_ = without_gil([&] {
+      resurgo::Config config = resurgo::Config::load(config_path, overrides);
+      return std::make_unique<resurgo::Store>(name, config);
+    });
+  }
+
+  resurgo::Store& store() { return *store_; }
+
+  // Registers the memory of `array` (a writable CPU buffer, C-contiguous).
+  // `dtype`/`shape` override what the buffer itself describes (the Python
+  // layer passes NumPy's dtype name and shape with a flat byte view).
+  void protect(int id, nb::ndarray<nb::device::cpu> array, const std::string& label,
+               const std::string& dtype, std::optional<std::vector<std::int64_t>> shape) {
+    const nb::dlpack::dtype dt = array.dtype();
+    const std::uint64_t bits = static_cast<std::uint64_t>(dt.bits) * dt.lanes;
+    if (bits == 0 || bits % 8 != 0)
+      raise(resurgo::ErrorCode::kInvalidArgument,
+            "protect: region '" + label + "' has an element type that is not a whole number of bytes");
+    const std::int64_t itemsize = static_cast<std::int64_t>(bits / 8);
+    // C-contiguity: strides (in elements) must be the row-major ones; axes of
+    // extent 1 may have any stride.
+    std::int64_t expected = 1;
+    for (std::size_t i = array.ndim(); i-- > 0;) {
+      const auto extent = static_cast<std::int64_t>(array.shape(i));
+      if (extent != 1 && array.stride(i) != expected)
+        raise(resurgo::ErrorCode::kInvalidArgument,
+              "protect: region '" + label +
+                  "' is not C-contiguous (Fortran-order or strided view); pass a "
+                  "C-contiguous array (e.g. numpy.ascontiguousarray) that stays alive");
+      expected *= extent;
+    }
+    const std::uint64_t bytes = static_cast<std::uint64_t>(array.size()) * static_cast<std::uint64_t>(itemsize);
+    resurgo::ElementType type;
+    type.dtype = dtype.empty() ? dlpack_dtype_name(dt) : dtype;
+    if (shape) {
+      type.shape = *shape;
+    } else {
+      for (std::size_t i = 0; i < array.ndim(); ++i)
+        type.shape.push_back(static_cast<std::int64_t>(array.shape(i)));
+    }
+    store_->protect(id, array.data(), static_cast<std::size_t>(bytes), label, type);
+  }
+
+ private:
+  std::unique_ptr<resurgo::Store> store_;
+};
+
+nb::dict version_stats_dict(const resurgo::VersionStats& s) {
+  nb::dict d;
+  d["version"] = s.version;
+  d["bytes"] = s.bytes;
+  d["stored_bytes"] = s.stored_bytes;
+  d["blocking_seconds"] = s.blocking_seconds;
+  d["backpressure_seconds"] = s.backpressure_seconds;
+  d["seconds_to_l2"] = s.seconds_to_l2;
+  d["seconds_to_l4"] = s.seconds_to_l4;
+  d["synchronous"] = s.synchronous;
+  d["error"] = s.error;
+  return d;
+}
+
+nb::dict restart_report_dict(const resurgo::RestartReport& r) {
+  nb::dict d;
+  d["version"] = r.version;
+  d["level"] = r.level;
+  d["seconds"] = r.seconds;
+  d["bytes"] = r.bytes;
+  nb::list skipped;
+  for (const std::string& line : r.skipped) skipped.append(nb::str(line.c_str(), line.size()));
+  d["skipped"] = skipped;
+  return d;
+}
+
+// ---------------------------------------------------------------------------
+// Container files
+
+nb::dict container_dict(const resurgo::format::Container& c) {
+  const auto& h = c.header;
+  nb::dict d;
+  d["store"] = h.store;
+  d["version"] = h.version;
+  d["rank"] = h.rank;
+  d["base_version"] = h.base_version;
+  d["created_unix_ns"] = h.created_unix_ns;
+  d["chunk_size"] = h.chunk_size;
+  d["metadata"] = to_bytes(h.metadata);
+  nb::list regions;
+  for (const auto& r : h.regions) {
+    nb::dict e;
+    e["id"] = r.id;
+    e["label"] = r.label;
+    e["kind"] = kind_name(r.kind);
+    e["bytes"] = r.bytes;
+    e["dtype"] = r.dtype;
+    nb::list shape;
+    for (std::int64_t extent : r.shape) shape.append(extent);
+    e["shape"] = shape;
+    regions.append(e);
+  }
+  d["regions"] = regions;
+  nb::list chunks;
+  for (const auto& ch : c.chunks) {
+    nb::dict e;
+    e["region"] = ch.region;
+    e["offset"] = ch.offset;
+    e["raw_length"] = ch.raw_length;
+    e["stored_length"] = ch.stored_length;
+    e["codec"] = codec_name(ch.codec);
+    e["checksum"] = ch.checksum;
+    e["file_offset"] = ch.file_offset;
+    chunks.append(e);
+  }
+  d["chunks"] = chunks;
+  d["file_size"] = c.file_size;
+  d["index_offset"] = c.index_offset;
+  return d;
+}
+
+nb::dict inspect(const std::string& path) {
+  resurgo::format::Container container = without_gil([&] {
+    auto file = resurgo::Env::posix()->open(path);
+    return resurgo::format::read_container(*file);
+  });
+  return container_dict(container);
+}
+
+constexpr std::uint64_t kProgressStep = 64u << 20;
+
+// Full verification: header, index, footer and every chunk checksum.
+nb::dict verify(const std::string& path, nb::object progress) {
+  const bool report = !progress.is_none();
+  auto [chunks, bytes] = without_gil([&] {
+    auto file = resurgo::Env::posix()->open(path);
+    resurgo::format::Container container = resurgo::format::read_container(*file);
+    std::uint64_t last = 0;
+    std::uint64_t total_bytes = 0;
+    resurgo::format::verify_chunks(*file, container, [&](std::uint64_t done, std::uint64_t total) {
+      total_bytes = total;
+      if (!report) return;
+      if (done - last >= kProgressStep || done == total) {
+        last = done;
+        nb::gil_scoped_acquire acquire;
+        progress(done, total);
+      }
+    });
+    return std::pair<std::size_t, std::uint64_t>(container.chunks.size(), total_bytes);
+  });
+  nb::dict d;
+  d["chunks"] = chunks;
+  d["bytes"] = bytes;
+  return d;
+}
+
+}  // namespace
+
+NB_MODULE(_core, m) {
+  m.doc() = "Resurgo native core (internal; use the resurgo package)";
+  nb::register_exception_translator(translate_error);
+
+  m.def("_register_exceptions", &register_exceptions, "classes"_a,
+        "Hands the Python exception classes (name -> class) to the extension.");
+  m.attr("ALL_VERSIONS") = resurgo::kAllVersions;
+  m.attr("LATEST") = resurgo::kLatest;
+  m.attr("FORMAT_VERSION") = resurgo::format::kFormatVersion;
+  m.def("default_local_path", &resurgo::Config::default_local_path);
+
+  nb::class_<PyStore>(m, "Store")
+      .def(nb::init<const std::string&, const std::string&, const std::map<std::string, std::string>&>(),
+           "name"_a, "config_path"_a, "overrides"_a)
+      .def_prop_ro("name", [](PyStore& s) { return s.store().name(); })
+      .def_prop_ro("rank", [](PyStore& s) { return s.store().rank(); })
+      .def("close", [](PyStore& s) { without_gil([&] { s.store().close(); }); })
+      .def("protect", &PyStore::protect, "id"_a, "array"_a, "label"_a, "dtype"_a = "",
+           "shape"_a = nb::none())
+      .def("unprotect", [](PyStore& s, int id) { s.store().unprotect(id); }, "id"_a)
+      .def("set_metadata",
+           [](PyStore& s, nb::bytes data) { s.store().set_metadata(data.c_str(), data.size()); },
+           "data"_a)
+      .def("metadata", [](PyStore& s) { return to_bytes(s.store().metadata()); })
+      .def("checkpoint", [](PyStore& s, int v) { without_gil([&] { s.store().checkpoint(v); }); },
+           "version"_a)
+      .def("wait",
+           [](PyStore& s, int v, int level) { without_gil([&] { s.store().wait(v, level); }); },
+           "version"_a, "level"_a)
+      .def("latest", [](PyStore& s) { return without_gil([&] { return s.store().latest(); }); })
+      .def("restart",
+           [](PyStore& s, int v) { return without_gil([&] { return s.store().restart(v); }); },
+           "version"_a)
+      .def("versions",
+           [](PyStore& s) {
+             std::vector<resurgo::VersionInfo> infos =
+                 without_gil([&] { return s.store().versions(); });
+             nb::list out;
+             for (const auto& info : infos) {
+               nb::list levels;
+               for (int level : info.levels) levels.append(level);
+               out.append(nb::make_tuple(info.version, nb::tuple(levels), info.pending));
+             }
+             return out;
+           })
+      .def("stats",
+           [](PyStore& s) {
+             std::vector<resurgo::VersionStats> all = without_gil([&] { return s.store().stats(); });
+             nb::list out;
+             for (const auto& st : all) out.append(version_stats_dict(st));
+             return out;
+           })
+      .def("last_restart", [](PyStore& s) { return restart_report_dict(s.store().last_restart()); });
+
+  m.def("inspect", &inspect, "path"_a,
+        "Parses a container file's header and index (no chunk data) into a dict.");
+  m.def("verify", &verify, "path"_a, "progress"_a = nb::none(),
+        "Reads every chunk of a container file and checks its checksum; "
+        "progress(done, total) is called about every 64 MiB and at the end.");
+}

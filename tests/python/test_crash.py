@@ -1,0 +1,94 @@
+"""Restart after SIGKILL of a process in the middle of checkpointing."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+
+import resurgo
+
+SIZE = 1 << 17  # int64 elements: 1 MiB per version
+
+CHILD = textwrap.dedent(
+    """
+    import sys
+    import numpy as np
+    import resurgo
+
+    l2, l4, size = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    a = np.zeros(size, dtype=np.int64)
+    base = np.arange(size, dtype=np.int64)
+    with resurgo.Store("crash", local_path=l2, persistent_path=l4) as store:
+        store.protect("a", a)
+        step = 0
+        while True:
+            np.multiply(base, 31, out=a)
+            a += step * 1_000_003
+            store.metadata = b"step=%d" % step
+            store.checkpoint(step)
+            store.wait(step, level=2)
+            print(step, flush=True)
+            step += 1
+    """
+)
+
+
+def expected(version: int) -> np.ndarray:
+    return np.arange(SIZE, dtype=np.int64) * 31 + version * 1_000_003
+
+
+@pytest.mark.parametrize("lines_before_kill", [3, 12])
+def test_restart_after_sigkill(dirs, lines_before_kill):
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(dirs.l2), str(dirs.l4), str(SIZE)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    watchdog = threading.Timer(60, proc.kill)  # bounds the test if the child hangs
+    watchdog.start()
+    reported = []
+    try:
+        while len(reported) < lines_before_kill:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            reported.append(int(line))
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    finally:
+        watchdog.cancel()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        stderr = proc.stderr.read()
+        proc.stdout.close()
+        proc.stderr.close()
+    assert len(reported) == lines_before_kill, f"child died early: {stderr}"
+    assert proc.returncode == -signal.SIGKILL
+    assert reported == list(range(lines_before_kill))
+    durable = reported[-1]
+
+    a = np.zeros(SIZE, dtype=np.int64)
+    with resurgo.Store("crash", **dirs.kw()) as store:
+        store.protect("a", a)
+        latest = store.latest()
+        assert latest is not None and latest >= durable
+        restored = store.restart()
+        assert restored >= durable
+        assert np.array_equal(a, expected(restored))
+        assert store.metadata == b"step=%d" % restored
+        # the store keeps going after the crash
+        store.checkpoint(restored + 1)
+        store.wait(level=4)
+        assert store.latest() == restored + 1
+
+    # Every visible container file is complete: writes are atomic.
+    result = subprocess.run([sys.executable, "-m", "resurgo", "verify", str(dirs.root)],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert " 0 damaged" in result.stdout
