@@ -1,0 +1,79 @@
+# Resurgo — developer entry points. Every target first runs
+# scripts/bootstrap.sh, which installs what is missing (system packages when
+# root, the .venv virtualenv) and returns at once when nothing is.
+#
+#   make demo    build everything, run the heat2d demo (kill + restart)
+#   make test    build everything, run the C++/Fortran (ctest) and Python tests
+#   make bench   run bench/host_checkpoint.py (BENCH_ARGS="--sizes 256MiB")
+#   make build   configure + build the C++ library, tests, examples (build/cpp)
+#   make python  (re)install the Python package into .venv, editable
+#   make install PREFIX=/opt/resurgo   install the C/C++/Fortran library
+#   make clean   remove build/ (keeps .venv); make distclean also removes .venv
+
+SHELL := /bin/bash
+MAKEFLAGS += --no-print-directory
+.DEFAULT_GOAL := test
+
+BUILD_DIR  ?= build/cpp
+PY_BUILD   ?= build/python
+BUILD_TYPE ?= RelWithDebInfo
+VENV       := .venv
+VENV_PY    := $(VENV)/bin/python
+PREFIX     ?= /usr/local
+BENCH_ARGS ?=
+CMAKE_ARGS ?=
+
+# Parallel jobs: the number of cores, at most 8 (a C++20 compile takes about
+# 1 GiB of memory). Override with `make JOBS=n`.
+NPROC := $(shell nproc 2>/dev/null || echo 2)
+JOBS  ?= $(shell n=$(NPROC); if [ $$n -gt 8 ]; then n=8; fi; if [ $$n -lt 1 ]; then n=1; fi; echo $$n)
+
+# Inputs of the Python extension: a change to any of them re-runs pip.
+PY_INPUTS := $(shell find python src include cmake -type f \
+               -not -path '*/__pycache__/*' -not -name '*.pyc' 2>/dev/null) \
+             $(wildcard pyproject.toml) CMakeLists.txt
+
+.PHONY: all deps build python test demo bench install clean distclean
+
+all: build python
+
+deps:
+	@scripts/bootstrap.sh
+
+$(BUILD_DIR)/CMakeCache.txt: | deps
+	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DRESURGO_WERROR=ON $(CMAKE_ARGS)
+
+build: deps $(BUILD_DIR)/CMakeCache.txt
+	cmake --build $(BUILD_DIR) -j$(JOBS)
+
+# scikit-build-core keeps its build tree in build/python, so a re-install
+# only recompiles what changed.
+$(PY_BUILD)/.installed: $(PY_INPUTS) $(VENV)/.resurgo-requirements | deps
+	@echo "python: building the extension and installing resurgo into $(VENV) (editable)"
+	CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(VENV_PY) -m pip install -q --disable-pip-version-check \
+	  --no-build-isolation --config-settings=build-dir=$(PY_BUILD) -e .
+	@mkdir -p $(PY_BUILD) && touch $@
+
+# The virtualenv and its stamp are made by bootstrap (deps).
+$(VENV)/.resurgo-requirements: | deps
+
+python: deps $(PY_BUILD)/.installed
+
+test: deps build python
+	ctest --test-dir $(BUILD_DIR) --output-on-failure -j$(JOBS)
+	$(VENV_PY) -m pytest tests/python -q
+
+demo: deps build python
+	$(VENV_PY) examples/heat2d/demo.py --binary $(BUILD_DIR)/examples/heat2d/heat2d
+
+bench: deps python
+	$(VENV_PY) bench/host_checkpoint.py $(BENCH_ARGS)
+
+install: build
+	cmake --install $(BUILD_DIR) --prefix $(PREFIX)
+
+clean:
+	rm -rf build python/*.egg-info
+
+distclean: clean
+	rm -rf $(VENV)
