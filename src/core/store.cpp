@@ -274,7 +274,7 @@ void Store::Impl::record_failure(int version, int level, const Error& error) {
 bool Store::Impl::settled(const VersionState& state, int level) const {
   if (level <= 1) return true;
   if (level == 2) return state.l2_done || state.finished;
-  return state.finished;
+  return state.l4_done || state.finished;
 }
 
 void Store::Impl::drain(std::unique_lock<std::mutex>& lock) {
@@ -403,21 +403,22 @@ void Store::Impl::flush(Job& job) {
   bool to_l4 = false;
   {
     std::lock_guard lock(mutex_);
-    to_l4 = written && states_[version].to_l4;
-    if (to_l4) persist_queue_.push_back(version);  // pins the L2 file until copied
-  }
-  // Evicting before the version is marked durable means that when wait()
-  // returns, the keep limits already hold.
-  if (written) evict_local();
-  {
-    std::lock_guard lock(mutex_);
     VersionState& state = states_[version];
+    to_l4 = written && state.to_l4;
+    if (to_l4) persist_queue_.push_back(version);  // pins the L2 file until copied
     if (written) {
       state.l2_done = true;
       state.stats.stored_bytes = stored_bytes;
       state.stats.seconds_to_l2 = seconds_between(state.started, Clock::now());
     }
-    state.finished = !to_l4;
+  }
+  changed_.notify_all();
+  // Eviction runs after wait(v, 2) may return (durability first) but before
+  // the version counts as finished, so close() leaves the keep limits met.
+  if (written) evict_local();
+  {
+    std::lock_guard lock(mutex_);
+    states_[version].finished = !to_l4;
   }
   changed_.notify_all();
 }
@@ -462,8 +463,12 @@ void Store::Impl::persist(int version) {
   }
   {
     std::lock_guard lock(mutex_);
+    VersionState& state = states_[version];
+    state.l4_done = written;
+    if (written) state.stats.seconds_to_l4 = seconds_between(state.started, Clock::now());
     persisting_ = -1;  // unpins the L2 file
   }
+  changed_.notify_all();
   evict_local();
   if (written) {
     try {
@@ -474,10 +479,7 @@ void Store::Impl::persist(int version) {
   }
   {
     std::lock_guard lock(mutex_);
-    VersionState& state = states_[version];
-    state.l4_done = written;
-    if (written) state.stats.seconds_to_l4 = seconds_between(state.started, Clock::now());
-    state.finished = true;
+    states_[version].finished = true;
   }
   changed_.notify_all();
 }
@@ -545,7 +547,8 @@ std::vector<VersionInfo> Store::Impl::versions() {
   }
   std::lock_guard lock(mutex_);
   for (const auto& [version, state] : states_) {
-    if (state.finished) continue;
+    const bool durable_everywhere = state.l2_done && (!state.to_l4 || state.l4_done);
+    if (state.finished || durable_everywhere) continue;
     VersionInfo& info = found[version];
     info.version = version;
     info.pending = true;
