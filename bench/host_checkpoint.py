@@ -335,8 +335,9 @@ def bench_size(nbytes: int, repeats: int, root: Path, baselines: Dict[str, Calla
             blocking.times.append(t1 - t0)
             durable.times.append(t2 - t0)
             log(f"[{tag}] Resurgo v{v}: blocking {fmt_time(t1 - t0)}, durable@L2 {fmt_time(t2 - t0)}")
-        stats_rows = [row for row in store.stats() if 1 <= int(row.get("version", -1)) <= repeats]
-        last = repeats
+        measured = range(WARMUP_VERSIONS, WARMUP_VERSIONS + repeats)
+        stats_rows = [row for row in store.stats() if int(row.get("version", -1)) in measured]
+        last = measured[-1]
     synchronous = [row["version"] for row in stats_rows if row.get("synchronous")]
     if synchronous:
         notes.append(f"Resurgo wrote versions {synchronous} synchronously (state larger than the "

@@ -43,8 +43,14 @@ struct VersionStats {
   double backpressure_seconds = 0; // part of blocking spent waiting for buffer space
   double seconds_to_l2 = -1;       // from checkpoint() call until durable at L2; -1 = not (yet)
   double seconds_to_l4 = -1;       // same for L4; -1 = not sent there (yet)
+  double l2_write_seconds = 0;     // the L2 write itself: encode, write, fsync, rename
   bool synchronous = false;        // larger than the buffer: written from the caller's memory
   std::string error;               // background error of this version, if any
+
+  // Bytes of the container file written per second of the L2 write.
+  double l2_throughput() const {
+    return l2_write_seconds > 0 ? static_cast<double>(stored_bytes) / l2_write_seconds : 0;
+  }
 };
 
 struct RestartReport {

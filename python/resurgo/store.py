@@ -289,6 +289,7 @@ class Store:
     def stats(self) -> List[Dict[str, Any]]:
         """One dict per version: version, bytes, stored_bytes,
         blocking_seconds, backpressure_seconds, seconds_to_l2, seconds_to_l4,
+        l2_write_seconds, l2_throughput (bytes/s of the L2 write),
         synchronous, error."""
         return self._core.stats()
 

@@ -215,6 +215,8 @@ nb::dict version_stats_dict(const resurgo::VersionStats& s) {
   d["backpressure_seconds"] = s.backpressure_seconds;
   d["seconds_to_l2"] = s.seconds_to_l2;
   d["seconds_to_l4"] = s.seconds_to_l4;
+  d["l2_write_seconds"] = s.l2_write_seconds;
+  d["l2_throughput"] = s.l2_throughput();
   d["synchronous"] = s.synchronous;
   d["error"] = s.error;
   return d;

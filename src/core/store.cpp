@@ -142,6 +142,8 @@ class Store::Impl {
   std::deque<Job> flush_queue_;
   std::deque<int> persist_queue_;
   int persisting_ = -1;
+  bool eviction_due_ = false;  // a new L2 file may have pushed an old one past local.keep
+  bool evicting_ = false;
   std::map<int, VersionState> states_;
   int newest_version_ = -1;
   long checkpoints_ = 0;
@@ -279,7 +281,8 @@ bool Store::Impl::settled(const VersionState& state, int level) const {
 
 void Store::Impl::drain(std::unique_lock<std::mutex>& lock) {
   changed_.wait(lock, [&] {
-    return std::all_of(states_.begin(), states_.end(), [](const auto& entry) { return entry.second.finished; });
+    return !eviction_due_ && !evicting_ &&
+           std::all_of(states_.begin(), states_.end(), [](const auto& entry) { return entry.second.finished; });
   });
 }
 
@@ -390,6 +393,7 @@ void Store::Impl::flush(Job& job) {
   const int version = job.version;
   std::uint64_t stored_bytes = 0;
   bool written = false;
+  const Clock::time_point write_started = Clock::now();
   try {
     TraceSpan span(trace_, "write L2", version);
     local_.commit(version, [&](WritableFile& file) {
@@ -400,25 +404,19 @@ void Store::Impl::flush(Job& job) {
     record_failure(version, 2, error);
   }
   if (job.buffer) job.buffer->release(job.block);
-  bool to_l4 = false;
   {
     std::lock_guard lock(mutex_);
     VersionState& state = states_[version];
-    to_l4 = written && state.to_l4;
+    const bool to_l4 = written && state.to_l4;
     if (to_l4) persist_queue_.push_back(version);  // pins the L2 file until copied
     if (written) {
       state.l2_done = true;
       state.stats.stored_bytes = stored_bytes;
+      state.stats.l2_write_seconds = seconds_between(write_started, Clock::now());
       state.stats.seconds_to_l2 = seconds_between(state.started, Clock::now());
+      eviction_due_ = true;
     }
-  }
-  changed_.notify_all();
-  // Eviction runs after wait(v, 2) may return (durability first) but before
-  // the version counts as finished, so close() leaves the keep limits met.
-  if (written) evict_local();
-  {
-    std::lock_guard lock(mutex_);
-    states_[version].finished = !to_l4;
+    state.finished = !to_l4;
   }
   changed_.notify_all();
 }
@@ -438,17 +436,36 @@ void Store::Impl::evict_local() {
   }
 }
 
+// The persist thread copies versions to L4 and evicts old files, so that
+// neither the application nor the flush thread waits for an unlink (tens of
+// milliseconds for a large file on ext4).
 void Store::Impl::persist_loop() {
   Trace::name_this_thread("persist L4");
   for (;;) {
+    int version = -1;
     {
       std::unique_lock lock(mutex_);
-      changed_.wait(lock, [&] { return stopping_ || !persist_queue_.empty(); });
-      if (persist_queue_.empty()) return;
-      persisting_ = persist_queue_.front();
-      persist_queue_.pop_front();
+      changed_.wait(lock, [&] { return stopping_ || !persist_queue_.empty() || eviction_due_; });
+      if (!persist_queue_.empty()) {
+        version = persisting_ = persist_queue_.front();
+        persist_queue_.pop_front();
+      } else if (eviction_due_) {
+        eviction_due_ = false;
+        evicting_ = true;
+      } else {
+        return;
+      }
     }
-    persist(persisting_);
+    if (version >= 0) {
+      persist(version);
+    } else {
+      evict_local();
+      {
+        std::lock_guard lock(mutex_);
+        evicting_ = false;
+      }
+      changed_.notify_all();
+    }
   }
 }
 

@@ -207,6 +207,8 @@ def test_checkpoint_is_asynchronous_and_wait_makes_files_appear(dirs):
     assert 0 <= stats["blocking_seconds"] < stats["seconds_to_l2"]
     assert stats["seconds_to_l2"] <= stats["seconds_to_l4"]
     assert stats["backpressure_seconds"] <= stats["blocking_seconds"]
+    assert 0 < stats["l2_write_seconds"] <= stats["seconds_to_l2"]
+    assert stats["l2_throughput"] == stats["stored_bytes"] / stats["l2_write_seconds"]
     names = sorted(p.name for p in (dirs.l2 / "async").iterdir())
     assert container_name(7) in names
     assert not [n for n in names if ".tmp-" in n], names  # no temporaries left behind
