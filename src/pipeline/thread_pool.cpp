@@ -43,27 +43,48 @@ void ThreadPool::work() {
   }
 }
 
+// Helpers are queued on the pool, but the caller never waits for one that
+// has not started: it claims indices itself, then waits only for bodies in
+// progress. A helper that starts late finds nothing left and returns without
+// touching the caller's frame (the shared state outlives it).
 void ThreadPool::parallel_for(std::size_t count, const std::function<void(std::size_t)>& body) {
-  std::atomic<std::size_t> next{0};
-  std::mutex error_mutex;
-  std::exception_ptr first_error;
-  auto drain = [&] {
-    for (std::size_t i = next++; i < count; i = next++) {
-      try {
-        body(i);
-      } catch (...) {
-        std::lock_guard lock(error_mutex);
-        if (!first_error) first_error = std::current_exception();
-        next = count;  // stop handing out work
+  struct Shared {
+    std::atomic<std::size_t> next{0};
+    std::size_t count = 0;
+    const std::function<void(std::size_t)>* body = nullptr;
+    std::mutex mutex;
+    std::condition_variable finished;
+    std::size_t done = 0;  // claimed indices whose body has returned or been skipped
+    std::exception_ptr first_error;
+  };
+  auto shared = std::make_shared<Shared>();
+  shared->count = count;
+  shared->body = &body;
+  const auto drain = [](const std::shared_ptr<Shared>& state) {
+    for (std::size_t i = state->next++; i < state->count; i = state->next++) {
+      bool skip = false;
+      {
+        std::lock_guard lock(state->mutex);
+        skip = static_cast<bool>(state->first_error);
       }
+      if (!skip) {
+        try {
+          (*state->body)(i);
+        } catch (...) {
+          std::lock_guard lock(state->mutex);
+          if (!state->first_error) state->first_error = std::current_exception();
+        }
+      }
+      std::lock_guard lock(state->mutex);
+      if (++state->done == state->count) state->finished.notify_all();
     }
   };
-  std::vector<std::future<void>> helpers;
-  const std::size_t extra = std::min<std::size_t>(workers_.size(), count > 0 ? count - 1 : 0);
-  for (std::size_t i = 0; i < extra; ++i) helpers.push_back(submit(drain));
-  drain();
-  for (auto& helper : helpers) helper.get();
-  if (first_error) std::rethrow_exception(first_error);
+  const std::size_t helpers = std::min<std::size_t>(workers_.size(), count > 0 ? count - 1 : 0);
+  for (std::size_t i = 0; i < helpers; ++i) submit([shared, drain] { drain(shared); });
+  drain(shared);
+  std::unique_lock lock(shared->mutex);
+  shared->finished.wait(lock, [&] { return shared->done == count; });
+  if (shared->first_error) std::rethrow_exception(shared->first_error);
 }
 
 }  // namespace resurgo

@@ -21,8 +21,10 @@ class ThreadPool {
   std::future<void> submit(std::function<void()> task);
   int size() const { return static_cast<int>(workers_.size()); }
 
-  // Runs body(i) for i in [0, count) on the pool and the calling thread;
-  // rethrows the first exception after every started task has finished.
+  // Runs body(i) for i in [0, count) on the calling thread and on idle pool
+  // workers; returns once every body has returned, without waiting for
+  // helpers still queued behind other work. Rethrows the first exception
+  // (the remaining bodies are skipped).
   void parallel_for(std::size_t count, const std::function<void(std::size_t)>& body);
 
  private:
