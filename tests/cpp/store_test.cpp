@@ -329,6 +329,25 @@ TEST_F(StoreTest, TraceFileIsValidChromeTraceJson) {
   }
 }
 
+// Many versions in flight, each copied to L4 and evicted, then close(): the
+// pipeline must settle. (Setting 'finished' in two critical sections once
+// let a fast L4 copy be overwritten, and close() waited forever.)
+TEST_F(StoreTest, CloseSettlesWithManyVersionsInFlight) {
+  std::vector<double> u = field(4096, 11);
+  constexpr int kRounds = 10;
+  constexpr int kVersions = 20;
+  for (int round = 0; round < kRounds; ++round) {
+    Store store("s", config({{"local.keep", "1"}, {"persistent.keep", "1"}, {"buffer.capacity", "256KiB"}}));
+    store.protect(0, u.data(), u.size() * sizeof(double), "u");
+    const int first = store.latest().value_or(-1) + 1;
+    for (int version = first; version < first + kVersions; ++version) store.checkpoint(version);
+    store.close();
+  }
+  Store store("s", config());
+  EXPECT_EQ(store.latest(), kRounds * kVersions - 1);
+  EXPECT_EQ(store.versions().size(), 1u);
+}
+
 // ------------------------------------------------------------------ faults
 
 class StoreFaultTest : public StoreTest {
@@ -399,6 +418,20 @@ TEST_F(StoreFaultTest, BackgroundErrorIsReportedOnceByTheNextCall) {
   }
   EXPECT_NO_THROW(store.checkpoint(2));  // reported once only; this one is taken
   EXPECT_NO_THROW(store.wait(2, 2));
+}
+
+TEST_F(StoreFaultTest, ReadOnlyOrUnreadableDirectoryFailsAtOpenNamingIt) {
+  for (FaultEnv::Op op : {FaultEnv::Op::kCreateDirs, FaultEnv::Op::kList}) {
+    env->inject({op, op == FaultEnv::Op::kCreateDirs ? EROFS : EACCES, "/l2", 0, 1, false});
+    try {
+      Store store("s", config(), env);
+      ADD_FAILURE() << "open succeeded";
+    } catch (const StorageError& error) {
+      EXPECT_NE(std::string(error.what()).find(dir.path() + "/l2"), std::string::npos) << error.what();
+    }
+    env->clear();
+  }
+  EXPECT_NO_THROW(Store("s", config(), env));  // usable again once the fault is gone
 }
 
 TEST_F(StoreFaultTest, PersistentCopyFailureKeepsTheLocalCopy) {
