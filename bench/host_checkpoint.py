@@ -272,15 +272,9 @@ def bench_size(nbytes: int, repeats: int, root: Path, baselines: Dict[str, Calla
     fill_state(state)
     raw = memoryview(state).cast("B")
 
-    # (a) memcpy floor: the destination exists only while it is measured.
-    s = add("memcpy", "memcpy floor (np.copyto)", "floor")
-    dst = np.empty_like(state)
-    dst.fill(0.0)  # touch every page first
-    for r in range(repeats):
-        s.times.append(timed(lambda: np.copyto(dst, state)))
-        log(f"[{tag}] memcpy floor {r + 1}/{repeats}: {fmt_time(s.times[-1])}")
-    del dst
-    gc.collect()
+    # (a) memcpy floor: measured right before each Resurgo checkpoint (c),
+    # so both see the same machine; shared machines drift within minutes.
+    memcpy = add("memcpy", "memcpy floor (np.copyto)", "floor")
 
     # (b) write+fsync floor: a new file each repeat, like a new checkpoint.
     s = add("write_fsync", "write+fsync floor", "floor")
@@ -324,8 +318,11 @@ def bench_size(nbytes: int, repeats: int, root: Path, baselines: Dict[str, Calla
             store.checkpoint(v)
             store.wait(v, level=2)
         stride = max(1, n // 1024)
+        dst = np.empty_like(state)
+        dst.fill(0.0)  # the floor copies into an already-touched buffer
         for r in range(repeats):
             v = WARMUP_VERSIONS + r
+            memcpy.times.append(timed(lambda: np.copyto(dst, state)))
             state[r::stride] += 1.0  # modify the state a little
             t0 = time.perf_counter()
             store.checkpoint(v)
@@ -334,7 +331,9 @@ def bench_size(nbytes: int, repeats: int, root: Path, baselines: Dict[str, Calla
             t2 = time.perf_counter()
             blocking.times.append(t1 - t0)
             durable.times.append(t2 - t0)
-            log(f"[{tag}] Resurgo v{v}: blocking {fmt_time(t1 - t0)}, durable@L2 {fmt_time(t2 - t0)}")
+            log(f"[{tag}] Resurgo v{v}: memcpy floor {fmt_time(memcpy.times[-1])}, blocking "
+                f"{fmt_time(t1 - t0)}, durable@L2 {fmt_time(t2 - t0)}")
+        del dst
         measured = range(WARMUP_VERSIONS, WARMUP_VERSIONS + repeats)
         stats_rows = [row for row in store.stats() if int(row.get("version", -1)) in measured]
         last = measured[-1]
@@ -370,9 +369,24 @@ def bench_size(nbytes: int, repeats: int, root: Path, baselines: Dict[str, Calla
     restored.fill(0.0)
     warm = add("rsg_restart", "Resurgo restart (page cache)", "resurgo")
     cold = add("rsg_restart_cold", "Resurgo restart (cold, evicted)", "resurgo")
+    # The floor of any restore: the same bytes read from the page cache into a
+    # touched array of the application, on as many threads as Resurgo's
+    # pipeline uses. Unlike cat, it has to write them into memory.
+    read_floor = add("pread", f"parallel pread into memory ({READ_THREADS} threads, page cache)",
+                     "floor", file_bytes)
     cat_warm = add("cat", "cat FILE > /dev/null (page cache)", "floor", file_bytes)
     cat_cold = add("cat_cold", "cat FILE > /dev/null (cold, evicted)", "floor", file_bytes)
     residency: List[float] = []
+
+    def evict_container() -> None:
+        for p in container:
+            evict(p)
+        frac = [resident_fraction(p) for p in container]
+        if all(f is not None for f in frac):
+            residency.append(max(frac))  # type: ignore[arg-type]
+
+    # Each repeat measures Resurgo and its floors back to back, page cache
+    # first, then cold after evicting the file from the page cache.
     with resurgo.Store(name, **config) as store:
         store.protect("state", restored)
         for r in range(repeats):
@@ -391,28 +405,15 @@ def bench_size(nbytes: int, repeats: int, root: Path, baselines: Dict[str, Calla
                 level = store.last_restart.get("level")
                 if level != 2:
                     notes.append(f"restart read from level {level}, not L2.")
-            for p in container:
-                evict(p)
-            frac = [resident_fraction(p) for p in container]
-            if all(f is not None for f in frac):
-                residency.append(max(frac))  # type: ignore[arg-type]
+            read_floor.times.append(timed(lambda: pread_into(container[0], restored)))
+            cat_warm.times.append(cat_seconds(container))
+            evict_container()
             cold.times.append(timed(do_restart))
-            log(f"[{tag}] Resurgo restart {r + 1}/{repeats}: page cache {fmt_time(warm.times[-1])}, "
-                f"cold {fmt_time(cold.times[-1])}")
-    # The floor of any restore: the same bytes read from the page cache into a
-    # touched array of the application, on as many threads as Resurgo's
-    # pipeline uses. Unlike cat, it has to write them into memory.
-    read_floor = add("pread", f"parallel pread into memory ({READ_THREADS} threads, page cache)",
-                     "floor", file_bytes)
-    for r in range(repeats):
-        read_floor.times.append(timed(lambda: pread_into(container[0], restored)))
-    for r in range(repeats):
-        cat_warm.times.append(cat_seconds(container))  # the file is cached now
-        for p in container:
-            evict(p)
-        cat_cold.times.append(cat_seconds(container))
-        log(f"[{tag}] cat {r + 1}/{repeats}: page cache {fmt_time(cat_warm.times[-1])}, "
-            f"cold {fmt_time(cat_cold.times[-1])}")
+            evict_container()
+            cat_cold.times.append(cat_seconds(container))
+            log(f"[{tag}] restart {r + 1}/{repeats}: page cache: Resurgo {fmt_time(warm.times[-1])}, "
+                f"pread {fmt_time(read_floor.times[-1])}, cat {fmt_time(cat_warm.times[-1])}; cold: "
+                f"Resurgo {fmt_time(cold.times[-1])}, cat {fmt_time(cat_cold.times[-1])}")
     spawn = statistics.median(cat_seconds([Path("/dev/null")]) for _ in range(5))
     notes.append(f"`cat` times include starting the process (about {fmt_time(spawn)}, the median "
                  "of `cat /dev/null`), which favours Resurgo slightly in the restart ratio.")
