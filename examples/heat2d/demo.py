@@ -40,6 +40,8 @@ def parse_args():
     p.add_argument("--ny", type=int, default=2048)
     p.add_argument("--steps", type=int, default=400)
     p.add_argument("--every", type=int, default=50)
+    p.add_argument("--persistent-every", type=int, default=4,
+                   help="every n-th checkpoint is also copied to L4 (persistent.every)")
     p.add_argument("--seed", type=int, help="seed of the kill point (default: random)")
     p.add_argument("--keep", action="store_true", help="keep the temporary directories")
     return p.parse_args()
@@ -61,7 +63,8 @@ class Run:
             self.cmd.append("--no-checkpoint")
         # The store reads RESURGO_<SECTION>_<KEY>: both levels go to fresh dirs.
         self.env = dict(os.environ, RESURGO_LOCAL_PATH=self.local,
-                        RESURGO_PERSISTENT_PATH=self.persistent)
+                        RESURGO_PERSISTENT_PATH=self.persistent,
+                        RESURGO_PERSISTENT_EVERY=str(args.persistent_every))
 
     def start(self):
         return subprocess.Popen(self.cmd, cwd=self.dir, env=self.env, text=True, bufsize=1,
@@ -133,7 +136,8 @@ def main():
     try:
         mib = args.nx * args.ny * 8 / 2**20
         print(f"heat2d {args.nx} x {args.ny} ({mib:.0f} MiB), {args.steps} steps, "
-              f"checkpoint every {args.every}; seed {seed}; directories under {root}", flush=True)
+              f"checkpoint every {args.every} steps (every {args.persistent_every}th also to L4); "
+              f"seed {seed}; directories under {root}", flush=True)
 
         print("a. reference run without checkpoints ...", flush=True)
         ref = Run(args, root, "a-reference", checkpoint=False)
