@@ -1,8 +1,9 @@
-// Store: the registry, the two pipeline threads and the tiers of one stream
-// of checkpoints. The application thread only captures (memcpy into the L1
-// host buffer); the flush thread writes L1 -> L2, the persist thread copies
-// L2 -> L4. A background failure is recorded on its version and thrown by
-// the next mutating call (or wait) on the store.
+// Store: the registry, the pipeline threads and the tiers of one stream of
+// checkpoints. checkpoint() only captures: it copies the protected bytes into
+// the L1 host buffer (with idle pipeline workers helping). The flush thread
+// writes L1 -> L2; the persist thread copies L2 -> L4 and evicts old files.
+// A background failure is recorded on its version and thrown by the next
+// mutating call (or wait) on the store.
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -104,9 +105,10 @@ class Store::Impl {
 
  private:
   void check_open(const char* call) const;
-  // Throws the oldest background failure not yet reported; `prefix` says what
-  // the failing call did. The caller holds `lock`.
-  void report_failure(std::unique_lock<std::mutex>& lock, const std::string& prefix);
+  // Throws the oldest background failure not yet reported; `prefix` (called
+  // only then) says what the throwing call did. The caller holds `lock`.
+  template <class Prefix>
+  void report_failure(std::unique_lock<std::mutex>& lock, Prefix&& prefix);
   [[noreturn]] void throw_failure(VersionState& state, int version);
   void record_failure(int version, int level, const Error& error);
   bool settled(const VersionState& state, int level) const;
@@ -148,6 +150,7 @@ class Store::Impl {
   bool eviction_due_ = false;  // a new L2 file may have pushed an old one past local.keep
   bool evicting_ = false;
   std::map<int, VersionState> states_;
+  int unreported_failures_ = 0;
   int newest_version_ = -1;
   long checkpoints_ = 0;
   bool stopping_ = false;
@@ -207,7 +210,7 @@ void Store::Impl::close() {
   lock_.reset();
   if (trace_.enabled()) trace_.write(*env_);
   lock.lock();
-  report_failure(lock, "store closed, but ");
+  report_failure(lock, [] { return std::string("store closed, but "); });
 }
 
 // ---------------------------------------------------------------- registry
@@ -252,18 +255,21 @@ void Store::Impl::resize_buffer_if_idle() {
 // ------------------------------------------------------------------ errors
 
 void Store::Impl::throw_failure(VersionState& state, int version) {
+  if (!state.failure->reported) --unreported_failures_;
   state.failure->reported = true;
   rethrow_as_is(Error(state.failure->code, "version " + std::to_string(version) + " of store '" + name +
                                                "' failed: " + state.failure->message));
 }
 
-void Store::Impl::report_failure(std::unique_lock<std::mutex>&, const std::string& prefix) {
+template <class Prefix>
+void Store::Impl::report_failure(std::unique_lock<std::mutex>&, Prefix&& prefix) {
+  if (unreported_failures_ == 0) return;  // the common case costs one test
   for (auto& [version, state] : states_) {
     if (state.failure && !state.failure->reported) {
       state.failure->reported = true;
-      rethrow_as_is(Error(state.failure->code, prefix + "version " + std::to_string(version) +
-                                                   " of store '" + name + "' failed in the background: " +
-                                                   state.failure->message));
+      --unreported_failures_;
+      rethrow_as_is(Error(state.failure->code, prefix() + "version " + std::to_string(version) + " of store '" +
+                                                   name + "' failed in the background: " + state.failure->message));
     }
   }
 }
@@ -272,7 +278,10 @@ void Store::Impl::record_failure(int version, int level, const Error& error) {
   log_.error("version " + std::to_string(version) + " not written to L" + std::to_string(level) + ": " + error.what());
   std::lock_guard lock(mutex_);
   VersionState& state = states_[version];
-  if (!state.failure) state.failure = Failure{error.code(), "L" + std::to_string(level) + ": " + error.what()};
+  if (!state.failure) {
+    state.failure = Failure{error.code(), "L" + std::to_string(level) + ": " + error.what()};
+    ++unreported_failures_;
+  }
   state.stats.error = state.failure->message;
 }
 
@@ -311,8 +320,9 @@ void Store::Impl::checkpoint(int version) {
   const Clock::time_point started = Clock::now();
   check_open("checkpoint");
   std::unique_lock lock(mutex_);
-  report_failure(lock, "checkpoint " + std::to_string(version) +
-                           " not taken (the store keeps working; call checkpoint again): ");
+  report_failure(lock, [&] {
+    return "checkpoint " + std::to_string(version) + " not taken (the store keeps working; call checkpoint again): ";
+  });
   if (version < 0) throw InvalidArgumentError("checkpoint: version " + std::to_string(version) + " is negative");
   if (version <= newest_version_) {
     throw InvalidArgumentError("checkpoint: version " + std::to_string(version) + " is not newer than version " +
@@ -367,7 +377,10 @@ void Store::Impl::checkpoint(int version) {
     if (state.failure) throw_failure(state, version);
   }
   state.stats.blocking_seconds = seconds_between(started, Clock::now());
-  while (states_.size() > kStatsHistory && states_.begin()->second.finished) states_.erase(states_.begin());
+  const auto forgettable = [](const VersionState& old) {
+    return old.finished && (!old.failure || old.failure->reported);
+  };
+  while (states_.size() > kStatsHistory && forgettable(states_.begin()->second)) states_.erase(states_.begin());
 }
 
 // One core alone does not reach the memory bandwidth, so the copy is split
@@ -538,7 +551,7 @@ void Store::Impl::wait(int version, int level) {
     changed_.wait(lock, [&] {
       return std::all_of(states_.begin(), states_.end(), [&](const auto& e) { return settled(e.second, level); });
     });
-    report_failure(lock, "wait: ");
+    report_failure(lock, [] { return std::string("wait: "); });
     return;
   }
   const auto it = states_.find(version);
@@ -717,7 +730,7 @@ int Store::Impl::restart(int version) {
   {
     std::unique_lock lock(mutex_);
     drain(lock);
-    report_failure(lock, "restart not done: ");
+    report_failure(lock, [] { return std::string("restart not done: "); });
   }
   if (version < 0 && version != kLatest) {
     throw InvalidArgumentError("restart: version " + std::to_string(version) + " is negative");
