@@ -80,34 +80,12 @@ void translate_error(const std::exception_ptr& p, void*) {
   throw resurgo::Error(code, message);
 }
 
-// Runs `fn` without the GIL. Exceptions (C++ or nb::python_error raised by a
-// callback that reacquired the GIL) are rethrown once the GIL is held again.
+// Runs `fn` without the GIL. The guard takes the GIL back on return and
+// while an exception unwinds, before nanobind translates it.
 template <class Fn>
 auto without_gil(Fn&& fn) -> decltype(fn()) {
-  std::exception_ptr error;
-  if constexpr (std::is_void_v<decltype(fn())>) {
-    {
-      nb::gil_scoped_release release;
-      try {
-        fn();
-      } catch (...) {
-        error = std::current_exception();
-      }
-    }
-    if (error) std::rethrow_exception(error);
-  } else {
-    std::optional<decltype(fn())> result;
-    {
-      nb::gil_scoped_release release;
-      try {
-        result.emplace(fn());
-      } catch (...) {
-        error = std::current_exception();
-      }
-    }
-    if (error) std::rethrow_exception(error);
-    return std::move(*result);
-  }
+  nb::gil_scoped_release release;
+  return fn();
 }
 
 // ---------------------------------------------------------------------------
