@@ -12,12 +12,12 @@
         store.checkpoint(step)              # returns after the capture
         store.wait()                        # durable on node-local storage
 
-See DESIGN.md ("Public contract") and docs/ for the configuration keys.
+See README.md and docs/config.md for the configuration keys.
 """
 
 from __future__ import annotations
 
-from resurgo import _core
+from resurgo import _core, errors
 from resurgo.errors import (
     ConfigError,
     CorruptionError,
@@ -37,17 +37,4 @@ from resurgo.store import Store, VersionInfo  # noqa: E402  (needs the translato
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "Store",
-    "VersionInfo",
-    "Error",
-    "ConfigError",
-    "FormatError",
-    "CorruptionError",
-    "MismatchError",
-    "StorageError",
-    "StateError",
-    "InvalidArgumentError",
-    "NotFoundError",
-    "__version__",
-]
+__all__ = ["Store", "VersionInfo", *errors.__all__, "__version__"]
