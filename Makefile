@@ -4,6 +4,7 @@
 #
 #   make demo    build everything, run the heat2d demo (kill + restart)
 #   make test    build everything, run the C++/Fortran (ctest) and Python tests
+#   make test-asan, make test-tsan   the C++ tests under ASan+UBSan / TSan
 #   make bench   run bench/host_checkpoint.py (BENCH_ARGS="--sizes 256MiB")
 #   make build   configure + build the C++ library, tests, examples (build/cpp)
 #   make python  (re)install the Python package into .venv, editable
@@ -18,6 +19,7 @@ BUILD_DIR  ?= build/cpp
 PY_BUILD   ?= build/python
 BUILD_TYPE ?= RelWithDebInfo
 VENV       := .venv
+,          := ,
 VENV_PY    := $(VENV)/bin/python
 PREFIX     ?= /usr/local
 BENCH_ARGS ?=
@@ -33,7 +35,7 @@ PY_INPUTS := $(shell find python src include cmake -type f \
                -not -path '*/__pycache__/*' -not -name '*.pyc' 2>/dev/null) \
              $(wildcard pyproject.toml) CMakeLists.txt
 
-.PHONY: all deps build python test demo bench install clean distclean
+.PHONY: all deps build python test test-asan test-tsan demo bench install clean distclean
 
 all: build python
 
@@ -62,6 +64,22 @@ python: deps $(PY_BUILD)/.installed
 test: deps build python
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j$(JOBS)
 	$(VENV_PY) -m pytest tests/python -q
+
+# Sanitizer builds of the library and the GoogleTest suite (no Python):
+# $(call sanitized_tests,build dir,-fsanitize= list,runtime options).
+define sanitized_tests
+	cmake -S . -B $(1) -DCMAKE_BUILD_TYPE=Debug -DRESURGO_BUILD_EXAMPLES=OFF -DRESURGO_BUILD_FORTRAN=OFF \
+	  -DCMAKE_CXX_FLAGS="-fsanitize=$(2) -fno-omit-frame-pointer -fno-sanitize-recover=all -O1 -g" \
+	  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=$(2)" -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=$(2)"
+	cmake --build $(1) -j$(JOBS) --target resurgo_tests
+	$(3) $(1)/tests/cpp/resurgo_tests
+endef
+
+test-asan: deps
+	$(call sanitized_tests,build/asan,address$(,)undefined,ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1)
+
+test-tsan: deps
+	$(call sanitized_tests,build/tsan,thread,TSAN_OPTIONS=halt_on_error=1)
 
 demo: deps build python
 	$(VENV_PY) examples/heat2d/demo.py --binary $(BUILD_DIR)/examples/heat2d/heat2d
