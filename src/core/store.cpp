@@ -124,7 +124,7 @@ class Store::Impl {
   void flush(Job& job);
   void persist_loop();
   void persist(int version);
-  void evict_local();
+  void evict();
 
   std::uint64_t restore(DirectoryTier& tier, int version);
   void check_regions(const format::Container& container, const std::string& path, int version,
@@ -147,8 +147,13 @@ class Store::Impl {
   std::deque<Job> flush_queue_;
   std::deque<int> persist_queue_;
   int persisting_ = -1;
-  bool eviction_due_ = false;  // a new L2 file may have pushed an old one past local.keep
+  // Evictions wait until the next flush starts (or a drain): a version's
+  // capture is then over, so unlinking a large file (tens of milliseconds of
+  // kernel time) never competes with the application's copy.
+  bool eviction_due_ = false;
   bool evicting_ = false;
+  bool flushing_ = false;
+  int draining_ = 0;
   std::map<int, VersionState> states_;
   int unreported_failures_ = 0;
   int newest_version_ = -1;
@@ -292,10 +297,13 @@ bool Store::Impl::settled(const VersionState& state, int level) const {
 }
 
 void Store::Impl::drain(std::unique_lock<std::mutex>& lock) {
+  ++draining_;  // lets due evictions run without waiting for another flush
+  changed_.notify_all();
   changed_.wait(lock, [&] {
     return !eviction_due_ && !evicting_ &&
            std::all_of(states_.begin(), states_.end(), [](const auto& entry) { return entry.second.finished; });
   });
+  --draining_;
 }
 
 // -------------------------------------------------------------- checkpoint
@@ -418,7 +426,9 @@ void Store::Impl::flush_loop() {
       if (flush_queue_.empty()) return;
       job = std::move(flush_queue_.front());
       flush_queue_.pop_front();
+      flushing_ = true;  // due evictions may run now: the capture is over
     }
+    changed_.notify_all();
     flush(job);
   }
 }
@@ -451,22 +461,26 @@ void Store::Impl::flush(Job& job) {
       eviction_due_ = true;
     }
     state.finished = !to_l4;
+    flushing_ = false;
   }
   changed_.notify_all();
 }
 
-// L2 files still waiting for their L4 copy are pinned.
-void Store::Impl::evict_local() {
+// L2 files still waiting for their L4 copy are pinned. An eviction failure
+// costs space, not data: it is logged, and the next eviction retries.
+void Store::Impl::evict() {
   std::vector<int> pinned;
   {
     std::lock_guard lock(mutex_);
     pinned.assign(persist_queue_.begin(), persist_queue_.end());
     pinned.push_back(persisting_);
   }
-  try {
-    local_.evict(pinned);
-  } catch (const Error& error) {
-    log_.warn(std::string("evicting old versions from L2: ") + error.what());
+  for (DirectoryTier* tier : {&local_, &persistent_}) {
+    try {
+      tier->evict(tier == &local_ ? pinned : std::vector<int>{});
+    } catch (const Error& error) {
+      log_.warn("evicting old versions from L" + std::to_string(tier->level()) + ": " + error.what());
+    }
   }
 }
 
@@ -479,11 +493,12 @@ void Store::Impl::persist_loop() {
     int version = -1;
     {
       std::unique_lock lock(mutex_);
-      changed_.wait(lock, [&] { return stopping_ || !persist_queue_.empty() || eviction_due_; });
+      const auto eviction_now = [&] { return eviction_due_ && (flushing_ || draining_ > 0); };
+      changed_.wait(lock, [&] { return stopping_ || !persist_queue_.empty() || eviction_now(); });
       if (!persist_queue_.empty()) {
         version = persisting_ = persist_queue_.front();
         persist_queue_.pop_front();
-      } else if (eviction_due_) {
+      } else if (eviction_now()) {
         eviction_due_ = false;
         evicting_ = true;
       } else {
@@ -493,7 +508,7 @@ void Store::Impl::persist_loop() {
     if (version >= 0) {
       persist(version);
     } else {
-      evict_local();
+      evict();
       {
         std::lock_guard lock(mutex_);
         evicting_ = false;
@@ -517,20 +532,9 @@ void Store::Impl::persist(int version) {
     VersionState& state = states_[version];
     state.l4_done = written;
     if (written) state.stats.seconds_to_l4 = seconds_between(state.started, Clock::now());
+    state.finished = true;
     persisting_ = -1;  // unpins the L2 file
-  }
-  changed_.notify_all();
-  evict_local();
-  if (written) {
-    try {
-      persistent_.evict({});
-    } catch (const Error& error) {
-      log_.warn(std::string("evicting old versions from L4: ") + error.what());
-    }
-  }
-  {
-    std::lock_guard lock(mutex_);
-    states_[version].finished = true;
+    eviction_due_ = true;
   }
   changed_.notify_all();
 }
