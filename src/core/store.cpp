@@ -681,25 +681,35 @@ std::uint64_t Store::Impl::restore(DirectoryTier& tier, int version) {
   return bytes;
 }
 
-// Tries every level holding `version`, fastest first. Damaged copies are
-// rewritten from an intact one; if none is intact they are quarantined when
-// the caller falls back to an older version.
+// Tries every level holding `version`, fastest first. Only a copy that fails
+// its checks (checksum, format, identity) counts as damaged: it is rewritten
+// from an intact copy, or quarantined when the caller falls back past it. A
+// copy that cannot be read (I/O error) proves nothing about its bytes, so if
+// no other copy restores the version, restart fails with that StorageError
+// instead of rolling back silently.
 std::optional<int> Store::Impl::restore_one(int version, bool quarantine_if_damaged) {
   std::vector<DirectoryTier*> damaged;
+  std::optional<StorageError> unreadable;
   for (DirectoryTier* tier : {&local_, &persistent_}) {
     if (!tier->holds(version)) continue;
     const Clock::time_point started = Clock::now();
     std::uint64_t bytes = 0;
     try {
       bytes = restore(*tier, version);
+    } catch (const NotFoundError&) {
+      continue;  // removed since holds(): not a copy any more
     } catch (const MismatchError&) {
       throw;
-    } catch (const Error& error) {  // corruption, foreign format, I/O error: try the next copy
+    } catch (const Error& error) {
       const std::string line = "version " + std::to_string(version) + " at L" + std::to_string(tier->level()) +
                                " skipped: " + error.what();
       log_.warn(line);
       last_restart.skipped.push_back(line);
-      damaged.push_back(tier);
+      if (error.code() == ErrorCode::kStorage) {
+        if (!unreadable) unreadable.emplace(error.what());
+      } else {
+        damaged.push_back(tier);
+      }
       continue;
     }
     last_restart.version = version;
@@ -716,6 +726,11 @@ std::optional<int> Store::Impl::restore_one(int version, bool quarantine_if_dama
       }
     }
     return version;
+  }
+  if (unreadable) {
+    throw StorageError("restart: version " + std::to_string(version) + " of store '" + name +
+                       "' could not be read (the protected regions may hold part of it; nothing was quarantined): " +
+                       unreadable->what() + "; retry, or restart an older version explicitly");
   }
   if (quarantine_if_damaged) {
     for (DirectoryTier* bad : damaged) {
