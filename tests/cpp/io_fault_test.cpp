@@ -1,0 +1,524 @@
+// Systematic I/O-fault injection in the style of SQLite's I/O-error tests: a
+// fixed scenario (open, protect two regions, checkpoint versions 1..4 with a
+// wait for L2 and L4 after each, close) is first run fault-free to count the
+// calls of every FaultEnv operation; then it is run once per fault point
+// (operation x call index x errno, plus partial writes), each time in a fresh
+// directory with exactly that one call failing. After every run:
+//  (1) every error thrown is a StorageError naming a path under the run's
+//      directory, and a background failure names its version;
+//  (2) the fault costs at most one version, later checkpoints are taken, an
+//      injected failure of a data-path call is never swallowed, and a fresh
+//      store on the same directories checkpoints, waits for L4 and closes;
+//  (3) the newest `keep` versions whose wait succeeded are restorable bit for
+//      bit by that fresh store;
+//  (4) every file left is a committed container that verifies (or the lock
+//      file): no temporaries, no partial files, no quarantined copies;
+//  (5) restart never throws CorruptionError.
+// A second test draws 200 random single faults (operation, call index,
+// errno, path filter, partial write) from a fixed seed. A third fails, one
+// at a time, every call of a restart of committed versions: a transient I/O
+// error during restart must surface as a StorageError (or be bypassed by the
+// other level's copy), never as corruption, a rollback or a quarantine.
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <set>
+#include <string>
+#include <typeinfo>
+#include <vector>
+
+#include "format/container.h"
+#include "io/fault_env.h"
+#include "resurgo/resurgo.hpp"
+#include "test_util.h"
+#include "tier/directory_tier.h"
+
+namespace resurgo {
+namespace {
+
+namespace fs = std::filesystem;
+using Op = FaultEnv::Op;
+
+constexpr int kVersions = 4;
+constexpr int kKeep = 2;
+constexpr int kPhaseTwoVersion = 10;
+constexpr std::size_t kBigBytes = 64u << 10;
+constexpr std::size_t kSmallBytes = 4u << 10;
+const char* const kStore = "s";
+
+const std::vector<Op> kOps = {Op::kCreate, Op::kAppend,     Op::kSync, Op::kClose, Op::kRename, Op::kSyncDir,
+                              Op::kOpen,   Op::kRead,       Op::kList, Op::kRemove, Op::kCreateDirs};
+
+const char* op_name(Op op) {
+  switch (op) {
+    case Op::kCreate: return "create";
+    case Op::kAppend: return "append";
+    case Op::kSync: return "sync";
+    case Op::kClose: return "close";
+    case Op::kRename: return "rename";
+    case Op::kRemove: return "remove";
+    case Op::kSyncDir: return "sync_dir";
+    case Op::kCreateDirs: return "create_dirs";
+    case Op::kOpen: return "open";
+    case Op::kRead: return "read";
+    case Op::kList: return "list";
+  }
+  return "?";
+}
+
+const char* errno_name(int error_number) {
+  switch (error_number) {
+    case EIO: return "EIO";
+    case ENOSPC: return "ENOSPC";
+    case EDQUOT: return "EDQUOT";
+    case EROFS: return "EROFS";
+    case EACCES: return "EACCES";
+    default: return "E?";
+  }
+}
+
+std::string describe(const FaultEnv::Fault& fault) {
+  std::string text = std::string("{op=") + op_name(fault.op) + " n=" + std::to_string(fault.skip) + " errno=" +
+                     errno_name(fault.error_number);
+  if (fault.partial_write) text += " partial";
+  if (!fault.path_part.empty()) text += " path~'" + fault.path_part + "'";
+  return text + "}";
+}
+
+// Deterministic content of region `region` at `version`.
+std::vector<std::uint8_t> content(int version, int region, std::size_t bytes) {
+  std::vector<std::uint8_t> data(bytes);
+  std::uint64_t state = 0x9E3779B97F4A7C15ull * static_cast<std::uint64_t>(version * 2 + region + 1);
+  for (std::size_t i = 0; i < bytes; ++i) {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    data[i] = static_cast<std::uint8_t>(state >> 56);
+  }
+  return data;
+}
+
+Config scenario_config(const std::string& root) {
+  Config config;
+  config.local.path = root + "/l2";
+  config.local.keep = kKeep;
+  config.persistent.path = root + "/l4";
+  config.persistent.keep = kKeep;
+  config.persistent.every = 1;
+  config.pipeline.chunk_size = 64u << 10;
+  config.log.level = LogLevel::kOff;
+  return config;
+}
+
+struct RunStats {
+  bool fired = false;   // the injected fault was hit
+  bool opened = false;  // phase 1 store opened
+  int errors = 0;       // errors thrown in phase 1
+};
+
+// What every run checks: errors thrown (1) and files left (4). Violations
+// are appended to a shared list, prefixed with the fault.
+class Checks {
+ public:
+  Checks(std::optional<FaultEnv::Fault> fault, std::vector<std::string>& violations)
+      : fault_(std::move(fault)), violations_(violations) {}
+
+ protected:
+  void violation(const std::string& text) {
+    violations_.push_back((fault_ ? describe(*fault_) : std::string("{no fault}")) + ": " + text);
+  }
+
+  // Runs `call`; checks a thrown error against invariant (1). `expected`
+  // is text the message must hold ("" = none beyond the path).
+  template <class Call>
+  bool attempt(const std::string& what, const std::string& expected, Call&& call) {
+    try {
+      call();
+      return true;
+    } catch (const StorageError& error) {
+      ++stats_.errors;
+      const std::string message = error.what();
+      if (message.find(root_ + "/") == std::string::npos) {
+        violation(what + " threw a StorageError naming no path under " + root_ + ": " + message);
+      }
+      if (!expected.empty() && message.find(expected) == std::string::npos) {
+        violation(what + " threw a StorageError without '" + expected + "': " + message);
+      }
+    } catch (const std::exception& error) {
+      ++stats_.errors;
+      violation(what + " threw " + typeid(error).name() + " (not StorageError): " + error.what());
+    }
+    return false;
+  }
+
+  // (4) every file is the lock file or a committed container that verifies.
+  void check_files(const std::string& when) {
+    std::error_code ignored;
+    for (const auto& entry : fs::recursive_directory_iterator(root_, ignored)) {
+      if (!entry.is_regular_file()) continue;
+      const std::string path = entry.path().string();
+      const std::string name = entry.path().filename().string();
+      const std::string parent = entry.path().parent_path().string();
+      if (name == ".lock.r000000" && parent == root_ + "/l2/" + kStore) continue;
+      int version = 0;
+      int rank = 0;
+      if (!parse_container_file_name(name, version, rank) ||
+          (parent != root_ + "/l2/" + kStore && parent != root_ + "/l4/" + kStore)) {
+        violation(when + ": unexpected file " + path);
+        continue;
+      }
+      try {
+        const std::unique_ptr<ReadableFile> file = Env::posix()->open(path);
+        const format::Container container = format::read_container(*file);
+        format::verify_chunks(*file, container, [](std::uint64_t, std::uint64_t) {});
+        if (container.header.version != version || container.header.store != kStore) {
+          violation(when + ": " + path + " holds store '" + container.header.store + "' version " +
+                    std::to_string(container.header.version));
+        }
+      } catch (const std::exception& error) {
+        violation(when + ": committed file does not verify: " + path + ": " + error.what());
+      }
+    }
+  }
+
+  std::optional<FaultEnv::Fault> fault_;
+  std::vector<std::string>& violations_;
+  std::string root_;
+  RunStats stats_;
+  std::vector<std::uint8_t> big_;
+  std::vector<std::uint8_t> small_;
+};
+
+// One run of the scenario S (phase 1 under the fault, phase 2 without).
+class ScenarioRun : public Checks {
+ public:
+  using Checks::Checks;
+
+  RunStats run(std::map<Op, int>* counts = nullptr) {
+    TempDir dir;
+    root_ = dir.path();
+    const Config config = scenario_config(root_);
+    auto env = std::make_shared<FaultEnv>();
+    if (fault_) env->inject(*fault_);
+    phase_one(config, env);
+    stats_.fired = env->failures() > 0;
+    if (counts) {
+      for (Op op : kOps) (*counts)[op] = env->calls(op);
+    }
+    check_files("after phase 1");
+    env->clear();
+    phase_two(config, env);
+    check_files("after phase 2");
+    return stats_;
+  }
+
+ private:
+  void phase_one(const Config& config, const std::shared_ptr<FaultEnv>& env) {
+    big_.assign(kBigBytes, 0);
+    small_.assign(kSmallBytes, 0);
+    std::unique_ptr<Store> store;
+    stats_.opened = attempt("open", "", [&] { store = std::make_unique<Store>(kStore, config, env); });
+    if (!stats_.opened) return;
+    store->protect(0, big_.data(), big_.size(), "big");
+    store->protect(1, small_.data(), small_.size(), "small");
+    std::set<int> failed_versions;
+    for (int version = 1; version <= kVersions; ++version) {
+      // Refill in place: the protected pointers stay valid.
+      const std::vector<std::uint8_t> big = content(version, 0, kBigBytes);
+      const std::vector<std::uint8_t> small = content(version, 1, kSmallBytes);
+      std::copy(big.begin(), big.end(), big_.begin());
+      std::copy(small.begin(), small.end(), small_.begin());
+      const std::string v = std::to_string(version);
+      if (!attempt("checkpoint(" + v + ")", "version ", [&] { store->checkpoint(version); })) {
+        violation("checkpoint(" + v + ") was not taken: the fault was not reported by the waits before it");
+        continue;
+      }
+      if (attempt("wait(" + v + ", 2)", "version " + v + " ", [&] { store->wait(version, 2); })) {
+        durable_.insert(version);
+      } else {
+        failed_versions.insert(version);
+      }
+      if (attempt("wait(" + v + ", 4)", "version " + v + " ", [&] { store->wait(version, 4); })) {
+        durable_.insert(version);
+      } else {
+        failed_versions.insert(version);
+      }
+    }
+    attempt("close", "version ", [&] { store->close(); });
+    store.reset();
+    if (failed_versions.size() > 1) {
+      violation("one failing call failed " + std::to_string(failed_versions.size()) + " versions");
+    }
+    const bool silent_allowed = fault_ && (fault_->op == Op::kRemove || fault_->op == Op::kList);
+    if (env->failures() > 0 && stats_.errors == 0 && !silent_allowed) {
+      violation("the injected fault fired but no call reported an error");
+    }
+    if (env->failures() == 0 && stats_.errors > 0) violation("an error was thrown without an injected fault");
+  }
+
+  void phase_two(const Config& config, const std::shared_ptr<FaultEnv>& env) {
+    big_.assign(kBigBytes, 0);
+    small_.assign(kSmallBytes, 0);
+    std::unique_ptr<Store> store;
+    try {
+      store = std::make_unique<Store>(kStore, config, env);
+    } catch (const std::exception& error) {
+      violation(std::string("phase 2: a clean store does not open: ") + error.what());
+      return;
+    }
+    store->protect(0, big_.data(), big_.size(), "big");
+    store->protect(1, small_.data(), small_.size(), "small");
+    // (3) the newest `keep` versions whose wait succeeded are restorable.
+    std::vector<int> expected(durable_.begin(), durable_.end());
+    if (expected.size() > kKeep) expected.erase(expected.begin(), expected.end() - kKeep);
+    for (int version : expected) restore_and_compare(*store, version);
+    // (5) the newest intact version, whichever it is, restores cleanly.
+    if (!durable_.empty()) restore_and_compare(*store, kLatest);
+    try {
+      store->checkpoint(kPhaseTwoVersion);
+      store->wait(kPhaseTwoVersion, 4);
+      store->close();
+    } catch (const std::exception& error) {
+      violation(std::string("phase 2: checkpoint, wait for L4 or close failed: ") + error.what());
+    }
+    store.reset();
+    for (const char* level : {"/l2/", "/l4/"}) {
+      const std::string path = root_ + level + kStore + "/" + container_file_name(kPhaseTwoVersion, 0);
+      if (!fs::exists(path)) violation(std::string("phase 2: version 10 missing at ") + path);
+    }
+  }
+
+  void restore_and_compare(Store& store, int version) {
+    const std::string what = version == kLatest ? std::string("restart(latest)") : "restart(" + std::to_string(version) + ")";
+    std::fill(big_.begin(), big_.end(), std::uint8_t{0});
+    std::fill(small_.begin(), small_.end(), std::uint8_t{0});
+    int restored = -1;
+    try {
+      restored = store.restart(version);
+    } catch (const CorruptionError& error) {
+      violation("phase 2: " + what + " threw CorruptionError: " + error.what());
+      return;
+    } catch (const std::exception& error) {
+      violation("phase 2: " + what + " of a version whose wait succeeded failed: " + error.what());
+      return;
+    }
+    if (version != kLatest && restored != version) {
+      violation("phase 2: " + what + " returned " + std::to_string(restored));
+    }
+    if (version == kLatest && restored != *durable_.rbegin()) {
+      violation("phase 2: " + what + " returned " + std::to_string(restored) + ", the newest durable one is " +
+                std::to_string(*durable_.rbegin()));
+    }
+    if (big_ != content(restored, 0, kBigBytes) || small_ != content(restored, 1, kSmallBytes)) {
+      violation("phase 2: " + what + " restored bytes that differ from version " + std::to_string(restored));
+    }
+  }
+
+  std::set<int> durable_;  // versions whose wait(v, 2) or wait(v, 4) succeeded
+};
+
+// Versions 1..kVersions committed without faults under `root` (L2 and L4,
+// or L2 only); keep = 2 leaves versions 3 and 4 on each level.
+void commit_versions(const std::string& root, bool two_levels) {
+  Config config = scenario_config(root);
+  if (!two_levels) config.persistent.every = 0;
+  std::vector<std::uint8_t> big(kBigBytes);
+  std::vector<std::uint8_t> small(kSmallBytes);
+  Store store(kStore, config);
+  store.protect(0, big.data(), big.size(), "big");
+  store.protect(1, small.data(), small.size(), "small");
+  for (int version = 1; version <= kVersions; ++version) {
+    const std::vector<std::uint8_t> b = content(version, 0, kBigBytes);
+    const std::vector<std::uint8_t> s = content(version, 1, kSmallBytes);
+    std::copy(b.begin(), b.end(), big.begin());
+    std::copy(s.begin(), s.end(), small.begin());
+    store.checkpoint(version);
+    store.wait(version, two_levels ? 4 : 2);
+  }
+  store.close();
+}
+
+// Restart under one fault: a copy of committed versions 3 and 4 (on L2 and
+// L4, or on L2 alone) is restarted by a fresh store whose Env fails one call.
+// Every file is intact, so the fault may only cost an error (a StorageError
+// naming the path) or a fallback to the other level's copy of the same
+// version; it must never roll back to an older version, report corruption,
+// or leave the newest version hidden (quarantined) afterwards.
+class RestartRun : public Checks {
+ public:
+  RestartRun(std::optional<FaultEnv::Fault> fault, std::vector<std::string>& violations, std::string committed,
+             bool two_levels, int target)
+      : Checks(std::move(fault), violations), committed_(std::move(committed)), two_levels_(two_levels),
+        target_(target) {}
+
+  RunStats run(std::map<Op, int>* counts = nullptr) {
+    TempDir dir;
+    root_ = dir.path();
+    fs::copy(committed_, root_, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+    Config config = scenario_config(root_);
+    if (!two_levels_) config.persistent.every = 0;
+    auto env = std::make_shared<FaultEnv>();
+    if (fault_) env->inject(*fault_);
+    const std::string what =
+        (target_ == kLatest ? std::string("restart(latest)") : "restart(" + std::to_string(target_) + ")") +
+        (two_levels_ ? " [L2+L4]" : " [L2 only]");
+    big_.assign(kBigBytes, 0);
+    small_.assign(kSmallBytes, 0);
+    {
+      std::unique_ptr<Store> store;
+      stats_.opened = attempt("open", "", [&] { store = std::make_unique<Store>(kStore, config, env); });
+      if (stats_.opened) {
+        store->protect(0, big_.data(), big_.size(), "big");
+        store->protect(1, small_.data(), small_.size(), "small");
+        int restored = -1;
+        if (attempt(what, "", [&] { restored = store->restart(target_); })) {
+          if (restored != kVersions) {
+            violation(what + " returned version " + std::to_string(restored) + " although version " +
+                      std::to_string(kVersions) + " is intact (a transient I/O error rolled the restart back)");
+          } else if (big_ != content(kVersions, 0, kBigBytes) || small_ != content(kVersions, 1, kSmallBytes)) {
+            violation(what + " restored bytes that differ from version " + std::to_string(kVersions));
+          }
+        }
+        attempt("close", "", [&] { store->close(); });
+      }
+    }
+    stats_.fired = env->failures() > 0;
+    if (counts) {
+      for (Op op : kOps) (*counts)[op] = env->calls(op);
+    }
+    check_files("after " + what);
+    env->clear();
+    // Without faults, the newest version is still there and restores.
+    try {
+      big_.assign(kBigBytes, 0);
+      small_.assign(kSmallBytes, 0);
+      Store store(kStore, config, env);
+      store.protect(0, big_.data(), big_.size(), "big");
+      store.protect(1, small_.data(), small_.size(), "small");
+      const int restored = store.restart();
+      if (restored != kVersions) {
+        violation("after " + what + ", a clean restart(latest) returns version " + std::to_string(restored) +
+                  " instead of " + std::to_string(kVersions));
+      }
+      store.close();
+    } catch (const std::exception& error) {
+      violation("after " + what + ", a clean restart(latest) failed: " + error.what());
+    }
+    return stats_;
+  }
+
+ private:
+  std::string committed_;
+  bool two_levels_;
+  int target_;
+};
+
+std::map<Op, int> baseline(std::vector<std::string>& violations) {
+  std::map<Op, int> counts;
+  const RunStats stats = ScenarioRun(std::nullopt, violations).run(&counts);
+  EXPECT_TRUE(stats.opened);
+  EXPECT_EQ(stats.errors, 0);
+  return counts;
+}
+
+void report(const char* test, int fault_points, int runs, int not_fired, const std::vector<std::string>& violations) {
+  for (const std::string& text : violations) ADD_FAILURE() << text;
+  ::testing::Test::RecordProperty("fault_points", fault_points);
+  ::testing::Test::RecordProperty("runs", runs);
+  ::testing::Test::RecordProperty("violations", static_cast<int>(violations.size()));
+  std::printf("io-fault%s: %d fault points, %d runs, %zu violations (%d runs where the fault did not fire)\n", test,
+              fault_points, runs, violations.size(), not_fired);
+}
+
+TEST(IoFaultTest, EveryFaultPointOfTheScenario) {
+  std::vector<std::string> violations;
+  const std::map<Op, int> counts = baseline(violations);
+  ASSERT_GT(counts.at(Op::kAppend), 0);
+  ASSERT_GT(counts.at(Op::kRead), 0);
+  std::string count_line;
+  for (Op op : kOps) count_line += std::string(" ") + op_name(op) + "=" + std::to_string(counts.at(op));
+  std::printf("io-fault: fault-free scenario calls:%s\n", count_line.c_str());
+  int fault_points = 0;
+  int runs = 1;
+  int not_fired = 0;
+  for (Op op : kOps) {
+    for (int n = 0; n < counts.at(op); ++n) {
+      std::vector<FaultEnv::Fault> faults = {{op, EIO, "", n, 1, false}, {op, ENOSPC, "", n, 1, false}};
+      if (op == Op::kAppend) faults.push_back({op, ENOSPC, "", n, 1, true});
+      for (const FaultEnv::Fault& fault : faults) {
+        const RunStats stats = ScenarioRun(fault, violations).run();
+        ++fault_points;
+        ++runs;
+        if (!stats.fired) ++not_fired;
+      }
+    }
+  }
+  report("", fault_points, runs, not_fired, violations);
+}
+
+TEST(IoFaultTest, RandomSingleFaults) {
+  std::vector<std::string> violations;
+  const std::map<Op, int> counts = baseline(violations);
+  std::vector<Op> ops;
+  for (Op op : kOps) {
+    if (counts.at(op) > 0) ops.push_back(op);
+  }
+  ASSERT_FALSE(ops.empty());
+  const int error_numbers[] = {EIO, ENOSPC, EDQUOT, EROFS, EACCES};
+  const char* const path_parts[] = {"", "/l2/", "/l4/"};
+  std::mt19937 random(20261122);
+  constexpr int kRuns = 200;
+  int not_fired = 0;
+  std::set<std::string> distinct;
+  for (int run = 0; run < kRuns; ++run) {
+    FaultEnv::Fault fault{};
+    fault.op = ops[std::uniform_int_distribution<std::size_t>(0, ops.size() - 1)(random)];
+    fault.skip = std::uniform_int_distribution<int>(0, counts.at(fault.op) - 1)(random);
+    fault.error_number = error_numbers[std::uniform_int_distribution<std::size_t>(0, 4)(random)];
+    fault.path_part = path_parts[std::uniform_int_distribution<std::size_t>(0, 2)(random)];
+    fault.times = 1;
+    fault.partial_write = fault.op == Op::kAppend && std::uniform_int_distribution<int>(0, 1)(random) == 1;
+    distinct.insert(describe(fault));
+    if (!ScenarioRun(fault, violations).run().fired) ++not_fired;
+  }
+  report(" (random)", static_cast<int>(distinct.size()), kRuns + 1, not_fired, violations);
+}
+
+TEST(IoFaultTest, RestartUnderEveryFaultPoint) {
+  std::vector<std::string> violations;
+  int fault_points = 0;
+  int runs = 0;
+  int not_fired = 0;
+  for (const bool two_levels : {true, false}) {
+    TempDir committed;
+    commit_versions(committed.path(), two_levels);
+    for (const int target : {kLatest, kVersions}) {
+      std::map<Op, int> counts;
+      const RunStats clean = RestartRun(std::nullopt, violations, committed.path(), two_levels, target).run(&counts);
+      EXPECT_EQ(clean.errors, 0);
+      ++runs;
+      for (Op op : kOps) {
+        for (int n = 0; n < counts.at(op); ++n) {
+          const RunStats stats =
+              RestartRun(FaultEnv::Fault{op, EIO, "", n, 1, false}, violations, committed.path(), two_levels, target)
+                  .run();
+          ++fault_points;
+          ++runs;
+          if (!stats.fired) ++not_fired;
+        }
+      }
+    }
+  }
+  report(" (restart)", fault_points, runs, not_fired, violations);
+}
+
+}  // namespace
+}  // namespace resurgo
