@@ -225,9 +225,13 @@ std::uint64_t parse_size(const std::string& key, const std::string& text) {
       {"kb", 1e3},        {"m", 1048576.0},     {"mib", 1048576.0},   {"mb", 1e6},
       {"g", 1073741824.0}, {"gib", 1073741824.0}, {"gb", 1e9},         {"t", 1099511627776.0},
       {"tib", 1099511627776.0}, {"tb", 1e12}};
+  const bool decimal = !t.empty() && (std::isdigit(static_cast<unsigned char>(t[0])) || t[0] == '.') &&
+                       lower(t).find('x') == std::string::npos;  // std::stod also reads hex
   for (const auto& [name, factor] : units) {
-    if (used > 0 && unit == name && number >= 0 && number * factor < 1.8e19) {
-      return static_cast<std::uint64_t>(std::llround(number * factor));
+    const double bytes = std::round(number * factor);
+    // 2^64 is exactly representable: below it the conversion cannot overflow.
+    if (decimal && used > 0 && unit == name && bytes < 18446744073709551616.0 && (bytes >= 1 || number == 0)) {
+      return static_cast<std::uint64_t>(bytes);
     }
   }
   throw ConfigError("configuration key '" + key + "': '" + text +

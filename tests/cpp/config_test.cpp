@@ -332,8 +332,11 @@ TEST_F(ConfigTest, ParseSize) {
   EXPECT_EQ(parse_size("k", "1TiB"), 1ull << 40);
   EXPECT_EQ(parse_size("k", "2tb"), 2'000'000'000'000u);
   EXPECT_EQ(parse_size("k", "0.5MiB"), 512u << 10);
+  EXPECT_EQ(parse_size("k", "1e19"), 10000000000000000000ull);  // returned 2^63 when llround overflowed
+  EXPECT_EQ(parse_size("k", "18446744073709549568"), 18446744073709549568ull);  // largest double below 2^64
+  // Above 2^63 llround overflowed; hex floats and sub-byte sizes were accepted.
   for (const char* bad : {"", " ", "MiB", "12 apples", "-1", "-1MiB", "1.5.5", "nan", "inf", "1e30", "20000000TiB",
-                          "4 GiBs", "four"}) {
+                          "4 GiBs", "four", "1e20", "18446744073709551616", "0x10", "0.4", "0.1KiB0"}) {
     SCOPED_TRACE(bad);
     try {
       parse_size("buffer.capacity", bad);
