@@ -5,6 +5,7 @@
 #   make demo    build everything, run the heat2d demo (kill + restart)
 #   make test    build everything, run the C++/Fortran (ctest) and Python tests
 #   make test-asan, make test-tsan   the C++ tests under ASan+UBSan / TSan
+#   make soak    long fuzzing campaigns (FUZZ_SECONDS per target)
 #   make bench   run bench/host_checkpoint.py (BENCH_ARGS="--sizes 256MiB")
 #   make build   configure + build the C++ library, tests, examples (build/cpp)
 #   make python  (re)install the Python package into .venv, editable
@@ -35,7 +36,7 @@ PY_INPUTS := $(shell find python src include cmake -type f \
                -not -path '*/__pycache__/*' -not -name '*.pyc' 2>/dev/null) \
              $(wildcard pyproject.toml) CMakeLists.txt
 
-.PHONY: all deps build python test test-asan test-tsan demo bench install clean distclean
+.PHONY: all deps build python test test-asan test-tsan soak demo bench install clean distclean
 
 all: build python
 
@@ -80,6 +81,11 @@ test-asan: deps
 
 test-tsan: deps
 	$(call sanitized_tests,build/tsan,thread,TSAN_OPTIONS=halt_on_error=1)
+
+# Long campaigns: libFuzzer on the container and configuration parsers
+# (FUZZ_SECONDS per target, default 900).
+soak: deps
+	bash tests/fuzz/run.sh soak
 
 demo: deps build python
 	$(VENV_PY) examples/heat2d/demo.py --binary $(BUILD_DIR)/examples/heat2d/heat2d

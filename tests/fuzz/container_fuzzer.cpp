@@ -1,0 +1,142 @@
+// libFuzzer target: the container reader (format/container.h).
+//
+// Each input is an in-memory container file. read_container must either
+// return a container that passed its checks or throw a resurgo::Error; when
+// it returns, every chunk is read and verified (verify_chunks), and every
+// chunk is decoded once more with its checksum taken from the bytes, so the
+// decoders see fuzzed compressed data. The same is done for a copy of the
+// input whose footer checksum is recomputed: without that, almost every
+// mutation would stop at the header+index checksum. Any other exception, a
+// crash or a sanitizer report is a finding.
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "format/container.h"
+#include "resurgo/env.hpp"
+#include "resurgo/errors.hpp"
+
+namespace {
+
+using resurgo::format::ChunkRecord;
+using resurgo::format::Container;
+
+// Decoded bytes allowed per input; a chunk may claim up to 1 GiB of raw data
+// from a few compressed bytes.
+constexpr std::uint64_t kMaxRawBytes = 64u << 20;
+
+class MemoryFile final : public resurgo::ReadableFile {
+ public:
+  MemoryFile(const std::uint8_t* data, std::size_t size) : data_(data), size_(size) {}
+  void read_at(std::uint64_t offset, void* out, std::size_t bytes) const override {
+    if (offset > size_ || bytes > size_ - offset) {
+      throw resurgo::StorageError("'" + path_ + "': short read of " + std::to_string(bytes) +
+                                  " bytes at offset " + std::to_string(offset));
+    }
+    if (bytes != 0) std::memcpy(out, data_ + offset, bytes);
+  }
+  std::uint64_t size() const override { return size_; }
+  const std::string& path() const override { return path_; }
+
+ private:
+  const std::uint8_t* data_;
+  std::size_t size_;
+  std::string path_ = "fuzz-input.rsg";
+};
+
+[[noreturn]] void finding(const char* what) {
+  std::fprintf(stderr, "container_fuzzer: %s\n", what);
+  std::abort();
+}
+
+template <class F>
+void expect_resurgo_error(F&& f) {
+  try {
+    f();
+  } catch (const resurgo::Error&) {
+  }
+}
+
+void exercise(const std::uint8_t* data, std::size_t size) {
+  const MemoryFile file(data, size);
+  Container container;
+  try {
+    container = resurgo::format::read_container(file);
+  } catch (const resurgo::Error&) {
+    return;
+  }
+  // What read_container promises about an accepted file.
+  if (container.file_size != size) finding("file_size differs from the file's size");
+  std::uint64_t total = 0;
+  for (const ChunkRecord& chunk : container.chunks) {
+    if (chunk.region >= container.header.regions.size()) finding("chunk names a region that does not exist");
+    if (chunk.file_offset > size || chunk.stored_length > size - chunk.file_offset) {
+      finding("accepted chunk lies outside the file");
+    }
+    total += chunk.raw_length;  // each at most 1 GiB, at most size/56 chunks
+  }
+  if (total > kMaxRawBytes) return;
+
+  expect_resurgo_error([&] { resurgo::format::verify_chunks(file, container, [](std::uint64_t, std::uint64_t) {}); });
+
+  std::vector<std::byte> raw;
+  std::vector<std::byte> scratch;
+  for (ChunkRecord chunk : container.chunks) {
+    chunk.checksum = resurgo::format::checksum(data + chunk.file_offset, chunk.stored_length);
+    raw.assign(chunk.raw_length, std::byte{0});
+    expect_resurgo_error([&] { resurgo::format::read_chunk(file, container, chunk, raw.data(), scratch); });
+  }
+}
+
+std::uint64_t load64(const std::uint8_t* p) {
+  std::uint64_t value;
+  std::memcpy(&value, p, sizeof value);
+  return value;
+}
+
+// A copy of the input with the footer's header+index checksum recomputed, or
+// an empty vector when the footer's layout fields do not allow it or the
+// checksum is already right.
+std::vector<std::uint8_t> with_fixed_checksum(const std::uint8_t* data, std::size_t size) {
+  constexpr std::size_t kFooter = resurgo::format::kFooterBytes;
+  if (size < 24 + kFooter) return {};
+  const std::uint8_t* footer = data + size - kFooter;
+  const std::uint64_t header_length = load64(footer);
+  const std::uint64_t index_offset = load64(footer + 8);
+  const std::uint64_t index_length = load64(footer + 16);
+  const std::uint64_t index_end = size - kFooter;
+  if (header_length > index_end || index_offset < header_length || index_offset > index_end ||
+      index_length != index_end - index_offset) {
+    return {};
+  }
+  std::vector<std::uint8_t> covered(data, data + header_length);
+  covered.insert(covered.end(), data + index_offset, data + index_end);
+  const std::uint64_t sum = resurgo::format::checksum(covered.data(), covered.size());
+  if (sum == load64(footer + 24)) return {};
+  std::vector<std::uint8_t> copy(data, data + size);
+  std::memcpy(copy.data() + size - kFooter + 24, &sum, sizeof sum);
+  return copy;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  try {
+    exercise(data, size);
+    const std::vector<std::uint8_t> fixed = with_fixed_checksum(data, size);
+    if (!fixed.empty()) exercise(fixed.data(), fixed.size());
+  } catch (const resurgo::Error&) {
+    finding("resurgo::Error escaped the harness");  // unreachable: exercise catches them
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "container_fuzzer: exception that is not a resurgo::Error: %s\n", error.what());
+    std::abort();
+  } catch (...) {
+    finding("exception of unknown type");
+  }
+  return 0;
+}

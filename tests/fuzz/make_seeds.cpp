@@ -1,0 +1,173 @@
+// Writes the container seed corpus with the library's own ContainerWriter:
+//   build/fuzz/make_seeds tests/fuzz/corpus/container
+// Small files (well under 8 KiB each) covering the codecs (none, lz4, zstd
+// and incompressible chunks stored raw), 0-3 regions of every kind with
+// dtype and shape, metadata, delta base versions, regions split into many
+// chunks written out of order, and an empty region. Each file is read back
+// and verified before it is kept.
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "format/codec.h"
+#include "format/container.h"
+#include "resurgo/env.hpp"
+#include "resurgo/errors.hpp"
+
+namespace {
+
+using namespace resurgo;
+using namespace resurgo::format;
+
+class VectorFile final : public WritableFile, public ReadableFile {
+ public:
+  void append(const void* data, std::size_t bytes) override {
+    const auto* p = static_cast<const std::uint8_t*>(data);
+    bytes_.insert(bytes_.end(), p, p + bytes);
+  }
+  void sync() override {}
+  void close() override {}
+  void read_at(std::uint64_t offset, void* data, std::size_t bytes) const override {
+    if (offset > bytes_.size() || bytes > bytes_.size() - offset) throw StorageError("short read");
+    std::copy(bytes_.begin() + static_cast<std::ptrdiff_t>(offset),
+              bytes_.begin() + static_cast<std::ptrdiff_t>(offset + bytes), static_cast<std::uint8_t*>(data));
+  }
+  std::uint64_t size() const override { return bytes_.size(); }
+  const std::string& path() const override { return path_; }
+  const std::vector<std::uint8_t>& bytes() const { return bytes_; }
+
+ private:
+  std::vector<std::uint8_t> bytes_;
+  std::string path_ = "seed";
+};
+
+struct Region {
+  RegionEntry entry;
+  std::vector<std::uint8_t> data;
+};
+
+std::vector<std::uint8_t> pattern(std::size_t n, bool compressible, std::uint32_t seed) {
+  std::vector<std::uint8_t> out(n);
+  std::uint32_t x = seed * 2654435761u + 1;
+  for (std::size_t i = 0; i < n; ++i) {
+    x = x * 1664525u + 1013904223u;
+    out[i] = compressible ? static_cast<std::uint8_t>((i / 16) % 7 + 'a') : static_cast<std::uint8_t>(x >> 24);
+  }
+  return out;
+}
+
+Region region(std::int32_t id, const char* label, RegionKind kind, std::vector<std::uint8_t> data,
+              const char* dtype = "", std::vector<std::int64_t> shape = {}) {
+  Region r;
+  r.entry.id = id;
+  r.entry.label = label;
+  r.entry.kind = kind;
+  r.entry.bytes = data.size();
+  r.entry.dtype = dtype;
+  r.entry.shape = std::move(shape);
+  r.data = std::move(data);
+  return r;
+}
+
+// `codecs` is cycled over the chunks; `reverse` writes each region's chunks
+// last to first (the reader must not rely on file order).
+void write_seed(const std::string& dir, const std::string& name, std::vector<Region> regions,
+                std::uint64_t chunk_size, std::vector<Codec> codecs, bool reverse = false,
+                std::int64_t base_version = -1, std::string metadata = "") {
+  Header header;
+  header.store = "seed-" + name;
+  header.version = 7;
+  header.rank = 1;
+  header.base_version = base_version;
+  header.created_unix_ns = 1700000000000000000ull;
+  header.chunk_size = chunk_size;
+  for (const Region& r : regions) header.regions.push_back(r.entry);
+  for (char c : metadata) header.metadata.push_back(static_cast<std::byte>(c));
+
+  VectorFile file;
+  ContainerWriter writer(file, header);
+  std::size_t next_codec = 0;
+  for (std::uint32_t index = 0; index < regions.size(); ++index) {
+    const auto& data = regions[index].data;
+    std::vector<std::uint64_t> offsets;
+    for (std::uint64_t offset = 0; offset < data.size(); offset += chunk_size) offsets.push_back(offset);
+    if (reverse) std::reverse(offsets.begin(), offsets.end());
+    for (std::uint64_t offset : offsets) {
+      const std::uint64_t raw = std::min<std::uint64_t>(chunk_size, data.size() - offset);
+      const Codec wanted = codecs[next_codec++ % codecs.size()];
+      std::vector<std::byte> stored;
+      ChunkRecord record;
+      record.region = index;
+      record.offset = offset;
+      record.raw_length = raw;
+      const void* bytes = data.data() + offset;
+      if (encode(wanted, 3, bytes, raw, stored)) {
+        record.codec = wanted;
+        bytes = stored.data();
+        record.stored_length = stored.size();
+      } else {
+        record.codec = Codec::kNone;
+        record.stored_length = raw;
+      }
+      record.checksum = checksum(bytes, record.stored_length);
+      writer.add_chunk(record, bytes);
+    }
+  }
+  writer.finish();
+
+  const Container container = read_container(file);  // throws if the writer and reader disagree
+  verify_chunks(file, container, [](std::uint64_t, std::uint64_t) {});
+  const std::string path = dir + "/" + name + ".rsg";
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(file.bytes().data()), static_cast<std::streamsize>(file.bytes().size()));
+  if (!out) throw StorageError("cannot write " + path);
+  std::printf("%s: %zu bytes, %zu chunks\n", path.c_str(), file.bytes().size(), container.chunks.size());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s OUTPUT_DIR\n", argv[0]);
+    return 2;
+  }
+  const std::string dir = argv[1];
+  constexpr std::uint64_t k64KiB = 64u << 10;
+  try {
+    write_seed(dir, "none-1region", {region(0, "u", RegionKind::kHost, pattern(300, false, 1))}, k64KiB,
+               {Codec::kNone});
+    write_seed(dir, "lz4-2regions-metadata",
+               {region(0, "field", RegionKind::kHost, pattern(1500, true, 2), "float64", {15, 10}),
+                region(3, "step", RegionKind::kHost, pattern(8, false, 3), "int64", {})},
+               k64KiB, {Codec::kLz4}, false, -1, "step=42;t=0.125");
+    write_seed(dir, "zstd-3regions-kinds",
+               {region(1, "host", RegionKind::kHost, pattern(900, true, 4), "float32", {15, 15, 1}),
+                region(2, "device", RegionKind::kDevice, pattern(600, true, 5), "uint8", {600}),
+                region(5, "managed", RegionKind::kManaged, pattern(200, false, 6))},
+               k64KiB, {Codec::kZstd});
+    write_seed(dir, "none-small-chunks-reversed",
+               {region(0, "a", RegionKind::kHost, pattern(500, false, 7)),
+                region(1, "b", RegionKind::kHost, pattern(300, false, 8))},
+               128, {Codec::kNone}, true);
+    write_seed(dir, "mixed-codecs-delta",
+               {region(0, "grid", RegionKind::kHost, pattern(1400, true, 9), "float64", {7, 25}),
+                region(1, "noise", RegionKind::kHost, pattern(400, false, 10))},
+               256, {Codec::kLz4, Codec::kZstd, Codec::kNone}, false, 3, "delta of 3");
+    write_seed(dir, "metadata-only", {}, k64KiB, {Codec::kNone}, false, -1,
+               "{\"epoch\": 3, \"loss\": 0.25}");
+    write_seed(dir, "empty-region",
+               {region(0, "empty", RegionKind::kHost, {}, "float64", {0, 4}),
+                region(1, "x", RegionKind::kHost, pattern(64, true, 11))},
+               k64KiB, {Codec::kLz4});
+    write_seed(dir, "zstd-incompressible",
+               {region(0, "random", RegionKind::kHost, pattern(1024, false, 12))}, 512,
+               {Codec::kZstd, Codec::kLz4});
+  } catch (const resurgo::Error& error) {
+    std::fprintf(stderr, "make_seeds: %s\n", error.what());
+    return 1;
+  }
+  return 0;
+}
