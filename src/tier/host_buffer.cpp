@@ -1,5 +1,7 @@
 #include "tier/host_buffer.h"
 
+#include <pthread.h>
+#include <sched.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -32,8 +34,13 @@ HostBuffer::~HostBuffer() {
 }
 
 // MADV_POPULATE_WRITE faults pages in without changing their contents, so it
-// may run while the application already copies into the same pages.
+// may run while the application already copies into the same pages. The
+// touching is opportunistic: at SCHED_IDLE it uses only idle cores and never
+// delays the application (a restart, say); pages it did not reach are
+// faulted by the first capture instead.
 void HostBuffer::prefault() {
+  const sched_param idle{};
+  ::pthread_setschedparam(::pthread_self(), SCHED_IDLE, &idle);  // failure: plain priority, still correct
   for (std::uint64_t offset = 0; offset < capacity_ && !stop_prefault_; offset += kPrefaultStep) {
     const std::uint64_t bytes = std::min(kPrefaultStep, capacity_ - offset);
     if (::madvise(base_ + offset, bytes, MADV_POPULATE_WRITE) != 0) return;  // old kernel: fault on use
