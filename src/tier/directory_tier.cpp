@@ -100,11 +100,6 @@ bool DirectoryTier::holds(int version) { return env_->exists(path(version)); }
 
 std::unique_ptr<ReadableFile> DirectoryTier::open(int version) { return env_->open(path(version)); }
 
-void DirectoryTier::remove(int version) {
-  env_->remove(path(version));
-  env_->sync_dir(dir_);
-}
-
 void DirectoryTier::quarantine(int version) {
   env_->rename(path(version), path(version) + ".damaged");
   env_->sync_dir(dir_);

@@ -33,7 +33,6 @@ class DirectoryTier {
   std::vector<int> versions();  // committed versions of this rank, ascending
   bool holds(int version);
   std::unique_ptr<ReadableFile> open(int version);
-  void remove(int version);
   // Renames a damaged copy to <file>.damaged, kept for inspection.
   void quarantine(int version);
   // Removes the oldest committed versions beyond the newest `keep`, except
