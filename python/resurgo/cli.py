@@ -16,17 +16,23 @@ import argparse
 import datetime as _dt
 import json
 import os
-import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, List, Optional, Sequence
+from typing import Callable, Iterable, List, Optional, Sequence, Tuple
 
 import resurgo
 from resurgo import _core
 
-CONTAINER_RE = re.compile(r"^v(\d+)\.r(\d+)\.rsg$")
-QUARANTINED_RE = re.compile(r"^v(\d+)\.r(\d+)\.rsg\.damaged$")
+QUARANTINE_SUFFIX = ".damaged"
+
+
+def _parse_name(name: str) -> Optional[Tuple[int, int, bool]]:
+    """(version, rank, quarantined) of a container file name, else None. The
+    naming rule itself lives in the C++ core."""
+    quarantined = name.endswith(QUARANTINE_SUFFIX)
+    parsed = _core.parse_container_file_name(name[: -len(QUARANTINE_SUFFIX)] if quarantined else name)
+    return None if parsed is None else (parsed[0], parsed[1], quarantined)
 PROGRESS_THRESHOLD = 64 << 20  # bytes: show a progress bar above this total
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -62,10 +68,10 @@ def _entries_in(directory: Path, store: str) -> List[Entry]:
         return out
     for name in names:
         path = directory / name
-        for regex, quarantined in ((CONTAINER_RE, False), (QUARANTINED_RE, True)):
-            m = regex.match(name)
-            if m and path.is_file():
-                out.append(Entry(store, int(m.group(1)), int(m.group(2)), path, quarantined))
+        parsed = _parse_name(name)
+        if parsed and path.is_file():
+            version, rank, quarantined = parsed
+            out.append(Entry(store, version, rank, path, quarantined))
     return out
 
 
@@ -75,11 +81,10 @@ def _scan(path: Path) -> List[Entry]:
     if not path.exists():
         raise UsageError(f"{path}: no such file or directory")
     if path.is_file():
-        name = path.name
-        for regex, quarantined in ((CONTAINER_RE, False), (QUARANTINED_RE, True)):
-            m = regex.match(name)
-            if m:
-                return [Entry(path.parent.name, int(m.group(1)), int(m.group(2)), path, quarantined)]
+        parsed = _parse_name(path.name)
+        if parsed:
+            version, rank, quarantined = parsed
+            return [Entry(path.parent.name, version, rank, path, quarantined)]
         raise UsageError(f"{path}: not a container file name (v<version>.r<rank>.rsg)")
     entries = _entries_in(path, path.resolve().name)
     for sub in sorted(path.iterdir()):

@@ -8,6 +8,7 @@
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "format/container.h"
+#include "tier/directory_tier.h"
 #include "resurgo/resurgo.hpp"
 
 namespace nb = nanobind;
@@ -348,6 +350,15 @@ NB_MODULE(_core, m) {
            })
       .def("last_restart", [](PyStore& s) { return restart_report_dict(s.store().last_restart()); });
 
+  m.def(
+      "parse_container_file_name",
+      [](const std::string& name) -> std::optional<std::pair<int, int>> {
+        int version = 0;
+        int rank = 0;
+        if (!resurgo::parse_container_file_name(name, version, rank)) return std::nullopt;
+        return std::pair{version, rank};
+      },
+      "name"_a, "(version, rank) of a container file name such as v0000000012.r000000.rsg, else None.");
   m.def("inspect", &inspect, "path"_a,
         "Parses a container file's header and index (no chunk data) into a dict.");
   m.def("verify", &verify, "path"_a, "progress"_a = nb::none(),

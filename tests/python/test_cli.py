@@ -89,6 +89,7 @@ def test_ls_store_directory_and_damaged_state(populated):
 def test_ls_ignores_temporaries_and_marks_quarantined(populated):
     store_dir = populated.level_dir(2, "wave")
     (store_dir / ".v0000000006.r000000.rsg.tmp-777").write_bytes(b"partial")
+    (store_dir / "v12.r0.rsg").write_bytes(b"not a canonical name")  # the core ignores it too
     good = store_dir / container_name(5)
     good.rename(store_dir / (container_name(5) + ".damaged"))
     result = run_cli("ls", store_dir)
