@@ -118,6 +118,8 @@ class Store::Impl {
   format::Header make_header(int version) const;
   // Copies the protected regions into `block`; returns where each one went.
   std::vector<const std::byte*> capture(std::byte* block);
+  // Committed versions of this rank, each with the levels holding a copy.
+  std::map<int, std::vector<int>> committed_versions();
   int newest_on_disk();
 
   void flush_loop();
@@ -341,7 +343,6 @@ void Store::Impl::checkpoint(int version) {
     throw InvalidArgumentError("checkpoint " + std::to_string(version) + " of store '" + name +
                                "': nothing is protected; call protect first");
   }
-  Job job{version, make_header(version), {}, nullptr, nullptr};
   const std::uint64_t total = registry_.total_bytes();
   double backpressure = 0;
   if (!buffer_ || buffer_->capacity() != wanted_buffer_capacity()) {
@@ -352,6 +353,8 @@ void Store::Impl::checkpoint(int version) {
   }
   const bool synchronous = total > buffer_->capacity();
   lock.unlock();
+  // The header reads only what the application thread owns: no lock needed.
+  Job job{version, make_header(version), {}, nullptr, nullptr};
   if (synchronous) {
     if (!warned_synchronous_) {
       log_.warn("protected state of " + std::to_string(total) + " bytes exceeds buffer.capacity " +
@@ -576,13 +579,17 @@ void Store::Impl::wait(int version, int level) {
   if (!reached) throw_failure(state, version);
 }
 
+std::map<int, std::vector<int>> Store::Impl::committed_versions() {
+  std::map<int, std::vector<int>> levels;
+  for (DirectoryTier* tier : {&local_, &persistent_}) {
+    for (int version : tier->versions()) levels[version].push_back(tier->level());
+  }
+  return levels;
+}
+
 int Store::Impl::newest_on_disk() {
-  const std::vector<int> local = local_.versions();
-  const std::vector<int> persistent = persistent_.versions();
-  int newest = -1;
-  if (!local.empty()) newest = std::max(newest, local.back());
-  if (!persistent.empty()) newest = std::max(newest, persistent.back());
-  return newest;
+  const std::map<int, std::vector<int>> committed = committed_versions();
+  return committed.empty() ? -1 : committed.rbegin()->first;
 }
 
 std::optional<int> Store::Impl::latest() {
@@ -594,12 +601,7 @@ std::optional<int> Store::Impl::latest() {
 std::vector<VersionInfo> Store::Impl::versions() {
   check_open("versions");
   std::map<int, VersionInfo> found;
-  for (DirectoryTier* tier : {&local_, &persistent_}) {
-    for (int version : tier->versions()) {
-      found[version].version = version;
-      found[version].levels.push_back(tier->level());
-    }
-  }
+  for (auto& [version, levels] : committed_versions()) found[version] = VersionInfo{version, std::move(levels), false};
   std::lock_guard lock(mutex_);
   for (const auto& [version, state] : states_) {
     const bool durable_everywhere = state.l2_done && (!state.to_l4 || state.l4_done);
@@ -758,11 +760,7 @@ int Store::Impl::restart(int version) {
   last_restart = RestartReport{};
   std::vector<int> candidates;
   if (version == kLatest) {
-    candidates = local_.versions();
-    const std::vector<int> persistent = persistent_.versions();
-    candidates.insert(candidates.end(), persistent.begin(), persistent.end());
-    std::sort(candidates.rbegin(), candidates.rend());
-    candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+    for (const auto& [held, levels] : committed_versions()) candidates.insert(candidates.begin(), held);  // newest first
   } else if (local_.holds(version) || persistent_.holds(version)) {
     candidates.push_back(version);
   }
