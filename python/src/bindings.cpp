@@ -15,6 +15,7 @@
 #include <array>
 #include <cstdint>
 #include <exception>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <optional>
@@ -275,6 +276,14 @@ nb::dict verify(const std::string& path, nb::object progress) {
   auto [chunks, bytes] = without_gil([&] {
     auto file = resurgo::Env::posix()->open(path);
     resurgo::format::Container container = resurgo::format::read_container(*file);
+    // A file named as a version must hold that version (a file of another
+    // version renamed in place is damage). The store is not checked: a file
+    // may be verified after being moved out of its store's directory.
+    int named_version = 0;
+    int named_rank = 0;
+    if (resurgo::parse_container_file_name(std::filesystem::path(path).filename().string(), named_version, named_rank)) {
+      resurgo::format::check_identity(container, path, "", named_version, named_rank);
+    }
     std::uint64_t last = 0;
     std::uint64_t total_bytes = 0;
     resurgo::format::verify_chunks(*file, container, [&](std::uint64_t done, std::uint64_t total) {

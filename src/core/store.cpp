@@ -16,6 +16,7 @@
 #include <optional>
 #include <thread>
 
+#include "core/crash_point.h"
 #include "core/log.h"
 #include "core/names.h"
 #include "core/registry.h"
@@ -368,6 +369,7 @@ void Store::Impl::checkpoint(int version) {
     backpressure += seconds_between(waited, Clock::now());
     TraceSpan span(trace_, "capture", version, total);
     job.sources = capture(block);
+    RESURGO_CRASH_POINT("capture.copied", 0);
     job.buffer = buffer_;
     job.block = block;
   }
@@ -629,11 +631,7 @@ std::vector<VersionStats> Store::Impl::stats() {
 void Store::Impl::check_regions(const format::Container& container, const std::string& path, int version,
                                 std::vector<std::byte*>& destinations) const {
   const format::Header& header = container.header;
-  if (header.store != name || header.version != version || header.rank != static_cast<std::uint32_t>(rank)) {
-    throw CorruptionError("checkpoint file '" + path + "' holds store '" + header.store + "' version " +
-                          std::to_string(header.version) + " rank " + std::to_string(header.rank) + ", expected '" +
-                          name + "' version " + std::to_string(version) + " rank " + std::to_string(rank));
-  }
+  format::check_identity(container, path, name, version, rank);
   const std::string where = " (version " + std::to_string(version) + ", " + path + ")";
   for (const format::RegionEntry& entry : header.regions) {
     const auto& regions = registry_.regions();
@@ -675,7 +673,9 @@ std::uint64_t Store::Impl::restore(DirectoryTier& tier, int version) {
   pool_->parallel_for(container.chunks.size(), [&](std::size_t i) {
     thread_local std::vector<std::byte> scratch;
     const format::ChunkRecord& chunk = container.chunks[i];
+    format::check_chunk_record(*file, container, chunk);  // 48 bytes beside the chunk: no measurable cost
     format::read_chunk(*file, container, chunk, destinations[chunk.region] + chunk.offset, scratch);
+    RESURGO_CRASH_POINT("restore.chunk", tier.level());
   });
   metadata = container.header.metadata;
   std::uint64_t bytes = 0;

@@ -278,6 +278,17 @@ Container read_container(const ReadableFile& file) {
   return container;
 }
 
+void check_identity(const Container& container, const std::string& path, const std::string& store, int version,
+                    int rank) {
+  const Header& header = container.header;
+  const bool same_store = store.empty() || header.store == store;
+  if (same_store && header.version == version && header.rank == static_cast<std::uint32_t>(rank)) return;
+  throw CorruptionError("checkpoint file '" + path + "' holds store '" + header.store + "' version " +
+                        std::to_string(header.version) + " rank " + std::to_string(header.rank) + ", expected " +
+                        (store.empty() ? std::string() : "'" + store + "' ") + "version " + std::to_string(version) +
+                        " rank " + std::to_string(rank) + " (a file renamed in place?)");
+}
+
 void check_chunk_record(const ReadableFile& file, const Container& container, const ChunkRecord& chunk) {
   std::vector<std::byte> expected;
   ByteWriter out(expected);

@@ -88,6 +88,12 @@ class ContainerWriter {
 // CorruptionError for a damaged one; messages name the path and the cause.
 Container read_container(const ReadableFile& file);
 
+// Checks that the header names `store` (any store when empty), `version` and
+// `rank`: a file of another version or store renamed in place is damage.
+// Throws CorruptionError naming the path and both identities.
+void check_identity(const Container& container, const std::string& path, const std::string& store, int version,
+                    int rank);
+
 // Reads one chunk, verifies its checksum and decodes it into `destination`
 // (raw_length bytes). `scratch` is reused between calls for stored bytes.
 // Throws CorruptionError naming the path, region label and chunk.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/crash_point.h"
 #include "format/codec.h"
 
 namespace resurgo {
@@ -57,6 +58,7 @@ std::uint64_t write_version(WritableFile& file, const format::Header& header, co
       EncodedChunk& chunk = chunks[i];
       writer.add_chunk(chunk.record, chunk.record.codec == Codec::kNone ? chunk.raw : chunk.compressed.data());
       std::vector<std::byte>().swap(chunk.compressed);
+      RESURGO_CRASH_POINT("write.chunk", 0);
     }
   }
   writer.finish();

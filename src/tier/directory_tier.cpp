@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/crash_point.h"
 #include "resurgo/errors.hpp"
 
 namespace resurgo {
@@ -48,7 +49,9 @@ void DirectoryTier::prepare() {
     if (name[0] != '.' || marker == std::string::npos || name.find(rank_part) == std::string::npos) continue;
     const int pid = std::atoi(name.c_str() + marker + std::strlen(kTemporaryMarker));
     const bool owner_alive = pid > 0 && pid != ::getpid() && (::kill(pid, 0) == 0 || errno == EPERM);
-    if (!owner_alive) env_->remove(dir_ + "/" + name);
+    if (owner_alive) continue;
+    env_->remove(dir_ + "/" + name);
+    RESURGO_CRASH_POINT("prepare.removed_temporary", level_);
   }
 }
 
@@ -57,12 +60,17 @@ void DirectoryTier::commit(int version, const std::function<void(WritableFile&)>
   bool renamed = false;
   try {
     std::unique_ptr<WritableFile> file = env_->create(temporary, mode_);
+    RESURGO_CRASH_POINT("commit.created", level_);
     write(*file);
+    RESURGO_CRASH_POINT("commit.written", level_);
     file->sync();
     file->close();
+    RESURGO_CRASH_POINT("commit.synced", level_);
     env_->rename(temporary, path(version));
     renamed = true;
+    RESURGO_CRASH_POINT("commit.renamed", level_);
     env_->sync_dir(dir_);
+    RESURGO_CRASH_POINT("commit.done", level_);
   } catch (...) {
     // A failed commit must not leave a version whose durability is unknown
     // visible; a leftover temporary is invisible and prepare() removes it.
@@ -102,6 +110,7 @@ std::unique_ptr<ReadableFile> DirectoryTier::open(int version) { return env_->op
 
 void DirectoryTier::quarantine(int version) {
   env_->rename(path(version), path(version) + ".damaged");
+  RESURGO_CRASH_POINT("quarantine.renamed", level_);
   env_->sync_dir(dir_);
 }
 
@@ -115,6 +124,7 @@ std::vector<int> DirectoryTier::evict(const std::vector<int>& pinned) {
   for (int version : candidates) {
     if (std::find(pinned.begin(), pinned.end(), version) != pinned.end()) continue;
     env_->remove(path(version));
+    RESURGO_CRASH_POINT("evict.removed", level_);
     removed.push_back(version);
   }
   // No directory fsync: an evicted file that reappears after a crash is an

@@ -13,6 +13,7 @@
 #include <numeric>
 #include <thread>
 
+#include "format/container.h"
 #include "io/fault_env.h"
 #include "resurgo/resurgo.hpp"
 #include "test_util.h"
@@ -481,6 +482,20 @@ TEST_F(StoreDamageTest, DamagedLocalCopyIsReadFromL4AndRepaired) {
   ASSERT_EQ(store->last_restart().skipped.size(), 1u);
   EXPECT_NE(store->last_restart().skipped[0].find("checksum"), std::string::npos);
   EXPECT_EQ(read_file(l2(3)), read_file(l4(3)));  // repaired
+}
+
+// The record stored before each chunk duplicates its index entry; restore
+// reads only the index, but damage to the duplicate still means a bad copy.
+TEST_F(StoreDamageTest, DamagedChunkRecordIsDetectedAndRepaired) {
+  const auto file = Env::posix()->open(l2(3));
+  const std::uint64_t record = format::read_container(*file).chunks.at(0).file_offset - 48;
+  flip_bit(l2(3), record + 20);  // raw_length
+  Store* store = nullptr;
+  EXPECT_EQ(restart_fresh(store), 3);
+  EXPECT_EQ(store->last_restart().level, 4);
+  ASSERT_EQ(store->last_restart().skipped.size(), 1u);
+  EXPECT_NE(store->last_restart().skipped[0].find("disagrees with the index"), std::string::npos);
+  EXPECT_EQ(read_file(l2(3)), read_file(l4(3)));
 }
 
 TEST_F(StoreDamageTest, VersionDamagedEverywhereFallsBackToTheNewestIntactOne) {

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 
 import numpy as np
+
 import pytest
 
 import resurgo
@@ -174,6 +176,18 @@ def test_verify_intact_then_damaged(populated):
     ok = run_cli("verify", populated.file(4, "heat", 1))
     assert ok.returncode == 0
     assert "verified 1 files, 0 damaged" in ok.stdout
+
+
+def test_verify_detects_a_file_of_another_version_renamed_in_place(populated, tmp_path):
+    victim = populated.file(2, "heat", 1)
+    shutil.copyfile(populated.file(2, "heat", 0), victim)
+    result = run_cli("verify", victim)
+    assert result.returncode == 1
+    assert "holds store 'heat' version 0" in result.stdout
+    # Under a name that is not a version's, the same bytes are an intact file.
+    moved = tmp_path / "copy.rsg"
+    shutil.copyfile(victim, moved)
+    assert run_cli("verify", moved).returncode == 0
 
 
 def test_verify_usage_error(tmp_path):

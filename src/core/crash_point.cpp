@@ -1,0 +1,45 @@
+// Compiled only into the crash campaign's library (see crash_point.h).
+#include "core/crash_point.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <stdexcept>
+
+namespace resurgo::crash_points {
+
+namespace {
+
+// Written by arm() before any thread passes a point, read-only afterwards.
+char armed_name[64] = {};
+int armed_level = -1;
+int armed_hit = 0;
+std::atomic<int> passes{0};
+
+}  // namespace
+
+void pass(const char* name, int level) {
+  if (level != armed_level || std::strcmp(name, armed_name) != 0) return;
+  if (passes.fetch_add(1, std::memory_order_relaxed) + 1 == armed_hit) ::kill(::getpid(), SIGKILL);
+}
+
+void arm(const std::string& full_name, int hit) {
+  int level = 0;
+  std::string name = full_name;
+  if (name.size() > 3 && name[0] == 'L' && (name[1] == '2' || name[1] == '4') && name[2] == '.') {
+    level = name[1] - '0';
+    name = name.substr(3);
+  }
+  if (name.empty() || name.size() >= sizeof armed_name || hit < 1) {
+    throw std::invalid_argument("crash point '" + full_name + "' hit " + std::to_string(hit) +
+                                ": the name must be 1-63 characters and the hit at least 1");
+  }
+  std::memcpy(armed_name, name.c_str(), name.size() + 1);
+  armed_level = level;
+  armed_hit = hit;
+  passes.store(0);
+}
+
+}  // namespace resurgo::crash_points

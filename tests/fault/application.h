@@ -1,0 +1,64 @@
+// The small application the fault campaigns checkpoint: two regions of odd
+// sizes and a metadata string, all derived from the version number, so any
+// process can tell whether restored bytes are exactly those of one version.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "resurgo/resurgo.hpp"
+
+namespace resurgo::fault {
+
+class Application {
+ public:
+  explicit Application(std::size_t field_values = 160 * 1024, std::size_t tag_bytes = 100 * 1000)
+      : field_(field_values), tags_(tag_bytes) {}
+
+  void protect(Store& store) {
+    const auto field_values = static_cast<std::int64_t>(field_.size());
+    const auto tag_bytes = static_cast<std::int64_t>(tags_.size());
+    store.protect(0, field_.data(), field_.size() * sizeof(double), "field", {"float64", {field_values}});
+    store.protect(1, tags_.data(), tags_.size(), "tags", {"uint8", {tag_bytes}});
+  }
+
+  // Sets every byte of the state to those of `version`, metadata included.
+  void advance_to(Store& store, int version) {
+    for (std::size_t i = 0; i < field_.size(); ++i) field_[i] = field_value(version, i);
+    for (std::size_t i = 0; i < tags_.size(); ++i) tags_[i] = tag_value(version, i);
+    const std::string text = metadata_of(version);
+    store.set_metadata(text.data(), text.size());
+  }
+
+  // Empty when the regions and `store`'s metadata hold exactly `version`;
+  // otherwise a description of the first difference.
+  std::string difference_from(const Store& store, int version) const {
+    for (std::size_t i = 0; i < field_.size(); ++i) {
+      if (field_[i] != field_value(version, i)) return "field[" + std::to_string(i) + "] differs";
+    }
+    for (std::size_t i = 0; i < tags_.size(); ++i) {
+      if (tags_[i] != tag_value(version, i)) return "tags[" + std::to_string(i) + "] differs";
+    }
+    const std::vector<std::byte>& metadata = store.metadata();
+    const std::string expected = metadata_of(version);
+    if (metadata.size() != expected.size() ||
+        std::string(reinterpret_cast<const char*>(metadata.data()), metadata.size()) != expected) {
+      return "metadata differs";
+    }
+    return {};
+  }
+
+ private:
+  static double field_value(int version, std::size_t i) { return version * 1e7 + static_cast<double>(i); }
+  static std::uint8_t tag_value(int version, std::size_t i) {
+    return static_cast<std::uint8_t>((static_cast<std::size_t>(version) * 131u + i * 7u) ^ (i >> 9));
+  }
+  static std::string metadata_of(int version) { return "application state of version " + std::to_string(version); }
+
+  std::vector<double> field_;
+  std::vector<std::uint8_t> tags_;
+};
+
+}  // namespace resurgo::fault

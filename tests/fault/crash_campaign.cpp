@@ -1,0 +1,609 @@
+// Crash campaign (docs/reliability.md): runs the fault Application in a child
+// process, checkpointing continuously into one directory, and kills it with
+// SIGKILL, either at a named crash point (core/crash_point.h; this program
+// links the library built with the points enabled) or after a random delay.
+// After every kill a fresh checker process restarts the store and checks:
+//   - the restored version is the newest one reported durable, or newer;
+//   - its bytes and metadata are exactly those of that version;
+//   - every visible checkpoint file passes full verification, and no
+//     temporary file outlives the checker's open of the store.
+// Some trials first damage files the way a failing disk would (a flipped bit
+// in the newest version, a stale temporary) so that restart's repair,
+// quarantine and clean-up paths are killed too.
+//
+//   crash_campaign [--trials N] [--seed S] [--dir PATH]
+//
+// Prints a summary and exits 1 if any check failed or any crash point was
+// never reached in 200 or more trials (a point that is never reached is a
+// misplaced or misnamed one).
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "application.h"
+#include "core/crash_point.h"
+#include "format/container.h"
+#include "resurgo/env.hpp"
+#include "resurgo/errors.hpp"
+#include "resurgo/resurgo.hpp"
+#include "tier/directory_tier.h"
+
+namespace resurgo::fault {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kStore[] = "campaign";
+constexpr int kReportsBeforeGivingUp = 12;  // durable versions before a point counts as not reached
+constexpr int kSilenceLimitMs = 60000;      // a child silent this long hangs
+
+// Exit codes of the children besides 0 and SIGKILL.
+constexpr int kWrongBytes = 3;  // restored bytes differ, or a visible file is damaged
+constexpr int kFailed = 5;      // an exception, printed on stderr
+
+// --------------------------------------------------------------- messages
+
+enum Kind : int { kDurable = 1, kRestored = 2 };
+struct Message {
+  int kind;
+  int version;
+};
+
+void send(int fd, Kind kind, int version) {
+  const Message message{kind, version};
+  if (::write(fd, &message, sizeof message) != static_cast<ssize_t>(sizeof message)) _exit(4);
+}
+
+enum class Received { kMessage, kEnd, kSilent };
+
+Received receive(int fd, Message& message) {
+  pollfd watched{fd, POLLIN, 0};
+  if (::poll(&watched, 1, kSilenceLimitMs) == 0) return Received::kSilent;
+  const ssize_t got = ::read(fd, &message, sizeof message);
+  return got == static_cast<ssize_t>(sizeof message) ? Received::kMessage : Received::kEnd;
+}
+
+// ------------------------------------------------------------ the layout
+
+struct Layout {
+  std::string root;
+  std::string level_dir(int level) const { return root + (level == 2 ? "/l2/" : "/l4/") + kStore; }
+  std::string file(int level, int version) const { return level_dir(level) + "/" + container_file_name(version, 0); }
+
+  // Versions with a committed file at `level`.
+  std::set<int> committed(int level) const {
+    std::set<int> found;
+    std::error_code ignored;
+    for (const auto& entry : fs::directory_iterator(level_dir(level), ignored)) {
+      int version = 0;
+      int rank = 0;
+      if (parse_container_file_name(entry.path().filename().string(), version, rank)) found.insert(version);
+    }
+    return found;
+  }
+  std::set<int> committed_anywhere() const {
+    std::set<int> all = committed(2);
+    all.merge(committed(4));
+    return all;
+  }
+};
+
+std::map<std::string, std::string> base_settings(const Layout& layout) {
+  return {{"local.path", layout.root + "/l2"}, {"persistent.path", layout.root + "/l4"}, {"log.level", "off"}};
+}
+
+// ---------------------------------------------------------------- children
+
+// Restarts (when there is anything) and checkpoints versions forever,
+// reporting each one once it is durable at L2; dies by SIGKILL.
+[[noreturn]] void run_application(const Layout& layout, const std::map<std::string, std::string>& settings,
+                                  const std::string& crash_point, int hit, int report) {
+  try {
+    if (!crash_point.empty()) crash_points::arm(crash_point, hit);
+    Application application;
+    Store store(kStore, Config::load("", settings));
+    application.protect(store);
+    int next = 0;
+    try {
+      const int restored = store.restart();
+      const std::string difference = application.difference_from(store, restored);
+      if (!difference.empty()) {
+        std::fprintf(stderr, "application: restored version %d but %s\n", restored, difference.c_str());
+        _exit(kWrongBytes);
+      }
+      send(report, kRestored, restored);
+      next = restored + 1;
+    } catch (const NotFoundError&) {
+    }
+    for (int version = next;; ++version) {
+      application.advance_to(store, version);
+      store.checkpoint(version);
+      if (version > next) {
+        store.wait(version - 1, 2);
+        send(report, kDurable, version - 1);
+      }
+    }
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "application (%s): %s\n", layout.root.c_str(), error.what());
+  }
+  _exit(kFailed);
+}
+
+// A visible file must be a complete, intact container unless the driver
+// damaged it on purpose (`excused`).
+std::string first_damaged_file(const Layout& layout, const std::set<std::string>& excused) {
+  const std::shared_ptr<Env> env = Env::posix();
+  for (int level : {2, 4}) {
+    for (int version : layout.committed(level)) {
+      const std::string path = layout.file(level, version);
+      if (excused.count(path)) continue;
+      try {
+        const std::unique_ptr<ReadableFile> file = env->open(path);
+        const format::Container container = format::read_container(*file);
+        format::verify_chunks(*file, container, [](std::uint64_t, std::uint64_t) {});
+      } catch (const Error& error) {
+        return error.what();
+      }
+    }
+  }
+  return {};
+}
+
+// Checks the files a crash left behind, then restarts: that must repair or
+// quarantine whatever the driver damaged.
+[[noreturn]] void run_checker(const Layout& layout, const std::set<std::string>& damaged_on_purpose, int report) {
+  try {
+    const std::string left_damaged = first_damaged_file(layout, damaged_on_purpose);
+    if (!left_damaged.empty()) {
+      std::fprintf(stderr, "checker: the crash left a visible damaged file: %s\n", left_damaged.c_str());
+      _exit(kWrongBytes);
+    }
+    std::map<std::string, std::string> settings = base_settings(layout);
+    settings["persistent.every"] = "1";  // so that the store also tidies L4
+    Application application;
+    Store store(kStore, Config::load("", settings));
+    application.protect(store);
+    int restored = -1;
+    try {
+      restored = store.restart();
+    } catch (const NotFoundError&) {
+    }
+    if (restored >= 0) {
+      const std::string difference = application.difference_from(store, restored);
+      if (!difference.empty()) {
+        std::fprintf(stderr, "checker: restored version %d but %s\n", restored, difference.c_str());
+        _exit(kWrongBytes);
+      }
+    }
+    const std::string damaged = first_damaged_file(layout, {});
+    if (!damaged.empty()) {
+      std::fprintf(stderr, "checker: restart left a visible damaged file: %s\n", damaged.c_str());
+      _exit(kWrongBytes);
+    }
+    send(report, kRestored, restored);
+    _exit(0);
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "checker: %s\n", error.what());
+  }
+  _exit(kFailed);
+}
+
+struct Child {
+  pid_t pid = -1;
+  int messages = -1;
+};
+
+template <class Body>
+Child start(Body&& body) {
+  int fds[2];
+  if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    ::close(fds[0]);
+    body(fds[1]);
+  }
+  ::close(fds[1]);
+  return {pid, fds[0]};
+}
+
+// Reaps the child and returns its wait status.
+int finish(Child& child) {
+  int status = 0;
+  ::waitpid(child.pid, &status, 0);
+  ::close(child.messages);
+  return status;
+}
+
+bool killed(int status) { return WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL; }
+
+std::string describe(int status) {
+  if (WIFSIGNALED(status)) return "died of signal " + std::to_string(WTERMSIG(status));
+  return "exited with status " + std::to_string(WEXITSTATUS(status));
+}
+
+// ------------------------------------------------------------------ damage
+
+enum class Damage { kNone, kRepairable, kWholeVersion, kStaleTemporary };
+
+void flip_middle_byte(const std::string& path) {
+  std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+  file.seekg(0, std::ios::end);
+  const std::streamoff middle = file.tellg() / 2;
+  char byte = 0;
+  file.seekg(middle);
+  file.get(byte);
+  file.seekp(middle);
+  file.put(static_cast<char>(byte ^ 0x10));
+}
+
+// Flips a bit in the newest version's L2 copy after making sure an intact L4
+// copy exists (a copy as the persist thread would have made it): restart
+// must restore the version from L4 and rewrite the L2 copy.
+bool damage_repairably(const Layout& layout, std::set<std::string>& damaged) {
+  const std::set<int> local = layout.committed(2);
+  if (local.empty() || *local.rbegin() != *layout.committed_anywhere().rbegin()) return false;
+  const int version = *local.rbegin();
+  if (!layout.committed(4).count(version)) {
+    fs::create_directories(layout.level_dir(4));
+    fs::copy_file(layout.file(2, version), layout.file(4, version));
+  }
+  flip_middle_byte(layout.file(2, version));
+  damaged.insert(layout.file(2, version));
+  return true;
+}
+
+// Flips a bit in every copy of the newest version, when an older one exists:
+// restart must quarantine it and fall back. Returns the version restart must
+// now reach at least (the newest remaining one), or nullopt.
+std::optional<int> damage_whole_version(const Layout& layout, std::set<std::string>& damaged) {
+  const std::set<int> all = layout.committed_anywhere();
+  if (all.size() < 2) return std::nullopt;
+  const int version = *all.rbegin();
+  for (int level : {2, 4}) {
+    if (!layout.committed(level).count(version)) continue;
+    flip_middle_byte(layout.file(level, version));
+    damaged.insert(layout.file(level, version));
+  }
+  return *std::next(all.rbegin());
+}
+
+// A temporary left by a process that no longer exists.
+void plant_stale_temporary(const Layout& layout, int level) {
+  const pid_t dead = ::fork();
+  if (dead == 0) _exit(0);
+  ::waitpid(dead, nullptr, 0);
+  fs::create_directories(layout.level_dir(level));
+  std::ofstream(layout.level_dir(level) + "/." + container_file_name(999999, 0) + ".tmp-" + std::to_string(dead))
+      << "half of a checkpoint";
+}
+
+bool has_temporary(const Layout& layout) {
+  for (int level : {2, 4}) {
+    std::error_code ignored;
+    for (const auto& entry : fs::directory_iterator(layout.level_dir(level), ignored)) {
+      if (entry.path().filename().string().find(".tmp-") != std::string::npos) return true;
+    }
+  }
+  return false;
+}
+
+// ------------------------------------------------------------------- plans
+
+struct CrashPoint {
+  const char* name;
+  int max_hit;    // hits drawn from 1..max_hit
+  Damage needs;   // damage that makes the point reachable
+};
+
+// Every crash point in the library; kept in sync by the "never reached" check.
+constexpr CrashPoint kCrashPoints[] = {
+    {"capture.copied", 6, Damage::kNone},
+    {"write.chunk", 80, Damage::kNone},
+    {"L2.commit.created", 6, Damage::kNone},
+    {"L2.commit.written", 6, Damage::kNone},
+    {"L2.commit.synced", 6, Damage::kNone},
+    {"L2.commit.renamed", 6, Damage::kNone},
+    {"L2.commit.done", 6, Damage::kNone},
+    {"L4.commit.created", 3, Damage::kNone},
+    {"L4.commit.written", 3, Damage::kNone},
+    {"L4.commit.synced", 3, Damage::kNone},
+    {"L4.commit.renamed", 3, Damage::kNone},
+    {"L4.commit.done", 3, Damage::kNone},
+    {"L2.evict.removed", 3, Damage::kNone},
+    {"L4.evict.removed", 2, Damage::kNone},
+    {"L2.restore.chunk", 6, Damage::kNone},
+    {"L4.restore.chunk", 6, Damage::kRepairable},
+    {"L2.quarantine.renamed", 1, Damage::kWholeVersion},
+    {"L2.prepare.removed_temporary", 1, Damage::kStaleTemporary},
+};
+
+struct Trial {
+  std::map<std::string, std::string> settings;
+  std::string crash_point;  // empty: killed by the driver after a delay
+  int hit = 0;
+  int reports_before_kill = 0;
+  int delay_microseconds = 0;
+  Damage damage = Damage::kNone;
+};
+
+template <class T, std::size_t N>
+const T& pick(std::mt19937_64& random, const T (&choices)[N]) {
+  return choices[random() % N];
+}
+
+Trial plan(std::mt19937_64& random, const Layout& layout, long number) {
+  Trial trial;
+  trial.settings = base_settings(layout);
+  static const char* const kBuffers[] = {"1MiB", "2MiB", "6MiB", "auto"};  // 1 MiB: synchronous
+  static const char* const kChunks[] = {"64KiB", "256KiB"};
+  static const char* const kCodecs[] = {"none", "lz4", "zstd"};
+  static const char* const kThreads[] = {"1", "2", "3"};
+  static const char* const kLocalKeep[] = {"1", "2", "3"};
+  static const char* const kPersistentKeep[] = {"1", "2"};
+  static const char* const kEvery[] = {"1", "2", "3"};
+  trial.settings["buffer.capacity"] = pick(random, kBuffers);
+  trial.settings["pipeline.chunk_size"] = pick(random, kChunks);
+  trial.settings["pipeline.compress"] = pick(random, kCodecs);
+  trial.settings["pipeline.threads"] = pick(random, kThreads);
+  trial.settings["local.keep"] = pick(random, kLocalKeep);
+  trial.settings["persistent.keep"] = pick(random, kPersistentKeep);
+  trial.settings["persistent.every"] = pick(random, kEvery);
+  // Three trials in five stop at a crash point, taken in turn so that each
+  // is tried equally often; the others die after a random delay.
+  const long point_trials = number / 5 * 3 + std::min(number % 5, 3L);
+  if (number % 5 < 3) {
+    const CrashPoint& point = kCrashPoints[point_trials % std::size(kCrashPoints)];
+    trial.crash_point = point.name;
+    trial.hit = 1 + static_cast<int>(random() % static_cast<unsigned>(point.max_hit));
+    trial.damage = point.needs;
+  } else {
+    trial.reports_before_kill = static_cast<int>(random() % 4);
+    trial.delay_microseconds = static_cast<int>(random() % 20000);
+  }
+  if (trial.damage == Damage::kNone && random() % 4 == 0) {
+    static const Damage kDamages[] = {Damage::kRepairable, Damage::kWholeVersion, Damage::kStaleTemporary};
+    trial.damage = pick(random, kDamages);
+  }
+  return trial;
+}
+
+// ------------------------------------------------------------------ driver
+
+struct Tally {
+  long trials = 0;
+  long killed_at_point = 0;
+  long killed_by_timer = 0;
+  long point_not_reached = 0;
+  long durable_reports = 0;
+  std::map<std::string, long> reached;
+  std::map<Damage, long> damages;
+  long lost_versions = 0;       // restored older than reported durable
+  long bad_restores = 0;        // restored bytes differ from the version's
+  long reader_crashes = 0;      // checker died or failed
+  long other_failures = 0;      // application failed, hung or left garbage
+};
+
+class Campaign {
+ public:
+  Campaign(std::string root, std::uint64_t seed) : layout_{std::move(root)}, random_(seed) {}
+
+  void run_trial(long number) {
+    Trial trial = plan(random_, layout_, number);
+    apply_damage(trial);
+    Child application = start([&](int report) {
+      run_application(layout_, trial.settings, trial.crash_point, trial.hit, report);
+    });
+    const bool killed_by_driver = drive(application, trial, number);
+    const int status = finish(application);
+    if (!killed(status)) {
+      const bool wrong_bytes = WIFEXITED(status) && WEXITSTATUS(status) == kWrongBytes;
+      fail(wrong_bytes ? tally_.bad_restores : tally_.other_failures, number, "the application " + describe(status));
+    }
+    if (!trial.crash_point.empty()) {
+      if (killed_by_driver) {
+        ++tally_.point_not_reached;
+      } else {
+        ++tally_.killed_at_point;
+        ++tally_.reached[trial.crash_point];
+      }
+    } else {
+      ++tally_.killed_by_timer;
+    }
+    check(number);
+    ++tally_.trials;
+  }
+
+  bool report(double seconds, std::uint64_t seed) const {
+    std::printf("crash campaign: seed %llu, %ld trials in %.1f s, directory %s\n",
+                static_cast<unsigned long long>(seed), tally_.trials, seconds, layout_.root.c_str());
+    std::printf("  kills at a crash point: %ld; after a random delay: %ld; point not reached (killed later): %ld\n",
+                tally_.killed_at_point, tally_.killed_by_timer, tally_.point_not_reached);
+    std::printf("  damage before the run: repairable %ld, whole version %ld, stale temporary %ld\n",
+                count(tally_.damages, Damage::kRepairable), count(tally_.damages, Damage::kWholeVersion),
+                count(tally_.damages, Damage::kStaleTemporary));
+    std::printf("  versions reported durable: %ld\n", tally_.durable_reports);
+    bool unreached = false;
+    for (const CrashPoint& point : kCrashPoints) {
+      const long kills = count(tally_.reached, std::string(point.name));
+      std::printf("  %-30s %ld kills\n", point.name, kills);
+      unreached = unreached || kills == 0;
+    }
+    std::printf("  committed versions lost: %ld; damaged or partial versions restored: %ld; "
+                "reader crashes: %ld; other failures: %ld\n",
+                tally_.lost_versions, tally_.bad_restores, tally_.reader_crashes, tally_.other_failures);
+    const bool clean = tally_.lost_versions + tally_.bad_restores + tally_.reader_crashes + tally_.other_failures == 0;
+    if (unreached && tally_.trials >= 200) std::printf("  FAILED: a crash point was never reached\n");
+    return clean && !(unreached && tally_.trials >= 200);
+  }
+
+ private:
+  template <class Map, class Key>
+  static long count(const Map& map, const Key& key) {
+    const auto found = map.find(key);
+    return found == map.end() ? 0 : found->second;
+  }
+
+  void fail(long& counter, long trial, const std::string& what) {
+    ++counter;
+    std::fprintf(stderr, "crash campaign: trial %ld: %s\n", trial, what.c_str());
+  }
+
+  void apply_damage(Trial& trial) {
+    bool applied = false;
+    switch (trial.damage) {
+      case Damage::kNone:
+        return;
+      case Damage::kRepairable:
+        applied = damage_repairably(layout_, damaged_on_purpose_);
+        break;
+      case Damage::kWholeVersion:
+        if (const std::optional<int> remaining = damage_whole_version(layout_, damaged_on_purpose_)) {
+          newest_durable_ = *remaining;
+          applied = true;
+        }
+        break;
+      case Damage::kStaleTemporary:
+        plant_stale_temporary(layout_, 2);
+        applied = true;
+        break;
+    }
+    if (applied) ++tally_.damages[trial.damage];
+  }
+
+  // Follows the application's reports and kills it when the plan says so.
+  // Returns whether the driver sent the kill.
+  bool drive(Child& application, const Trial& trial, long number) {
+    int durable_seen = 0;
+    for (;;) {
+      const bool timer_due = trial.crash_point.empty() && durable_seen >= trial.reports_before_kill;
+      const bool gave_up = !trial.crash_point.empty() && durable_seen >= kReportsBeforeGivingUp;
+      if (timer_due || gave_up) {
+        if (timer_due) std::this_thread::sleep_for(std::chrono::microseconds(trial.delay_microseconds));
+        ::kill(application.pid, SIGKILL);
+        drain(application);
+        return true;
+      }
+      Message message{};
+      const Received received = receive(application.messages, message);
+      if (received == Received::kEnd) return false;
+      if (received == Received::kSilent) {
+        fail(tally_.other_failures, number, "the application hung");
+        ::kill(application.pid, SIGKILL);
+        return true;
+      }
+      note(message);
+      if (message.kind == kDurable) ++durable_seen;
+    }
+  }
+
+  // Reports sent before the kill still count.
+  void drain(Child& child) {
+    Message message{};
+    while (receive(child.messages, message) == Received::kMessage) note(message);
+  }
+
+  void note(const Message& message) {
+    if (message.kind == kDurable) {
+      ++tally_.durable_reports;
+      newest_durable_ = std::max(newest_durable_, message.version);
+    }
+  }
+
+  void check(long number) {
+    Child checker = start([&](int report) { run_checker(layout_, damaged_on_purpose_, report); });
+    damaged_on_purpose_.clear();  // the checker's restart repaired or quarantined them
+    Message message{};
+    const Received received = receive(checker.messages, message);
+    if (received == Received::kSilent) ::kill(checker.pid, SIGKILL);
+    const int status = finish(checker);
+    if (received != Received::kMessage || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      long& counter = WIFSIGNALED(status)                     ? tally_.reader_crashes
+                      : WEXITSTATUS(status) == kWrongBytes ? tally_.bad_restores
+                                                             : tally_.other_failures;
+      fail(counter, number, "the checker " + describe(status));
+      return;
+    }
+    const int restored = message.version;
+    if (restored < newest_durable_) {
+      fail(tally_.lost_versions, number,
+           "restored version " + std::to_string(restored) + " but version " + std::to_string(newest_durable_) +
+               " had been reported durable");
+    }
+    if (has_temporary(layout_)) fail(tally_.other_failures, number, "a stale temporary file survived the restart");
+    newest_durable_ = std::max(newest_durable_, restored);  // intact on disk: never lose it either
+  }
+
+  Layout layout_;
+  std::mt19937_64 random_;
+  int newest_durable_ = -1;
+  std::set<std::string> damaged_on_purpose_;
+  Tally tally_;
+};
+
+struct Options {
+  long trials = 200;
+  std::uint64_t seed = 0;
+  std::string dir;
+};
+
+Options parse_options(int argc, char** argv) {
+  Options options;
+  options.seed = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (flag == "--trials") {
+      options.trials = std::stol(argv[i + 1]);
+    } else if (flag == "--seed") {
+      options.seed = std::stoull(argv[i + 1]);
+    } else if (flag == "--dir") {
+      options.dir = argv[i + 1];
+    } else {
+      throw std::invalid_argument("unknown option " + flag + " (use --trials N, --seed S, --dir PATH)");
+    }
+  }
+  if (argc % 2 == 0) throw std::invalid_argument(std::string("option ") + argv[argc - 1] + " needs a value");
+  return options;
+}
+
+}  // namespace
+}  // namespace resurgo::fault
+
+int main(int argc, char** argv) {
+  using namespace resurgo::fault;
+  try {
+    Options options = parse_options(argc, argv);
+    const bool temporary = options.dir.empty();
+    if (temporary) {
+      char pattern[] = "/tmp/resurgo-crash-XXXXXX";
+      if (::mkdtemp(pattern) == nullptr) throw std::runtime_error("mkdtemp failed");
+      options.dir = pattern;
+    }
+    Campaign campaign(options.dir, options.seed);
+    const auto started = std::chrono::steady_clock::now();
+    for (long trial = 0; trial < options.trials; ++trial) campaign.run_trial(trial);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    const bool clean = campaign.report(seconds, options.seed);
+    if (clean && temporary) std::filesystem::remove_all(options.dir);
+    return clean ? 0 : 1;
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "crash campaign: %s\n", error.what());
+    return 2;
+  }
+}
