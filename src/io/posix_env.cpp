@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "io/system_calls.h"
 #include "resurgo/env.hpp"
 #include "resurgo/errors.hpp"
 
@@ -26,14 +27,15 @@ namespace {
 
 class PosixWritableFile final : public WritableFile {
  public:
-  PosixWritableFile(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  PosixWritableFile(int fd, std::string path, const SystemCalls& calls)
+      : fd_(fd), path_(std::move(path)), calls_(calls) {}
   ~PosixWritableFile() override {
-    if (fd_ >= 0) ::close(fd_);
+    if (fd_ >= 0) calls_.close(fd_);
   }
   void append(const void* data, std::size_t bytes) override {
     const char* p = static_cast<const char*>(data);
     while (bytes > 0) {
-      const ssize_t written = ::write(fd_, p, std::min<std::size_t>(bytes, 1u << 30));
+      const ssize_t written = calls_.write(fd_, p, std::min<std::size_t>(bytes, 1u << 30));
       if (written < 0) {
         if (errno == EINTR) continue;
         fail("write", path_, errno);
@@ -43,7 +45,7 @@ class PosixWritableFile final : public WritableFile {
     }
   }
   void sync() override {
-    while (::fdatasync(fd_) != 0) {
+    while (calls_.fdatasync(fd_) != 0) {
       if (errno != EINTR) fail("fsync", path_, errno);
     }
   }
@@ -51,24 +53,26 @@ class PosixWritableFile final : public WritableFile {
     if (fd_ < 0) return;
     const int fd = fd_;
     fd_ = -1;
-    if (::close(fd) != 0 && errno != EINTR) fail("close", path_, errno);
+    // Linux closes the descriptor even when close() reports EINTR.
+    if (calls_.close(fd) != 0 && errno != EINTR) fail("close", path_, errno);
   }
   const std::string& path() const override { return path_; }
 
  private:
   int fd_;
   std::string path_;
+  SystemCalls calls_;
 };
 
 class PosixReadableFile final : public ReadableFile {
  public:
-  PosixReadableFile(int fd, std::string path, std::uint64_t size)
-      : fd_(fd), path_(std::move(path)), size_(size) {}
-  ~PosixReadableFile() override { ::close(fd_); }
+  PosixReadableFile(int fd, std::string path, std::uint64_t size, const SystemCalls& calls)
+      : fd_(fd), path_(std::move(path)), size_(size), calls_(calls) {}
+  ~PosixReadableFile() override { calls_.close(fd_); }
   void read_at(std::uint64_t offset, void* data, std::size_t bytes) const override {
     char* p = static_cast<char*>(data);
     while (bytes > 0) {
-      const ssize_t got = ::pread(fd_, p, std::min<std::size_t>(bytes, 1u << 30), static_cast<off_t>(offset));
+      const ssize_t got = calls_.pread(fd_, p, std::min<std::size_t>(bytes, 1u << 30), static_cast<off_t>(offset));
       if (got < 0) {
         if (errno == EINTR) continue;
         fail("read", path_, errno);
@@ -88,6 +92,7 @@ class PosixReadableFile final : public ReadableFile {
   int fd_;
   std::string path_;
   std::uint64_t size_;
+  SystemCalls calls_;
 };
 
 class PosixFileLock final : public FileLock {
@@ -101,6 +106,7 @@ class PosixFileLock final : public FileLock {
 
 class PosixEnv final : public Env {
  public:
+  explicit PosixEnv(const SystemCalls& calls) : calls_(calls) {}
   std::unique_ptr<WritableFile> create(const std::string& path, unsigned mode) override {
     const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
     if (fd < 0) fail("create", path, errno);
@@ -110,7 +116,7 @@ class PosixEnv final : public Env {
       ::close(fd);
       fail("set the mode of", path, error_number);
     }
-    return std::make_unique<PosixWritableFile>(fd, path);
+    return std::make_unique<PosixWritableFile>(fd, path, calls_);
   }
   std::unique_ptr<ReadableFile> open(const std::string& path) override {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -123,7 +129,7 @@ class PosixEnv final : public Env {
       ::close(fd);
       throw StorageError("cannot read '" + path + "': not a regular file");
     }
-    return std::make_unique<PosixReadableFile>(fd, path, static_cast<std::uint64_t>(info.st_size));
+    return std::make_unique<PosixReadableFile>(fd, path, static_cast<std::uint64_t>(info.st_size), calls_);
   }
   void rename(const std::string& from, const std::string& to) override {
     if (::rename(from.c_str(), to.c_str()) != 0) fail("rename to '" + to + "'", from, errno);
@@ -135,10 +141,10 @@ class PosixEnv final : public Env {
     const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) fail("open directory", dir, errno);
     int status = 0;
-    while ((status = ::fsync(fd)) != 0 && errno == EINTR) {
+    while ((status = calls_.fsync(fd)) != 0 && errno == EINTR) {
     }
     const int error_number = errno;
-    ::close(fd);
+    calls_.close(fd);
     if (status != 0) fail("fsync directory", dir, error_number);
   }
   void create_dirs(const std::string& dir) override {
@@ -185,13 +191,18 @@ class PosixEnv final : public Env {
     }
     return std::make_unique<PosixFileLock>(fd);
   }
+
+ private:
+  SystemCalls calls_;
 };
 
 }  // namespace
 
 std::shared_ptr<Env> Env::posix() {
-  static const std::shared_ptr<Env> env = std::make_shared<PosixEnv>();
+  static const std::shared_ptr<Env> env = std::make_shared<PosixEnv>(SystemCalls{});
   return env;
 }
+
+std::shared_ptr<Env> posix_env_with(const SystemCalls& calls) { return std::make_shared<PosixEnv>(calls); }
 
 }  // namespace resurgo

@@ -21,6 +21,7 @@
 // other level's copy), never as corruption, a rollback or a quarantine.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -37,6 +38,7 @@
 
 #include "format/container.h"
 #include "io/fault_env.h"
+#include "io/system_calls.h"
 #include "resurgo/resurgo.hpp"
 #include "test_util.h"
 #include "tier/directory_tier.h"
@@ -518,6 +520,77 @@ TEST(IoFaultTest, RestartUnderEveryFaultPoint) {
     }
   }
   report(" (restart)", fault_points, runs, not_fired, violations);
+}
+
+// ------------------------------------------- interrupted and short calls
+
+// System calls that fail with EINTR on every third call and transfer only
+// part of the bytes on every other transfer, as a kernel may under signals;
+// the POSIX Env must retry them so that nothing above it notices.
+std::atomic<unsigned> system_call_tick{0};
+std::atomic<unsigned> transfer_tick{0};
+std::atomic<int> interrupted_calls{0};
+std::atomic<int> short_transfers{0};
+
+bool interrupt_now() {
+  if (system_call_tick++ % 3 != 0) return false;
+  ++interrupted_calls;
+  errno = EINTR;
+  return true;
+}
+
+std::size_t shortened(std::size_t bytes) {
+  if (bytes < 2 || transfer_tick++ % 2 != 0) return bytes;
+  ++short_transfers;
+  return 1 + bytes / 3;
+}
+
+ssize_t flaky_write(int fd, const void* data, size_t bytes) {
+  return interrupt_now() ? -1 : ::write(fd, data, shortened(bytes));
+}
+ssize_t flaky_pread(int fd, void* data, size_t bytes, off_t offset) {
+  return interrupt_now() ? -1 : ::pread(fd, data, shortened(bytes), offset);
+}
+int flaky_fdatasync(int fd) { return interrupt_now() ? -1 : ::fdatasync(fd); }
+int flaky_fsync(int fd) { return interrupt_now() ? -1 : ::fsync(fd); }
+// Linux closes the descriptor even when close() reports EINTR.
+int flaky_close(int fd) {
+  const int status = ::close(fd);
+  return status == 0 && interrupt_now() ? -1 : status;
+}
+
+TEST(IoFaultTest, InterruptedAndShortSystemCallsAreInvisible) {
+  SystemCalls flaky;
+  flaky.write = flaky_write;
+  flaky.pread = flaky_pread;
+  flaky.fdatasync = flaky_fdatasync;
+  flaky.fsync = flaky_fsync;
+  flaky.close = flaky_close;
+  const std::shared_ptr<Env> env = posix_env_with(flaky);
+  TempDir dir;
+  const Config config = Config::load("", {{"local.path", dir.path() + "/l2"}, {"persistent.path", dir.path() + "/l4"},
+                                          {"persistent.every", "1"}, {"pipeline.chunk_size", "64KiB"},
+                                          {"log.level", "off"}});
+  std::vector<std::uint32_t> values(300000);
+  {
+    Store store(kStore, config, env);
+    store.protect(0, values.data(), values.size() * sizeof values[0], "values");
+    for (int version = 1; version <= 5; ++version) {
+      for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<std::uint32_t>(version * 1000003u + i);
+      store.checkpoint(version);
+      store.wait(version, 4);
+    }
+  }
+  std::vector<std::uint32_t> expected = values;
+  std::fill(values.begin(), values.end(), 0u);
+  Store store(kStore, config, env);
+  store.protect(0, values.data(), values.size() * sizeof values[0], "values");
+  EXPECT_EQ(store.restart(), 5);
+  EXPECT_EQ(values, expected);
+  EXPECT_GT(interrupted_calls.load(), 20);
+  EXPECT_GT(short_transfers.load(), 20);
+  std::printf("io-fault: %d interrupted and %d short system calls, none visible\n", interrupted_calls.load(),
+              short_transfers.load());
 }
 
 }  // namespace
