@@ -3,9 +3,13 @@
 # root, the .venv virtualenv) and returns at once when nothing is.
 #
 #   make demo    build everything, run the heat2d demo (kill + restart)
-#   make test    build everything, run the C++/Fortran (ctest) and Python tests
-#   make test-asan, make test-tsan   the C++ tests under ASan+UBSan / TSan
-#   make soak    long fuzzing campaigns (FUZZ_SECONDS per target)
+#   make test    the whole suite: ctest (C++, Fortran, quick crash, stress
+#                and fuzz campaigns), pytest (incl. the corruption campaign),
+#                then test-asan and test-tsan
+#   make test-suite  ctest + pytest only
+#   make test-asan, make test-tsan   C++ tests and quick campaigns under
+#                ASan+UBSan / TSan
+#   make soak    the long campaigns (docs/reliability.md); logs in build/soak
 #   make bench   run bench/host_checkpoint.py (BENCH_ARGS="--sizes 256MiB")
 #   make build   configure + build the C++ library, tests, examples (build/cpp)
 #   make python  (re)install the Python package into .venv, editable
@@ -13,6 +17,7 @@
 #   make clean   remove build/ (keeps .venv); make distclean also removes .venv
 
 SHELL := /bin/bash
+.SHELLFLAGS := -o pipefail -c
 MAKEFLAGS += --no-print-directory
 .DEFAULT_GOAL := test
 
@@ -36,7 +41,7 @@ PY_INPUTS := $(shell find python src include cmake -type f \
                -not -path '*/__pycache__/*' -not -name '*.pyc' 2>/dev/null) \
              $(wildcard pyproject.toml) CMakeLists.txt
 
-.PHONY: all deps build python test test-asan test-tsan soak demo bench install clean distclean
+.PHONY: all deps build python test test-suite test-asan test-tsan soak demo bench install clean distclean
 
 all: build python
 
@@ -62,7 +67,9 @@ $(VENV)/.resurgo-requirements: | deps
 
 python: deps $(PY_BUILD)/.installed
 
-test: deps build python
+test: test-suite test-asan test-tsan
+
+test-suite: deps build python
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j$(JOBS)
 	$(VENV_PY) -m pytest tests/python -q
 
@@ -72,8 +79,10 @@ define sanitized_tests
 	cmake -S . -B $(1) -DCMAKE_BUILD_TYPE=Debug -DRESURGO_BUILD_EXAMPLES=OFF -DRESURGO_BUILD_FORTRAN=OFF \
 	  -DCMAKE_CXX_FLAGS="-fsanitize=$(2) -fno-omit-frame-pointer -fno-sanitize-recover=all -O1 -g" \
 	  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=$(2)" -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=$(2)"
-	cmake --build $(1) -j$(JOBS) --target resurgo_tests
+	cmake --build $(1) -j$(JOBS) --target resurgo_tests crash_campaign stress_campaign
 	$(3) $(1)/tests/cpp/resurgo_tests
+	$(3) $(1)/tests/fault/crash_campaign --trials 60
+	$(3) $(1)/tests/fault/stress_campaign --seconds 5
 endef
 
 test-asan: deps
@@ -82,10 +91,21 @@ test-asan: deps
 test-tsan: deps
 	$(call sanitized_tests,build/tsan,thread,TSAN_OPTIONS=halt_on_error=1)
 
-# Long campaigns: libFuzzer on the container and configuration parsers
-# (FUZZ_SECONDS per target, default 900).
-soak: deps
-	bash tests/fuzz/run.sh soak
+# Long campaigns (docs/reliability.md), each log kept in build/soak.
+SOAK_LOGS              := build/soak
+SOAK_CRASH_TRIALS      ?= 10000
+SOAK_CORRUPTION_TRIALS ?= 20000
+SOAK_STRESS_SECONDS    ?= 300
+SOAK_IO_FAULT_RUNS     ?= 3000
+
+soak: deps build python
+	@mkdir -p $(SOAK_LOGS)
+	$(BUILD_DIR)/tests/fault/crash_campaign --trials $(SOAK_CRASH_TRIALS) 2>&1 | tee $(SOAK_LOGS)/crash.log
+	$(VENV_PY) tests/fault/corruption_campaign.py --trials $(SOAK_CORRUPTION_TRIALS) 2>&1 | tee $(SOAK_LOGS)/corruption.log
+	$(BUILD_DIR)/tests/fault/stress_campaign --seconds $(SOAK_STRESS_SECONDS) 2>&1 | tee $(SOAK_LOGS)/stress.log
+	RESURGO_IO_FAULT_RUNS=$(SOAK_IO_FAULT_RUNS) RESURGO_IO_FAULT_SEED=$$RANDOM$$RANDOM \
+	  $(BUILD_DIR)/tests/cpp/resurgo_tests --gtest_filter=IoFaultTest.RandomSingleFaults 2>&1 | tee $(SOAK_LOGS)/io_fault.log
+	bash tests/fuzz/run.sh soak 2>&1 | tee $(SOAK_LOGS)/fuzz.log
 
 demo: deps build python
 	$(VENV_PY) examples/heat2d/demo.py --binary $(BUILD_DIR)/examples/heat2d/heat2d

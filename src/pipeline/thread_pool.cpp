@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <exception>
+#include <utility>
 
 namespace resurgo {
 
@@ -84,7 +85,12 @@ void ThreadPool::parallel_for(std::size_t count, const std::function<void(std::s
   drain(shared);
   std::unique_lock lock(shared->mutex);
   shared->finished.wait(lock, [&] { return shared->done == count; });
-  if (shared->first_error) std::rethrow_exception(shared->first_error);
+  // The caller takes the exception out of the shared state, which a late
+  // helper may be the last to release: the exception is then owned, read
+  // and destroyed by this thread alone.
+  const std::exception_ptr error = std::exchange(shared->first_error, nullptr);
+  lock.unlock();
+  if (error) std::rethrow_exception(error);
 }
 
 }  // namespace resurgo

@@ -15,7 +15,8 @@
 //      file): no temporaries, no partial files, no quarantined copies;
 //  (5) restart never throws CorruptionError.
 // A second test draws 200 random single faults (operation, call index,
-// errno, path filter, partial write) from a fixed seed. A third fails, one
+// errno, path filter, partial write) from a fixed seed (RESURGO_IO_FAULT_RUNS
+// and RESURGO_IO_FAULT_SEED change both for `make soak`). A third fails, one
 // at a time, every call of a restart of committed versions: a transient I/O
 // error during restart must surface as a StorageError (or be bypassed by the
 // other level's copy), never as corruption, a rollback or a quarantine.
@@ -25,6 +26,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -476,8 +478,13 @@ TEST(IoFaultTest, RandomSingleFaults) {
   ASSERT_FALSE(ops.empty());
   const int error_numbers[] = {EIO, ENOSPC, EDQUOT, EROFS, EACCES};
   const char* const path_parts[] = {"", "/l2/", "/l4/"};
-  std::mt19937 random(20261122);
-  constexpr int kRuns = 200;
+  // `make soak` asks for more runs and a fresh seed through the environment.
+  const char* runs_text = std::getenv("RESURGO_IO_FAULT_RUNS");
+  const char* seed_text = std::getenv("RESURGO_IO_FAULT_SEED");
+  const int kRuns = runs_text ? std::atoi(runs_text) : 200;
+  const unsigned seed = seed_text ? static_cast<unsigned>(std::strtoul(seed_text, nullptr, 10)) : 20261122u;
+  std::printf("io-fault (random): seed %u\n", seed);
+  std::mt19937 random(seed);
   int not_fired = 0;
   std::set<std::string> distinct;
   for (int run = 0; run < kRuns; ++run) {

@@ -164,6 +164,27 @@ std::string first_damaged_file(const Layout& layout, const std::set<std::string>
   return {};
 }
 
+// Restarts a fresh store and compares what it restored (-1: nothing on
+// disk). Returns 0 or kWrongBytes; the store is closed on return, so that no
+// thread of it outlives the checker's _exit.
+int restart_and_compare(const Layout& layout, int& restored) {
+  std::map<std::string, std::string> settings = base_settings(layout);
+  settings["persistent.every"] = "1";  // so that the store also tidies L4
+  Application application;
+  Store store(kStore, Config::load("", settings));
+  application.protect(store);
+  restored = -1;
+  try {
+    restored = store.restart();
+  } catch (const NotFoundError&) {
+    return 0;
+  }
+  const std::string difference = application.difference_from(store, restored);
+  if (difference.empty()) return 0;
+  std::fprintf(stderr, "checker: restored version %d but %s\n", restored, difference.c_str());
+  return kWrongBytes;
+}
+
 // Checks the files a crash left behind, then restarts: that must repair or
 // quarantine whatever the driver damaged.
 [[noreturn]] void run_checker(const Layout& layout, const std::set<std::string>& damaged_on_purpose, int report) {
@@ -173,23 +194,8 @@ std::string first_damaged_file(const Layout& layout, const std::set<std::string>
       std::fprintf(stderr, "checker: the crash left a visible damaged file: %s\n", left_damaged.c_str());
       _exit(kWrongBytes);
     }
-    std::map<std::string, std::string> settings = base_settings(layout);
-    settings["persistent.every"] = "1";  // so that the store also tidies L4
-    Application application;
-    Store store(kStore, Config::load("", settings));
-    application.protect(store);
     int restored = -1;
-    try {
-      restored = store.restart();
-    } catch (const NotFoundError&) {
-    }
-    if (restored >= 0) {
-      const std::string difference = application.difference_from(store, restored);
-      if (!difference.empty()) {
-        std::fprintf(stderr, "checker: restored version %d but %s\n", restored, difference.c_str());
-        _exit(kWrongBytes);
-      }
-    }
+    if (restart_and_compare(layout, restored) != 0) _exit(kWrongBytes);
     const std::string damaged = first_damaged_file(layout, {});
     if (!damaged.empty()) {
       std::fprintf(stderr, "checker: restart left a visible damaged file: %s\n", damaged.c_str());
