@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <new>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -20,6 +22,28 @@
 #include "pipeline/version_writer.h"
 #include "resurgo/errors.hpp"
 #include "test_util.h"
+
+// The largest single allocation this thread made while `probing_allocations`
+// was set: proves that a length read from a hostile file never reaches the
+// allocator unbounded. Replacing the global operator new is allowed once per
+// program; this is the only replacement in the test binary.
+namespace {
+thread_local bool probing_allocations = false;
+thread_local std::size_t largest_allocation = 0;
+}  // namespace
+
+void* operator new(std::size_t bytes) {
+  if (probing_allocations && bytes > largest_allocation) largest_allocation = bytes;
+  if (void* memory = std::malloc(bytes == 0 ? 1 : bytes)) return memory;
+  throw std::bad_alloc();
+}
+// GCC assumes operator delete receives memory from the built-in operator
+// new; here both sides are malloc/free.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+void operator delete(void* memory) noexcept { std::free(memory); }
+void operator delete(void* memory, std::size_t) noexcept { std::free(memory); }
+#pragma GCC diagnostic pop
 
 namespace resurgo {
 namespace {
@@ -812,8 +836,14 @@ TEST(FormatHostile, HugeLengthsAreRefusedBeforeAllocating) {
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     std::string message;
-    EXPECT_EQ(outcome([&] { format::read_container(MemoryFile(c.file, "mem://hostile")); }, &message), 'C')
-        << message;
+    const MemoryFile file(c.file, "mem://hostile");
+    largest_allocation = 0;
+    probing_allocations = true;
+    const char result = outcome([&] { format::read_container(file); }, &message);
+    probing_allocations = false;
+    EXPECT_EQ(result, 'C') << message;
+    EXPECT_GT(largest_allocation, 0u);  // the probe sees the reader's allocations
+    EXPECT_LE(largest_allocation, c.file.size() + 4096) << "allocated " << largest_allocation << " bytes";
     EXPECT_NE(message.find(c.expected), std::string::npos) << message;
     EXPECT_NE(message.find("mem://hostile"), std::string::npos) << message;
   }
