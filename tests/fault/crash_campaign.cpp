@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "application.h"
+#include "campaign_main.h"
 #include "core/crash_point.h"
 #include "format/container.h"
 #include "resurgo/env.hpp"
@@ -563,53 +564,18 @@ class Campaign {
   Tally tally_;
 };
 
-struct Options {
-  long trials = 200;
-  std::uint64_t seed = 0;
-  std::string dir;
-};
-
-Options parse_options(int argc, char** argv) {
-  Options options;
-  options.seed = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i];
-    if (flag == "--trials") {
-      options.trials = std::stol(argv[i + 1]);
-    } else if (flag == "--seed") {
-      options.seed = std::stoull(argv[i + 1]);
-    } else if (flag == "--dir") {
-      options.dir = argv[i + 1];
-    } else {
-      throw std::invalid_argument("unknown option " + flag + " (use --trials N, --seed S, --dir PATH)");
-    }
-  }
-  if (argc % 2 == 0) throw std::invalid_argument(std::string("option ") + argv[argc - 1] + " needs a value");
-  return options;
-}
-
 }  // namespace
 }  // namespace resurgo::fault
 
 int main(int argc, char** argv) {
   using namespace resurgo::fault;
-  try {
-    Options options = parse_options(argc, argv);
-    const bool temporary = options.dir.empty();
-    if (temporary) {
-      char pattern[] = "/tmp/resurgo-crash-XXXXXX";
-      if (::mkdtemp(pattern) == nullptr) throw std::runtime_error("mkdtemp failed");
-      options.dir = pattern;
-    }
-    Campaign campaign(options.dir, options.seed);
+  return campaign_main("crash", argc, argv, {"--trials", "--seed"}, [](const Flags& flags, const std::string& dir) {
+    const long trials = std::stol(flags.get("--trials", "200"));
+    const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
+    const std::uint64_t seed = std::stoull(flags.get("--seed", std::to_string(now)));
+    Campaign campaign(dir, seed);
     const auto started = std::chrono::steady_clock::now();
-    for (long trial = 0; trial < options.trials; ++trial) campaign.run_trial(trial);
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    const bool clean = campaign.report(seconds, options.seed);
-    if (clean && temporary) std::filesystem::remove_all(options.dir);
-    return clean ? 0 : 1;
-  } catch (const std::exception& error) {
-    std::fprintf(stderr, "crash campaign: %s\n", error.what());
-    return 2;
-  }
+    for (long trial = 0; trial < trials; ++trial) campaign.run_trial(trial);
+    return campaign.report(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(), seed);
+  });
 }

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "application.h"
+#include "campaign_main.h"
 #include "format/container.h"
 #include "resurgo/env.hpp"
 #include "resurgo/errors.hpp"
@@ -166,55 +167,23 @@ std::vector<std::string> check_tree(const std::string& root) {
   return problems;
 }
 
-struct Options {
-  double seconds = 10;
-  int processes = 3;
-  int stores = 4;
-  std::string dir;
-};
-
-Options parse_options(int argc, char** argv) {
-  Options options;
-  if (argc % 2 == 0) throw std::invalid_argument(std::string("option ") + argv[argc - 1] + " needs a value");
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i];
-    if (flag == "--seconds") {
-      options.seconds = std::stod(argv[i + 1]);
-    } else if (flag == "--processes") {
-      options.processes = std::stoi(argv[i + 1]);
-    } else if (flag == "--stores") {
-      options.stores = std::stoi(argv[i + 1]);
-    } else if (flag == "--dir") {
-      options.dir = argv[i + 1];
-    } else {
-      throw std::invalid_argument("unknown option " + flag +
-                                  " (use --seconds S, --processes P, --stores N, --dir PATH)");
-    }
-  }
-  return options;
-}
-
 }  // namespace
 }  // namespace resurgo::fault
 
 int main(int argc, char** argv) {
   using namespace resurgo::fault;
-  try {
-    Options options = parse_options(argc, argv);
-    const bool temporary = options.dir.empty();
-    if (temporary) {
-      char pattern[] = "/tmp/resurgo-stress-XXXXXX";
-      if (::mkdtemp(pattern) == nullptr) throw std::runtime_error("mkdtemp failed");
-      options.dir = pattern;
-    }
-    std::printf("stress campaign: %d processes x %d stores for %.0f s in %s\n", options.processes, options.stores,
-                options.seconds, options.dir.c_str());
+  const std::set<std::string> known = {"--seconds", "--processes", "--stores"};
+  return campaign_main("stress", argc, argv, known, [](const Flags& flags, const std::string& dir) {
+    const double seconds = std::stod(flags.get("--seconds", "10"));
+    const int processes = std::stoi(flags.get("--processes", "3"));
+    const int stores = std::stoi(flags.get("--stores", "4"));
+    std::printf("stress campaign: %d processes x %d stores for %.0f s in %s\n", processes, stores, seconds, dir.c_str());
     std::fflush(stdout);
     std::vector<pid_t> children;
-    for (int rank = 0; rank < options.processes; ++rank) {
+    for (int rank = 0; rank < processes; ++rank) {
       const pid_t child = ::fork();
       if (child < 0) throw std::runtime_error("fork failed");
-      if (child == 0) _exit(run_process(options.dir, rank, options.stores, options.seconds) == 0 ? 0 : 1);
+      if (child == 0) _exit(run_process(dir, rank, stores, seconds) == 0 ? 0 : 1);
       children.push_back(child);
     }
     int failed_processes = 0;
@@ -223,14 +192,9 @@ int main(int argc, char** argv) {
       ::waitpid(child, &status, 0);
       if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failed_processes;
     }
-    const std::vector<std::string> problems = check_tree(options.dir);
+    const std::vector<std::string> problems = check_tree(dir);
     for (const std::string& problem : problems) std::printf("  FAILED: %s\n", problem.c_str());
     std::printf("  processes failed: %d; problems with the files left: %zu\n", failed_processes, problems.size());
-    const bool clean = failed_processes == 0 && problems.empty();
-    if (clean && temporary) std::filesystem::remove_all(options.dir);
-    return clean ? 0 : 1;
-  } catch (const std::exception& error) {
-    std::fprintf(stderr, "stress campaign: %s\n", error.what());
-    return 2;
-  }
+    return failed_processes == 0 && problems.empty();
+  });
 }
