@@ -11,6 +11,7 @@
 #include <cstring>
 #include <deque>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -79,6 +80,9 @@ struct VersionState {
 
 constexpr std::size_t kStatsHistory = 4096;
 constexpr std::uint64_t kCapturePiece = 4u << 20;
+// Versions bound for L4 that may wait for their copy (the one being copied
+// included) before the flush thread waits too; see wait_for_l4_backlog.
+constexpr std::size_t kMaxL4Backlog = 2;
 
 }  // namespace
 
@@ -125,6 +129,7 @@ class Store::Impl {
 
   void flush_loop();
   void flush(Job& job);
+  void wait_for_l4_backlog(int version);
   void persist_loop();
   void persist(int version);
   void evict();
@@ -438,10 +443,23 @@ void Store::Impl::flush_loop() {
   }
 }
 
+// When L4 is slower than L2, versions bound for L4 would pile up on the
+// node-local disk, pinned until copied (the stress campaign saw thousands).
+// Instead the flush of such a version waits while kMaxL4Backlog older ones
+// still wait for their copy: L2 then keeps L4's pace, and once the buffer is
+// full the application sees the wait as backpressure.
+void Store::Impl::wait_for_l4_backlog(int version) {
+  std::unique_lock lock(mutex_);
+  const auto state = states_.find(version);
+  if (state == states_.end() || !state->second.to_l4) return;
+  changed_.wait(lock, [&] { return persist_queue_.size() + (persisting_ >= 0 ? 1u : 0u) < kMaxL4Backlog; });
+}
+
 void Store::Impl::flush(Job& job) {
   const int version = job.version;
   std::uint64_t stored_bytes = 0;
   bool written = false;
+  wait_for_l4_backlog(version);
   const Clock::time_point write_started = Clock::now();
   try {
     TraceSpan span(trace_, "write L2", version);
@@ -474,15 +492,16 @@ void Store::Impl::flush(Job& job) {
 // L2 files still waiting for their L4 copy are pinned. An eviction failure
 // costs space, not data: it is logged, and the next eviction retries.
 void Store::Impl::evict() {
-  std::vector<int> pinned;
-  {
+  const auto waiting_for_l4 = [this](int version) {
     std::lock_guard lock(mutex_);
-    pinned.assign(persist_queue_.begin(), persist_queue_.end());
-    pinned.push_back(persisting_);
-  }
-  for (DirectoryTier* tier : {&local_, &persistent_}) {
+    return version == persisting_ ||
+           std::find(persist_queue_.begin(), persist_queue_.end(), version) != persist_queue_.end();
+  };
+  const std::pair<DirectoryTier*, std::function<bool(int)>> tiers[] = {{&local_, waiting_for_l4},
+                                                                       {&persistent_, [](int) { return false; }}};
+  for (const auto& [tier, pinned] : tiers) {
     try {
-      tier->evict(tier == &local_ ? pinned : std::vector<int>{});
+      tier->evict(pinned);
     } catch (const Error& error) {
       log_.warn("evicting old versions from L" + std::to_string(tier->level()) + ": " + error.what());
     }
@@ -673,7 +692,7 @@ std::uint64_t Store::Impl::restore(DirectoryTier& tier, int version) {
   pool_->parallel_for(container.chunks.size(), [&](std::size_t i) {
     thread_local std::vector<std::byte> scratch;
     const format::ChunkRecord& chunk = container.chunks[i];
-    format::check_chunk_record(*file, container, chunk);  // 48 bytes beside the chunk: no measurable cost
+    format::check_chunk_record(*file, container, chunk);  // one 48-byte read per chunk
     format::read_chunk(*file, container, chunk, destinations[chunk.region] + chunk.offset, scratch);
     RESURGO_CRASH_POINT("restore.chunk", tier.level());
   });

@@ -114,7 +114,7 @@ void DirectoryTier::quarantine(int version) {
   env_->sync_dir(dir_);
 }
 
-std::vector<int> DirectoryTier::evict(const std::vector<int>& pinned) {
+std::vector<int> DirectoryTier::evict(const std::function<bool(int)>& pinned) {
   std::vector<int> removed;
   if (keep_ <= 0) return removed;
   std::vector<int> candidates = versions();
@@ -122,7 +122,7 @@ std::vector<int> DirectoryTier::evict(const std::vector<int>& pinned) {
   if (candidates.size() <= keep) return removed;
   candidates.resize(candidates.size() - keep);  // the oldest ones
   for (int version : candidates) {
-    if (std::find(pinned.begin(), pinned.end(), version) != pinned.end()) continue;
+    if (pinned(version)) continue;
     env_->remove(path(version));
     RESURGO_CRASH_POINT("evict.removed", level_);
     removed.push_back(version);

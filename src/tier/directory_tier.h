@@ -36,9 +36,14 @@ class DirectoryTier {
   // Renames a damaged copy to <file>.damaged, kept for inspection.
   void quarantine(int version);
   // Removes the oldest committed versions beyond the newest `keep`, except
-  // those in `pinned`. Only committed files are listed, so a version is
-  // removed only once `keep` newer ones are durable.
-  std::vector<int> evict(const std::vector<int>& pinned);
+  // those for which `pinned(version)` is true. Only committed files are
+  // listed, so a version is removed only once `keep` newer ones are durable.
+  // `pinned` is asked after the listing: a writer that pins each version
+  // right after committing it, before committing the next, has then pinned
+  // every listed version that has a newer one listed. (Asking before the
+  // listing missed versions committed meanwhile: the stress campaign saw an
+  // L2 file removed before its L4 copy.)
+  std::vector<int> evict(const std::function<bool(int)>& pinned);
 
  private:
   std::string temporary_path(int version) const;

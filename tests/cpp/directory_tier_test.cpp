@@ -9,9 +9,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <filesystem>
+#include <functional>
+#include <set>
 #include <ostream>
 #include <stdexcept>
+#include <utility>
 
+#include "hook_env.h"
 #include "io/fault_env.h"
 #include "resurgo/errors.hpp"
 #include "test_util.h"
@@ -58,6 +62,12 @@ int dead_pid() {
   int status = 0;
   ::waitpid(child, &status, 0);
   return static_cast<int>(child);
+}
+
+bool nothing_pinned(int) { return false; }
+
+std::function<bool(int)> pinned_among(std::set<int> versions) {
+  return [versions = std::move(versions)](int version) { return versions.count(version) > 0; };
 }
 
 class DirectoryTierTest : public ::testing::Test {
@@ -242,24 +252,47 @@ TEST_F(DirectoryTierTest, EvictKeepsTheNewestAndThePinned) {
   DirectoryTier t = tier(2);
   t.prepare();
   for (int v = 1; v <= 5; ++v) t.commit(v, writes(payload(10, v)));
-  EXPECT_EQ(t.evict({}), (std::vector<int>{1, 2, 3}));
+  EXPECT_EQ(t.evict(nothing_pinned), (std::vector<int>{1, 2, 3}));
   EXPECT_EQ(t.versions(), (std::vector<int>{4, 5}));
-  EXPECT_TRUE(t.evict({}).empty());
+  EXPECT_TRUE(t.evict(nothing_pinned).empty());
 
   for (int v = 6; v <= 9; ++v) t.commit(v, writes(payload(10, v)));
   // 4..9 committed; keep 8 and 9; 5 and 6 are pinned (e.g. being read).
-  EXPECT_EQ(t.evict({5, 6, 42}), (std::vector<int>{4, 7}));
+  EXPECT_EQ(t.evict(pinned_among({5, 6, 42})), (std::vector<int>{4, 7}));
   EXPECT_EQ(t.versions(), (std::vector<int>{5, 6, 8, 9}));
   // Once unpinned, they go.
-  EXPECT_EQ(t.evict({}), (std::vector<int>{5, 6}));
+  EXPECT_EQ(t.evict(nothing_pinned), (std::vector<int>{5, 6}));
   EXPECT_EQ(t.versions(), (std::vector<int>{8, 9}));
+}
+
+// A writer (the flush thread) commits and pins versions while an eviction
+// (the persist thread) runs. A version committed before the listing and
+// pinned before the listing ends must survive, though it was not pinned
+// when the eviction started.
+TEST_F(DirectoryTierTest, EvictAsksWhatIsPinnedAfterListing) {
+  const auto env = std::make_shared<HookEnv>();
+  DirectoryTier evicting = tier(1, 0600, 0, env);
+  DirectoryTier writer = tier(1);
+  evicting.prepare();
+  for (int v = 1; v <= 2; ++v) writer.commit(v, writes(payload(10, v)));
+  std::set<int> pinned;
+  bool committed_meanwhile = false;
+  env->before_list = [&](const std::string&) {
+    if (std::exchange(committed_meanwhile, true)) return;
+    for (int v = 3; v <= 4; ++v) {
+      writer.commit(v, writes(payload(10, v)));
+      pinned.insert(v);  // e.g. queued for its L4 copy
+    }
+  };
+  EXPECT_EQ(evicting.evict([&](int version) { return pinned.count(version) > 0; }), (std::vector<int>{1, 2}));
+  EXPECT_EQ(evicting.versions(), (std::vector<int>{3, 4}));
 }
 
 TEST_F(DirectoryTierTest, EvictWithKeepZeroKeepsEverything) {
   DirectoryTier t = tier(0);
   t.prepare();
   for (int v = 1; v <= 4; ++v) t.commit(v, writes(payload(10, v)));
-  EXPECT_TRUE(t.evict({}).empty());
+  EXPECT_TRUE(t.evict(nothing_pinned).empty());
   EXPECT_EQ(t.versions(), (std::vector<int>{1, 2, 3, 4}));
 }
 
@@ -275,7 +308,7 @@ TEST_F(DirectoryTierTest, EvictIgnoresOtherRanksAndForeignFiles) {
   write_file(store_dir() + "/notes.txt", payload(5, 0));
   write_file(store_dir() + "/v0000000000.r000000.rsg.damaged", payload(5, 0));
   EXPECT_EQ(rank0.versions(), (std::vector<int>{1, 2, 3}));
-  EXPECT_EQ(rank0.evict({}), (std::vector<int>{1, 2}));
+  EXPECT_EQ(rank0.evict(nothing_pinned), (std::vector<int>{1, 2}));
   EXPECT_EQ(rank0.versions(), std::vector<int>{3});
   EXPECT_EQ(rank1.versions(), (std::vector<int>{1, 2, 3}));
   EXPECT_TRUE(fs::exists(store_dir() + "/notes.txt"));

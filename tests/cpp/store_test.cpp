@@ -4,6 +4,9 @@
 #include <sys/stat.h>
 
 #include <atomic>
+#include <chrono>
+#include <algorithm>
+#include <set>
 #include <cerrno>
 #include <condition_variable>
 #include <filesystem>
@@ -14,6 +17,7 @@
 #include <thread>
 
 #include "format/container.h"
+#include "hook_env.h"
 #include "io/fault_env.h"
 #include "resurgo/resurgo.hpp"
 #include "test_util.h"
@@ -154,31 +158,22 @@ TEST_F(StoreTest, EvictionKeepsTheNewestVersionsPerLevel) {
 
 // An Env whose file creation waits until the test opens the gate, so the
 // flush thread holds the buffer block as long as the test wants.
-class GatedEnv final : public Env {
+// Holds every caller of wait() until open() is called.
+class Gate {
  public:
-  std::unique_ptr<WritableFile> create(const std::string& path, unsigned mode) override {
+  void wait() {
     std::unique_lock lock(mutex_);
     opened_.wait(lock, [&] { return open_; });
-    return base_->create(path, mode);
   }
-  void open_gate() {
+  void open() {
     {
       std::lock_guard lock(mutex_);
       open_ = true;
     }
     opened_.notify_all();
   }
-  std::unique_ptr<ReadableFile> open(const std::string& p) override { return base_->open(p); }
-  void rename(const std::string& a, const std::string& b) override { base_->rename(a, b); }
-  void remove(const std::string& p) override { base_->remove(p); }
-  void sync_dir(const std::string& d) override { base_->sync_dir(d); }
-  void create_dirs(const std::string& d) override { base_->create_dirs(d); }
-  std::vector<std::string> list_dir(const std::string& d) override { return base_->list_dir(d); }
-  bool exists(const std::string& p) override { return base_->exists(p); }
-  std::unique_ptr<FileLock> lock(const std::string& p) override { return base_->lock(p); }
 
  private:
-  std::shared_ptr<Env> base_ = Env::posix();
   std::mutex mutex_;
   std::condition_variable opened_;
   bool open_ = false;
@@ -187,7 +182,9 @@ class GatedEnv final : public Env {
 TEST_F(StoreTest, CheckpointWaitsForBufferSpaceAndCountsItAsBlocking) {
   std::vector<double> u = field(1 << 16, 5);
   const std::size_t bytes = u.size() * sizeof(double);
-  auto env = std::make_shared<GatedEnv>();
+  Gate gate;
+  auto env = std::make_shared<HookEnv>();
+  env->before_create = [&](const std::string&) { gate.wait(); };
   Store store("s", config({{"buffer.capacity", std::to_string(bytes)}, {"persistent.every", "0"}}), env);
   store.protect(0, u.data(), bytes, "u");
   store.checkpoint(1);  // fills the buffer; its flush waits at the gate
@@ -199,7 +196,7 @@ TEST_F(StoreTest, CheckpointWaitsForBufferSpaceAndCountsItAsBlocking) {
   const auto held = std::chrono::milliseconds(100);
   std::this_thread::sleep_for(held);  // the measured interval, not synchronisation
   const bool returned_while_full = second_returned;
-  env->open_gate();
+  gate.open();
   second.join();
   store.wait();
   EXPECT_FALSE(returned_while_full);
@@ -208,6 +205,36 @@ TEST_F(StoreTest, CheckpointWaitsForBufferSpaceAndCountsItAsBlocking) {
   EXPECT_GE(stats[1].backpressure_seconds, 0.05);
   EXPECT_GE(stats[1].blocking_seconds, stats[1].backpressure_seconds);
   EXPECT_FALSE(stats[1].synchronous);
+}
+
+// With L4 slower than L2, versions waiting for their L4 copy must not pile
+// up on the node-local disk: the flush keeps L4's pace.
+TEST_F(StoreTest, SlowL4HoldsBackTheFlushInsteadOfPilingUpL2Files) {
+  std::vector<double> u = field(8192, 1);
+  auto env = std::make_shared<HookEnv>();
+  std::mutex mutex;
+  std::set<std::string> waiting_for_l4;  // file names committed at L2, not yet at L4
+  std::size_t most_waiting = 0;
+  env->before_create = [](const std::string& path) {
+    if (path.find("/l4/") != std::string::npos) std::this_thread::sleep_for(std::chrono::milliseconds(5));  // slow L4
+  };
+  env->after_rename = [&](const std::string&, const std::string& to) {
+    std::lock_guard lock(mutex);
+    const std::string name = fs::path(to).filename().string();
+    if (to.find("/l2/") != std::string::npos) {
+      waiting_for_l4.insert(name);
+      most_waiting = std::max(most_waiting, waiting_for_l4.size());
+    } else {
+      waiting_for_l4.erase(name);
+    }
+  };
+  Store store("s", config({{"buffer.capacity", "16MiB"}, {"persistent.every", "1"}, {"local.keep", "0"},
+                           {"persistent.keep", "0"}}), env);
+  store.protect(0, u.data(), u.size() * sizeof(double), "u");
+  for (int version = 1; version <= 20; ++version) store.checkpoint(version);
+  store.wait(20, 4);
+  EXPECT_TRUE(waiting_for_l4.empty());
+  EXPECT_LE(most_waiting, 3u);  // two waiting for their copy, plus the one just written
 }
 
 TEST_F(StoreTest, StateLargerThanTheBufferIsWrittenSynchronously) {

@@ -1,0 +1,44 @@
+// An Env that forwards to the POSIX one and lets a test run code at chosen
+// calls: to act between two steps of a background thread, or to slow one
+// level down.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "resurgo/env.hpp"
+
+namespace resurgo {
+
+class HookEnv final : public Env {
+ public:
+  std::function<void(const std::string& path)> before_create;
+  std::function<void(const std::string& from, const std::string& to)> after_rename;
+  std::function<void(const std::string& dir)> before_list;
+
+  std::unique_ptr<WritableFile> create(const std::string& path, unsigned mode) override {
+    if (before_create) before_create(path);
+    return base_->create(path, mode);
+  }
+  std::unique_ptr<ReadableFile> open(const std::string& path) override { return base_->open(path); }
+  void rename(const std::string& from, const std::string& to) override {
+    base_->rename(from, to);
+    if (after_rename) after_rename(from, to);
+  }
+  void remove(const std::string& path) override { base_->remove(path); }
+  void sync_dir(const std::string& dir) override { base_->sync_dir(dir); }
+  void create_dirs(const std::string& dir) override { base_->create_dirs(dir); }
+  std::vector<std::string> list_dir(const std::string& dir) override {
+    if (before_list) before_list(dir);
+    return base_->list_dir(dir);
+  }
+  bool exists(const std::string& path) override { return base_->exists(path); }
+  std::unique_ptr<FileLock> lock(const std::string& path) override { return base_->lock(path); }
+
+ private:
+  std::shared_ptr<Env> base_ = Env::posix();
+};
+
+}  // namespace resurgo
