@@ -237,6 +237,33 @@ TEST_F(StoreTest, SlowL4HoldsBackTheFlushInsteadOfPilingUpL2Files) {
   EXPECT_LE(most_waiting, 3u);  // two waiting for their copy, plus the one just written
 }
 
+// With L4 behind, the persist thread always has a copy to make; evictions
+// must still run between copies, or L2 keeps every copied version.
+TEST_F(StoreTest, EvictionKeepsUpWhileL4IsBehind) {
+  std::vector<double> u = field(8192, 2);
+  auto env = std::make_shared<HookEnv>();
+  std::size_t most_local_files = 0;  // written by the flush thread only
+  env->before_create = [](const std::string& path) {
+    if (path.find("/l4/") != std::string::npos) std::this_thread::sleep_for(std::chrono::milliseconds(5));  // slow L4
+  };
+  env->after_rename = [&](const std::string&, const std::string& to) {
+    if (to.find("/l2/") == std::string::npos) return;
+    std::size_t files = 0;
+    for (const auto& entry : fs::directory_iterator(fs::path(to).parent_path())) {
+      files += entry.path().extension() == ".rsg" ? 1 : 0;
+    }
+    most_local_files = std::max(most_local_files, files);
+  };
+  Store store("s", config({{"buffer.capacity", "16MiB"}, {"persistent.every", "1"}, {"local.keep", "2"},
+                           {"persistent.keep", "0"}}), env);
+  store.protect(0, u.data(), u.size() * sizeof(double), "u");
+  for (int version = 1; version <= 30; ++version) store.checkpoint(version);
+  store.wait(30, 4);
+  // keep (2) + two waiting for their L4 copy + the one just written + one
+  // whose eviction waits for the copy in progress.
+  EXPECT_LE(most_local_files, 6u);
+}
+
 TEST_F(StoreTest, StateLargerThanTheBufferIsWrittenSynchronously) {
   std::vector<double> u = field(1 << 16, 6);
   Store store("s", config({{"buffer.capacity", "64KiB"}, {"persistent.every", "0"}}));

@@ -68,10 +68,22 @@ struct StoreResult {
   int checkpoints = 0;
   int synchronous = 0;
   double backpressure_seconds = 0;
+  std::size_t most_local_files = 0;  // L2 files of this store and rank, sampled every 8 versions
   std::string failure;  // empty when every check passed
 };
 
-StoreResult run_store(const std::string& root, int store, Clock::time_point deadline) {
+// Committed files of `rank` in a store's directory.
+std::size_t files_of(const std::string& dir, int rank) {
+  std::size_t count = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    int version = 0;
+    int file_rank = 0;
+    if (parse_container_file_name(entry.path().filename().string(), version, file_rank) && file_rank == rank) ++count;
+  }
+  return count;
+}
+
+StoreResult run_store(const std::string& root, int store, int rank, Clock::time_point deadline) {
   StoreResult result;
   const Config config = store_config(root, store);
   int newest = -1;
@@ -86,7 +98,10 @@ StoreResult run_store(const std::string& root, int store, Clock::time_point dead
         const VersionStats stats = writer.stats().back();
         result.synchronous += stats.synchronous ? 1 : 0;
         result.backpressure_seconds += stats.backpressure_seconds;
-        if (version % 8 == 7) writer.wait(version, 2);
+        if (version % 8 == 7) {
+          writer.wait(version, 2);
+          result.most_local_files = std::max(result.most_local_files, files_of(root + "/l2/" + store_name(store), rank));
+        }
         newest = version;
         ++result.checkpoints;
       }
@@ -117,14 +132,14 @@ int run_process(const std::string& root, int rank, int stores, double seconds) {
   std::vector<StoreResult> results(static_cast<std::size_t>(stores));
   std::vector<std::thread> threads;
   for (int store = 0; store < stores; ++store) {
-    threads.emplace_back([&, store] { results[static_cast<std::size_t>(store)] = run_store(root, store, deadline); });
+    threads.emplace_back([&, store] { results[static_cast<std::size_t>(store)] = run_store(root, store, rank, deadline); });
   }
   for (std::thread& thread : threads) thread.join();
   int failed = 0;
   for (int store = 0; store < stores; ++store) {
     const StoreResult& r = results[static_cast<std::size_t>(store)];
-    std::printf("  rank %d %s: %d checkpoints, %d synchronous, %.2f s backpressure: %s\n", rank,
-                store_name(store).c_str(), r.checkpoints, r.synchronous, r.backpressure_seconds,
+    std::printf("  rank %d %s: %d checkpoints, %d synchronous, %.2f s backpressure, at most %zu files at L2: %s\n",
+                rank, store_name(store).c_str(), r.checkpoints, r.synchronous, r.backpressure_seconds, r.most_local_files,
                 r.failure.empty() ? "restored the newest version bit for bit" : ("FAILED: " + r.failure).c_str());
     failed += r.failure.empty() ? 0 : 1;
   }
