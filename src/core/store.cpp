@@ -123,6 +123,7 @@ class Store::Impl {
   format::Header make_header(int version) const;
   // Copies the protected regions into `block`; returns where each one went.
   std::vector<const std::byte*> capture(std::byte* block);
+  void set_capturing(bool capturing);
   // Committed versions of this rank, each with the levels holding a copy.
   std::map<int, std::vector<int>> committed_versions();
   int newest_on_disk();
@@ -372,16 +373,17 @@ void Store::Impl::checkpoint(int version) {
     std::byte* block = buffer_->allocate(total);
     backpressure += seconds_between(waited, Clock::now());
     TraceSpan span(trace_, "capture", version, total);
-    lock.lock();
-    capturing_ = true;
-    lock.unlock();
-    job.sources = capture(block);
+    try {
+      job.sources = capture(block);
+    } catch (...) {
+      buffer_->release(block);  // the ring would stay full forever
+      throw;
+    }
     RESURGO_CRASH_POINT("capture.copied", 0);
     job.buffer = buffer_;
     job.block = block;
   }
   lock.lock();
-  capturing_ = false;
   ++checkpoints_;
   VersionState& state = states_[version];
   state.started = started;
@@ -423,8 +425,23 @@ std::vector<const std::byte*> Store::Impl::capture(std::byte* block) {
     }
     cursor += region.bytes;
   }
-  pool_->parallel_for(pieces.size(), [&](std::size_t i) { std::memcpy(pieces[i].to, pieces[i].from, pieces[i].bytes); });
+  set_capturing(true);
+  try {
+    pool_->parallel_for(pieces.size(), [&](std::size_t i) { std::memcpy(pieces[i].to, pieces[i].from, pieces[i].bytes); });
+  } catch (...) {
+    set_capturing(false);  // else evictions, and so drain and close, would wait forever
+    throw;
+  }
+  set_capturing(false);
   return sources;
+}
+
+void Store::Impl::set_capturing(bool capturing) {
+  {
+    std::lock_guard lock(mutex_);
+    capturing_ = capturing;
+  }
+  if (!capturing) changed_.notify_all();
 }
 
 // ------------------------------------------------------------ background
