@@ -31,13 +31,9 @@ math(EXPR expected_restart "${STOP_AFTER} / ${EVERY} * ${EVERY}")
 
 # A script (heat2d.py) needs its interpreter to import numpy and resurgo;
 # without them the test reports itself skipped (SKIP_REGULAR_EXPRESSION).
+include(${CMAKE_CURRENT_LIST_DIR}/python_ready.cmake)
 if(INTERPRETER)
-  execute_process(COMMAND ${INTERPRETER} -c "import numpy, resurgo"
-    RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(STATUS "SKIP: ${INTERPRETER} cannot import numpy and resurgo: ${err}")
-    return()
-  endif()
+  skip_unless_python_ready(${INTERPRETER})
 endif()
 
 file(REMOVE_RECURSE "${WORKDIR}")

@@ -4,13 +4,9 @@
 # final fields are identical files.
 #   cmake -DCPP=path (-DF90=path | -DPYTHON=path -DSCRIPT=path) -DWORKDIR=dir -P same_bytes.cmake
 cmake_minimum_required(VERSION 3.25)
+include(${CMAKE_CURRENT_LIST_DIR}/python_ready.cmake)
 if(PYTHON)
-  execute_process(COMMAND ${PYTHON} -c "import numpy, resurgo"
-    RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(STATUS "SKIP: ${PYTHON} cannot import numpy and resurgo: ${err}")
-    return()
-  endif()
+  skip_unless_python_ready(${PYTHON})
   set(other ${PYTHON} ${SCRIPT} --nx 101 --ny 77 --steps 40 --every 10 --store other --output other.bin)
 else()
   set(other ${F90} 101 77 40 10 other other.bin)
