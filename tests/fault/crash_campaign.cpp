@@ -81,21 +81,19 @@ Received receive(int fd, Message& message) {
 
 // ------------------------------------------------------------ the layout
 
+// The store's two levels, read through the library's own tier (rank 0).
 struct Layout {
   std::string root;
-  std::string level_dir(int level) const { return root + (level == 2 ? "/l2/" : "/l4/") + kStore; }
-  std::string file(int level, int version) const { return level_dir(level) + "/" + container_file_name(version, 0); }
+  DirectoryTier tier(int level) const {
+    return DirectoryTier(level, root + (level == 2 ? "/l2" : "/l4"), kStore, 0, 0600, 0, Env::posix());
+  }
+  std::string level_dir(int level) const { return tier(level).dir(); }
+  std::string file(int level, int version) const { return tier(level).path(version); }
 
   // Versions with a committed file at `level`.
   std::set<int> committed(int level) const {
-    std::set<int> found;
-    std::error_code ignored;
-    for (const auto& entry : fs::directory_iterator(level_dir(level), ignored)) {
-      int version = 0;
-      int rank = 0;
-      if (parse_container_file_name(entry.path().filename().string(), version, rank)) found.insert(version);
-    }
-    return found;
+    const std::vector<int> versions = tier(level).versions();
+    return {versions.begin(), versions.end()};
   }
   std::set<int> committed_anywhere() const {
     std::set<int> all = committed(2);

@@ -72,20 +72,10 @@ struct StoreResult {
   std::string failure;  // empty when every check passed
 };
 
-// Committed files of `rank` in a store's directory.
-std::size_t files_of(const std::string& dir, int rank) {
-  std::size_t count = 0;
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    int version = 0;
-    int file_rank = 0;
-    if (parse_container_file_name(entry.path().filename().string(), version, file_rank) && file_rank == rank) ++count;
-  }
-  return count;
-}
-
 StoreResult run_store(const std::string& root, int store, int rank, Clock::time_point deadline) {
   StoreResult result;
   const Config config = store_config(root, store);
+  DirectoryTier local_files(2, root + "/l2", store_name(store), rank, 0600, 0, Env::posix());  // only listed
   int newest = -1;
   try {
     Application application(kFieldValues, kTagBytes);
@@ -100,7 +90,7 @@ StoreResult run_store(const std::string& root, int store, int rank, Clock::time_
         result.backpressure_seconds += stats.backpressure_seconds;
         if (version % 8 == 7) {
           writer.wait(version, 2);
-          result.most_local_files = std::max(result.most_local_files, files_of(root + "/l2/" + store_name(store), rank));
+          result.most_local_files = std::max(result.most_local_files, local_files.versions().size());
         }
         newest = version;
         ++result.checkpoints;
