@@ -49,6 +49,25 @@ def _override_key(name: str) -> str:
     return f"{section}.{key}"
 
 
+def _name_override_keyword(error: ConfigError, keywords: Dict[str, str]) -> ConfigError:
+    """The core names the key it derived ('no.such_key'); the caller typed a
+    keyword (no_such_key=...). Put that keyword in front of the message so
+    that it can be found in the code.
+
+    Overrides are applied after the file and the environment, whose messages
+    start with "configuration file" / "environment variable": an error
+    without those prefixes that quotes a derived key came from its keyword.
+    """
+    message = str(error)
+    if not message.startswith(("configuration file", "environment variable")):
+        for key, keyword in keywords.items():
+            if f"'{key}'" in message:
+                if message.startswith("unknown configuration key"):
+                    message += " (as keywords, '_' replaces the first '.': local_path)"
+                return ConfigError(f"Store({keyword}=...): {message}")
+    return error
+
+
 def _override_value(name: str, value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -148,13 +167,19 @@ class Store:
             raise TypeError(f"Store name must be a str, not {type(name).__name__}")
         config_path = "" if config is None else os.fspath(config)
         mapped: Dict[str, str] = {}
-        for key, value in overrides.items():
+        keywords: Dict[str, str] = {}  # configuration key -> keyword as the caller typed it
+        for keyword, value in overrides.items():
             if value is None:
                 continue
-            mapped[_override_key(key)] = _override_value(key, value)
+            key = _override_key(keyword)
+            mapped[key] = _override_value(keyword, value)
+            keywords[key] = keyword
         self._regions: Dict[str, _Region] = {}
         self._closed = False
-        self._core = _core.Store(name, config_path, mapped)
+        try:
+            self._core = _core.Store(name, config_path, mapped)
+        except ConfigError as error:
+            raise _name_override_keyword(error, keywords) from None
 
     # -- identity ---------------------------------------------------------
     @property

@@ -174,6 +174,18 @@ def test_unknown_override_key(dirs):
         resurgo.Store("cfg", **dirs.kw(nounderscore=1))
 
 
+def test_bad_override_names_the_keyword_as_typed(dirs):
+    # The core only knows the derived key ('no.such_key'); the message must
+    # also carry what the caller wrote, so that a search of the code finds it.
+    with pytest.raises(resurgo.ConfigError, match="no_such_key") as info:
+        resurgo.Store("cfg", **dirs.kw(no_such_key=1))
+    assert "no.such_key" in str(info.value)
+    with pytest.raises(resurgo.ConfigError, match="nosection_path"):
+        resurgo.Store("cfg", **dirs.kw(nosection_path="/x"))
+    with pytest.raises(resurgo.ConfigError, match="local_keep"):
+        resurgo.Store("cfg", **dirs.kw(local_keep="many"))
+
+
 def test_override_key_mapping_splits_at_first_underscore(dirs):
     # pipeline_chunk_size -> pipeline.chunk_size (not pipeline.chunk.size)
     a = np.zeros(200_000, dtype=np.uint8)
