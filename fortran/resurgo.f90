@@ -13,11 +13,17 @@
 !
 !   call resurgo_open('heat', store)
 !   call resurgo_protect(store, 0, u, 'field')
+!   call resurgo_protect(store, 1, step, 'step')
 !   call resurgo_latest(store, v)
-!   if (v >= 0) call resurgo_restart(store, v)
+!   if (v >= 0) call resurgo_restart(store)   ! newest intact version; step is restored
 !   ... call resurgo_checkpoint(store, step) ...
 !   call resurgo_wait(store)                  ! or (store, ierr, version=, level=)
 !   call resurgo_close(store)
+!
+! resurgo_restart(store, version, restored, ierr): every argument after the
+! store is optional; `version` is the one to restore (default RSG_LATEST)
+! and `restored` receives the one read: pass it by name,
+! resurgo_restart(store, restored=v).
 !
 ! Every wrapper takes an optional last argument `ierr`. When present it
 ! receives RSG_OK (0) or a negative RSG_E* code and the caller decides; when
@@ -137,15 +143,18 @@ module resurgo
     function rsg_latest_version(s, version) bind(C, name="rsg_latest") result(rc)
       import :: c_ptr, c_int
       type(c_ptr), value :: s
-      integer(c_int), intent(out) :: version
+      integer(c_int), intent(inout) :: version  ! written only on success
       integer(c_int) :: rc
     end function rsg_latest_version
 
+    ! restored is written only on success, so it is INTENT(INOUT): with
+    ! INTENT(OUT) gfortran drops the caller's initial value as a dead store
+    ! (measured: the wrapper's -1 for "nothing restored" was lost).
     function rsg_restart(s, version, restored) bind(C, name="rsg_restart") result(rc)
       import :: c_ptr, c_int
       type(c_ptr), value :: s
       integer(c_int), value :: version
-      integer(c_int), intent(out) :: restored
+      integer(c_int), intent(inout) :: restored
       integer(c_int) :: rc
     end function rsg_restart
 
@@ -479,28 +488,30 @@ contains
     integer, intent(out) :: version
     integer, intent(out), optional :: ierr
     integer(c_int) :: v, rc
+    v = -1
     rc = rsg_latest_version(store%handle, v)
+    if (rc == RSG_ENOTFOUND) rc = RSG_OK
     version = int(v)
-    if (rc == RSG_ENOTFOUND) then
-      version = -1
-      rc = RSG_OK
-    end if
     call finish(rc, 'resurgo_latest', ierr)
   end subroutine resurgo_latest
 
-  ! Restores `version` (default RSG_LATEST: newest intact one) into the
-  ! protected regions; `restored` receives the version read.
-  subroutine resurgo_restart(store, restored, ierr, version)
+  ! Restores `version` into the protected regions; without it (or with
+  ! RSG_LATEST) the newest intact version, falling back past damaged ones.
+  ! `restored` receives the version actually read. The arguments follow
+  ! rsg_restart(s, version, &restored): the second one is the version to
+  ! restore, so `call resurgo_restart(store, 10)` reads as it acts; pass the
+  ! result by name: resurgo_restart(store, restored=v).
+  subroutine resurgo_restart(store, version, restored, ierr)
     type(resurgo_store), intent(in) :: store
-    integer, intent(out) :: restored
-    integer, intent(out), optional :: ierr
     integer, intent(in), optional :: version
-    integer(c_int) :: v, r, rc
-    v = RSG_LATEST
-    if (present(version)) v = int(version, c_int)
-    r = -1
-    rc = rsg_restart(store%handle, v, r)
-    restored = int(r)
+    integer, intent(out), optional :: restored
+    integer, intent(out), optional :: ierr
+    integer(c_int) :: requested, got, rc
+    requested = RSG_LATEST
+    if (present(version)) requested = int(version, c_int)
+    got = -1
+    rc = rsg_restart(store%handle, requested, got)
+    if (present(restored)) restored = int(got)
     call finish(rc, 'resurgo_restart', ierr)
   end subroutine resurgo_restart
 

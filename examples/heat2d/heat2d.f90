@@ -56,7 +56,7 @@ program heat2d
   call resurgo_latest(store, j)
   if (j >= 0) then
     call system_clock(t0, rate)
-    call resurgo_restart(store, restarted_from)
+    call resurgo_restart(store, restored=restarted_from)  ! the newest intact version
     call system_clock(t1)
     restart_seconds = real(t1 - t0, real64) / real(rate, real64)
     if (step_no /= restarted_from) error stop 'restored step does not match the version'

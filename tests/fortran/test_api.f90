@@ -80,12 +80,13 @@ program test_api
   call check(ierr /= RSG_OK, 'a smaller version is refused')
   call check(len(resurgo_last_error()) > 0, 'with a message')
 
-  ! Restore version 10 explicitly over scribbled memory.
+  ! Restore version 10 (the positional argument is the version to restore)
+  ! over scribbled memory.
   call fill(3)
   counter = -1
   flag = -1
   big = 0
-  call resurgo_restart(store, restored, ierr, version=10)
+  call resurgo_restart(store, 10, restored=restored, ierr=ierr)
   call check(ierr == RSG_OK .and. restored == 10, 'restart 10: ' // resurgo_last_error())
   call verify(1)
   call check(counter == 41 .and. flag == 7, 'scalars restored')
@@ -93,8 +94,10 @@ program test_api
   call resurgo_get_metadata(store, meta, ierr)
   call check(ierr == RSG_OK .and. meta == 'step=10', 'metadata of version 10')
 
-  call resurgo_restart(store, restored, ierr, version=12345)
+  restored = 777
+  call resurgo_restart(store, 12345, restored=restored, ierr=ierr)
   call check(ierr == RSG_ENOTFOUND, 'restart of a missing version is RSG_ENOTFOUND')
+  call check(restored == -1, 'restored is -1 when nothing was restored')
 
   call resurgo_unprotect(store, 12, ierr)
   call check(ierr == RSG_ENOTFOUND .or. ierr == RSG_EINVAL, 'unprotect of an unknown id fails')
@@ -105,7 +108,7 @@ program test_api
   call check(.not. c_associated(store%handle), 'close clears the handle')
 
   ! A new store of the same name finds the newest version and restores it
-  ! (default: RSG_LATEST) into freshly protected memory.
+  ! (no version: RSG_LATEST) into freshly protected memory.
   call fill(3)
   counter = 0
   call resurgo_open('fortran-api', store)  ! no ierr: stops on failure
@@ -124,8 +127,11 @@ program test_api
   big = 0
   call resurgo_latest(store, version)
   call check(version == 20, 'reopened store: latest is 20')
-  call resurgo_restart(store, restored)
+  call resurgo_restart(store, restored=restored)
   call check(restored == 20, 'restart latest gives 20')
+  call verify(2)
+  call fill(3)
+  call resurgo_restart(store)  ! neither version nor result: the newest again
   call verify(2)
   call check(counter == 99, 'counter of version 20')
   call check(all(big == 2.5_real64), 'big of version 20')
@@ -137,7 +143,7 @@ program test_api
   deallocate(d1)
   allocate(d1(50))
   call resurgo_protect(store, 1, d1, 'd1')
-  call resurgo_restart(store, restored, ierr, version=20)
+  call resurgo_restart(store, 20, ierr=ierr)
   call check(ierr == RSG_EMISMATCH, 'restart into a smaller region is RSG_EMISMATCH')
   call resurgo_close(store)
 
