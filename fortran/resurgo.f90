@@ -4,10 +4,11 @@
 !   rsg_*      the C functions bound one to one (bind(C)); strings are
 !              NUL-terminated character(kind=c_char) arrays or type(c_ptr).
 !   resurgo_*  Fortran-friendly wrappers: Fortran character strings, a
-!              resurgo_store handle, generic resurgo_protect over real32,
-!              real64, int32 and int64 arrays of rank 1 and 2 (and int32 /
-!              int64 scalars), resurgo_latest giving -1 when there is no
-!              version (not an error), resurgo_last_error as a string.
+!              resurgo_store handle, one generic resurgo_protect for real32,
+!              real64, int32, int64, complex(real32) and complex(real64)
+!              arrays of any rank (scalars included), resurgo_latest giving
+!              -1 when there is no version (not an error), resurgo_last_error
+!              as a string.
 ! Fortran names ignore case, so the binding of rsg_latest is named
 ! rsg_latest_version (RSG_LATEST is the constant).
 !
@@ -25,14 +26,17 @@
 ! and `restored` receives the one read: pass it by name,
 ! resurgo_restart(store, restored=v).
 !
-! Every wrapper takes an optional last argument `ierr`. When present it
-! receives RSG_OK (0) or a negative RSG_E* code and the caller decides; when
-! absent a failure prints resurgo_last_error() to stderr and stops the
-! program (error stop), so short programs need no error handling at all.
+! Every wrapper takes an optional argument `ierr`. When present it receives
+! RSG_OK (0) or a negative RSG_E* code and the caller decides, with the
+! cause in resurgo_last_error(); when absent a failure prints that message
+! to stderr and stops the program (error stop), so short programs need no
+! error handling at all.
 !
 ! Arrays passed to resurgo_protect must be contiguous and keep their address
 ! until unprotected or the store is closed: declare them with the TARGET
-! attribute (allocatable, target :: u(:,:)) and pass the whole array.
+! attribute (allocatable, target :: u(:,:)) and pass the whole array. A
+! strided section is refused (RSG_EINVAL): the store must hold the user's
+! memory, not a copy made for the call.
 module resurgo
   use, intrinsic :: iso_c_binding
   use, intrinsic :: iso_fortran_env, only: real32, real64, int32, int64, error_unit
@@ -60,6 +64,11 @@ module resurgo
 
   integer(c_int), parameter, public :: RSG_ALL = -1     ! wait: every pending version
   integer(c_int), parameter, public :: RSG_LATEST = -1  ! restart: newest intact version
+
+  ! Message of the wrapper's own refusal of the last call; not allocated
+  ! when the last call reached the C API. Process-wide, unlike the C API's
+  ! thread-local one: Fortran has no thread-local variables without OpenMP.
+  character(len=:), allocatable :: wrapper_error
 
   ! Opaque store handle; c_null_ptr when not open.
   type, public :: resurgo_store
@@ -178,21 +187,27 @@ module resurgo
             resurgo_checkpoint, resurgo_wait, resurgo_latest, resurgo_restart, &
             resurgo_last_error
 
+  ! Any rank (scalars included) of these kinds; see protect_array.
   interface resurgo_protect
-    module procedure protect_r64_1, protect_r64_2, protect_r32_1, protect_r32_2, &
-                     protect_i32_1, protect_i32_2, protect_i64_1, protect_i64_2, &
-                     protect_i32_0, protect_i64_0
+    module procedure protect_real32, protect_real64, protect_int32, protect_int64, &
+                     protect_complex32, protect_complex64
   end interface resurgo_protect
 
 contains
 
-  ! Message of the last failure on this thread ("" when there is none).
+  ! Message of the last failure: the wrapper's own when it refused the last
+  ! call before reaching the C API, otherwise rsg_last_error() of this
+  ! thread (which a successful C call clears).
   function resurgo_last_error() result(msg)
     character(len=:), allocatable :: msg
     type(c_ptr) :: p
     character(kind=c_char), pointer :: chars(:)
     integer(c_size_t) :: n
     integer :: i
+    if (allocated(wrapper_error)) then
+      msg = wrapper_error
+      return
+    end if
     p = rsg_last_error()
     if (.not. c_associated(p)) then
       msg = ""
@@ -206,8 +221,28 @@ contains
     end do
   end function resurgo_last_error
 
-  ! Hands rc to the caller through ierr, or stops with the message.
+  ! Ends a wrapper with the result of its C call, which has set (or
+  ! cleared) rsg_last_error: an older refusal of the wrapper no longer applies.
   subroutine finish(rc, what, ierr)
+    integer(c_int), intent(in) :: rc
+    character(len=*), intent(in) :: what
+    integer, intent(out), optional :: ierr
+    if (allocated(wrapper_error)) deallocate(wrapper_error)
+    call report(rc, what, ierr)
+  end subroutine finish
+
+  ! Ends a wrapper that refuses the call itself, before the C API, with the
+  ! message resurgo_last_error() will return.
+  subroutine fail(rc, what, message, ierr)
+    integer(c_int), intent(in) :: rc
+    character(len=*), intent(in) :: what, message
+    integer, intent(out), optional :: ierr
+    wrapper_error = message
+    call report(rc, what, ierr)
+  end subroutine fail
+
+  ! Hands rc to the caller through ierr, or stops with the message.
+  subroutine report(rc, what, ierr)
     integer(c_int), intent(in) :: rc
     character(len=*), intent(in) :: what
     integer, intent(out), optional :: ierr
@@ -217,7 +252,7 @@ contains
       write(error_unit, '(a, a, i0, a, a)') what, ' failed (', rc, '): ', resurgo_last_error()
       error stop 1
     end if
-  end subroutine finish
+  end subroutine report
 
   ! Fortran string -> NUL-terminated C string (kept alive by the caller).
   pure function c_string(s) result(cs)
@@ -269,155 +304,97 @@ contains
     call finish(rc, 'resurgo_protect', ierr)
   end subroutine resurgo_protect_bytes
 
-  ! Shared tail of the typed resurgo_protect: rejects non-contiguous arrays
-  ! (the copy a compiler would make of a section vanishes after the call, so
-  ! the store would read freed memory) and converts element count and bit
-  ! size to bytes.
-  subroutine protect_array(store, id, array_ptr, contiguous_, count, bits, label, ierr)
+  ! resurgo_protect has one specific per element kind, each forwarding to
+  ! protect_array; the rank is free (assumed rank: scalars and ranks 1 to 15).
+  ! One specific for every type (type(*), dimension(..)) is not possible in
+  ! standard Fortran: an assumed-type dummy may be given to c_loc, size and
+  ! is_contiguous but not to storage_size (F2018 C710; gfortran 12 refuses
+  ! it, and sizeof is a GNU extension that -std=f2018 does not offer). The
+  ! typed specifics also turn a derived type with pointer or allocatable
+  ! components, whose bytes cannot be restored, into a compile-time error;
+  ! resurgo_protect_bytes takes anything else.
+  !
+  ! The dummies are not CONTIGUOUS: given a strided section, gfortran 12
+  ! then passes a packed temporary copy (measured: c_loc differs from the
+  ! actual's address, is_contiguous is true), and the store would keep the
+  ! address of memory freed on return. Without the attribute the section
+  ! arrives as it is and protect_array refuses it.
+  subroutine protect_array(store, id, array, element_bits, label, ierr)
     type(resurgo_store), intent(in) :: store
     integer, intent(in) :: id
-    type(c_ptr), intent(in) :: array_ptr
-    logical, intent(in) :: contiguous_
-    integer(c_size_t), intent(in) :: count
-    integer, intent(in) :: bits
+    type(*), dimension(..), intent(inout), target :: array
+    integer, intent(in) :: element_bits
     character(len=*), intent(in) :: label
     integer, intent(out), optional :: ierr
-    if (.not. contiguous_) then
-      if (present(ierr)) then
-        ierr = int(RSG_EINVAL)
-      else
-        write(error_unit, '(a, a)') 'resurgo_protect: array is not contiguous: ', trim(label)
-        error stop 1
-      end if
+    type(c_ptr) :: address
+    if (.not. is_contiguous(array)) then
+      call fail(RSG_EINVAL, 'resurgo_protect', "array '" // trim(label) // &
+                "' is not contiguous (a strided section?): protect the whole array, " // &
+                "declared TARGET, so that the store keeps the address of your data", ierr)
       return
     end if
-    call resurgo_protect_bytes(store, id, array_ptr, count * int(bits / 8, c_size_t), label, ierr)
+    ! c_loc of a zero-size array is not allowed; the C API refuses 0 bytes
+    ! with its own message.
+    address = c_null_ptr
+    if (size(array) > 0) address = c_loc(array)
+    call resurgo_protect_bytes(store, id, address, &
+                               size(array, kind=c_size_t) * int(element_bits / 8, c_size_t), &
+                               label, ierr)
   end subroutine protect_array
 
-  subroutine protect_r64_1(store, id, array, label, ierr)
+  subroutine protect_real32(store, id, array, label, ierr)
     type(resurgo_store), intent(in) :: store
     integer, intent(in) :: id
-    real(real64), intent(inout), target :: array(:)
+    real(real32), dimension(..), intent(inout), target :: array
     character(len=*), intent(in) :: label
     integer, intent(out), optional :: ierr
-    type(c_ptr) :: p
-    p = c_null_ptr
-    if (is_contiguous(array)) p = c_loc(array)
-    call protect_array(store, id, p, is_contiguous(array), size(array, kind=c_size_t), &
-                       storage_size(array), label, ierr)
-  end subroutine protect_r64_1
+    call protect_array(store, id, array, storage_size(array), label, ierr)
+  end subroutine protect_real32
 
-  subroutine protect_r64_2(store, id, array, label, ierr)
+  subroutine protect_real64(store, id, array, label, ierr)
     type(resurgo_store), intent(in) :: store
     integer, intent(in) :: id
-    real(real64), intent(inout), target :: array(:, :)
+    real(real64), dimension(..), intent(inout), target :: array
     character(len=*), intent(in) :: label
     integer, intent(out), optional :: ierr
-    type(c_ptr) :: p
-    p = c_null_ptr
-    if (is_contiguous(array)) p = c_loc(array)
-    call protect_array(store, id, p, is_contiguous(array), size(array, kind=c_size_t), &
-                       storage_size(array), label, ierr)
-  end subroutine protect_r64_2
+    call protect_array(store, id, array, storage_size(array), label, ierr)
+  end subroutine protect_real64
 
-  subroutine protect_r32_1(store, id, array, label, ierr)
+  subroutine protect_int32(store, id, array, label, ierr)
     type(resurgo_store), intent(in) :: store
     integer, intent(in) :: id
-    real(real32), intent(inout), target :: array(:)
+    integer(int32), dimension(..), intent(inout), target :: array
     character(len=*), intent(in) :: label
     integer, intent(out), optional :: ierr
-    type(c_ptr) :: p
-    p = c_null_ptr
-    if (is_contiguous(array)) p = c_loc(array)
-    call protect_array(store, id, p, is_contiguous(array), size(array, kind=c_size_t), &
-                       storage_size(array), label, ierr)
-  end subroutine protect_r32_1
+    call protect_array(store, id, array, storage_size(array), label, ierr)
+  end subroutine protect_int32
 
-  subroutine protect_r32_2(store, id, array, label, ierr)
+  subroutine protect_int64(store, id, array, label, ierr)
     type(resurgo_store), intent(in) :: store
     integer, intent(in) :: id
-    real(real32), intent(inout), target :: array(:, :)
+    integer(int64), dimension(..), intent(inout), target :: array
     character(len=*), intent(in) :: label
     integer, intent(out), optional :: ierr
-    type(c_ptr) :: p
-    p = c_null_ptr
-    if (is_contiguous(array)) p = c_loc(array)
-    call protect_array(store, id, p, is_contiguous(array), size(array, kind=c_size_t), &
-                       storage_size(array), label, ierr)
-  end subroutine protect_r32_2
+    call protect_array(store, id, array, storage_size(array), label, ierr)
+  end subroutine protect_int64
 
-  subroutine protect_i32_1(store, id, array, label, ierr)
+  subroutine protect_complex32(store, id, array, label, ierr)
     type(resurgo_store), intent(in) :: store
     integer, intent(in) :: id
-    integer(int32), intent(inout), target :: array(:)
+    complex(real32), dimension(..), intent(inout), target :: array
     character(len=*), intent(in) :: label
     integer, intent(out), optional :: ierr
-    type(c_ptr) :: p
-    p = c_null_ptr
-    if (is_contiguous(array)) p = c_loc(array)
-    call protect_array(store, id, p, is_contiguous(array), size(array, kind=c_size_t), &
-                       storage_size(array), label, ierr)
-  end subroutine protect_i32_1
+    call protect_array(store, id, array, storage_size(array), label, ierr)
+  end subroutine protect_complex32
 
-  subroutine protect_i32_2(store, id, array, label, ierr)
+  subroutine protect_complex64(store, id, array, label, ierr)
     type(resurgo_store), intent(in) :: store
     integer, intent(in) :: id
-    integer(int32), intent(inout), target :: array(:, :)
+    complex(real64), dimension(..), intent(inout), target :: array
     character(len=*), intent(in) :: label
     integer, intent(out), optional :: ierr
-    type(c_ptr) :: p
-    p = c_null_ptr
-    if (is_contiguous(array)) p = c_loc(array)
-    call protect_array(store, id, p, is_contiguous(array), size(array, kind=c_size_t), &
-                       storage_size(array), label, ierr)
-  end subroutine protect_i32_2
-
-  subroutine protect_i64_1(store, id, array, label, ierr)
-    type(resurgo_store), intent(in) :: store
-    integer, intent(in) :: id
-    integer(int64), intent(inout), target :: array(:)
-    character(len=*), intent(in) :: label
-    integer, intent(out), optional :: ierr
-    type(c_ptr) :: p
-    p = c_null_ptr
-    if (is_contiguous(array)) p = c_loc(array)
-    call protect_array(store, id, p, is_contiguous(array), size(array, kind=c_size_t), &
-                       storage_size(array), label, ierr)
-  end subroutine protect_i64_1
-
-  subroutine protect_i64_2(store, id, array, label, ierr)
-    type(resurgo_store), intent(in) :: store
-    integer, intent(in) :: id
-    integer(int64), intent(inout), target :: array(:, :)
-    character(len=*), intent(in) :: label
-    integer, intent(out), optional :: ierr
-    type(c_ptr) :: p
-    p = c_null_ptr
-    if (is_contiguous(array)) p = c_loc(array)
-    call protect_array(store, id, p, is_contiguous(array), size(array, kind=c_size_t), &
-                       storage_size(array), label, ierr)
-  end subroutine protect_i64_2
-
-  ! Scalars (a step counter, a time): declare them TARGET in the caller.
-  subroutine protect_i32_0(store, id, scalar, label, ierr)
-    type(resurgo_store), intent(in) :: store
-    integer, intent(in) :: id
-    integer(int32), intent(inout), target :: scalar
-    character(len=*), intent(in) :: label
-    integer, intent(out), optional :: ierr
-    call resurgo_protect_bytes(store, id, c_loc(scalar), &
-                               int(storage_size(scalar) / 8, c_size_t), label, ierr)
-  end subroutine protect_i32_0
-
-  subroutine protect_i64_0(store, id, scalar, label, ierr)
-    type(resurgo_store), intent(in) :: store
-    integer, intent(in) :: id
-    integer(int64), intent(inout), target :: scalar
-    character(len=*), intent(in) :: label
-    integer, intent(out), optional :: ierr
-    call resurgo_protect_bytes(store, id, c_loc(scalar), &
-                               int(storage_size(scalar) / 8, c_size_t), label, ierr)
-  end subroutine protect_i64_0
+    call protect_array(store, id, array, storage_size(array), label, ierr)
+  end subroutine protect_complex64
 
   subroutine resurgo_unprotect(store, id, ierr)
     type(resurgo_store), intent(in) :: store
