@@ -78,7 +78,7 @@ def main():
         blocking = []
         if store is not None:
             store.wait()  # every version durable at L2 before the run is done
-            blocking = [s["blocking_seconds"] for s in store.stats()]
+            blocking = [s.blocking_seconds for s in store.stats()]
         wall = time.perf_counter() - t0
 
     if a.output and step_no[0] == a.steps:

@@ -10,21 +10,26 @@
 namespace resurgo {
 
 enum class Codec : std::uint8_t { kNone = 0, kLz4 = 1, kZstd = 2 };
+enum class CaptureMode : std::uint8_t { kCopy = 0, kFork = 1, kAuto = 2 };
 enum class LogLevel : int { kOff = 0, kError = 1, kWarn = 2, kInfo = 3, kDebug = 4 };
 
 struct Config {
+  struct Capture {  // how checkpoint() takes the protected bytes
+    CaptureMode mode = CaptureMode::kCopy;  // copy | fork | auto (copy if it fits the buffer, else fork)
+  } capture;
   struct Buffer {  // L1: bounded host staging buffer
-    std::uint64_t capacity = 0;  // bytes; 0 = auto (2x the protected bytes)
+    std::uint64_t capacity = 0;  // bytes; 0 = auto (2x the protected bytes, at most 1/4 of physical memory)
   } buffer;
   struct Local {  // L2: node-local directory
     std::string path;  // "" = $TMPDIR/resurgo-<uid> (or /tmp/resurgo-<uid>)
     int keep = 2;      // versions kept; 0 = all
+    int every = 1;     // every n-th checkpoint goes to L2; 0 = never
     unsigned mode = 0600;
   } local;
   struct Persistent {  // L4: shared / parallel file system directory
     std::string path = "checkpoints";
-    int keep = 2;   // versions kept; 0 = all
-    int every = 1;  // every n-th checkpoint goes to L4; 0 = never
+    int keep = 2;    // versions kept; 0 = all
+    int every = 10;  // every n-th checkpoint goes to L4 (SCR's default flush period); 0 = never
     unsigned mode = 0600;
   } persistent;
   struct Pipeline {

@@ -35,21 +35,43 @@ struct VersionInfo {
   bool pending = false;     // captured, not yet durable everywhere it goes
 };
 
+// The levels (DESIGN.md): L0 device cache, L1 host buffer, L2 node-local
+// directory, L3 partner copy, L4 persistent directory.
+inline constexpr int kL0 = 0;
+inline constexpr int kL1 = 1;
+inline constexpr int kL2 = 2;
+inline constexpr int kL3 = 3;
+inline constexpr int kL4 = 4;
+
+// One level of a version's route.
+struct LevelStats {
+  int level = 0;
+  double seconds_to_level = -1;   // from checkpoint() until durable there; -1 = not (yet)
+  std::uint64_t stored_bytes = 0; // bytes of the version's file at this level
+  double write_seconds = 0;       // the write (or copy from the level before) itself
+
+  // Bytes stored per second of the write.
+  double throughput() const { return write_seconds > 0 ? static_cast<double>(stored_bytes) / write_seconds : 0; }
+};
+
 struct VersionStats {
   int version = 0;
+  std::string capture;             // "copy", "synchronous" (larger than the buffer) or "fork"
   std::uint64_t bytes = 0;         // protected bytes captured
-  std::uint64_t stored_bytes = 0;  // bytes of the L2 container file
-  double blocking_seconds = 0;     // time checkpoint() blocked the caller
-  double backpressure_seconds = 0; // part of blocking spent waiting for buffer space
-  double seconds_to_l2 = -1;       // from checkpoint() call until durable at L2; -1 = not (yet)
-  double seconds_to_l4 = -1;       // same for L4; -1 = not sent there (yet)
-  double l2_write_seconds = 0;     // the L2 write itself: encode, write, fsync, rename
-  bool synchronous = false;        // larger than the buffer: written from the caller's memory
+  double blocking_seconds = 0;     // time checkpoint() blocked the caller, in all
+  double backpressure_seconds = 0; // part of it waiting for buffer space or for the previous forked writer
+  double first_touch_seconds = 0;  // part of it faulting in buffer pages the background prefault had not reached
+  double copy_seconds = 0;         // part of it copying into the buffer (copy) or forking (fork)
+  std::uint64_t copy_on_write_bytes = 0;  // fork: pages the application wrote while the child wrote
+  std::vector<LevelStats> levels;  // the version's route, in order
   std::string error;               // background error of this version, if any
 
-  // Bytes of the container file written per second of the L2 write.
-  double l2_throughput() const {
-    return l2_write_seconds > 0 ? static_cast<double>(stored_bytes) / l2_write_seconds : 0;
+  // The record of `level`, or nullptr when the version does not go there.
+  const LevelStats* at(int level) const {
+    for (const LevelStats& stats : levels) {
+      if (stats.level == level) return &stats;
+    }
+    return nullptr;
   }
 };
 
@@ -94,9 +116,9 @@ class Store {
   // (and while waiting for buffer space).
   void checkpoint(int version);
   // Until `version` (or every pending one for kAllVersions) is durable at
-  // `level` (1, 2 or 4), or throws the background error that prevented it.
+  // `level` (kL1, kL2 or kL4), or throws the background error that prevented it.
   void wait(int version = kAllVersions, int level = 2);
-  // Newest version complete on some directory level.
+  // Newest version complete on some level.
   std::optional<int> latest();
   // Restores `version` (or the newest intact one for kLatest, falling back
   // past damaged versions) into the protected regions; returns the version.
@@ -111,5 +133,12 @@ class Store {
  private:
   std::unique_ptr<Impl> impl_;
 };
+
+// Removes `version` of every rank from the level directory `store_dir` (a
+// level's <path>/<store>, as `resurgo ls` shows), as the store's own
+// eviction does. Takes each rank's lock there first: a store open on that
+// directory makes it fail with StateError. Throws NotFoundError when no file
+// of the version is there.
+void remove_version(const std::string& store_dir, int version, std::shared_ptr<Env> env = nullptr);
 
 }  // namespace resurgo

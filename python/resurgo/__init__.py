@@ -33,8 +33,32 @@ from resurgo.errors import (
 
 _core._register_exceptions(_exception_table())
 
-from resurgo.store import Store, VersionInfo  # noqa: E402  (needs the translator above)
+from resurgo.store import (  # noqa: E402  (needs the translator above)
+    L0,
+    L1,
+    L2,
+    L3,
+    L4,
+    LevelStats,
+    RestartReport,
+    Store,
+    VersionInfo,
+    VersionStats,
+)
 
 __version__ = "0.1.0"
 
-__all__ = ["Store", "VersionInfo", *errors.__all__, "__version__"]
+__all__ = [
+    "Store",
+    "VersionInfo",
+    "VersionStats",
+    "LevelStats",
+    "RestartReport",
+    "L0",
+    "L1",
+    "L2",
+    "L3",
+    "L4",
+    *errors.__all__,
+    "__version__",
+]

@@ -12,7 +12,11 @@ import numpy as np
 from resurgo import _core
 from resurgo.errors import ConfigError, InvalidArgumentError, NotFoundError
 
-__all__ = ["Store", "VersionInfo"]
+__all__ = ["Store", "VersionInfo", "VersionStats", "LevelStats", "RestartReport", "L0", "L1", "L2", "L3", "L4"]
+
+# The levels: L0 device cache, L1 host buffer, L2 node-local directory,
+# L3 partner copy, L4 persistent directory.
+L0, L1, L2, L3, L4 = 0, 1, 2, 3, 4
 
 _INT32_MAX = 2**31 - 1
 _ALL = _core.ALL_VERSIONS
@@ -29,6 +33,62 @@ class VersionInfo:
     version: int
     levels: Tuple[int, ...]  # levels holding a complete copy, ascending
     pending: bool  # captured, not yet durable everywhere it goes
+
+
+@dataclass(frozen=True)
+class LevelStats:
+    """One level of a version's route."""
+
+    level: int
+    seconds_to_level: Optional[float]  # from checkpoint() until durable there; None: not (yet)
+    stored_bytes: int  # bytes of the version's file at this level
+    write_seconds: float  # the write (or the copy from the level before) itself
+
+    @property
+    def throughput(self) -> Optional[float]:
+        """Bytes stored per second of the write, or None before it."""
+        return self.stored_bytes / self.write_seconds if self.write_seconds > 0 else None
+
+
+@dataclass(frozen=True)
+class VersionStats:
+    """What one checkpoint cost, and where it went."""
+
+    version: int
+    capture: str  # "copy", "synchronous" (larger than the buffer) or "fork"
+    bytes: int  # protected bytes captured
+    blocking_seconds: float  # time checkpoint() blocked the caller, in all
+    backpressure_seconds: float  # ... waiting for buffer space or the previous forked writer
+    first_touch_seconds: float  # ... faulting in buffer pages the prefault had not reached
+    copy_seconds: float  # ... copying into the buffer (copy) or forking (fork)
+    copy_on_write_bytes: int  # fork: pages the application wrote while the child wrote
+    levels: Tuple[LevelStats, ...]  # the version's route, in order
+    error: Optional[str]  # background error of this version
+
+    def at(self, level: int) -> Optional[LevelStats]:
+        """The record of ``level``, or None when the version does not go there."""
+        return next((entry for entry in self.levels if entry.level == level), None)
+
+    def seconds_to(self, level: int) -> Optional[float]:
+        """Seconds from checkpoint() until durable at ``level``, or None."""
+        entry = self.at(level)
+        return entry.seconds_to_level if entry is not None else None
+
+
+@dataclass(frozen=True)
+class RestartReport:
+    """What the last restart restored, from where, and what it skipped."""
+
+    version: Optional[int]  # None before any restart succeeded
+    level: Optional[int]
+    seconds: float
+    bytes: int
+    skipped: Tuple[str, ...]  # one line per damaged copy skipped or repaired
+
+
+def _version_stats(record: Dict[str, Any]) -> VersionStats:
+    levels = tuple(LevelStats(**entry) for entry in record.pop("levels"))
+    return VersionStats(levels=levels, **{**record, "error": record["error"] or None})
 
 
 @dataclass
@@ -311,14 +371,14 @@ class Store:
             for v, levels, pending in self._core.versions()
         ]
 
-    def stats(self) -> List[Dict[str, Any]]:
-        """One dict per version: version, bytes, stored_bytes,
-        blocking_seconds, backpressure_seconds, seconds_to_l2, seconds_to_l4,
-        l2_write_seconds, l2_throughput (bytes/s of the L2 write),
-        synchronous, error."""
-        return self._core.stats()
+    def stats(self) -> List[VersionStats]:
+        """One record per recent version: capture mode, blocking time and
+        where it went, and per level of its route the time to durable, the
+        bytes stored and the write time (None where not reached yet)."""
+        return [_version_stats(record) for record in self._core.stats()]
 
     @property
-    def last_restart(self) -> Dict[str, Any]:
+    def last_restart(self) -> RestartReport:
         """Report of the last restart: version, level, seconds, bytes, skipped."""
-        return self._core.last_restart()
+        record = self._core.last_restart()
+        return RestartReport(**{**record, "skipped": tuple(record["skipped"])})

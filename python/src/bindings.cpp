@@ -187,26 +187,37 @@ class PyStore {
   std::unique_ptr<resurgo::Store> store_;
 };
 
+// Missing values (a level not reached yet) become None in the Python layer.
+nb::object seconds_or_none(double seconds) { return seconds < 0 ? nb::none() : nb::cast(seconds); }
+
 nb::dict version_stats_dict(const resurgo::VersionStats& s) {
   nb::dict d;
   d["version"] = s.version;
+  d["capture"] = s.capture;
   d["bytes"] = s.bytes;
-  d["stored_bytes"] = s.stored_bytes;
   d["blocking_seconds"] = s.blocking_seconds;
   d["backpressure_seconds"] = s.backpressure_seconds;
-  d["seconds_to_l2"] = s.seconds_to_l2;
-  d["seconds_to_l4"] = s.seconds_to_l4;
-  d["l2_write_seconds"] = s.l2_write_seconds;
-  d["l2_throughput"] = s.l2_throughput();
-  d["synchronous"] = s.synchronous;
+  d["first_touch_seconds"] = s.first_touch_seconds;
+  d["copy_seconds"] = s.copy_seconds;
+  d["copy_on_write_bytes"] = s.copy_on_write_bytes;
+  nb::list levels;
+  for (const resurgo::LevelStats& l : s.levels) {
+    nb::dict e;
+    e["level"] = l.level;
+    e["seconds_to_level"] = seconds_or_none(l.seconds_to_level);
+    e["stored_bytes"] = l.stored_bytes;
+    e["write_seconds"] = l.write_seconds;
+    levels.append(e);
+  }
+  d["levels"] = levels;
   d["error"] = s.error;
   return d;
 }
 
 nb::dict restart_report_dict(const resurgo::RestartReport& r) {
   nb::dict d;
-  d["version"] = r.version;
-  d["level"] = r.level;
+  d["version"] = r.version < 0 ? nb::none() : nb::cast(r.version);
+  d["level"] = r.level < 0 ? nb::none() : nb::cast(r.level);
   d["seconds"] = r.seconds;
   d["bytes"] = r.bytes;
   nb::list skipped;

@@ -76,6 +76,11 @@ using Setter = std::function<void(Config&, const std::string& key, const std::st
 
 const std::vector<std::pair<std::string, Setter>>& setters() {
   static const std::vector<std::pair<std::string, Setter>> table = {
+      {"capture.mode",
+       [](Config& c, const std::string& k, const std::string& v) {
+         c.capture.mode = parse_choice<CaptureMode>(
+             k, v, {{"copy", CaptureMode::kCopy}, {"fork", CaptureMode::kFork}, {"auto", CaptureMode::kAuto}});
+       }},
       {"buffer.capacity",
        [](Config& c, const std::string& k, const std::string& v) {
          c.buffer.capacity = lower(trim(v)) == "auto" ? 0 : parse_size(k, v);
@@ -84,6 +89,10 @@ const std::vector<std::pair<std::string, Setter>>& setters() {
       {"local.keep",
        [](Config& c, const std::string& k, const std::string& v) {
          c.local.keep = static_cast<int>(parse_integer(k, v, 0, 1 << 20));
+       }},
+      {"local.every",
+       [](Config& c, const std::string& k, const std::string& v) {
+         c.local.every = static_cast<int>(parse_integer(k, v, 0, 1 << 20));
        }},
       {"local.mode",
        [](Config& c, const std::string& k, const std::string& v) { c.local.mode = parse_mode(k, v); }},
@@ -148,7 +157,7 @@ std::string known_keys() {
 std::string toml_value_text(const std::string& key, const toml::node& node) {
   if (auto s = node.value_exact<std::string>()) return *s;
   if (auto b = node.value_exact<bool>()) return *b ? "true" : "false";
-  if (key.ends_with(".mode")) {
+  if (key == "local.mode" || key == "persistent.mode") {
     throw ConfigError("configuration key '" + key +
                       "': give the mode as a string of octal digits such as \"0640\"");
   }
@@ -168,18 +177,18 @@ void apply_file(Config& config, const std::string& path) {
     throw ConfigError("configuration file '" + path + "' line " + std::to_string(where.line) +
                       ": " + std::string(error.description()));
   }
-  static const std::string sections[] = {"buffer", "local", "persistent", "pipeline", "log", "trace"};
+  static const std::string sections[] = {"capture", "buffer", "local", "persistent", "pipeline", "log", "trace"};
   for (const auto& [section, node] : root) {
     const auto* table = node.as_table();
     const bool known = std::find(std::begin(sections), std::end(sections), section.str()) != std::end(sections);
     if (table != nullptr && table->empty() && !known) {  // keys of an unknown section are reported by set()
       throw ConfigError("configuration file '" + path + "': unknown section [" + std::string(section.str()) +
-                        "]; sections are buffer, local, persistent, pipeline, log, trace");
+                        "]; sections are capture, buffer, local, persistent, pipeline, log, trace");
     }
     if (table == nullptr) {
       throw ConfigError("configuration file '" + path + "': top-level key '" +
                         std::string(section.str()) + "' must be a [section]; sections are " +
-                        "buffer, local, persistent, pipeline, log, trace");
+                        "capture, buffer, local, persistent, pipeline, log, trace");
     }
     for (const auto& [name, value] : *table) {
       const std::string key = std::string(section.str()) + "." + std::string(name.str());

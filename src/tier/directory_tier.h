@@ -10,31 +10,38 @@
 #include <vector>
 
 #include "resurgo/env.hpp"
+#include "tier/level.h"
 
 namespace resurgo {
 
-class DirectoryTier {
+class DirectoryTier final : public Level {
  public:
   DirectoryTier(int level, std::string root, const std::string& store, int rank, unsigned mode,
                 int keep, std::shared_ptr<Env> env);
 
+  int number() const override { return level_; }
   int level() const { return level_; }
+  Features features() const override;
+  std::string where() const override { return dir_; }
   const std::string& dir() const { return dir_; }
   std::string path(int version) const;
 
   // Creates the directory and removes temporaries left by dead processes.
-  void prepare();
+  void prepare() override;
   // Writes a version through `write` into a temporary file and commits it.
   // On failure the temporary is removed and nothing becomes visible.
-  void commit(int version, const std::function<void(WritableFile&)>& write);
-  // Copies a committed file of another tier into this one, atomically.
-  void commit_copy(int version, const ReadableFile& source);
+  void commit(int version, const std::function<void(WritableFile&)>& write) override;
+  // Copies a committed file of another level into this one, atomically,
+  // verifying the header, the index and every chunk on the way.
+  void commit_copy(int version, const ReadableFile& source) override;
 
-  std::vector<int> versions();  // committed versions of this rank, ascending
-  bool holds(int version);
-  std::unique_ptr<ReadableFile> open(int version);
+  std::vector<int> versions() override;  // committed versions of this rank, ascending
+  bool holds(int version) override;
+  std::unique_ptr<ReadableFile> open(int version) override;
   // Renames a damaged copy to <file>.damaged, kept for inspection.
-  void quarantine(int version);
+  void quarantine(int version) override;
+  // Unlinks the version's file and syncs the directory.
+  void remove(int version) override;
   // Removes the oldest committed versions beyond the newest `keep`, except
   // those for which `pinned(version)` is true. Only committed files are
   // listed, so a version is removed only once `keep` newer ones are durable.
@@ -43,7 +50,7 @@ class DirectoryTier {
   // every listed version that has a newer one listed. (Asking before the
   // listing missed versions committed meanwhile: the stress campaign saw an
   // L2 file removed before its L4 copy.)
-  std::vector<int> evict(const std::function<bool(int)>& pinned);
+  std::vector<int> evict(const std::function<bool(int)>& pinned) override;
 
  private:
   std::string temporary_path(int version) const;

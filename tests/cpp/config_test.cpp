@@ -83,6 +83,17 @@ class ConfigTest : public ::testing::Test {
         << "'" << haystack_ << "' does not contain '" << (needle) << "'";        \
   } while (0)
 
+TEST_F(ConfigTest, CaptureModeFromEveryLayer) {
+  EXPECT_EQ(Config::load("", {{"capture.mode", "fork"}}).capture.mode, CaptureMode::kFork);
+  EXPECT_EQ(Config::load("", {{"capture.mode", "auto"}}).capture.mode, CaptureMode::kAuto);
+  try {
+    Config::load("", {{"capture.mode", "delta-ish"}});
+    FAIL() << "an unknown capture mode was accepted";
+  } catch (const ConfigError& error) {
+    EXPECT_NE(std::string(error.what()).find("capture.mode"), std::string::npos) << error.what();
+  }
+}
+
 TEST_F(ConfigTest, DefaultsWithoutFileOrEnvironment) {
   const Config c = Config::load();
   EXPECT_EQ(c.buffer.capacity, 0u);
@@ -91,8 +102,10 @@ TEST_F(ConfigTest, DefaultsWithoutFileOrEnvironment) {
   EXPECT_EQ(c.local.mode, 0600u);
   EXPECT_EQ(c.persistent.path, "checkpoints");
   EXPECT_EQ(c.persistent.keep, 2);
-  EXPECT_EQ(c.persistent.every, 1);
+  EXPECT_EQ(c.persistent.every, 10);
   EXPECT_EQ(c.persistent.mode, 0600u);
+  EXPECT_EQ(c.local.every, 1);
+  EXPECT_EQ(c.capture.mode, CaptureMode::kCopy);
   EXPECT_EQ(c.pipeline.threads, 0);
   EXPECT_EQ(c.pipeline.compress, Codec::kNone);
   EXPECT_EQ(c.pipeline.compress_level, 1);

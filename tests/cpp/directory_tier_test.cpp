@@ -16,7 +16,10 @@
 #include <utility>
 
 #include "hook_env.h"
+#include "format/container.h"
 #include "io/fault_env.h"
+#include "pipeline/thread_pool.h"
+#include "pipeline/version_writer.h"
 #include "resurgo/errors.hpp"
 #include "test_util.h"
 #include "tier/directory_tier.h"
@@ -38,6 +41,21 @@ std::function<void(WritableFile&)> writes(const std::vector<std::byte>& data) {
     const std::size_t half = data.size() / 2;
     file.append(data.data(), half);
     file.append(data.data() + half, data.size() - half);
+  };
+}
+
+// Writes `data` as a container file of `version` (rank 0), in 64 KiB chunks.
+std::function<void(WritableFile&)> container_of(int version, const std::vector<std::byte>& data) {
+  return [version, &data](WritableFile& file) {
+    format::Header header;
+    header.store = "store";
+    header.version = version;
+    header.chunk_size = 64u << 10;
+    header.regions.push_back({0, "data", format::RegionKind::kHost, data.size(), "uint8", {}});
+    Config::Pipeline pipeline;
+    pipeline.chunk_size = header.chunk_size;
+    ThreadPool pool(0);
+    write_version(file, header, {data.data()}, pipeline, pool);
   };
 }
 
@@ -374,11 +392,11 @@ TEST_F(DirectoryTierTest, CommitCopyIsByteForByte) {
   DirectoryTier l4 = tier(2, 0640, 0, Env::posix(), "l4");
   l2.prepare();
   l4.prepare();
-  // Larger than the copy block, and not a multiple of it.
+  // Larger than the copy block, and not a multiple of the chunk size.
   const auto big = payload((8u << 20) + 12345, 4);
-  l2.commit(5, writes(big));
+  l2.commit(5, container_of(5, big));
   l4.commit_copy(5, *l2.open(5));
-  EXPECT_EQ(read_file(l4.path(5)), big);
+  EXPECT_EQ(read_file(l4.path(5)), read_file(l2.path(5)));
   EXPECT_EQ(l4.versions(), std::vector<int>{5});
   EXPECT_FALSE(has_temporary(l4.dir()));
   struct stat info {};
@@ -386,13 +404,45 @@ TEST_F(DirectoryTierTest, CommitCopyIsByteForByte) {
   EXPECT_EQ(info.st_mode & 07777, 0640u);
 
   const std::vector<std::byte> small = payload(1, 5);
-  l2.commit(6, writes(small));
+  l2.commit(6, container_of(6, small));
   l4.commit_copy(6, *l2.open(6));
-  EXPECT_EQ(read_file(l4.path(6)), small);
+  EXPECT_EQ(read_file(l4.path(6)), read_file(l2.path(6)));
+}
 
-  l2.commit(7, writes({}));
-  l4.commit_copy(7, *l2.open(7));
-  EXPECT_TRUE(read_file(l4.path(7)).empty());
+// A copy verifies every chunk on the way: damage in the source is named and
+// never reaches the destination.
+TEST_F(DirectoryTierTest, CopyOfADamagedChunkFailsNamingItAndCommitsNothing) {
+  DirectoryTier l2 = tier(2, 0600, 0, Env::posix(), "l2");
+  DirectoryTier l4 = tier(2, 0600, 0, Env::posix(), "l4");
+  l2.prepare();
+  l4.prepare();
+  const auto data = payload(300u << 10, 2);  // 5 chunks of 64 KiB
+  l2.commit(1, container_of(1, data));
+  const format::Container container = format::read_container(*l2.open(1));
+  ASSERT_GE(container.chunks.size(), 3u);
+  auto bytes = read_file(l2.path(1));
+  bytes[container.chunks[2].file_offset + 100] ^= std::byte{0x10};
+  write_file(l2.path(1), bytes);
+  try {
+    l4.commit_copy(1, *l2.open(1));
+    FAIL() << "the copy of a damaged file was committed";
+  } catch (const CorruptionError& error) {
+    EXPECT_NE(std::string(error.what()).find("chunk 2"), std::string::npos) << error.what();
+  }
+  EXPECT_TRUE(l4.versions().empty());
+  EXPECT_FALSE(has_temporary(l4.dir()));
+}
+
+// A file of another version under this version's name is refused too.
+TEST_F(DirectoryTierTest, CopyRefusesAFileOfAnotherVersion) {
+  DirectoryTier l2 = tier(2, 0600, 0, Env::posix(), "l2");
+  DirectoryTier l4 = tier(2, 0600, 0, Env::posix(), "l4");
+  l2.prepare();
+  l4.prepare();
+  const auto data = payload(1000, 3);
+  l2.commit(1, container_of(2, data));
+  EXPECT_THROW(l4.commit_copy(1, *l2.open(1)), CorruptionError);
+  EXPECT_TRUE(l4.versions().empty());
 }
 
 TEST_F(DirectoryTierTest, FailedCopyLeavesNothing) {
@@ -401,7 +451,8 @@ TEST_F(DirectoryTierTest, FailedCopyLeavesNothing) {
   DirectoryTier l4 = tier(2, 0600, 0, env, "l4");
   l2.prepare();
   l4.prepare();
-  l2.commit(1, writes(payload(10000, 1)));
+  const auto data = payload(10000, 1);
+  l2.commit(1, container_of(1, data));
   FaultEnv::Fault f;
   f.op = FaultEnv::Op::kAppend;
   f.error_number = ENOSPC;

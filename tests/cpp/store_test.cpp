@@ -32,6 +32,7 @@ class StoreTest : public ::testing::Test {
   Config config(std::map<std::string, std::string> extra = {}) {
     std::map<std::string, std::string> keys = {{"local.path", dir.path() + "/l2"},
                                                {"persistent.path", dir.path() + "/l4"},
+                                               {"persistent.every", "1"},
                                                {"log.level", "off"}};
     for (auto& [key, value] : extra) keys[key] = value;
     return Config::load("", keys);
@@ -102,7 +103,7 @@ TEST_F(StoreTest, CompressedVersionsRoundTrip) {
     std::fill(values.begin(), values.end(), 0);
     EXPECT_EQ(store.restart(1), 1);
     EXPECT_EQ(values, saved) << codec;
-    EXPECT_LT(store.stats().at(0).stored_bytes, saved.size() * sizeof(std::int64_t) / 2) << codec;
+    EXPECT_LT(store.stats().at(0).at(kL2)->stored_bytes, saved.size() * sizeof(std::int64_t) / 2) << codec;
   }
 }
 
@@ -127,9 +128,11 @@ TEST_F(StoreTest, WaitMakesVersionDurableAtTheAskedLevel) {
   EXPECT_FALSE(versions[1].pending);
   const auto stats = store.stats();
   ASSERT_EQ(stats.size(), 2u);
-  EXPECT_GE(stats[1].seconds_to_l4, stats[1].seconds_to_l2);
-  EXPECT_GT(stats[1].seconds_to_l2, 0.0);
-  EXPECT_LT(stats[0].seconds_to_l4, 0.0);
+  ASSERT_NE(stats[1].at(kL4), nullptr);
+  EXPECT_GE(stats[1].at(kL4)->seconds_to_level, stats[1].at(kL2)->seconds_to_level);
+  EXPECT_GT(stats[1].at(kL2)->seconds_to_level, 0.0);
+  EXPECT_GT(stats[1].at(kL4)->stored_bytes, u.size() * sizeof(double));
+  EXPECT_EQ(stats[0].at(kL4), nullptr);  // version 1 does not go to L4
 }
 
 TEST_F(StoreTest, EvictionKeepsTheNewestVersionsPerLevel) {
@@ -204,7 +207,7 @@ TEST_F(StoreTest, CheckpointWaitsForBufferSpaceAndCountsItAsBlocking) {
   ASSERT_EQ(stats.size(), 2u);
   EXPECT_GE(stats[1].backpressure_seconds, 0.05);
   EXPECT_GE(stats[1].blocking_seconds, stats[1].backpressure_seconds);
-  EXPECT_FALSE(stats[1].synchronous);
+  EXPECT_EQ(stats[1].capture, "copy");
 }
 
 // With L4 slower than L2, versions waiting for their L4 copy must not pile
@@ -270,7 +273,7 @@ TEST_F(StoreTest, StateLargerThanTheBufferIsWrittenSynchronously) {
   store.protect(0, u.data(), u.size() * sizeof(double), "u");
   store.checkpoint(1);
   EXPECT_TRUE(fs::exists(l2(1)));  // durable before checkpoint returned
-  EXPECT_TRUE(store.stats().at(0).synchronous);
+  EXPECT_EQ(store.stats().at(0).capture, "synchronous");
   const auto saved = u;
   std::fill(u.begin(), u.end(), 0.0);
   store.restart();

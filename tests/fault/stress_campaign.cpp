@@ -86,7 +86,7 @@ StoreResult run_store(const std::string& root, int store, int rank, Clock::time_
         application.advance_to(writer, version);
         writer.checkpoint(version);
         const VersionStats stats = writer.stats().back();
-        result.synchronous += stats.synchronous ? 1 : 0;
+        result.synchronous += stats.capture == "synchronous" ? 1 : 0;
         result.backpressure_seconds += stats.backpressure_seconds;
         if (version % 8 == 7) {
           writer.wait(version, 2);

@@ -24,7 +24,7 @@ class Dirs:
 
     def kw(self, **extra):
         """Overrides that point both directory levels at this test's dirs."""
-        out = dict(local_path=str(self.l2), persistent_path=str(self.l4))
+        out = dict(local_path=str(self.l2), persistent_path=str(self.l4), persistent_every=1)
         out.update(extra)
         return out
 

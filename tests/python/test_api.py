@@ -186,7 +186,7 @@ def test_mutate_then_restart_is_bit_identical_per_version(dirs):
             scramble(a)
             assert store.restart(step) == step
             assert bits_equal(a, snapshots[step])
-            assert store.last_restart["version"] == step
+            assert store.last_restart.version == step
 
 
 def test_checkpoint_is_asynchronous_and_wait_makes_files_appear(dirs):
@@ -198,17 +198,21 @@ def test_checkpoint_is_asynchronous_and_wait_makes_files_appear(dirs):
         assert dirs.file(2, "async", 7).is_file()
         store.wait(7, level=4)
         assert dirs.file(4, "async", 7).is_file()
-        (stats,) = [s for s in store.stats() if s["version"] == 7]
-    assert stats["bytes"] == a.nbytes
-    assert stats["stored_bytes"] >= a.nbytes
-    assert stats["synchronous"] is False
-    assert stats["error"] == ""
+        (stats,) = [s for s in store.stats() if s.version == 7]
+    assert isinstance(stats, resurgo.VersionStats)
+    assert stats.bytes == a.nbytes
+    assert stats.capture == "copy"
+    assert stats.error is None
+    assert [entry.level for entry in stats.levels] == [resurgo.L2, resurgo.L4]
+    l2, l4 = stats.at(resurgo.L2), stats.at(resurgo.L4)
+    assert l2.stored_bytes >= a.nbytes and l4.stored_bytes == l2.stored_bytes
     # checkpoint() returned after the capture; durability came later.
-    assert 0 <= stats["blocking_seconds"] < stats["seconds_to_l2"]
-    assert stats["seconds_to_l2"] <= stats["seconds_to_l4"]
-    assert stats["backpressure_seconds"] <= stats["blocking_seconds"]
-    assert 0 < stats["l2_write_seconds"] <= stats["seconds_to_l2"]
-    assert stats["l2_throughput"] == stats["stored_bytes"] / stats["l2_write_seconds"]
+    assert 0 <= stats.blocking_seconds < stats.seconds_to(resurgo.L2)
+    assert stats.seconds_to(resurgo.L2) <= stats.seconds_to(resurgo.L4)
+    assert stats.backpressure_seconds + stats.first_touch_seconds + stats.copy_seconds <= stats.blocking_seconds
+    assert 0 < l2.write_seconds <= l2.seconds_to_level
+    assert l2.throughput == l2.stored_bytes / l2.write_seconds
+    assert stats.at(resurgo.L3) is None and stats.seconds_to(resurgo.L3) is None
     names = sorted(p.name for p in (dirs.l2 / "async").iterdir())
     assert container_name(7) in names
     assert not [n for n in names if ".tmp-" in n], names  # no temporaries left behind
@@ -307,11 +311,11 @@ def test_restart_none_picks_newest(dirs):
         assert store.restart() == 11
         assert (b == 11).all()
         report = store.last_restart
-        assert report["version"] == 11
-        assert report["level"] == 2  # node-local copy preferred
-        assert report["bytes"] == b.nbytes
-        assert report["skipped"] == []
-        assert report["seconds"] >= 0
+        assert report.version == 11
+        assert report.level == 2  # node-local copy preferred
+        assert report.bytes == b.nbytes
+        assert report.skipped == ()
+        assert report.seconds >= 0
         assert store.restart(5) == 5
         assert (b == 5).all()
 
@@ -359,7 +363,7 @@ def test_metadata_roundtrip_across_processes(dirs):
         import sys, numpy as np, resurgo
         l2, l4 = sys.argv[1:3]
         a = np.arange(256, dtype=np.uint16)
-        with resurgo.Store("meta-x", local_path=l2, persistent_path=l4) as s:
+        with resurgo.Store("meta-x", local_path=l2, persistent_path=l4, persistent_every=1) as s:
             s.protect("a", a)
             s.metadata = b"step=41;dt=0.5;\\x00binary\\xfe"
             s.checkpoint(41)
@@ -491,7 +495,7 @@ def test_compression_roundtrip(dirs, codec):
         assert stored == a.nbytes
     else:
         assert stored < a.nbytes // 2
-        assert stats["stored_bytes"] < a.nbytes // 2
+        assert stats.at(resurgo.L2).stored_bytes < a.nbytes // 2
     _core.verify(str(dirs.file(4, "zip", 0)))
 
 
@@ -502,8 +506,8 @@ def test_state_larger_than_buffer_is_written_synchronously(dirs):
         store.protect("a", a)
         store.checkpoint(0)
         (stats,) = store.stats()
-        assert stats["synchronous"] is True
-        assert stats["seconds_to_l2"] >= 0  # durable at L2 when checkpoint() returned
+        assert stats.capture == "synchronous"
+        assert stats.seconds_to(resurgo.L2) >= 0  # durable at L2 when checkpoint() returned
         assert dirs.file(2, "sync", 0).is_file()
         store.wait(level=4)
         scramble(a)

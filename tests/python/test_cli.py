@@ -241,7 +241,7 @@ def test_rm_version(populated):
         levels = {i.version: i.levels for i in store.versions()}
         assert levels[1] == (4,) and levels[2] == (2,)
         assert store.restart(1) == 1
-        assert store.last_restart["level"] == 4
+        assert store.last_restart.level == 4
 
 
 def test_rm_ambiguous_without_store(dirs):

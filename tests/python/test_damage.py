@@ -44,9 +44,9 @@ def test_damaged_on_both_levels_falls_back_to_previous_version(dirs):
         assert (a == 1).all()
         assert store.metadata == b"v1"
         report = store.last_restart
-        assert report["version"] == 1
-        assert len(report["skipped"]) >= 2  # one line per damaged copy
-        joined = "\n".join(report["skipped"])
+        assert report.version == 1
+        assert len(report.skipped) >= 2  # one line per damaged copy
+        joined = "\n".join(report.skipped)
         assert str(dirs.file(2, "both", 2)) in joined
         assert str(dirs.file(4, "both", 2)) in joined
         # The damaged version is quarantined and no longer offered.
@@ -69,8 +69,8 @@ def test_damaged_on_l2_only_restores_newest_from_l4_and_repairs_l2(dirs):
         assert store.restart() == 2
         assert (a == 2).all()
         report = store.last_restart
-        assert report["level"] == 4
-        assert any(str(l2) in line for line in report["skipped"]), report["skipped"]
+        assert report.level == 4
+        assert any(str(l2) in line for line in report.skipped), report.skipped
         store.wait()  # a repair may run in the background
     # Repaired: the L2 copy verifies again and holds version 2.
     assert l2.is_file()
@@ -79,7 +79,7 @@ def test_damaged_on_l2_only_restores_newest_from_l4_and_repairs_l2(dirs):
     store, a = fresh_store(dirs, "l2bad")
     with store:
         assert store.restart() == 2
-        assert store.last_restart["level"] == 2
+        assert store.last_restart.level == 2
         assert (a == 2).all()
 
 
@@ -124,7 +124,7 @@ def test_damage_on_l4_only_does_not_matter_for_restart(dirs):
     store, a = fresh_store(dirs, "l4bad")
     with store:
         assert store.restart() == 2
-        assert store.last_restart["level"] == 2
+        assert store.last_restart.level == 2
         assert (a == 2).all()
 
 
@@ -135,7 +135,7 @@ def test_missing_l2_copy_restores_from_l4(dirs):
     with store:
         assert store.latest() == 2
         assert store.restart() == 2
-        assert store.last_restart["level"] == 4
+        assert store.last_restart.level == 4
         assert (a == 2).all()
 
 

@@ -337,8 +337,8 @@ def test_background_l4_failure_is_reported_by_wait_and_close(dirs):
         with pytest.raises(resurgo.StorageError, match="L4"):
             store.wait(0, level=4)
         (stats,) = store.stats()
-        assert "L4" in stats["error"] and str(l4_store) in stats["error"]
-        assert stats["seconds_to_l2"] >= 0 and stats["seconds_to_l4"] == -1
+        assert "L4" in stats.error and str(l4_store) in stats.error
+        assert stats.seconds_to(resurgo.L2) >= 0 and stats.seconds_to(resurgo.L4) is None
         store.checkpoint(1)  # the application keeps going
         store.wait(1, level=2)
         assert dirs.file(2, "bg", 1).is_file()

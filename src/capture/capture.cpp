@@ -1,0 +1,64 @@
+#include "capture/capture.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "capture/copy_capture.h"
+#include "capture/fork_capture.h"
+
+namespace resurgo {
+
+namespace {
+
+// capture.mode = "auto": copy when the state fits the host buffer, fork
+// otherwise (instead of the synchronous path, which blocks for the whole write).
+class AutoCapture final : public Capture {
+ public:
+  explicit AutoCapture(const CaptureContext& context) : copy_(context), fork_(context) {}
+
+  const char* mode(std::uint64_t state_bytes) const override {
+    return copy_.fits(state_bytes) ? copy_.mode(state_bytes) : fork_.mode(state_bytes);
+  }
+  void resize(std::uint64_t state_bytes) override {
+    if (copy_.fits(state_bytes)) copy_.resize(state_bytes);
+    fork_.resize(state_bytes);
+  }
+  Snapshot take(const std::vector<Region>& regions, format::Header header, Level& first_level,
+                CaptureTimes& times) override {
+    std::uint64_t total = 0;
+    for (const Region& region : regions) total += region.bytes;
+    Capture& chosen = copy_.fits(total) ? static_cast<Capture&>(copy_) : fork_;
+    return chosen.take(regions, std::move(header), first_level, times);
+  }
+  void restarting(bool restarting) override { copy_.restarting(restarting); }
+
+ private:
+  CopyCapture copy_;
+  ForkCapture fork_;
+};
+
+}  // namespace
+
+std::uint64_t default_buffer_capacity(std::uint64_t state_bytes) {
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page_size = ::sysconf(_SC_PAGESIZE);
+  const std::uint64_t physical =
+      pages > 0 && page_size > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page_size) : 0;
+  const std::uint64_t wanted = 2 * state_bytes;
+  return physical > 0 ? std::min(wanted, physical / 4) : wanted;
+}
+
+std::unique_ptr<Capture> make_capture(const CaptureContext& context) {
+  switch (context.config.capture.mode) {
+    case CaptureMode::kFork:
+      return std::make_unique<ForkCapture>(context);
+    case CaptureMode::kAuto:
+      return std::make_unique<AutoCapture>(context);
+    case CaptureMode::kCopy:
+      break;
+  }
+  return std::make_unique<CopyCapture>(context);
+}
+
+}  // namespace resurgo

@@ -1,0 +1,130 @@
+#include "capture/copy_capture.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "core/crash_point.h"
+#include "pipeline/thread_pool.h"
+
+namespace resurgo {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// One core alone does not reach the memory bandwidth, so the copy is split
+// into pieces that the application thread and idle pipeline workers take in
+// turn; a busy worker leaves its share to the application thread.
+constexpr std::uint64_t kCapturePiece = 4u << 20;
+
+double seconds_since(Clock::time_point begin) { return std::chrono::duration<double>(Clock::now() - begin).count(); }
+
+struct Piece {
+  const std::byte* from;
+  std::byte* to;
+  std::size_t bytes;
+};
+
+}  // namespace
+
+std::uint64_t CopyCapture::wanted_capacity(std::uint64_t state_bytes) const {
+  return context_.config.buffer.capacity > 0 ? context_.config.buffer.capacity : default_buffer_capacity(state_bytes);
+}
+
+bool CopyCapture::fits(std::uint64_t state_bytes) const { return state_bytes <= wanted_capacity(state_bytes); }
+
+const char* CopyCapture::mode(std::uint64_t state_bytes) const { return fits(state_bytes) ? "copy" : "synchronous"; }
+
+// The buffer is (re)made as soon as the protected set is known so that its
+// pages are faulted in while the application computes, not during capture.
+// It can only be remade once every block in it was written.
+void CopyCapture::resize(std::uint64_t state_bytes) {
+  const std::uint64_t wanted = wanted_capacity(state_bytes);
+  if (state_bytes == 0 || (buffer_ && buffer_->capacity() == wanted)) return;
+  if (buffer_) buffer_->wait_empty();
+  buffer_.reset();
+  buffer_ = std::make_shared<HostBuffer>(wanted);
+}
+
+void CopyCapture::restarting(bool restarting) {
+  if (buffer_) buffer_->pause_prefault(restarting);
+}
+
+// Pages the background prefault has not reached are faulted in before the
+// copy, in parallel, so that the stats can tell first-touch time from copy time.
+void CopyCapture::fault_in(std::byte* block, std::uint64_t bytes, CaptureTimes& times) {
+  const auto [begin, end] = buffer_->untouched(block, bytes);
+  if (begin == end) return;
+  const Clock::time_point started = Clock::now();
+  const std::uint64_t pieces = (end - begin + kCapturePiece - 1) / kCapturePiece;
+  context_.pool.parallel_for(pieces, [&](std::size_t i) {
+    const std::uint64_t offset = begin + i * kCapturePiece;
+    const std::uint64_t length = std::min(kCapturePiece, end - offset);
+    if (::madvise(block + offset, length, MADV_POPULATE_WRITE) != 0) {
+      std::memset(block + offset, 0, length);  // old kernel: touch by hand
+    }
+  });
+  buffer_->mark_touched(block, bytes);
+  times.first_touch_seconds = seconds_since(started);
+}
+
+void CopyCapture::copy(const std::vector<Region>& regions, std::byte* block, CaptureTimes& times) {
+  std::vector<Piece> pieces;
+  std::byte* cursor = block;
+  for (const Region& region : regions) {
+    for (std::uint64_t offset = 0; offset < region.bytes; offset += kCapturePiece) {
+      pieces.push_back({region.data + offset, cursor + offset, std::min(kCapturePiece, region.bytes - offset)});
+    }
+    cursor += region.bytes;
+  }
+  const Clock::time_point started = Clock::now();
+  context_.pool.parallel_for(pieces.size(),
+                             [&](std::size_t i) { std::memcpy(pieces[i].to, pieces[i].from, pieces[i].bytes); });
+  times.copy_seconds = seconds_since(started);
+}
+
+Snapshot CopyCapture::take(const std::vector<Region>& regions, format::Header header, Level&, CaptureTimes& times) {
+  std::uint64_t total = 0;
+  for (const Region& region : regions) total += region.bytes;
+  Snapshot snapshot;
+  snapshot.header = std::move(header);
+  if (!fits(total)) {
+    if (!warned_synchronous_) {
+      context_.log.warn("protected state of " + std::to_string(total) + " bytes exceeds the host buffer of " +
+                        std::to_string(wanted_capacity(total)) +
+                        " bytes; checkpoints are written synchronously from the application's memory "
+                        "(set buffer.capacity, or capture.mode = \"auto\" to fork instead)");
+      warned_synchronous_ = true;
+    }
+    snapshot.synchronous = true;
+    for (const Region& region : regions) snapshot.sources.push_back(region.data);
+    return snapshot;
+  }
+  const Clock::time_point waited = Clock::now();
+  resize(total);
+  std::byte* block = buffer_->allocate(total);
+  times.backpressure_seconds = seconds_since(waited);
+  context_.capturing(true);
+  try {
+    fault_in(block, total, times);
+    copy(regions, block, times);
+  } catch (...) {
+    context_.capturing(false);  // else evictions, and so drain and close, would wait forever
+    buffer_->release(block);    // the ring would stay full forever
+    throw;
+  }
+  context_.capturing(false);
+  RESURGO_CRASH_POINT("capture.copied", 0);
+  std::byte* cursor = block;
+  for (const Region& region : regions) {
+    snapshot.sources.push_back(cursor);
+    cursor += region.bytes;
+  }
+  snapshot.release = [buffer = buffer_, block] { buffer->release(block); };
+  return snapshot;
+}
+
+}  // namespace resurgo

@@ -1,0 +1,242 @@
+#include "capture/fork_capture.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+#include "pipeline/thread_pool.h"
+#include "pipeline/version_writer.h"
+#include "resurgo/errors.hpp"
+
+namespace resurgo {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::atomic<ForkCapture::ForkFunction> fork_function{nullptr};
+
+double seconds_since(Clock::time_point begin) { return std::chrono::duration<double>(Clock::now() - begin).count(); }
+
+// Exit statuses of the child besides 0.
+constexpr int kChildFailed = 1;      // an Error; its message is on the pipe
+constexpr int kParentGone = 2;       // the parent died before the child started
+
+// Private_Dirty of this process in bytes, from /proc/self/smaps_rollup (0
+// when unavailable). In the child it grows by every page the parent writes
+// while the child lives: the parent gets a new copy, and the original becomes
+// the child's alone.
+std::uint64_t private_dirty_bytes() {
+  std::ifstream smaps("/proc/self/smaps_rollup");
+  std::string key;
+  std::uint64_t kib = 0;
+  while (smaps >> key) {
+    if (key == "Private_Dirty:" && smaps >> kib) return kib * 1024;
+    smaps.ignore(1 << 20, '\n');
+  }
+  return 0;
+}
+
+void write_all(int fd, const void* data, std::size_t bytes) {
+  const auto* cursor = static_cast<const char*>(data);
+  while (bytes > 0) {
+    const ssize_t written = ::write(fd, cursor, bytes);
+    if (written < 0 && errno == EINTR) continue;
+    if (written <= 0) return;  // the parent is gone; nothing to tell
+    cursor += written;
+    bytes -= static_cast<std::size_t>(written);
+  }
+}
+
+std::string read_all(int fd) {
+  std::string text;
+  char buffer[4096];
+  for (;;) {
+    const ssize_t got = ::read(fd, buffer, sizeof buffer);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return text;
+    text.append(buffer, static_cast<std::size_t>(got));
+  }
+}
+
+int pipeline_threads(const Config& config) {
+  if (config.pipeline.threads > 0) return config.pipeline.threads;
+  return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 2u));
+}
+
+// The child: writes the version to `level`, reports on `report_fd`, exits.
+// Compression gets its own threads (started after the fork, so no lock of
+// the parent's is involved); plain writes need none.
+[[noreturn]] void run_child(pid_t parent, int report_fd, Level& level, const Snapshot& snapshot,
+                            const Config& config) {
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // a dead parent leaves only a temporary, removed at next open
+  if (::getppid() != parent) ::_exit(kParentGone);
+  int status = 0;
+  try {
+    const std::uint64_t dirty_before = private_dirty_bytes();
+    const int helpers = config.pipeline.compress == Codec::kNone ? 0 : pipeline_threads(config) - 1;
+    ThreadPool pool(helpers);
+    WrittenVersion written;
+    level.commit(static_cast<int>(snapshot.header.version), [&](WritableFile& file) {
+      written.stored_bytes = write_version(file, snapshot.header, snapshot.sources, config.pipeline, pool);
+    });
+    const std::uint64_t dirty_after = private_dirty_bytes();
+    written.copy_on_write_bytes = dirty_after > dirty_before ? dirty_after - dirty_before : 0;
+    write_all(report_fd, &written, sizeof written);
+  } catch (const std::exception& error) {
+    write_all(report_fd, error.what(), std::strlen(error.what()));
+    status = kChildFailed;
+  }
+  ::_exit(status);
+}
+
+std::string describe_status(int status) {
+  if (WIFSIGNALED(status)) return std::string("was killed by signal ") + ::strsignal(WTERMSIG(status));
+  if (WIFEXITED(status) && WEXITSTATUS(status) == kParentGone) return "found its parent gone";
+  return "exited with status " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+}
+
+}  // namespace
+
+// One forked writer: the parent's view. Reaped by the pipeline worker that
+// waits for it (Snapshot::await_writer); the next capture waits until then.
+struct ForkCapture::Child {
+  pid_t pid = -1;
+  int report_fd = -1;
+  int version = 0;
+  std::mutex mutex;
+  std::condition_variable reaped_changed;
+  bool reaped = false;
+
+  WrittenVersion await() {
+    const std::string report = read_all(report_fd);  // EOF when the child exits
+    ::close(report_fd);
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    {
+      std::lock_guard lock(mutex);
+      reaped = true;
+    }
+    reaped_changed.notify_all();
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && report.size() == sizeof(WrittenVersion)) {
+      WrittenVersion written;
+      std::memcpy(&written, report.data(), sizeof written);
+      return written;
+    }
+    if (WIFEXITED(status) && WEXITSTATUS(status) == kChildFailed) {
+      throw StorageError("forked writer of version " + std::to_string(version) + ": " + report);
+    }
+    throw StorageError("forked writer of version " + std::to_string(version) + " (pid " + std::to_string(pid) +
+                       ") " + describe_status(status) + "; the version was not committed");
+  }
+
+  void wait_reaped() {
+    std::unique_lock lock(mutex);
+    reaped_changed.wait(lock, [&] { return reaped; });
+  }
+};
+
+void ForkCapture::set_fork_function_for_testing(ForkFunction function) { fork_function = function; }
+
+ForkCapture::~ForkCapture() {
+  if (in_flight_) in_flight_->wait_reaped();  // the Store drains before destroying its capture
+}
+
+void ForkCapture::wait_for_previous_child(CaptureTimes& times) {
+  if (!in_flight_) return;
+  const Clock::time_point started = Clock::now();
+  in_flight_->wait_reaped();
+  in_flight_.reset();
+  times.backpressure_seconds += seconds_since(started);
+}
+
+// Memory advised MADV_DONTFORK (by the application, or by a driver that
+// registered it for DMA) is absent from the child, which would fault reading
+// it. Such regions are refused with a message instead. (Pinned memory without
+// DONTFORK is fine: since Linux 5.9 the kernel copies pinned pages into the
+// child at fork.) Checked once per protected set: /proc/self/smaps is slow.
+void ForkCapture::check_regions_survive_fork(const std::vector<Region>& regions) {
+  if (regions_checked_) return;
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  std::uintptr_t start = 0;
+  std::uintptr_t end = 0;
+  while (std::getline(smaps, line)) {
+    unsigned long long low = 0;
+    unsigned long long high = 0;
+    if (std::sscanf(line.c_str(), "%llx-%llx ", &low, &high) == 2) {
+      start = low;
+      end = high;
+      continue;
+    }
+    if (line.rfind("VmFlags:", 0) != 0 || line.find(" dd") == std::string::npos) continue;
+    for (const Region& region : regions) {
+      const auto begin = reinterpret_cast<std::uintptr_t>(region.data);
+      if (begin < end && begin + region.bytes > start) {
+        throw InvalidArgumentError("capture.mode = \"fork\": region '" + region.label +
+                                   "' lies in memory advised MADV_DONTFORK (DMA-registered or excluded by the "
+                                   "application), which a forked child cannot read; use capture.mode = \"copy\"");
+      }
+    }
+  }
+  regions_checked_ = true;
+}
+
+Snapshot ForkCapture::take(const std::vector<Region>& regions, format::Header header, Level& first_level,
+                           CaptureTimes& times) {
+  wait_for_previous_child(times);
+  check_regions_survive_fork(regions);
+  Snapshot snapshot;
+  snapshot.header = std::move(header);
+  for (const Region& region : regions) snapshot.sources.push_back(region.data);
+  const int version = static_cast<int>(snapshot.header.version);
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    throw StorageError("checkpoint " + std::to_string(version) + ": cannot create the pipe to a forked writer: " +
+                       std::strerror(errno));
+  }
+  const Clock::time_point started = Clock::now();
+  const pid_t parent = ::getpid();
+  const ForkFunction replacement = fork_function.load();
+  const pid_t pid = replacement ? replacement() : ::fork();
+  if (pid == 0) {
+    ::close(pipe_fds[0]);
+    run_child(parent, pipe_fds[1], first_level, snapshot, context_.config);
+  }
+  const int fork_error = errno;
+  times.copy_seconds = seconds_since(started);
+  ::close(pipe_fds[1]);
+  if (pid < 0) {
+    ::close(pipe_fds[0]);
+    const std::string cause = std::strerror(fork_error);
+    // The version fails in the background like any other write; the store keeps working.
+    snapshot.await_writer = [version, cause]() -> WrittenVersion {
+      throw StorageError("fork for checkpoint " + std::to_string(version) + " failed: " + cause +
+                         " (not enough memory for the page tables, or a process limit); lower the "
+                         "resident memory, or use capture.mode = \"copy\"");
+    };
+    return snapshot;
+  }
+  auto child = std::make_shared<Child>();
+  child->pid = pid;
+  child->report_fd = pipe_fds[0];
+  child->version = version;
+  in_flight_ = child;
+  snapshot.await_writer = [child] { return child->await(); };
+  return snapshot;
+}
+
+}  // namespace resurgo

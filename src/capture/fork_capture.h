@@ -1,0 +1,47 @@
+// Fork capture (the CRUM paper's forked checkpointing): checkpoint() forks;
+// the child writes the version from its copy-on-write image of the
+// application's memory to the first level of the version's route and exits,
+// while the parent returns as soon as fork() does. One child is in flight per
+// store: the next checkpoint waits for it (counted as backpressure).
+//
+// The child runs in a copy of a multi-threaded process: only the thread that
+// forked exists there. It takes no lock another thread may hold (no logging,
+// no tracing, no store mutex; glibc's malloc is made safe by its own fork
+// handlers), never touches CUDA, and reports to the parent through a pipe.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+
+#include "capture/capture.h"
+
+namespace resurgo {
+
+class ForkCapture final : public Capture {
+ public:
+  explicit ForkCapture(const CaptureContext& context) : context_(context) {}
+  ~ForkCapture() override;
+
+  const char* mode(std::uint64_t) const override { return "fork"; }
+  void resize(std::uint64_t) override { regions_checked_ = false; }
+  Snapshot take(const std::vector<Region>& regions, format::Header header, Level& first_level,
+                CaptureTimes& times) override;
+
+  // The system call that forks, replaceable so tests can make it fail
+  // (ENOMEM, EAGAIN) or reach the child's error paths. nullptr restores fork().
+  using ForkFunction = pid_t (*)();
+  static void set_fork_function_for_testing(ForkFunction function);
+
+ private:
+  struct Child;
+
+  void wait_for_previous_child(CaptureTimes& times);
+  void check_regions_survive_fork(const std::vector<Region>& regions);
+
+  CaptureContext context_;
+  std::shared_ptr<Child> in_flight_;
+  bool regions_checked_ = false;
+};
+
+}  // namespace resurgo

@@ -1,0 +1,168 @@
+#include "core/catalog.h"
+
+#include <algorithm>
+
+namespace resurgo {
+
+namespace {
+// Statistics of this many versions are kept; older finished ones are dropped.
+constexpr std::size_t kStatsHistory = 4096;
+
+double seconds_since(Catalog::Clock::time_point begin) {
+  return std::chrono::duration<double>(Catalog::Clock::now() - begin).count();
+}
+}  // namespace
+
+Catalog::Entry& Catalog::entry(int version) { return entries_[version]; }
+
+void Catalog::add(int version, Clock::time_point started, const std::vector<int>& route, const VersionStats& capture) {
+  {
+    std::lock_guard lock(mutex_);
+    Entry& e = entry(version);
+    e.stats = capture;
+    e.stats.version = version;
+    e.started = started;
+    e.route = route;
+    for (int level : route) e.stats.levels.push_back(LevelStats{level, -1, 0, 0});
+    forget_old_entries();
+  }
+  changed_.notify_all();
+}
+
+void Catalog::forget_old_entries() {
+  const auto forgettable = [](const Entry& e) { return e.finished() && (!e.failure || e.failure->reported); };
+  while (entries_.size() > kStatsHistory && forgettable(entries_.begin()->second)) entries_.erase(entries_.begin());
+}
+
+void Catalog::set_blocking(int version, double seconds) {
+  std::lock_guard lock(mutex_);
+  entry(version).stats.blocking_seconds = seconds;
+}
+
+void Catalog::set_copy_on_write_bytes(int version, std::uint64_t bytes) {
+  std::lock_guard lock(mutex_);
+  entry(version).stats.copy_on_write_bytes = bytes;
+}
+
+void Catalog::reached(int version, int level, std::uint64_t stored_bytes, double write_seconds) {
+  {
+    std::lock_guard lock(mutex_);
+    Entry& e = entry(version);
+    e.reached.push_back(level);
+    ++e.settled_levels;
+    for (LevelStats& stats : e.stats.levels) {
+      if (stats.level != level) continue;
+      stats.seconds_to_level = seconds_since(e.started);
+      stats.stored_bytes = stored_bytes;
+      stats.write_seconds = write_seconds;
+    }
+  }
+  changed_.notify_all();
+}
+
+void Catalog::failed(int version, int level, const Error& error) {
+  {
+    std::lock_guard lock(mutex_);
+    Entry& e = entry(version);
+    if (!e.failure) {
+      e.failure = Failure{error.code(), "L" + std::to_string(level) + ": " + error.what()};
+      ++unreported_failures_;
+    }
+    e.stats.error = e.failure->message;
+    e.settled_levels = e.route.size();  // later levels would copy from this one
+  }
+  changed_.notify_all();
+}
+
+bool Catalog::settled(const Entry& e, int level) const {
+  if (level <= 1 || e.finished()) return true;
+  return std::find(e.reached.begin(), e.reached.end(), level) != e.reached.end();
+}
+
+bool Catalog::pinned(int version, int level) {
+  std::lock_guard lock(mutex_);
+  const auto it = entries_.find(version);
+  if (it == entries_.end() || it->second.finished()) return false;
+  const Entry& e = it->second;
+  const auto at = std::find(e.route.begin(), e.route.end(), level);
+  return at != e.route.end() && at + 1 != e.route.end() && e.settled_levels < e.route.size();
+}
+
+bool Catalog::routed(int version, int level) {
+  std::lock_guard lock(mutex_);
+  const auto it = entries_.find(version);
+  return it != entries_.end() && std::count(it->second.route.begin(), it->second.route.end(), level) > 0;
+}
+
+bool Catalog::known(int version) {
+  std::lock_guard lock(mutex_);
+  return entries_.count(version) > 0;
+}
+
+bool Catalog::all_finished() {
+  std::lock_guard lock(mutex_);
+  return std::all_of(entries_.begin(), entries_.end(), [](const auto& e) { return e.second.finished(); });
+}
+
+void Catalog::throw_failure(int version, Entry& e, const std::string& prefix) {
+  if (!e.failure->reported) --unreported_failures_;
+  e.failure->reported = true;
+  rethrow_as_is(Error(e.failure->code, prefix + "version " + std::to_string(version) + " of store '" + store_ +
+                                           "' failed: " + e.failure->message));
+}
+
+void Catalog::wait(int version, int level) {
+  std::unique_lock lock(mutex_);
+  Entry& e = entry(version);
+  changed_.wait(lock, [&] { return settled(e, level); });
+  const bool reached = level <= 1 || std::find(e.reached.begin(), e.reached.end(), level) != e.reached.end();
+  if (!reached) throw_failure(version, e, "");
+}
+
+void Catalog::wait_all(int level) {
+  {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] {
+      return std::all_of(entries_.begin(), entries_.end(), [&](const auto& e) { return settled(e.second, level); });
+    });
+  }
+  report_failure([] { return std::string("wait: "); });
+}
+
+void Catalog::wait_all_finished() {
+  std::unique_lock lock(mutex_);
+  changed_.wait(lock, [&] {
+    return std::all_of(entries_.begin(), entries_.end(), [](const auto& e) { return e.second.finished(); });
+  });
+}
+
+void Catalog::report_failure(const std::function<std::string()>& prefix) {
+  std::lock_guard lock(mutex_);
+  if (unreported_failures_ == 0) return;  // the common case costs one test
+  for (auto& [version, e] : entries_) {
+    if (e.failure && !e.failure->reported) {
+      e.failure->reported = true;
+      --unreported_failures_;
+      rethrow_as_is(Error(e.failure->code, prefix() + "version " + std::to_string(version) + " of store '" + store_ +
+                                               "' failed in the background: " + e.failure->message));
+    }
+  }
+}
+
+std::vector<VersionStats> Catalog::stats() {
+  std::lock_guard lock(mutex_);
+  std::vector<VersionStats> list;
+  for (const auto& [version, e] : entries_) list.push_back(e.stats);
+  return list;
+}
+
+std::map<int, bool> Catalog::pending() {
+  std::lock_guard lock(mutex_);
+  std::map<int, bool> list;
+  for (const auto& [version, e] : entries_) {
+    if (!e.finished()) list[version] = e.reached.empty();
+  }
+  return list;
+}
+
+}  // namespace resurgo

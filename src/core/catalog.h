@@ -1,0 +1,91 @@
+// Catalog: the state of every version of a store at every level of its route
+// (routed, reached, failed), the per-version statistics, the background
+// failures not yet reported, and wait(). It owns the mutex that guards them;
+// the Scheduler and the Store ask it instead of keeping their own copies.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "resurgo/errors.hpp"
+#include "resurgo/resurgo.hpp"
+
+namespace resurgo {
+
+class Catalog {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  explicit Catalog(std::string store_name) : store_(std::move(store_name)) {}
+
+  // A captured version that goes to the levels `route`, in order.
+  void add(int version, Clock::time_point started, const std::vector<int>& route, const VersionStats& capture);
+  // The capture finished: records how long checkpoint() blocked.
+  void set_blocking(int version, double seconds);
+  // The version is durable at `level`.
+  void reached(int version, int level, std::uint64_t stored_bytes, double write_seconds);
+  // Writing it to `level` failed; the later levels of its route are given up
+  // (they would copy from this one).
+  void failed(int version, int level, const Error& error);
+  // Memory duplicated by copy-on-write while a forked child wrote the version.
+  void set_copy_on_write_bytes(int version, std::uint64_t bytes);
+
+  // True while a level after `level` in the version's route has not been
+  // reached yet: the copy at `level` is its source and must not be evicted.
+  bool pinned(int version, int level);
+  bool routed(int version, int level);
+  bool known(int version);
+  // Every version has reached or given up every level of its route.
+  bool all_finished();
+
+  // Until `version` is settled at `level`; throws its failure if it did not
+  // reach the level. NotFoundError/InvalidArgumentError are the caller's.
+  void wait(int version, int level);
+  // Until every version is settled at `level`; throws the oldest unreported failure.
+  void wait_all(int level);
+  // Until every version has settled every level of its route.
+  void wait_all_finished();
+
+  // Throws the oldest background failure not yet reported, prefixed by
+  // `prefix()` (which says what the throwing call did).
+  void report_failure(const std::function<std::string()>& prefix);
+
+  std::vector<VersionStats> stats();
+  // Versions with work left, and whether each is still only in L1 (no level reached).
+  std::map<int, bool> pending();
+
+ private:
+  struct Failure {
+    ErrorCode code;
+    std::string message;
+    bool reported = false;
+  };
+  struct Entry {
+    VersionStats stats;
+    Clock::time_point started;
+    std::vector<int> route;
+    std::vector<int> reached;
+    std::optional<Failure> failure;
+    std::size_t settled_levels = 0;  // levels of the route reached or given up
+    bool finished() const { return settled_levels == route.size(); }
+  };
+
+  bool settled(const Entry& entry, int level) const;
+  Entry& entry(int version);
+  [[noreturn]] void throw_failure(int version, Entry& entry, const std::string& prefix);
+  void forget_old_entries();
+
+  std::string store_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::map<int, Entry> entries_;
+  int unreported_failures_ = 0;
+};
+
+}  // namespace resurgo

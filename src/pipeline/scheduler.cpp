@@ -1,0 +1,224 @@
+#include "pipeline/scheduler.h"
+
+#include <algorithm>
+
+#include "pipeline/version_writer.h"
+#include "resurgo/errors.hpp"
+
+namespace resurgo {
+
+namespace {
+
+using Clock = Catalog::Clock;
+
+// Versions that may wait for their copy to the next level (the one being
+// copied included) before the level that feeds it waits too. When L4 is
+// slower than L2, versions bound for L4 would otherwise pile up on the
+// node-local disk, pinned until copied (the stress campaign saw thousands):
+// with the bound, L2 keeps L4's pace, and once the buffer is full the
+// application sees the wait as backpressure.
+constexpr std::size_t kMaxBacklog = 2;
+
+double seconds_since(Clock::time_point begin) { return std::chrono::duration<double>(Clock::now() - begin).count(); }
+
+}  // namespace
+
+Scheduler::Scheduler(std::vector<Step> steps, const Config::Pipeline& pipeline, ThreadPool& pool, Catalog& catalog,
+                     const Logger& log, Trace& trace)
+    : steps_(std::move(steps)), pipeline_(pipeline), pool_(pool), catalog_(catalog), log_(log), trace_(trace) {
+  const bool any = std::any_of(steps_.begin(), steps_.end(), [](const Step& step) { return step.every > 0; });
+  if (!any) {
+    throw ConfigError("no level takes checkpoints: local.every and persistent.every are both 0; set one of them");
+  }
+  for (const Step& step : steps_) {
+    if (step.every <= 0) continue;
+    auto worker = std::make_unique<Worker>();
+    worker->level = step.level;
+    workers_.push_back(std::move(worker));
+  }
+  for (auto& worker : workers_) worker->thread = std::thread([this, w = worker.get()] { work(*w); });
+  evictor_ = std::thread([this] { evict_loop(); });
+}
+
+Scheduler::~Scheduler() {
+  drain();
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  for (auto& worker : workers_) worker->thread.join();
+  evictor_.join();
+}
+
+std::vector<Level*> Scheduler::route(long checkpoint_number) const {
+  std::vector<Level*> levels;
+  for (const Step& step : steps_) {
+    if (step.every > 0 && checkpoint_number % step.every == 0) levels.push_back(step.level);
+  }
+  if (levels.empty()) {  // e.g. local.every = 0 and persistent.every = 10: the first level with a period
+    for (const Step& step : steps_) {
+      if (step.every > 0) return {step.level};
+    }
+  }
+  return levels;
+}
+
+Scheduler::Worker& Scheduler::worker_of(const Level* level) {
+  for (auto& worker : workers_) {
+    if (worker->level == level) return *worker;
+  }
+  throw StateError("level L" + std::to_string(level->number()) + " has no worker");  // a route from route() always has one
+}
+
+void Scheduler::submit(int version, std::vector<Level*> route, Snapshot snapshot) {
+  {
+    std::lock_guard lock(mutex_);
+    Worker& worker = worker_of(route.front());
+    worker.queue.push_back(Job{version, std::move(route), 0, std::move(snapshot)});
+  }
+  changed_.notify_all();
+}
+
+void Scheduler::set_capturing(bool capturing) {
+  {
+    std::lock_guard lock(mutex_);
+    capturing_ = capturing;
+  }
+  if (!capturing) changed_.notify_all();
+}
+
+void Scheduler::drain() {
+  catalog_.wait_all_finished();
+  std::unique_lock lock(mutex_);
+  changed_.notify_all();
+  changed_.wait(lock, [&] {
+    const bool idle = std::all_of(workers_.begin(), workers_.end(),
+                                  [](const auto& w) { return w->queue.empty() && !w->busy; });
+    return idle && !eviction_due_ && !evicting_;
+  });
+}
+
+std::size_t Scheduler::backlog(const Level* level) const {
+  for (const auto& worker : workers_) {
+    if (worker->level == level) return worker->queue.size() + (worker->busy ? 1 : 0);
+  }
+  return 0;
+}
+
+void Scheduler::wait_for_backlog(const Job& job) {
+  if (job.step + 1 >= job.route.size()) return;
+  const Level* next = job.route[job.step + 1];
+  std::unique_lock lock(mutex_);
+  changed_.wait(lock, [&] { return backlog(next) < kMaxBacklog; });
+}
+
+void Scheduler::work(Worker& worker) {
+  Trace::name_this_thread("level L" + std::to_string(worker.level->number()));
+  for (;;) {
+    Job job;
+    {
+      std::unique_lock lock(mutex_);
+      changed_.wait(lock, [&] { return stopping_ || !worker.queue.empty(); });
+      if (worker.queue.empty()) return;
+      job = std::move(worker.queue.front());
+      worker.queue.pop_front();
+      worker.busy = true;
+    }
+    changed_.notify_all();
+    run(job);
+    {
+      std::lock_guard lock(mutex_);
+      worker.busy = false;
+    }
+    changed_.notify_all();
+  }
+}
+
+// The first level writes the snapshot (or waits for the process that does);
+// the others copy from the level before. A failure ends the version's route.
+std::uint64_t Scheduler::write(Job& job, Clock::time_point& started) {
+  Level& level = *job.route[job.step];
+  if (job.step > 0) {
+    Level& source = *job.route[job.step - 1];
+    TraceSpan span(trace_, "copy L" + std::to_string(source.number()) + " to L" + std::to_string(level.number()),
+                   job.version);
+    level.commit_copy(job.version, *source.open(job.version));
+    return level.open(job.version)->size();
+  }
+  wait_for_backlog(job);
+  started = Clock::now();
+  TraceSpan span(trace_, "write L" + std::to_string(level.number()), job.version);
+  if (job.snapshot.await_writer) {
+    const WrittenVersion written = job.snapshot.await_writer();
+    catalog_.set_copy_on_write_bytes(job.version, written.copy_on_write_bytes);
+    return written.stored_bytes;
+  }
+  std::uint64_t stored = 0;
+  level.commit(job.version, [&](WritableFile& file) {
+    stored = write_version(file, job.snapshot.header, job.snapshot.sources, pipeline_, pool_);
+  });
+  return stored;
+}
+
+void Scheduler::run(Job& job) {
+  Level& level = *job.route[job.step];
+  Clock::time_point started = Clock::now();
+  bool written = false;
+  std::uint64_t stored = 0;
+  try {
+    stored = write(job, started);
+    written = true;
+  } catch (const Error& error) {
+    log_.error("version " + std::to_string(job.version) + " not written to L" + std::to_string(level.number()) +
+               ": " + error.what());
+    catalog_.failed(job.version, level.number(), error);
+  }
+  if (job.step == 0 && job.snapshot.release) job.snapshot.release();
+  if (!written) return;
+  {
+    std::lock_guard lock(mutex_);
+    eviction_due_ = true;  // before the catalog settles the version: drain() must see it
+  }
+  catalog_.reached(job.version, level.number(), stored, seconds_since(started));
+  if (job.step + 1 < job.route.size()) {
+    std::lock_guard lock(mutex_);
+    worker_of(job.route[job.step + 1]).queue.push_back(Job{job.version, job.route, job.step + 1, {}});
+  }
+  changed_.notify_all();
+}
+
+void Scheduler::evict_loop() {
+  Trace::name_this_thread("evict");
+  for (;;) {
+    {
+      std::unique_lock lock(mutex_);
+      changed_.wait(lock, [&] { return stopping_ || (eviction_due_ && !capturing_); });
+      if (!eviction_due_ || capturing_) return;  // stopping
+      eviction_due_ = false;
+      evicting_ = true;
+    }
+    evict();
+    {
+      std::lock_guard lock(mutex_);
+      evicting_ = false;
+    }
+    changed_.notify_all();
+  }
+}
+
+// A version that a later level still has to copy is pinned. An eviction
+// failure costs space, not data: it is logged, and the next eviction retries.
+void Scheduler::evict() {
+  for (const Step& step : steps_) {
+    if (step.every <= 0) continue;
+    Level& level = *step.level;
+    try {
+      level.evict([&](int version) { return catalog_.pinned(version, level.number()); });
+    } catch (const Error& error) {
+      log_.warn("evicting old versions from L" + std::to_string(level.number()) + ": " + error.what());
+    }
+  }
+}
+
+}  // namespace resurgo

@@ -1,0 +1,90 @@
+// Scheduler: moves captured versions through the levels of their route
+// (DESIGN.md, "Data flow and modules"). The route comes from configuration:
+// the directory levels in order (L2, then L4), each with `every` (the n-th
+// checkpoints it takes) and `keep`. Each level has one worker thread with a
+// queue: the first level of a version's route writes its Snapshot, every
+// later one copies it from the level before (verifying every chunk). An
+// eviction thread removes surplus versions, never while a capture runs and
+// never a version a later level still has to copy. Outcomes go to the Catalog.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "capture/capture.h"
+#include "core/catalog.h"
+#include "core/log.h"
+#include "core/trace.h"
+#include "pipeline/thread_pool.h"
+#include "tier/level.h"
+
+namespace resurgo {
+
+class Scheduler {
+ public:
+  struct Step {
+    Level* level;
+    int every;  // the n-th checkpoints go to this level; 0 = none
+  };
+
+  // `steps` in route order; at least one must take checkpoints.
+  Scheduler(std::vector<Step> steps, const Config::Pipeline& pipeline, ThreadPool& pool, Catalog& catalog,
+            const Logger& log, Trace& trace);
+  ~Scheduler();  // drains, then stops the threads
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // The levels the `checkpoint_number`-th checkpoint (counting from 1) goes to.
+  std::vector<Level*> route(long checkpoint_number) const;
+  // Hands a captured version to the first level of `route`.
+  void submit(int version, std::vector<Level*> route, Snapshot snapshot);
+  // Until every submitted version has settled and no eviction is due or running.
+  void drain();
+  // While true, evictions wait (they would compete with the capture).
+  void set_capturing(bool capturing);
+
+ private:
+  struct Job {
+    int version = 0;
+    std::vector<Level*> route;  // the version's whole route
+    std::size_t step = 0;       // index in `route` of the level this job goes to
+    Snapshot snapshot;          // for the first level only
+  };
+  struct Worker {
+    Level* level = nullptr;
+    std::deque<Job> queue;
+    bool busy = false;
+    std::thread thread;
+  };
+
+  void work(Worker& worker);
+  void run(Job& job);
+  std::uint64_t write(Job& job, Catalog::Clock::time_point& started);
+  void wait_for_backlog(const Job& job);
+  std::size_t backlog(const Level* level) const;  // the caller holds mutex_
+  Worker& worker_of(const Level* level);
+  void evict_loop();
+  void evict();
+
+  std::vector<Step> steps_;
+  Config::Pipeline pipeline_;
+  ThreadPool& pool_;
+  Catalog& catalog_;
+  const Logger& log_;
+  Trace& trace_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  bool eviction_due_ = false;
+  bool evicting_ = false;
+  bool capturing_ = false;
+  bool stopping_ = false;
+  std::thread evictor_;
+};
+
+}  // namespace resurgo

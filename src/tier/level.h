@@ -1,0 +1,54 @@
+// Level: where whole versions live (DESIGN.md, "Data flow and modules").
+// A level commits a version atomically (it is visible only once complete),
+// lists, opens, quarantines and removes versions, and evicts old ones. The
+// Scheduler routes versions through the levels the configuration names;
+// restore reads them back, fastest level first.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "resurgo/env.hpp"
+
+namespace resurgo {
+
+class Level {
+ public:
+  // What the Scheduler and restore may assume about a level.
+  struct Features {
+    bool is_volatile = false;  // lost with the process (memory levels)
+    bool node_local = false;   // lost with the node (L2, L0)
+    bool collective = false;   // a version is complete only when every rank's copy is
+  };
+
+  virtual ~Level() = default;
+
+  virtual int number() const = 0;  // 0..4: L0 device ... L4 persistent
+  virtual Features features() const = 0;
+  virtual std::string where() const = 0;  // for messages: a directory, a device
+
+  // Makes the level ready (creates directories, removes what dead writers left).
+  virtual void prepare() = 0;
+  // Writes `version` through `write` and makes it visible only when complete
+  // and durable. On failure nothing becomes visible.
+  virtual void commit(int version, const std::function<void(WritableFile&)>& write) = 0;
+  // Copies a committed version from another level, chunk by chunk, verifying
+  // every checksum on the way: a damaged source fails the copy (the error
+  // names the chunk) and nothing is committed.
+  virtual void commit_copy(int version, const ReadableFile& source) = 0;
+
+  virtual std::vector<int> versions() = 0;  // committed versions of this rank, ascending
+  virtual bool holds(int version) = 0;
+  virtual std::unique_ptr<ReadableFile> open(int version) = 0;
+  // Sets a damaged copy aside (kept for inspection, never restored).
+  virtual void quarantine(int version) = 0;
+  // Removes one committed version (`resurgo rm`, discard).
+  virtual void remove(int version) = 0;
+  // Removes the oldest versions beyond the level's `keep`, except those for
+  // which `pinned(version)` is true (asked after listing).
+  virtual std::vector<int> evict(const std::function<bool(int)>& pinned) = 0;
+};
+
+}  // namespace resurgo
