@@ -35,6 +35,33 @@ extern "C" {
 
 typedef struct rsg_store rsg_store;
 
+#define RSG_LEVELS 5 /* arrays indexed by level: RSG_L0 .. RSG_L4 */
+
+/* What one checkpoint cost (rsg_stats). Times are seconds; a
+ * per-level entry is -1 where the version does not go or has not arrived. */
+typedef struct rsg_version_stats {
+  int version;
+  char capture[16];               /* "copy", "synchronous" or "fork" */
+  unsigned long long bytes;       /* protected bytes captured */
+  double blocking_seconds;        /* time rsg_checkpoint blocked, in all */
+  double backpressure_seconds;    /* ... waiting for buffer space or the previous forked writer */
+  double first_touch_seconds;     /* ... faulting in buffer pages */
+  double copy_seconds;            /* ... copying (copy) or forking (fork) */
+  unsigned long long copy_on_write_bytes; /* fork: pages written while the child wrote */
+  double seconds_to_level[RSG_LEVELS];    /* from rsg_checkpoint until durable there */
+  long long stored_bytes[RSG_LEVELS];     /* bytes of the file at each level; -1 = none */
+  int failed;                     /* 1 when a background error hit this version */
+} rsg_version_stats;
+
+/* The last restart (rsg_last_restart). */
+typedef struct rsg_restart_report {
+  int version;                    /* restored; -1 before any restart succeeded */
+  int level;                      /* read from; -1 likewise */
+  double seconds;
+  unsigned long long bytes;
+  int skipped;                    /* damaged copies skipped or repaired (their lines are logged) */
+} rsg_restart_report;
+
 /* Opens the store `name`. config_path may be NULL (defaults, then
  * RESURGO_<SECTION>_<KEY> environment overrides). */
 int rsg_open(const char *config_path, const char *name, rsg_store **out);
@@ -53,6 +80,10 @@ int rsg_checkpoint(rsg_store *s, int version); /* blocks only for capture */
 int rsg_wait(rsg_store *s, int version, int level); /* until durable at level */
 int rsg_latest(rsg_store *s, int *version); /* newest committed, or RSG_ENOTFOUND */
 int rsg_restart(rsg_store *s, int version, int *restored);
+/* Statistics of `version` (RSG_ENOTFOUND when the store keeps none for it:
+ * only recent versions of this process are kept). */
+int rsg_stats(rsg_store *s, int version, rsg_version_stats *out);
+int rsg_last_restart(rsg_store *s, rsg_restart_report *out);
 const char *rsg_last_error(void);
 
 #ifdef __cplusplus

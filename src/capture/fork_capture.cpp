@@ -182,7 +182,8 @@ void ForkCapture::check_regions_survive_fork(const std::vector<Region>& regions)
       end = high;
       continue;
     }
-    if (line.rfind("VmFlags:", 0) != 0 || line.find(" dd") == std::string::npos) continue;
+    // "dc": do not copy this mapping on fork (proc(5)).
+    if (line.rfind("VmFlags:", 0) != 0 || (line + " ").find(" dc ") == std::string::npos) continue;
     for (const Region& region : regions) {
       const auto begin = reinterpret_cast<std::uintptr_t>(region.data);
       if (begin < end && begin + region.bytes > start) {

@@ -1,5 +1,7 @@
 // The C API: a thin shell over resurgo::Store that turns exceptions into
 // RSG_E* codes and a thread-local message.
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <new>
 #include <string>
@@ -114,6 +116,44 @@ int rsg_restart(rsg_store* s, int version, int* restored) {
   return guarded([&] {
     const int got = s->store.restart(version);
     if (restored != nullptr) *restored = got;
+  });
+}
+
+int rsg_stats(rsg_store* s, int version, rsg_version_stats* out) {
+  if (s == nullptr || out == nullptr) return invalid("rsg_stats: store and out must not be NULL");
+  return guarded([&] {
+    const std::vector<resurgo::VersionStats> all = s->store.stats();
+    const auto it = std::find_if(all.begin(), all.end(), [&](const auto& v) { return v.version == version; });
+    if (it == all.end()) {
+      throw resurgo::NotFoundError("rsg_stats: store '" + s->store.name() + "' keeps no statistics of version " +
+                                   std::to_string(version));
+    }
+    rsg_version_stats stats{};
+    stats.version = it->version;
+    std::snprintf(stats.capture, sizeof stats.capture, "%s", it->capture.c_str());
+    stats.bytes = it->bytes;
+    stats.blocking_seconds = it->blocking_seconds;
+    stats.backpressure_seconds = it->backpressure_seconds;
+    stats.first_touch_seconds = it->first_touch_seconds;
+    stats.copy_seconds = it->copy_seconds;
+    stats.copy_on_write_bytes = it->copy_on_write_bytes;
+    for (int level = 0; level < RSG_LEVELS; ++level) {
+      const resurgo::LevelStats* entry = it->at(level);
+      const bool reached = entry != nullptr && entry->seconds_to_level >= 0;
+      stats.seconds_to_level[level] = reached ? entry->seconds_to_level : -1;
+      stats.stored_bytes[level] = reached ? static_cast<long long>(entry->stored_bytes) : -1;
+    }
+    stats.failed = it->error.empty() ? 0 : 1;
+    *out = stats;
+  });
+}
+
+int rsg_last_restart(rsg_store* s, rsg_restart_report* out) {
+  if (s == nullptr || out == nullptr) return invalid("rsg_last_restart: store and out must not be NULL");
+  return guarded([&] {
+    const resurgo::RestartReport report = s->store.last_restart();
+    *out = rsg_restart_report{report.version, report.level, report.seconds, report.bytes,
+                              static_cast<int>(report.skipped.size())};
   });
 }
 

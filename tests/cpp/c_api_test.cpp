@@ -54,6 +54,44 @@ TEST_F(CApiTest, FiveCallsCheckpointAndRestart) {
   EXPECT_EQ(rsg_close(store), RSG_OK);
 }
 
+TEST_F(CApiTest, VersionStatsAndRestartReport) {
+  setenv("RESURGO_PERSISTENT_EVERY", "2", 1);
+  rsg_store* store = nullptr;
+  ASSERT_EQ(rsg_open(nullptr, "stats", &store), RSG_OK) << rsg_last_error();
+  unsetenv("RESURGO_PERSISTENT_EVERY");
+  std::vector<double> u(4096, 1.5);
+  ASSERT_EQ(rsg_protect(store, 0, u.data(), u.size() * sizeof(double), "u"), RSG_OK);
+  rsg_restart_report report{};
+  ASSERT_EQ(rsg_last_restart(store, &report), RSG_OK);
+  EXPECT_EQ(report.version, -1);  // none yet
+  ASSERT_EQ(rsg_checkpoint(store, 1), RSG_OK);
+  ASSERT_EQ(rsg_checkpoint(store, 2), RSG_OK);
+  ASSERT_EQ(rsg_wait(store, 2, RSG_L4), RSG_OK) << rsg_last_error();
+  rsg_version_stats stats{};
+  ASSERT_EQ(rsg_stats(store, 1, &stats), RSG_OK) << rsg_last_error();
+  EXPECT_EQ(stats.version, 1);
+  EXPECT_STREQ(stats.capture, "copy");
+  EXPECT_EQ(stats.bytes, u.size() * sizeof(double));
+  EXPECT_GE(stats.seconds_to_level[RSG_L2], 0.0);
+  EXPECT_EQ(stats.seconds_to_level[RSG_L4], -1.0);  // only every 2nd checkpoint goes to L4
+  EXPECT_GT(stats.stored_bytes[RSG_L2], 0);
+  EXPECT_EQ(stats.stored_bytes[RSG_L3], -1);
+  EXPECT_EQ(stats.failed, 0);
+  ASSERT_EQ(rsg_stats(store, 2, &stats), RSG_OK);
+  EXPECT_GE(stats.seconds_to_level[RSG_L4], stats.seconds_to_level[RSG_L2]);
+  EXPECT_EQ(rsg_stats(store, 3, &stats), RSG_ENOTFOUND);
+  EXPECT_NE(std::string(rsg_last_error()).find("version 3"), std::string::npos);
+  int restored = -1;
+  ASSERT_EQ(rsg_restart(store, RSG_LATEST, &restored), RSG_OK);
+  ASSERT_EQ(rsg_last_restart(store, &report), RSG_OK);
+  EXPECT_EQ(report.version, 2);
+  EXPECT_EQ(report.level, RSG_L2);
+  EXPECT_EQ(report.bytes, u.size() * sizeof(double));
+  EXPECT_EQ(report.skipped, 0);
+  EXPECT_EQ(rsg_stats(nullptr, 1, &stats), RSG_EINVAL);
+  EXPECT_EQ(rsg_close(store), RSG_OK);
+}
+
 TEST_F(CApiTest, ErrorsReturnCodesAndMessages) {
   rsg_store* store = nullptr;
   EXPECT_EQ(rsg_open(nullptr, nullptr, &store), RSG_EINVAL);

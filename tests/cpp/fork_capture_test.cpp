@@ -1,0 +1,294 @@
+// capture.mode = "fork": the child writes the version from its copy-on-write
+// image; failures of fork and of the child become the version's background
+// error; close waits for the child; a dead parent leaves nothing partial.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include "capture/fork_capture.h"
+#include "hook_env.h"
+#include "resurgo/errors.hpp"
+#include "resurgo/resurgo.hpp"
+#include "test_util.h"
+
+namespace resurgo {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Forwards to the POSIX Env; in a forked child (another pid than the test's)
+// a file's second append kills the child with SIGKILL: a write cut short.
+class KillChildMidWriteEnv final : public Env {
+ public:
+  std::unique_ptr<WritableFile> create(const std::string& path, unsigned mode) override {
+    return std::make_unique<File>(base_->create(path, mode), test_pid_);
+  }
+  std::unique_ptr<ReadableFile> open(const std::string& path) override { return base_->open(path); }
+  void rename(const std::string& from, const std::string& to) override { base_->rename(from, to); }
+  void remove(const std::string& path) override { base_->remove(path); }
+  void sync_dir(const std::string& dir) override { base_->sync_dir(dir); }
+  void create_dirs(const std::string& dir) override { base_->create_dirs(dir); }
+  std::vector<std::string> list_dir(const std::string& dir) override { return base_->list_dir(dir); }
+  bool exists(const std::string& path) override { return base_->exists(path); }
+  std::unique_ptr<FileLock> lock(const std::string& path) override { return base_->lock(path); }
+
+ private:
+  class File final : public WritableFile {
+   public:
+    File(std::unique_ptr<WritableFile> base, pid_t test_pid) : base_(std::move(base)), test_pid_(test_pid) {}
+    void append(const void* data, std::size_t bytes) override {
+      if (++appends_ == 2 && ::getpid() != test_pid_) ::raise(SIGKILL);
+      base_->append(data, bytes);
+    }
+    void sync() override { base_->sync(); }
+    void close() override { base_->close(); }
+    const std::string& path() const override { return base_->path(); }
+
+   private:
+    std::unique_ptr<WritableFile> base_;
+    pid_t test_pid_;
+    int appends_ = 0;
+  };
+  std::shared_ptr<Env> base_ = Env::posix();
+  pid_t test_pid_ = ::getpid();
+};
+
+std::vector<std::string> temporaries(const std::string& dir) {
+  std::vector<std::string> found;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name.find(".tmp-") != std::string::npos) found.push_back(name);
+  }
+  return found;
+}
+
+class ForkCaptureTest : public ::testing::Test {
+ protected:
+  void TearDown() override { ForkCapture::set_fork_function_for_testing(nullptr); }
+  Config config(std::map<std::string, std::string> extra = {}) {
+    std::map<std::string, std::string> keys = {{"local.path", dir.path() + "/l2"},
+                                               {"persistent.path", dir.path() + "/l4"},
+                                               {"persistent.every", "0"},
+                                               {"capture.mode", "fork"},
+                                               {"log.level", "off"}};
+    for (auto& [key, value] : extra) keys[key] = value;
+    return Config::load("", keys);
+  }
+  std::string l2_dir() const { return dir.path() + "/l2/f"; }
+
+  TempDir dir;
+};
+
+std::vector<double> field(std::size_t count, double seed) {
+  std::vector<double> values(count);
+  for (std::size_t i = 0; i < count; ++i) values[i] = seed * 1000.0 + static_cast<double>(i);
+  return values;
+}
+
+// The child holds the state as it was at fork: the parent may overwrite it
+// at once. A pipe holds the child back until the parent has written, so the
+// copy-on-write duplication is certain and measured.
+TEST_F(ForkCaptureTest, ChildWritesTheStateAsItWasAtForkWhileTheParentOverwritesIt) {
+  int gate[2];
+  ASSERT_EQ(::pipe(gate), 0);
+  auto env = std::make_shared<HookEnv>();
+  const pid_t test_pid = ::getpid();
+  env->before_create = [&](const std::string&) {
+    char byte = 0;
+    if (::getpid() != test_pid && ::read(gate[0], &byte, 1) != 1) ::_exit(9);  // in the child: no gtest
+  };
+  std::vector<double> u = field(1 << 20, 1);  // 8 MiB
+  const std::vector<double> at_checkpoint = u;
+  Store store("f", config(), env);
+  store.protect(0, u.data(), u.size() * sizeof(double), "u");
+  store.checkpoint(1);
+  std::fill(u.begin(), u.end(), -1.0);  // every page duplicated while the child waits
+  ASSERT_EQ(::write(gate[1], "x", 1), 1);
+  store.wait(1, kL2);
+  const VersionStats stats = store.stats().at(0);
+  EXPECT_EQ(stats.capture, "fork");
+  EXPECT_GE(stats.copy_on_write_bytes, u.size() * sizeof(double) / 2) << "the child saw no duplicated pages";
+  EXPECT_GT(stats.at(kL2)->stored_bytes, u.size() * sizeof(double));
+  EXPECT_EQ(store.restart(1), 1);
+  EXPECT_EQ(u, at_checkpoint);
+  ::close(gate[0]);
+  ::close(gate[1]);
+}
+
+TEST_F(ForkCaptureTest, RefusedForkFailsThatVersionAndTheStoreKeepsWorking) {
+  std::vector<double> u = field(4096, 2);
+  Store store("f", config());
+  store.protect(0, u.data(), u.size() * sizeof(double), "u");
+  ForkCapture::set_fork_function_for_testing([]() -> pid_t {
+    errno = ENOMEM;
+    return -1;
+  });
+  store.checkpoint(1);  // returns: the failure is the version's, in the background
+  try {
+    store.wait(1, kL2);
+    FAIL() << "a version whose fork failed was reported durable";
+  } catch (const StorageError& error) {
+    EXPECT_NE(std::string(error.what()).find("fork for checkpoint 1 failed"), std::string::npos) << error.what();
+  }
+  ForkCapture::set_fork_function_for_testing(nullptr);
+  store.checkpoint(2);
+  store.wait(2, kL2);
+  EXPECT_EQ(store.latest(), 2);
+}
+
+TEST_F(ForkCaptureTest, ChildKilledMidWriteLeavesThePreviousVersion) {
+  std::vector<double> u = field(1 << 18, 3);  // 2 MiB: several appends
+  const std::vector<double> first = u;
+  {
+    Store store("f", config({{"pipeline.chunk_size", "64KiB"}}));
+    store.protect(0, u.data(), u.size() * sizeof(double), "u");
+    store.checkpoint(1);
+    store.wait(1, kL2);
+  }
+  Store store("f", config({{"pipeline.chunk_size", "64KiB"}}), std::make_shared<KillChildMidWriteEnv>());
+  store.protect(0, u.data(), u.size() * sizeof(double), "u");
+  std::fill(u.begin(), u.end(), 7.0);
+  store.checkpoint(2);
+  try {
+    store.wait(2, kL2);
+    FAIL() << "a version whose writer was killed was reported durable";
+  } catch (const StorageError& error) {
+    EXPECT_NE(std::string(error.what()).find("killed by signal"), std::string::npos) << error.what();
+  }
+  EXPECT_EQ(store.latest(), 1);
+  EXPECT_EQ(store.restart(), 1);
+  EXPECT_EQ(u, first);
+  store.close();
+  Store reopened("f", config());  // removes the dead child's temporary
+  EXPECT_TRUE(temporaries(l2_dir()).empty());
+}
+
+TEST_F(ForkCaptureTest, CloseWaitsForTheChildInFlight) {
+  std::vector<double> u = field(1 << 20, 4);
+  const std::vector<double> saved = u;
+  {
+    Store store("f", config());
+    store.protect(0, u.data(), u.size() * sizeof(double), "u");
+    store.checkpoint(5);
+    store.close();
+  }
+  std::fill(u.begin(), u.end(), 0.0);
+  Store store("f", config());
+  store.protect(0, u.data(), u.size() * sizeof(double), "u");
+  EXPECT_EQ(store.restart(), 5);
+  EXPECT_EQ(u, saved);
+}
+
+// The child has its own image: memory the application unmaps after
+// checkpoint() returns is still written (the documented contract).
+TEST_F(ForkCaptureTest, MemoryUnmappedAfterCheckpointReturnsIsStillWritten) {
+  const std::size_t bytes = 4u << 20;
+  void* memory = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(memory, MAP_FAILED);
+  std::memset(memory, 0x5a, bytes);
+  {
+    Store store("f", config());
+    store.protect(0, memory, bytes, "m");
+    store.checkpoint(1);
+    ASSERT_EQ(::munmap(memory, bytes), 0);
+    store.wait(1, kL2);
+    store.unprotect(0);
+  }
+  std::vector<unsigned char> back(bytes);
+  Store store("f", config());
+  store.protect(0, back.data(), bytes, "m");
+  EXPECT_EQ(store.restart(), 1);
+  EXPECT_EQ(std::count(back.begin(), back.end(), 0x5a), static_cast<std::ptrdiff_t>(bytes));
+}
+
+TEST_F(ForkCaptureTest, DontForkMemoryIsRefusedNamingTheRegion) {
+  const std::size_t bytes = 1u << 20;
+  void* memory = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(memory, MAP_FAILED);
+  ASSERT_EQ(::madvise(memory, bytes, MADV_DONTFORK), 0);
+  Store store("f", config());
+  store.protect(0, memory, bytes, "pinned-buffer");
+  try {
+    store.checkpoint(1);
+    FAIL() << "a region hidden from the child was accepted";
+  } catch (const InvalidArgumentError& error) {
+    EXPECT_NE(std::string(error.what()).find("pinned-buffer"), std::string::npos) << error.what();
+  }
+  store.unprotect(0);
+  ::munmap(memory, bytes);
+}
+
+TEST_F(ForkCaptureTest, AutoCopiesWhatFitsTheBufferAndForksTheRest) {
+  std::vector<double> small = field(1024, 5);
+  std::vector<double> large = field(1 << 17, 6);  // 1 MiB
+  Store store("f", config({{"capture.mode", "auto"}, {"buffer.capacity", "256KiB"}}));
+  store.protect(0, small.data(), small.size() * sizeof(double), "small");
+  store.checkpoint(1);
+  store.protect(1, large.data(), large.size() * sizeof(double), "large");
+  store.checkpoint(2);
+  store.wait(kAllVersions, kL2);
+  const auto stats = store.stats();
+  EXPECT_EQ(stats.at(0).capture, "copy");
+  EXPECT_EQ(stats.at(1).capture, "fork");
+  const auto saved = large;
+  std::fill(large.begin(), large.end(), 0.0);
+  EXPECT_EQ(store.restart(2), 2);
+  EXPECT_EQ(large, saved);
+}
+
+// A killed application takes its child with it (PR_SET_PDEATHSIG): nothing
+// partial is visible, and the next open removes the child's temporary.
+TEST_F(ForkCaptureTest, ParentKilledWhileTheChildWritesLeavesNothingPartial) {
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const Config settings = config();
+  const pid_t application = ::fork();
+  ASSERT_GE(application, 0);
+  if (application == 0) {
+    int gate[2];
+    if (::pipe(gate) != 0) ::_exit(3);
+    auto env = std::make_shared<HookEnv>();
+    const pid_t self = ::getpid();
+    env->before_create = [&](const std::string&) {
+      if (::getpid() == self) return;
+      if (::write(ready[1], "c", 1) != 1) ::_exit(9);  // the child is about to write: kill the application now
+      char byte = 0;
+      while (::read(gate[0], &byte, 1) != 0) {  // never written: blocks until killed
+      }
+    };
+    std::vector<double> u = field(1 << 16, 7);
+    Store store("f", settings, env);
+    store.protect(0, u.data(), u.size() * sizeof(double), "u");
+    store.checkpoint(1);
+    for (;;) ::pause();
+  }
+  char byte = 0;
+  ASSERT_EQ(::read(ready[0], &byte, 1), 1);
+  ::kill(application, SIGKILL);
+  int status = 0;
+  ASSERT_EQ(::waitpid(application, &status, 0), application);
+  // The orphaned child dies of SIGKILL from PDEATHSIG; wait until it is gone.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  for (const std::string& name : temporaries(l2_dir())) {
+    const pid_t child = std::atoi(name.substr(name.find(".tmp-") + 5).c_str());
+    while (::kill(child, 0) == 0 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));  // polling a process that is not ours
+    }
+  }
+  Store store("f", config());
+  EXPECT_FALSE(store.latest().has_value());
+  EXPECT_TRUE(temporaries(l2_dir()).empty());
+  ::close(ready[0]);
+  ::close(ready[1]);
+}
+
+}  // namespace
+}  // namespace resurgo
