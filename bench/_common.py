@@ -280,18 +280,21 @@ def pyplot():
 
 
 def grouped_bars(ax, groups: List[tuple], value: Callable[[Series], tuple] = None,
-                 log_scale: bool = True) -> None:
+                 log_scale: bool = True, keys: Optional[List[str]] = None) -> None:
     """Bars of median with min–max error bars: one group per (name, {key:
     Series}) in groups, one colour per key (labelled with Series.label).
-    value(series) -> (median, min, max) overrides what is drawn."""
+    value(series) -> (median, min, max) overrides what is drawn; keys fixes
+    the order, colours and places of the bars (to match other axes)."""
     value = value or (lambda s: (s.median, s.min, s.max))
-    keys: List[str] = []
+    order: List[str] = list(keys or [])
     labels: Dict[str, str] = {}
     for _, series in groups:
         for k, s in series.items():
-            if s.times and k not in keys:
-                keys.append(k)
-                labels[k] = s.label
+            if s.times:
+                labels.setdefault(k, s.label)
+                if k not in order:
+                    order.append(k)
+    keys = order
     width = 0.8 / max(1, len(keys))
     cmap = pyplot().get_cmap("tab20")
     for i, key in enumerate(keys):
@@ -305,7 +308,9 @@ def grouped_bars(ax, groups: List[tuple], value: Callable[[Series], tuple] = Non
             meds.append(med)
             lo.append(med - mn)
             hi.append(mx - med)
-        ax.bar(xs, meds, width, yerr=[lo, hi], capsize=2, label=labels[key], color=cmap(i % 20))
+        if xs:
+            ax.bar(xs, meds, width, yerr=[lo, hi], capsize=2, label=labels[key],
+                   color=cmap(i % 20))
     ax.set_xticks(range(len(groups)))
     ax.set_xticklabels([name for name, _ in groups])
     if log_scale:
