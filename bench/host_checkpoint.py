@@ -22,9 +22,9 @@ residency after eviction is checked with fincore when util-linux has it).
 Application slowdown (--slowdown-size, default 256 MiB; 0 skips it): a
 memory-bound loop sweeping the whole state runs N steps three ways in each
 repeat: without checkpoints (wall W0), then with a checkpoint every
---slowdown-interval seconds (default 0.4) in two configurations, L2 only and
-L2+L4 (wall W1, blocking sum B, final wait F). Reported: W1 / (W0 + B + F),
-target <= 1.2.
+--slowdown-interval seconds of computing (default 0.4, turned into a number
+of steps) in two configurations, L2 only and L2+L4 (wall W1, blocking sum B,
+final wait F). Reported: W1 / (W0 + B + F), target <= 1.2.
 
 Writes bench/results/host_checkpoint.md and .png (see --out).
 
@@ -343,26 +343,22 @@ def compute_step(state: np.ndarray) -> None:
     np.add(state, 0.25, out=state)
 
 
-def run_app(state: np.ndarray, steps: int, store=None, interval: float = 0.4,
+def run_app(state: np.ndarray, steps: int, store=None, every: int = 1,
             first_version: int = 0, wait_level: int = 2) -> Dict[str, float]:
-    """Runs `steps` compute steps. With a store, a checkpoint follows the first
-    step that ends `interval` seconds or more after the previous checkpoint
-    began (or after the start), and the run ends with store.wait(level).
+    """Runs `steps` compute steps. With a store, a checkpoint follows every
+    `every`-th step, and the run ends with store.wait(level=wait_level).
     Returns wall (all of it), blocking (sum of checkpoint calls), final (the
     last wait) and count (checkpoints)."""
     blocking = 0.0
     count = 0
     t0 = time.perf_counter()
-    last = t0
-    for _ in range(steps):
+    for i in range(1, steps + 1):
         compute_step(state)
-        if store is not None:
-            now = time.perf_counter()
-            if now - last >= interval:
-                store.checkpoint(first_version + count)
-                blocking += time.perf_counter() - now
-                count += 1
-                last = now
+        if store is not None and i % every == 0:
+            tc = time.perf_counter()
+            store.checkpoint(first_version + count)
+            blocking += time.perf_counter() - tc
+            count += 1
     final = 0.0
     if store is not None:
         tw = time.perf_counter()
@@ -383,10 +379,14 @@ def bench_slowdown(nbytes: int, repeats: int, root: Path, interval: float,
     fill_state(state)
     for _ in range(3):  # untimed: fault the pages in, warm the caches
         compute_step(state)
-    if steps <= 0:  # auto: about 20 checkpoint intervals without checkpoints
-        step_s = statistics.median(timed(lambda: compute_step(state)) for _ in range(5))
-        steps = max(10, int(round(20 * interval / step_s)))
-    log(f"[slowdown {tag}] {steps} steps, a checkpoint every {interval:g} s")
+    # The interval becomes a number of steps, so every run does the same
+    # work and takes the same checkpoints at the same points.
+    step_s = statistics.median(timed(lambda: compute_step(state)) for _ in range(5))
+    every = max(1, int(round(interval / step_s)))
+    if steps <= 0:  # auto: 20 checkpoints
+        steps = 20 * every
+    log(f"[slowdown {tag}] {steps} steps of {fmt_time(step_s)}, a checkpoint every {every} steps "
+        f"(~{interval:g} s)")
 
     series: Dict[str, Series] = {"w0": Series("no checkpoints: wall W0")}
     for key, (label, _, _) in SLOWDOWN_CONFIGS.items():
@@ -405,14 +405,14 @@ def bench_slowdown(nbytes: int, repeats: int, root: Path, interval: float,
             stores[key] = store
             # Untimed warm-up: the buffer's pages and the disk blocks cycled
             # by keep=2 are in use before the measured runs.
-            got = run_app(state, max(3, steps // 4), store, interval, 0, level)
+            got = run_app(state, 3 * every, store, every, 0, level)
             next_version[key] = int(got["count"])
         for r in range(repeats):
             w0 = run_app(state, steps)["wall"]
             series["w0"].times.append(w0)
             msg = [f"W0 {fmt_time(w0)}"]
             for key, (label, _, level) in SLOWDOWN_CONFIGS.items():
-                got = run_app(state, steps, stores[key], interval, next_version[key], level)
+                got = run_app(state, steps, stores[key], every, next_version[key], level)
                 next_version[key] += int(got["count"])
                 floor = w0 + got["blocking"] + got["final"]
                 for part in ("wall", "blocking", "final", "count"):
@@ -441,8 +441,8 @@ def bench_slowdown(nbytes: int, repeats: int, root: Path, interval: float,
     del state
     gc.collect()
     shutil.rmtree(work, ignore_errors=True)
-    return {"nbytes": nbytes, "steps": steps, "interval": interval, "series": series,
-            "notes": notes}
+    return {"nbytes": nbytes, "steps": steps, "interval": interval, "every": every,
+            "step_s": step_s, "series": series, "notes": notes}
 
 
 # ----------------------------------------------------------------- reports
@@ -489,9 +489,10 @@ def slowdown_lines(slow: dict) -> List[str]:
     lines = [f"## Application slowdown ({human(slow['nbytes'])} state)", "",
              f"A memory-bound loop of {slow['steps']} steps, each sweeping the whole float64 state "
              "twice in place (`x = 0.5 x + 0.25`), run three ways in each repeat: without "
-             f"checkpoints (wall **W0**), and with a checkpoint every {slow['interval']:g} s "
-             "(after the first step that ends that long after the previous checkpoint began) in "
-             "each configuration below (wall **W1**, which includes every checkpoint call, their "
+             f"checkpoints (wall **W0**), and with a checkpoint after every {slow['every']}-th "
+             f"step (every {slow['interval']:g} s of computing: one step took "
+             f"{fmt_time(slow['step_s'])} before the runs, so every run does the same work and "
+             "the same checkpoints) in each configuration below (wall **W1**, which includes every checkpoint call, their "
              "sum **B**, and the final `store.wait` **F**: level 2 for L2 only, level 4 for "
              "L2+L4). Both stores use the default `buffer.capacity` (twice the state), "
              "`local_keep=2`, `persistent_keep=2`; L4 is a directory on the same disk. "
@@ -624,10 +625,12 @@ def main(argv: Optional[List[str]] = None) -> int:
                     default=256 * MiB,
                     help="state of the application-slowdown section; 0 skips it (default: 256MiB)")
     ap.add_argument("--slowdown-interval", type=float, default=0.4,
-                    help="seconds between checkpoints in the slowdown section (default: 0.4)")
+                    help="seconds of computing between checkpoints in the slowdown section, "
+                         "turned into a number of steps from the measured step time "
+                         "(default: 0.4)")
     ap.add_argument("--slowdown-steps", type=int, default=0,
-                    help="compute steps per run in the slowdown section; 0 (default): about 20 "
-                         "checkpoint intervals, from the measured step time")
+                    help="compute steps per run in the slowdown section; 0 (default): "
+                         "20 checkpoints' worth")
     args = ap.parse_args(argv)
     args.argv = argv
     finish_common_args(ap, args)
