@@ -629,10 +629,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     root = root.resolve()
 
     # Peak memory: state + memcpy destination, or state + Resurgo's buffer,
-    # or (fork) state + the pages the parent rewrites while the child writes.
-    # Peak disk: local_keep=2 versions + one in flight (raw at worst).
+    # or (fork) state + buffer (if the mode keeps one) + the pages the parent
+    # rewrites while the child writes. Peak disk: local_keep=2 versions + one
+    # in flight (raw at worst).
     for nbytes in sizes:
-        check_resources(SCRIPT, root, f"state {human(nbytes)}", 2.2 * nbytes, 3.2 * nbytes)
+        check_resources(SCRIPT, root, f"state {human(nbytes)}", 3.2 * nbytes, 3.2 * nbytes)
 
     machine = machine_description(root, resurgo)
     writers, global_notes = sync_writers(args.rows)
