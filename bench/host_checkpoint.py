@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import gc
 import os
-import re
 import shutil
 import statistics
 import subprocess
