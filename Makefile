@@ -10,7 +10,9 @@
 #   make test-asan, make test-tsan   C++ tests and quick campaigns under
 #                ASan+UBSan / TSan
 #   make soak    the long campaigns (docs/reliability.md); logs in build/soak
-#   make bench   run bench/host_checkpoint.py (BENCH_ARGS="--sizes 256MiB")
+#   make bench   run bench/host_checkpoint.py (BENCH_ARGS="--sizes 256MiB");
+#                BENCH=compression_fork runs bench/compression_fork.py,
+#                BENCH="host_checkpoint compression_fork" both (bench/README.md)
 #   make build   configure + build the C++ library, tests, examples (build/cpp)
 #   make python  (re)install the Python package into .venv, editable
 #   make install PREFIX=/opt/resurgo   install the C/C++/Fortran library
@@ -28,6 +30,7 @@ VENV       := .venv
 ,          := ,
 VENV_PY    := $(VENV)/bin/python
 PREFIX     ?= /usr/local
+BENCH      ?= host_checkpoint
 BENCH_ARGS ?=
 CMAKE_ARGS ?=
 
@@ -111,7 +114,8 @@ demo: deps build python
 	$(VENV_PY) examples/heat2d/demo.py --binary $(BUILD_DIR)/examples/heat2d/heat2d
 
 bench: deps python
-	$(VENV_PY) bench/host_checkpoint.py $(BENCH_ARGS)
+	@for b in $(BENCH); do echo "$(VENV_PY) bench/$$b.py $(BENCH_ARGS)"; \
+	  $(VENV_PY) bench/$$b.py $(BENCH_ARGS) || exit 1; done
 
 install: build
 	cmake --install $(BUILD_DIR) --prefix $(PREFIX)

@@ -19,20 +19,26 @@ is read from the page cache) and "cold" (its pages were evicted with
 posix_fadvise(POSIX_FADV_DONTNEED) before each repeat, which needs no root;
 residency after eviction is checked with fincore when util-linux has it).
 
+Application slowdown (--slowdown-size, default 256 MiB; 0 skips it): a
+memory-bound loop sweeping the whole state runs N steps three ways in each
+repeat: without checkpoints (wall W0), then with a checkpoint every
+--slowdown-interval seconds of computing (default 0.4, turned into a number
+of steps) in two configurations, L2 only and L2+L4 (wall W1, blocking sum B,
+final wait F). Reported: W1 / (W0 + B + F), target <= 1.2.
+
 Writes bench/results/host_checkpoint.md and .png (see --out).
 
     .venv/bin/python bench/host_checkpoint.py                  # full run
     .venv/bin/python bench/host_checkpoint.py --sizes 256MiB   # quick check
+    .venv/bin/python bench/host_checkpoint.py --smoke --repeats 2 --sizes 16MiB \
+        --slowdown-size 16MiB --slowdown-interval 0.1            # does it run?
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import gc
 import os
-import platform
-import re
 import shutil
 import statistics
 import subprocess
@@ -40,122 +46,22 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
 import numpy as np
 
-try:
-    import resurgo
-except ImportError as exc:  # pragma: no cover - depends on the build
-    sys.exit(
-        f"host_checkpoint.py: cannot import resurgo ({exc}).\n"
-        "Build and install the Python package first:  make python\n"
-        "(or: .venv/bin/pip install --no-build-isolation -e .), and run this\n"
-        "script with that interpreter: .venv/bin/python bench/host_checkpoint.py"
-    )
+from _common import (GiB, MiB, Series, add_common_args, check_resources, evict,
+                     finish_common_args, fmt_time, human, import_resurgo, log, machine_description,
+                     machine_lines, parse_size, parse_sizes, pyplot, grouped_bars, report_header,
+                     resident_fraction, timed, write_fsync)
 
-MiB = 1 << 20
-GiB = 1 << 30
-WRITE_BLOCK = 64 * MiB
+resurgo = import_resurgo("host_checkpoint.py")
+
 FILL_BLOCK = 16 * MiB  # elements per block when filling the state
-
-HERE = Path(__file__).resolve().parent
 
 
 # ----------------------------------------------------------------- helpers
-def log(msg: str) -> None:
-    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-def parse_size(text: str) -> int:
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([KMGT]i?B?|B)?\s*", text, re.IGNORECASE)
-    if not m:
-        raise argparse.ArgumentTypeError(f"bad size '{text}' (e.g. 256MiB, 1GiB, 4GiB)")
-    value = float(m.group(1))
-    unit = (m.group(2) or "B").upper()
-    scale = {"B": 1, "K": 1 << 10, "M": MiB, "G": GiB, "T": 1 << 40}[unit[0]]
-    if unit[0] != "B" and "I" not in unit and unit.endswith("B"):
-        scale = {"K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}[unit[0]]
-    nbytes = int(value * scale)
-    if nbytes < 8 or nbytes % 8:
-        raise argparse.ArgumentTypeError(f"size '{text}' must be a positive multiple of 8 bytes")
-    return nbytes
-
-
-def human(nbytes: float) -> str:
-    for unit, scale in (("GiB", GiB), ("MiB", MiB), ("KiB", 1 << 10)):
-        if nbytes >= scale:
-            value = nbytes / scale
-            return f"{value:g}{unit}" if value == int(value) else f"{value:.2f}{unit}"
-    return f"{int(nbytes)}B"
-
-
-def fmt_time(seconds: float) -> str:
-    if seconds >= 1:
-        return f"{seconds:.3f} s"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.1f} ms"
-    return f"{seconds * 1e6:.0f} µs"
-
-
-@dataclass
-class Series:
-    """Repeated timings of one method at one size."""
-
-    label: str
-    group: str  # floor | resurgo | baseline
-    nbytes: int  # bytes the method moves (for the bandwidth column)
-    times: List[float] = field(default_factory=list)
-    note: str = ""
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.times)
-
-    @property
-    def min(self) -> float:
-        return min(self.times)
-
-    @property
-    def max(self) -> float:
-        return max(self.times)
-
-
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def evict(path: Path) -> None:
-    """Drops a file's (clean) pages from the page cache; no root needed."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)  # dirty pages cannot be dropped
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-
-
-def resident_fraction(path: Path) -> Optional[float]:
-    """Fraction of the file in the page cache (util-linux fincore), or None."""
-    if not shutil.which("fincore"):
-        return None
-    try:
-        out = subprocess.run(
-            ["fincore", "--bytes", "--noheadings", "--raw", "--output", "RES,SIZE", str(path)],
-            capture_output=True, text=True, check=True,
-        ).stdout.split()
-        res, size = int(out[0]), int(out[1])
-        return res / size if size else None
-    except (subprocess.CalledProcessError, ValueError, IndexError):
-        return None
-
-
 def fill_state(arr: np.ndarray) -> None:
     """A deterministic, not trivially compressible pattern, block by block
     (no temporary as large as the state)."""
@@ -165,24 +71,6 @@ def fill_state(arr: np.ndarray) -> None:
         block = arr[start:stop]
         np.multiply(np.arange(start, stop, dtype=np.float64), 1.000001e-3, out=block)
         np.sin(block, out=block)
-
-
-def write_fsync(path: Path, buf: memoryview) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        off = 0
-        total = len(buf)
-        while off < total:
-            off += os.write(fd, buf[off : off + WRITE_BLOCK])
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def timed(fn: Callable[[], None]) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
 
 
 WARMUP_VERSIONS = 3
@@ -214,44 +102,6 @@ def cat_seconds(files: List[Path]) -> float:
     t0 = time.perf_counter()
     subprocess.run(cmd, shell=True, check=True)
     return time.perf_counter() - t0
-
-
-# -------------------------------------------------------------- the machine
-def machine_description(target: Path) -> Dict[str, str]:
-    info: Dict[str, str] = {}
-    cpu = "unknown"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    info["CPU"] = cpu
-    info["cores (os.cpu_count)"] = str(os.cpu_count())
-    try:
-        info["cores usable (affinity)"] = str(len(os.sched_getaffinity(0)))
-    except AttributeError:
-        pass
-    try:
-        with open("/proc/meminfo") as f:
-            mem = {l.split(":")[0]: l.split(":")[1].strip() for l in f}
-        info["RAM"] = f"{int(mem['MemTotal'].split()[0]) / (1 << 20):.1f} GiB"
-    except (OSError, KeyError, ValueError):
-        info["RAM"] = "unknown"
-    info["kernel"] = f"{platform.system()} {platform.release()}"
-    try:
-        df = subprocess.run(["df", "-T", str(target)], capture_output=True, text=True,
-                            check=True).stdout.splitlines()[-1].split()
-        info["target directory"] = f"{target} ({df[1]} on {df[0]}, mounted at {df[-1]})"
-    except (subprocess.CalledProcessError, IndexError, FileNotFoundError):
-        info["target directory"] = str(target)
-    info["Python"] = platform.python_version()
-    info["NumPy"] = np.__version__
-    info["resurgo"] = str(getattr(resurgo, "__version__", "unknown"))
-    info["date"] = _dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
-    return info
 
 
 # ----------------------------------------------------------- one state size
@@ -477,6 +327,123 @@ def make_baselines() -> tuple[Dict[str, tuple], List[str]]:
     return out, notes
 
 
+# ------------------------------------------------------- application slowdown
+SLOWDOWN_TARGET = 1.2
+SLOWDOWN_CONFIGS = {  # key: (label, overrides, level the final wait waits for)
+    "l2": ("L2 only (persistent_every=0)", dict(persistent_every=0), 2),
+    "l2l4": ("L2+L4 (persistent_every=1)", dict(persistent_every=1), 4),
+}
+
+
+def compute_step(state: np.ndarray) -> None:
+    """One memory-bound sweep over the whole state, in place: x = 0.5 x + 0.25
+    (two passes; the values stay bounded)."""
+    np.multiply(state, 0.5, out=state)
+    np.add(state, 0.25, out=state)
+
+
+def run_app(state: np.ndarray, steps: int, store=None, every: int = 1,
+            first_version: int = 0, wait_level: int = 2) -> Dict[str, float]:
+    """Runs `steps` compute steps. With a store, a checkpoint follows every
+    `every`-th step, and the run ends with store.wait(level=wait_level).
+    Returns wall (all of it), blocking (sum of checkpoint calls), final (the
+    last wait) and count (checkpoints)."""
+    blocking = 0.0
+    count = 0
+    t0 = time.perf_counter()
+    for i in range(1, steps + 1):
+        compute_step(state)
+        if store is not None and i % every == 0:
+            tc = time.perf_counter()
+            store.checkpoint(first_version + count)
+            blocking += time.perf_counter() - tc
+            count += 1
+    final = 0.0
+    if store is not None:
+        tw = time.perf_counter()
+        store.wait(level=wait_level)
+        final = time.perf_counter() - tw
+    return {"wall": time.perf_counter() - t0, "blocking": blocking, "final": final,
+            "count": float(count)}
+
+
+def bench_slowdown(nbytes: int, repeats: int, root: Path, interval: float,
+                   steps: int) -> dict:
+    """The application's view: wall time of a memory-bound loop with a
+    checkpoint every `interval` s against the same loop without, in one run."""
+    tag = human(nbytes)
+    work = root / f"slowdown-{tag}"
+    work.mkdir(parents=True, exist_ok=True)
+    state = np.empty(nbytes // 8, dtype=np.float64)
+    fill_state(state)
+    for _ in range(3):  # untimed: fault the pages in, warm the caches
+        compute_step(state)
+    # The interval becomes a number of steps, so every run does the same
+    # work and takes the same checkpoints at the same points.
+    step_s = statistics.median(timed(lambda: compute_step(state)) for _ in range(5))
+    every = max(1, int(round(interval / step_s)))
+    if steps <= 0:  # auto: 20 checkpoints
+        steps = 20 * every
+    log(f"[slowdown {tag}] {steps} steps of {fmt_time(step_s)}, a checkpoint every {every} steps "
+        f"(~{interval:g} s)")
+
+    series: Dict[str, Series] = {"w0": Series("no checkpoints: wall W0")}
+    for key, (label, _, _) in SLOWDOWN_CONFIGS.items():
+        for part, text in (("wall", "wall W1"), ("blocking", "blocking B (sum)"),
+                           ("final", "final wait F"), ("floor", "floor W0 + B + F"),
+                           ("ratio", "W1 / floor"), ("count", "checkpoints")):
+            series[f"{key}_{part}"] = Series(f"{label}: {text}", key)
+    stores = {}
+    next_version = {}
+    try:
+        for key, (label, overrides, level) in SLOWDOWN_CONFIGS.items():
+            store = resurgo.Store(f"slowdown-{key}", local_path=str(work / key / "l2"),
+                                  persistent_path=str(work / key / "l4"), local_keep=2,
+                                  persistent_keep=2, **overrides)
+            store.protect("state", state)
+            stores[key] = store
+            # Untimed warm-up: the buffer's pages and the disk blocks cycled
+            # by keep=2 are in use before the measured runs.
+            got = run_app(state, 3 * every, store, every, 0, level)
+            next_version[key] = int(got["count"])
+        for r in range(repeats):
+            w0 = run_app(state, steps)["wall"]
+            series["w0"].times.append(w0)
+            msg = [f"W0 {fmt_time(w0)}"]
+            for key, (label, _, level) in SLOWDOWN_CONFIGS.items():
+                got = run_app(state, steps, stores[key], every, next_version[key], level)
+                next_version[key] += int(got["count"])
+                floor = w0 + got["blocking"] + got["final"]
+                for part in ("wall", "blocking", "final", "count"):
+                    series[f"{key}_{part}"].times.append(got[part])
+                series[f"{key}_floor"].times.append(floor)
+                series[f"{key}_ratio"].times.append(got["wall"] / floor)
+                msg.append(f"{key}: W1 {fmt_time(got['wall'])}, B {fmt_time(got['blocking'])}, "
+                           f"F {fmt_time(got['final'])}, {int(got['count'])} checkpoints, "
+                           f"W1/floor {got['wall'] / floor:.2f}")
+            log(f"[slowdown {tag}] {r + 1}/{repeats}: " + "; ".join(msg))
+        stats = {key: store.stats() for key, store in stores.items()}
+    finally:
+        for store in stores.values():
+            store.close()
+    notes: List[str] = []
+    for key, rows in stats.items():
+        sync = sum(1 for row in rows if row.get("synchronous"))
+        back = [float(row.get("backpressure_seconds", 0.0)) for row in rows]
+        if sync:
+            notes.append(f"{SLOWDOWN_CONFIGS[key][0]}: {sync} checkpoints were written "
+                         "synchronously (state larger than the buffer).")
+        if back and max(back) > 1e-3:
+            notes.append(f"{SLOWDOWN_CONFIGS[key][0]}: backpressure waits up to "
+                         f"{fmt_time(max(back))}, total {fmt_time(sum(back))} over {len(rows)} "
+                         "checkpoints (part of B).")
+    del state
+    gc.collect()
+    shutil.rmtree(work, ignore_errors=True)
+    return {"nbytes": nbytes, "steps": steps, "interval": interval, "every": every,
+            "step_s": step_s, "series": series, "notes": notes}
+
+
 # ----------------------------------------------------------------- reports
 TARGETS = {
     "blocking_vs_memcpy": ("Resurgo blocking / memcpy floor", "<=", 1.2),
@@ -516,14 +483,43 @@ def verdict(key: str, value: float) -> str:
     return f"{op} {target:g}: {'met' if ok else '**missed**'}"
 
 
+def slowdown_lines(slow: dict) -> List[str]:
+    s = slow["series"]
+    lines = [f"## Application slowdown ({human(slow['nbytes'])} state)", "",
+             f"A memory-bound loop of {slow['steps']} steps, each sweeping the whole float64 state "
+             "twice in place (`x = 0.5 x + 0.25`), run three ways in each repeat: without "
+             f"checkpoints (wall **W0**), and with a checkpoint after every {slow['every']}-th "
+             f"step (every {slow['interval']:g} s of computing: one step took "
+             f"{fmt_time(slow['step_s'])} before the runs, so every run does the same work and "
+             "the same checkpoints) in each configuration below (wall **W1**, which includes every checkpoint call, their "
+             "sum **B**, and the final `store.wait` **F**: level 2 for L2 only, level 4 for "
+             "L2+L4). Both stores use the default `buffer.capacity` (twice the state), "
+             "`local_keep=2`, `persistent_keep=2`; L4 is a directory on the same disk. "
+             "**floor = W0 + B + F** is what the run would take if the background work cost "
+             "the application nothing; **W1 / floor** is computed per repeat "
+             f"(target ≤ {SLOWDOWN_TARGET:g}).", "",
+             "| configuration | checkpoints | W0 | W1 | B (sum) | F | floor | W1 / floor | target |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for key, (label, _, _) in SLOWDOWN_CONFIGS.items():
+        ratio = s[f"{key}_ratio"]
+        ok = "met" if ratio.median <= SLOWDOWN_TARGET else "**missed**"
+        count = s[f"{key}_count"]
+        lines.append(
+            f"| {label} | {count.median:g} [{count.min:g}–{count.max:g}] | {s['w0'].cell()} | "
+            f"{s[key + '_wall'].cell()} | {s[key + '_blocking'].cell()} | "
+            f"{s[key + '_final'].cell()} | {s[key + '_floor'].cell()} | "
+            f"{ratio.cell(lambda v: f'{v:.3f}')} | ≤ {SLOWDOWN_TARGET:g}: {ok} |")
+    lines.append("")
+    if slow["notes"]:
+        lines += [f"- {n}" for n in slow["notes"]] + [""]
+    return lines
+
+
 def write_markdown(path: Path, machine: Dict[str, str], results: List[dict], args,
-                   global_notes: List[str], plot_name: str) -> None:
-    lines = ["# Host-memory checkpoint benchmark", ""]
-    lines += [f"Generated by `bench/host_checkpoint.py {' '.join(args.argv)}`".rstrip() + "; "
-              f"median [min–max] of {args.repeats} repeats, all measured in the same run.", ""]
-    lines += ["## Machine", "", "| | |", "|---|---|"]
-    lines += [f"| {k} | {v} |" for k, v in machine.items()]
-    lines += ["", "## What is measured", "",
+                   global_notes: List[str], plot_name: str, slow: Optional[dict]) -> None:
+    lines = report_header("Host-memory checkpoint benchmark", "host_checkpoint.py", args)
+    lines += machine_lines(machine)
+    lines += ["## What is measured", "",
               "- **memcpy floor**: `np.copyto` into an already-touched buffer of the same size.",
               "- **write+fsync floor**: `os.write` in 64 MiB blocks to a new file + `os.fsync`.",
               "- **Resurgo blocking**: `store.checkpoint(v)` with `buffer_capacity` = state size, "
@@ -572,48 +568,46 @@ def write_markdown(path: Path, machine: Dict[str, str], results: List[dict], arg
                   ", ".join(f"{k}: {v}" for k, v in best.items()) + "."]
     lines += ["", "Restart throughput is the state size over the restart time; cat throughput is "
               "the container file size over the cat time.", ""]
+    if slow is not None:
+        lines += slowdown_lines(slow)
     if global_notes:
         lines += ["## Notes", ""] + [f"- {n}" for n in global_notes] + [""]
     lines += [f"![median times per method and size]({plot_name})", ""]
     path.write_text("\n".join(lines))
 
 
-def write_plot(path: Path, results: List[dict]) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    keys: List[str] = []
-    for res in results:
-        for k in res["series"]:
-            if k not in keys:
-                keys.append(k)
-    labels = {k: s.label for res in results for k, s in res["series"].items()}
+def write_plot(path: Path, results: List[dict], slow: Optional[dict]) -> None:
+    plt = pyplot()
     n_groups = len(results)
-    width = 0.8 / max(1, len(keys))
-    fig, ax = plt.subplots(figsize=(max(8, 2.2 * n_groups + 6), 6))
-    cmap = plt.get_cmap("tab20")
-    for i, key in enumerate(keys):
-        xs, meds, lo, hi = [], [], [], []
-        for g, res in enumerate(results):
-            s = res["series"].get(key)
-            if s is None:
-                continue
-            xs.append(g - 0.4 + width * (i + 0.5))
-            meds.append(s.median)
-            lo.append(s.median - s.min)
-            hi.append(s.max - s.median)
-        ax.bar(xs, meds, width, yerr=[lo, hi], capsize=2, label=labels[key], color=cmap(i % 20))
-    ax.set_xticks(range(n_groups))
-    ax.set_xticklabels([f"state {human(r['nbytes'])}" for r in results])
-    ax.set_yscale("log")
+    width = max(8, 2.2 * n_groups + 6)
+    if slow is None:
+        fig, ax = plt.subplots(figsize=(width, 6))
+    else:
+        fig, (ax, ax2) = plt.subplots(2, 1, figsize=(width, 10),
+                                      gridspec_kw={"height_ratios": [3, 2]})
+    grouped_bars(ax, [(f"state {human(r['nbytes'])}", r["series"]) for r in results])
     ax.set_ylabel("seconds (median, bars: min–max)")
     ax.set_title("Host-memory checkpoint: Resurgo vs floors and synchronous baselines")
-    ax.grid(axis="y", which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    if slow is not None:
+        s = slow["series"]
+        groups = [(label.split(" (")[0], {"ratio": s[f"{key}_ratio"]})
+                  for key, (label, _, _) in SLOWDOWN_CONFIGS.items()]
+        for _, g in groups:
+            g["ratio"].label = "W1 / (W0 + B + F)"
+        grouped_bars(ax2, groups, log_scale=False)
+        ax2.axhline(SLOWDOWN_TARGET, color="red", linestyle="--",
+                    label=f"target ≤ {SLOWDOWN_TARGET:g}")
+        ax2.axhline(1.0, color="black", linewidth=0.8)
+        top = max(SLOWDOWN_TARGET, max(g["ratio"].max for _, g in groups))
+        bottom = min(0.8, min(g["ratio"].min for _, g in groups))
+        ax2.set_ylim(bottom * 0.95, top * 1.05)
+        ax2.set_ylabel("W1 / floor (median, bars: min–max)")
+        ax2.set_title(f"Application slowdown: {human(slow['nbytes'])} state, a checkpoint every "
+                      f"{slow['interval']:g} s")
+        ax2.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
 
 
@@ -624,17 +618,22 @@ def main(argv: Optional[List[str]] = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="256MiB,1GiB,4GiB",
                     help="state sizes, comma- or space-separated (default: %(default)s)")
-    ap.add_argument("--repeats", type=int, default=5, help="repeats per measure (>= 5; default 5)")
-    ap.add_argument("--dir", type=Path, default=None,
-                    help="target directory (node-local disk); default: a fresh directory under /tmp")
-    ap.add_argument("--out", type=Path, default=HERE / "results",
-                    help="where host_checkpoint.md/.png go (default: bench/results)")
-    ap.add_argument("--keep", action="store_true", help="keep the target directory")
+    add_common_args(ap, "host_checkpoint", "target directory (node-local disk); default: a "
+                    "fresh directory under /tmp")
+    ap.add_argument("--slowdown-size", type=lambda t: parse_size(t) if t != "0" else 0,
+                    default=256 * MiB,
+                    help="state of the application-slowdown section; 0 skips it (default: 256MiB)")
+    ap.add_argument("--slowdown-interval", type=float, default=0.4,
+                    help="seconds of computing between checkpoints in the slowdown section, "
+                         "turned into a number of steps from the measured step time "
+                         "(default: 0.4)")
+    ap.add_argument("--slowdown-steps", type=int, default=0,
+                    help="compute steps per run in the slowdown section; 0 (default): "
+                         "20 checkpoints' worth")
     args = ap.parse_args(argv)
     args.argv = argv
-    sizes = [parse_size(t) for t in re.split(r"[,\s]+", args.sizes.strip()) if t]
-    if args.repeats < 5:
-        ap.error("--repeats must be at least 5 (median/min/max of >= 5 repeats)")
+    finish_common_args(ap, args)
+    sizes = parse_sizes(args.sizes)
 
     created = args.dir is None
     root = Path(tempfile.mkdtemp(prefix="resurgo-bench-", dir="/tmp")) if created else args.dir
@@ -643,28 +642,27 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     # Peak memory: state + Resurgo's buffer (or state + memcpy destination,
     # or state + restore array). Peak disk: local_keep=2 versions + one in flight.
-    try:
-        with open("/proc/meminfo") as f:
-            avail = next(int(l.split()[1]) * 1024 for l in f if l.startswith("MemAvailable"))
-    except (OSError, StopIteration):
-        avail = None
-    free_disk = shutil.disk_usage(root).free
     for nbytes in sizes:
-        if avail is not None and 2.2 * nbytes > avail:
-            sys.exit(f"host_checkpoint.py: state {human(nbytes)} needs about {human(2.2 * nbytes)} "
-                     f"of memory; {human(avail)} is available")
-        if 3.2 * nbytes > free_disk:
-            sys.exit(f"host_checkpoint.py: state {human(nbytes)} needs about {human(3.2 * nbytes)} "
-                     f"free in {root}; {human(free_disk)} is free")
+        check_resources("host_checkpoint.py", root, f"state {human(nbytes)}", 2.2 * nbytes,
+                        3.2 * nbytes)
+    if args.slowdown_size:
+        # State + two stores' buffers (twice the state each); L2 and L4 of
+        # both stores keep 2 versions, plus one in flight at each.
+        check_resources("host_checkpoint.py", root, "the slowdown section",
+                        5.2 * args.slowdown_size, 9 * args.slowdown_size)
 
-    machine = machine_description(root)
+    machine = machine_description(root, resurgo)
     baselines, global_notes = make_baselines()
     log(f"target directory {machine['target directory']}; sizes {[human(s) for s in sizes]}, "
         f"{args.repeats} repeats")
     results = []
+    slow = None
     try:
         for nbytes in sizes:
             results.append(bench_size(nbytes, args.repeats, root, baselines))
+        if args.slowdown_size:
+            slow = bench_slowdown(args.slowdown_size, args.repeats, root, args.slowdown_interval,
+                                  args.slowdown_steps)
     finally:
         if created and not args.keep:
             shutil.rmtree(root, ignore_errors=True)
@@ -672,8 +670,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     md = args.out / "host_checkpoint.md"
     png = args.out / "host_checkpoint.png"
-    write_plot(png, results)
-    write_markdown(md, machine, results, args, global_notes, png.name)
+    write_plot(png, results, slow)
+    write_markdown(md, machine, results, args, global_notes, png.name, slow)
 
     # Short summary on stdout.
     for res in results:
@@ -681,6 +679,13 @@ def main(argv: Optional[List[str]] = None) -> int:
         for key, (value, extra) in ratios(res).items():
             label = TARGETS[key][0]
             print(f"  {label:<58} {value:8.2f}  {verdict(key, value)}" + (f"  [{extra}]" if extra else ""))
+    if slow is not None:
+        print(f"application slowdown ({human(slow['nbytes'])}, checkpoint every "
+              f"{slow['interval']:g} s):")
+        for key, (label, _, _) in SLOWDOWN_CONFIGS.items():
+            value = slow["series"][f"{key}_ratio"].median
+            ok = "met" if value <= SLOWDOWN_TARGET else "**missed**"
+            print(f"  {label + ': W1 / (W0 + B + F)':<58} {value:8.2f}  <= {SLOWDOWN_TARGET:g}: {ok}")
     print(f"wrote {md} and {png}")
     return 0
 
