@@ -327,8 +327,8 @@ def bench_resurgo(row: Row, store, state: np.ndarray, l2: Path, repeats: int, ta
         during_counts.append(len(during))
         files = tree_bytes(l2, f"v{v:010d}.")
         if files == 0:
-            stats = {int(s["version"]): s for s in store.stats()}
-            files = int(stats.get(v, {}).get("stored_bytes", 0))
+            stats = {s.version: s for s in store.stats()}
+            files = stats[v].at(resurgo.L2).stored_bytes if v in stats else 0
             if "no-files" not in row.notes:
                 row.notes.append("no-files")
         row.stored.times.append(files)
@@ -340,11 +340,11 @@ def bench_resurgo(row: Row, store, state: np.ndarray, l2: Path, repeats: int, ta
         row.notes.append("no L2 file named v<version>.* was found: stored size from stats().")
     row.notes.append(f"parent steps while the write was in flight: "
                      f"{min(during_counts)}–{max(during_counts)} per checkpoint")
-    measured = [s for s in store.stats() if int(s.get("version", -1)) >= WARMUP_VERSIONS]
-    sync = [int(s["version"]) for s in measured if s.get("synchronous")]
+    measured = [s for s in store.stats() if s.version >= WARMUP_VERSIONS]
+    sync = [s.version for s in measured if s.capture == "synchronous"]
     if sync:
         row.notes.append(f"versions {sync} were written synchronously (larger than the buffer)")
-    back = [float(s.get("backpressure_seconds", 0.0)) for s in measured]
+    back = [s.backpressure_seconds for s in measured]
     if back and max(back) > 1e-4:
         row.notes.append(f"backpressure waits up to {fmt_time(max(back))} (part of blocking)")
 

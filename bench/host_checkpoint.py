@@ -185,17 +185,17 @@ def bench_size(nbytes: int, repeats: int, root: Path, baselines: Dict[str, Calla
                 f"{fmt_time(t1 - t0)}, durable@L2 {fmt_time(t2 - t0)}")
         del dst
         measured = range(WARMUP_VERSIONS, WARMUP_VERSIONS + repeats)
-        stats_rows = [row for row in store.stats() if int(row.get("version", -1)) in measured]
+        stats_rows = [row for row in store.stats() if row.version in measured]
         last = measured[-1]
-    synchronous = [row["version"] for row in stats_rows if row.get("synchronous")]
+    synchronous = [row.version for row in stats_rows if row.capture == "synchronous"]
     if synchronous:
         notes.append(f"Resurgo wrote versions {synchronous} synchronously (state larger than the "
                      "buffer): its blocking time is not the asynchronous path.")
-    backpressure = [float(row.get("backpressure_seconds", 0.0)) for row in stats_rows]
+    backpressure = [row.backpressure_seconds for row in stats_rows]
     if backpressure and max(backpressure) > 0:
         notes.append(f"Resurgo reported backpressure waits up to {fmt_time(max(backpressure))} "
                      "(included in the blocking time).")
-    stored = [int(row.get("stored_bytes", 0)) for row in stats_rows if row.get("version") == last]
+    stored = [row.at(resurgo.L2).stored_bytes for row in stats_rows if row.version == last]
 
     # Container file of the last version: the newest file in the L2 tree of
     # the size stats() reports (else the newest one holding the state).
