@@ -274,14 +274,6 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 # --- rm ---------------------------------------------------------------------------
 
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def cmd_rm(args: argparse.Namespace) -> int:
     root = Path(args.path)
     if not root.is_dir():
@@ -298,13 +290,12 @@ def cmd_rm(args: argparse.Namespace) -> int:
     if len(stores) > 1:
         raise UsageError(f"version {args.version} exists in several stores ({', '.join(stores)}); "
                          "choose one with --store")
-    dirs = set()
+    # Through the library's level code and the store's lock: a store open on
+    # the directory makes this fail instead of racing with its eviction.
+    for directory in sorted({e.path.parent for e in entries}):
+        _core.remove_version(str(directory), args.version)
     for e in entries:
-        os.unlink(e.path)
-        dirs.add(e.path.parent)
         print(f"removed {e.path}")
-    for d in sorted(dirs):
-        _fsync_dir(d)
     return EXIT_OK
 
 

@@ -379,6 +379,11 @@ NB_MODULE(_core, m) {
         return std::pair{version, rank};
       },
       "name"_a, "(version, rank) of a container file name such as v0000000012.r000000.rsg, else None.");
+  m.def(
+      "remove_version",
+      [](const std::string& store_dir, int version) { resurgo::remove_version(store_dir, version); },
+      "store_dir"_a, "version"_a,
+      "Removes every rank's file of `version` from a level's store directory, under the store's lock.");
   m.def("inspect", &inspect, "path"_a,
         "Parses a container file's header and index (no chunk data) into a dict.");
   m.def("verify", &verify, "path"_a, "progress"_a = nb::none(),

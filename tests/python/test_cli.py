@@ -244,6 +244,20 @@ def test_rm_version(populated):
         assert store.last_restart.level == 4
 
 
+def test_rm_refuses_while_the_store_is_open(dirs):
+    a = np.arange(16.0)
+    with resurgo.Store("busy", **dirs.kw()) as store:
+        store.protect("a", a)
+        store.checkpoint(1)
+        store.wait(level=2)
+        result = run_cli("rm", dirs.level_dir(2, "busy"), "--version", 1)
+        assert result.returncode != 0
+        assert "locked" in result.stderr, result.stderr
+        assert dirs.file(2, "busy", 1).exists()
+    assert run_cli("rm", dirs.level_dir(2, "busy"), "--version", 1).returncode == 0
+    assert not dirs.file(2, "busy", 1).exists()
+
+
 def test_rm_ambiguous_without_store(dirs):
     for name in ("one", "two"):
         with resurgo.Store(name, **dirs.kw()) as store:
