@@ -71,11 +71,6 @@ std::string read_all(int fd) {
   }
 }
 
-int pipeline_threads(const Config& config) {
-  if (config.pipeline.threads > 0) return config.pipeline.threads;
-  return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 2u));
-}
-
 // The child: writes the version to `level`, reports on `report_fd`, exits.
 // Compression gets its own threads (started after the fork, so no lock of
 // the parent's is involved); plain writes need none.
@@ -86,7 +81,7 @@ int pipeline_threads(const Config& config) {
   int status = 0;
   try {
     const std::uint64_t dirty_before = private_dirty_bytes();
-    const int helpers = config.pipeline.compress == Codec::kNone ? 0 : pipeline_threads(config) - 1;
+    const int helpers = config.pipeline.compress == Codec::kNone ? 0 : pipeline_thread_count(config) - 1;
     ThreadPool pool(helpers);
     WrittenVersion written;
     level.commit(static_cast<int>(snapshot.header.version), [&](WritableFile& file) {

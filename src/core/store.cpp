@@ -29,11 +29,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point begin) { return std::chrono::duration<double>(Clock::now() - begin).count(); }
 
-int pipeline_threads(const Config& config) {
-  if (config.pipeline.threads > 0) return config.pipeline.threads;
-  return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 2u));
-}
-
 std::string absolute(const std::string& path) { return std::filesystem::absolute(path).lexically_normal().string(); }
 
 }  // namespace
@@ -109,7 +104,7 @@ Store::Impl::Impl(const std::string& store_name, const Config& store_config, std
   std::snprintf(lock_name, sizeof lock_name, "/.lock.r%06d", comm->rank());
   lock_ = env_->lock(local_.dir() + lock_name);
   newest_version_ = newest_committed();
-  pool_ = std::make_unique<ThreadPool>(pipeline_threads(config) - 1);
+  pool_ = std::make_unique<ThreadPool>(pipeline_thread_count(config) - 1);
   scheduler_ = std::make_unique<Scheduler>(
       std::vector<Scheduler::Step>{{&local_, config.local.every}, {&persistent_, config.persistent.every}},
       config.pipeline, *pool_, catalog_, log_, trace_);

@@ -1,10 +1,18 @@
 #include "pipeline/thread_pool.h"
 
+#include <algorithm>
 #include <atomic>
 #include <exception>
 #include <utility>
 
+#include "resurgo/config.hpp"
+
 namespace resurgo {
+
+int pipeline_thread_count(const Config& config) {
+  if (config.pipeline.threads > 0) return config.pipeline.threads;
+  return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 2u));
+}
 
 ThreadPool::ThreadPool(int threads) {
   for (int i = 0; i < threads; ++i) workers_.emplace_back([this] { work(); });

@@ -11,6 +11,12 @@
 
 namespace resurgo {
 
+struct Config;
+
+// Threads of a store's pipeline (pipeline.threads; 0 = min(2, cores)),
+// counting the thread that hands them work.
+int pipeline_thread_count(const Config& config);
+
 class ThreadPool {
  public:
   explicit ThreadPool(int threads);
