@@ -4,6 +4,7 @@
 
 #include "core/crash_point.h"
 #include "format/codec.h"
+#include "format/element_size.h"
 
 namespace resurgo {
 
@@ -12,6 +13,7 @@ namespace {
 struct EncodedChunk {
   format::ChunkRecord record;
   const std::byte* raw = nullptr;
+  std::size_t element_size = 1;       // of the region's dtype: the shuffle's unit
   std::vector<std::byte> compressed;  // used when compression saved space
 };
 
@@ -20,12 +22,14 @@ std::vector<EncodedChunk> plan_chunks(const format::Header& header, const std::v
   std::vector<EncodedChunk> chunks;
   for (std::uint32_t r = 0; r < header.regions.size(); ++r) {
     const std::uint64_t bytes = header.regions[r].bytes;
+    const std::size_t element_size = format::element_size(header.regions[r].dtype);
     for (std::uint64_t offset = 0; offset < bytes; offset += chunk_size) {
       EncodedChunk chunk;
       chunk.record.region = r;
       chunk.record.offset = offset;
       chunk.record.raw_length = std::min(chunk_size, bytes - offset);
       chunk.raw = sources[r] + offset;
+      chunk.element_size = element_size;
       chunks.push_back(std::move(chunk));
     }
   }
@@ -34,8 +38,8 @@ std::vector<EncodedChunk> plan_chunks(const format::Header& header, const std::v
 
 void encode(EncodedChunk& chunk, const Config::Pipeline& pipeline) {
   format::ChunkRecord& record = chunk.record;
-  const bool compressed =
-      format::encode(pipeline.compress, pipeline.compress_level, chunk.raw, record.raw_length, chunk.compressed);
+  const format::EncodeParams params{pipeline.compress, pipeline.compress_level, pipeline.shuffle, chunk.element_size};
+  const bool compressed = format::encode(params, chunk.raw, record.raw_length, chunk.compressed);
   record.codec = compressed ? pipeline.compress : Codec::kNone;
   const std::byte* stored = compressed ? chunk.compressed.data() : chunk.raw;
   record.stored_length = compressed ? chunk.compressed.size() : record.raw_length;

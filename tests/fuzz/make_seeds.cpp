@@ -104,7 +104,7 @@ void write_seed(const std::string& dir, const std::string& name, std::vector<Reg
       record.offset = offset;
       record.raw_length = raw;
       const void* bytes = data.data() + offset;
-      if (encode(wanted, 3, bytes, raw, stored)) {
+      if (encode({wanted, 3}, bytes, raw, stored)) {
         record.codec = wanted;
         bytes = stored.data();
         record.stored_length = stored.size();
