@@ -1,11 +1,12 @@
 // Chunk codecs: every codec x shuffle x element size round trips, element
-// sizes from dtype names, and hostile blosc chunks whose own header
-// contradicts the chunk record.
+// sizes from dtype names, early abort of incompressible chunks, and hostile
+// blosc chunks whose own header contradicts the chunk record.
 #include <blosc.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstring>
+#include <random>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "format/codec.h"
 #include "format/container.h"
 #include "format/element_size.h"
+#include "pipeline/compress_probe.h"
 #include "pipeline/thread_pool.h"
 #include "pipeline/version_writer.h"
 #include "resurgo/errors.hpp"
@@ -48,6 +50,16 @@ std::vector<std::byte> numeric_data(std::size_t bytes, std::size_t element_size)
   for (std::size_t i = 0; i < bytes; ++i) {
     const std::uint64_t value = 1000003u + (i / element_size % 97) * 7u;
     data[i] = static_cast<std::byte>(value >> (8 * (i % element_size)));
+  }
+  return data;
+}
+
+std::vector<std::byte> random_data(std::size_t bytes, std::uint32_t seed) {
+  std::mt19937_64 generator(seed);
+  std::vector<std::byte> data(bytes);
+  for (std::size_t i = 0; i < bytes; i += 8) {
+    const std::uint64_t value = generator();
+    std::memcpy(data.data() + i, &value, std::min<std::size_t>(8, bytes - i));
   }
   return data;
 }
@@ -178,6 +190,73 @@ TEST(CodecTest, ShuffleElementSizeThatDoesNotDivideTheRegion) {
       EXPECT_EQ(back, data);
     }
   }
+}
+
+// ------------------------------------------------------------ early abort
+
+TEST(CompressProbe, SampleDecidesWhetherToCompress) {
+  const std::size_t bytes = 1u << 20;
+  const auto smooth = numeric_data(bytes, 4);
+  const auto noise = random_data(bytes, 1);
+  for (Codec codec : kCompressingCodecs) {
+    SCOPED_TRACE(format::codec_name(codec));
+    const EncodeParams params{codec, 1, Shuffle::kByte, 4};
+    EXPECT_TRUE(sample_compresses(params, smooth.data(), smooth.size()));
+    EXPECT_FALSE(sample_compresses(params, noise.data(), noise.size()));
+    // Too small for a sample to pay: always tried whole.
+    EXPECT_TRUE(sample_compresses(params, noise.data(), 64u << 10));
+  }
+}
+
+// Random bytes never compress: every chunk is stored raw after compressing
+// only its 32 KiB sample, never the whole chunk; compressible chunks of the
+// same version are compressed as before.
+TEST(CompressProbe, IncompressibleChunksAreStoredRawByEarlyAbort) {
+  constexpr std::uint64_t kChunk = 1u << 20;
+  Header header;
+  header.store = "abort";
+  header.chunk_size = kChunk;
+  header.regions = {RegionEntry{0, "noise", RegionKind::kHost, 8 * kChunk, "float32", {}},
+                    RegionEntry{1, "smooth", RegionKind::kHost, 2 * kChunk + 4108, "float32", {}}};
+  const auto noise = random_data(8 * kChunk, 7);
+  const auto smooth = numeric_data(2 * kChunk + 4108, 4);
+  for (Codec codec : kCompressingCodecs) {
+    SCOPED_TRACE(format::codec_name(codec));
+    Config::Pipeline pipeline;
+    pipeline.compress = codec;
+    pipeline.chunk_size = kChunk;
+    MemoryFile file;
+    ThreadPool pool(1);
+    WriteResult result;
+    const std::uint64_t size = write_version(file, header, {noise.data(), smooth.data()}, pipeline, pool, &result);
+    EXPECT_EQ(result.file_bytes, size);
+    EXPECT_EQ(result.chunks, 11u);
+    EXPECT_EQ(result.chunks_raw_early_abort, 8u) << "only the random chunks are aborted";
+    const Container container = format::read_container(file);
+    std::vector<std::byte> back(noise.size());
+    std::vector<std::byte> scratch;
+    for (const ChunkRecord& chunk : container.chunks) {
+      EXPECT_EQ(chunk.codec, chunk.region == 0 ? Codec::kNone : codec) << "chunk at " << chunk.offset;
+      if (chunk.region == 0) format::read_chunk(file, container, chunk, back.data() + chunk.offset, scratch);
+    }
+    EXPECT_EQ(back, noise);
+  }
+}
+
+TEST(CompressProbe, NoCodecMeansNoEarlyAbort) {
+  Header header;
+  header.store = "plain";
+  header.chunk_size = 1u << 20;
+  header.regions = {RegionEntry{0, "noise", RegionKind::kHost, 2u << 20, "", {}}};
+  const auto noise = random_data(2u << 20, 3);
+  Config::Pipeline pipeline;
+  pipeline.chunk_size = 1u << 20;
+  MemoryFile file;
+  ThreadPool pool(1);
+  WriteResult result;
+  write_version(file, header, {noise.data()}, pipeline, pool, &result);
+  EXPECT_EQ(result.chunks, 2u);
+  EXPECT_EQ(result.chunks_raw_early_abort, 0u);
 }
 
 // ------------------------------------------------------------ hostile blosc chunks
