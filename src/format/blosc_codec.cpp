@@ -35,8 +35,8 @@ bool is_blosc(Codec codec) { return codec == Codec::kBloscLz4 || codec == Codec:
 bool blosc_encode(Codec codec, int level, Shuffle shuffle, std::size_t element_size, const void* raw,
                   std::size_t raw_bytes, std::vector<std::byte>& stored) {
   if (raw_bytes > static_cast<std::size_t>(BLOSC_MAX_BUFFERSIZE)) return false;
-  // blosc shuffles only elements of 2 to 255 bytes and treats any other size
-  // as bytes; 1 keeps bit shuffle working on byte data.
+  // blosc takes element sizes of 1 to 255 bytes; a larger one (no NumPy
+  // dtype has one) is passed as 1, as is 0.
   const std::size_t typesize = element_size <= BLOSC_MAX_TYPESIZE ? std::max<std::size_t>(element_size, 1) : 1;
   stored.resize(raw_bytes + BLOSC_MAX_OVERHEAD);
   const int written = blosc_compress_ctx(std::clamp(level, 1, 9), shuffle_flag(shuffle), typesize, raw_bytes, raw,

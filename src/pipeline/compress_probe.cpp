@@ -7,9 +7,11 @@ namespace resurgo {
 
 namespace {
 
-// Four 8 KiB slices: 32 KiB, under 1% of a default 4 MiB chunk, and enough
-// for lz4, zstd and blosc to find the redundancy of any data they could
-// compress well. Slices spread over the chunk see its head, middle and tail.
+// Four 8 KiB slices: 32 KiB, under 1% of a default 4 MiB chunk. Slices
+// spread over the chunk see its head, middle and tail. A slice shows the
+// short-range redundancy these codecs mostly find; a chunk whose only
+// redundancy lies farther apart than a slice is stored raw, an accepted
+// loss for never compressing noise whole.
 constexpr std::size_t kSlices = 4;
 constexpr std::size_t kSliceBytes = 8u << 10;
 // Below this size the sample would cost a quarter or more of the chunk.
