@@ -1,7 +1,7 @@
 // Early abort: before a chunk is compressed, a sample of it is. Data that
 // does not compress (random bytes, already compressed payloads, noisy float
-// mantissas) then costs a few small compressions instead of a whole one, and
-// the chunk is stored raw.
+// mantissas) then costs one small compression instead of a whole one (and,
+// for blosc, a whole shuffle), and the chunk is stored raw.
 #pragma once
 
 #include <cstddef>
