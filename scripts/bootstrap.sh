@@ -28,7 +28,7 @@ venv_packages=(numpy nanobind scikit-build-core pytest h5py rich matplotlib
 # Debian packages of the toolchain and the libraries (libhdf5-dev is not
 # needed: h5py comes as a wheel).
 debian_packages=(build-essential cmake pkg-config gfortran libtomlplusplus-dev
-  libxxhash-dev nlohmann-json3-dev libzstd-dev liblz4-dev libgtest-dev)
+  libxxhash-dev nlohmann-json3-dev libzstd-dev liblz4-dev libblosc-dev libgtest-dev)
 
 # The interpreter whose headers the nanobind extension compiles against.
 if [[ -x "$venv/bin/python" ]]; then
@@ -93,7 +93,7 @@ check_other() {
   for d in ${CPATH:-} ${CPLUS_INCLUDE_PATH:-}; do [[ -n "$d" ]] && dirs+=("$d"); done
   for d in ${CMAKE_PREFIX_PATH:-}; do [[ -n "$d" ]] && dirs+=("$d/include"); done
   IFS=$IFS_old
-  for h in toml++/toml.h xxhash.h nlohmann/json.hpp zstd.h lz4.h gtest/gtest.h; do
+  for h in toml++/toml.h xxhash.h nlohmann/json.hpp zstd.h lz4.h blosc.h gtest/gtest.h; do
     found=0
     for d in "${dirs[@]}"; do [[ -f "$d/$h" ]] && { found=1; break; }; done
     ((found)) || missing+=("header $h")
@@ -103,7 +103,7 @@ check_other() {
   local IFS=,
   die "not found: ${missing[*]}
   Needed: a C++20 compiler, CMake >= 3.25, pkg-config, gfortran (optional),
-  toml++, xxHash, nlohmann-json, zstd, lz4, GoogleTest, Python headers.
+  toml++, xxHash, nlohmann-json, zstd, lz4, c-blosc 1.x, GoogleTest, Python headers.
   Install them with your package manager, or set RESURGO_SKIP_SYSTEM_CHECK=1."
 }
 

@@ -9,7 +9,13 @@
 
 namespace resurgo {
 
-enum class Codec : std::uint8_t { kNone = 0, kLz4 = 1, kZstd = 2 };
+// Chunk codecs; the value is the codec id stored in each chunk record
+// (docs/format.md), so values are never reused.
+enum class Codec : std::uint8_t { kNone = 0, kLz4 = 1, kZstd = 2, kBloscLz4 = 3, kBloscZstd = 4 };
+// Filter the blosc codecs apply before compressing: bytes (or bits) of equal
+// significance of consecutive elements are grouped, which makes numeric
+// arrays far more compressible.
+enum class Shuffle : std::uint8_t { kNone = 0, kByte = 1, kBit = 2 };
 enum class CaptureMode : std::uint8_t { kCopy = 0, kFork = 1, kAuto = 2 };
 enum class LogLevel : int { kOff = 0, kError = 1, kWarn = 2, kInfo = 3, kDebug = 4 };
 
@@ -36,6 +42,7 @@ struct Config {
     int threads = 0;  // 0 = auto: min(2, cores)
     Codec compress = Codec::kNone;
     int compress_level = 1;
+    Shuffle shuffle = Shuffle::kByte;  // used by the blosc codecs only
     std::uint64_t chunk_size = 4u << 20;
   } pipeline;
   struct Log {

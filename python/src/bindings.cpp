@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "format/codec.h"
 #include "format/container.h"
 #include "tier/directory_tier.h"
 #include "resurgo/resurgo.hpp"
@@ -109,15 +110,6 @@ std::string dlpack_dtype_name(nb::dlpack::dtype dt) {
   }
   if (dt.lanes != 1) return "";
   return prefix + std::to_string(dt.bits);
-}
-
-const char* codec_name(resurgo::Codec codec) {
-  switch (codec) {
-    case resurgo::Codec::kNone: return "none";
-    case resurgo::Codec::kLz4: return "lz4";
-    case resurgo::Codec::kZstd: return "zstd";
-  }
-  return "unknown";
 }
 
 const char* kind_name(resurgo::format::RegionKind kind) {
@@ -260,7 +252,7 @@ nb::dict container_dict(const resurgo::format::Container& c) {
     e["offset"] = ch.offset;
     e["raw_length"] = ch.raw_length;
     e["stored_length"] = ch.stored_length;
-    e["codec"] = codec_name(ch.codec);
+    e["codec"] = resurgo::format::codec_name(ch.codec);
     e["checksum"] = ch.checksum;
     e["file_offset"] = ch.file_offset;
     chunks.append(e);

@@ -117,11 +117,21 @@ const std::vector<std::pair<std::string, Setter>>& setters() {
       {"pipeline.compress",
        [](Config& c, const std::string& k, const std::string& v) {
          c.pipeline.compress = parse_choice<Codec>(
-             k, v, {{"none", Codec::kNone}, {"lz4", Codec::kLz4}, {"zstd", Codec::kZstd}});
+             k, v,
+             {{"none", Codec::kNone},
+              {"lz4", Codec::kLz4},
+              {"zstd", Codec::kZstd},
+              {"blosc-lz4", Codec::kBloscLz4},
+              {"blosc-zstd", Codec::kBloscZstd}});
        }},
       {"pipeline.compress_level",
        [](Config& c, const std::string& k, const std::string& v) {
          c.pipeline.compress_level = static_cast<int>(parse_integer(k, v, 1, 19));
+       }},
+      {"pipeline.shuffle",
+       [](Config& c, const std::string& k, const std::string& v) {
+         c.pipeline.shuffle =
+             parse_choice<Shuffle>(k, v, {{"none", Shuffle::kNone}, {"byte", Shuffle::kByte}, {"bit", Shuffle::kBit}});
        }},
       {"pipeline.chunk_size",
        [](Config& c, const std::string& k, const std::string& v) {

@@ -6,6 +6,8 @@
 #include <climits>
 #include <cstring>
 
+#include "format/blosc_codec.h"
+
 namespace resurgo::format {
 
 const char* codec_name(Codec codec) {
@@ -13,15 +15,16 @@ const char* codec_name(Codec codec) {
     case Codec::kNone: return "none";
     case Codec::kLz4: return "lz4";
     case Codec::kZstd: return "zstd";
+    case Codec::kBloscLz4: return "blosc-lz4";
+    case Codec::kBloscZstd: return "blosc-zstd";
   }
   return "unknown";
 }
 
-bool codec_is_known(unsigned value) { return value <= static_cast<unsigned>(Codec::kZstd); }
+bool codec_is_known(unsigned value) { return value <= static_cast<unsigned>(Codec::kBloscZstd); }
 
-bool encode(Codec codec, int level, const void* raw, std::size_t raw_bytes,
-            std::vector<std::byte>& stored) {
-  switch (codec) {
+bool encode(const EncodeParams& params, const void* raw, std::size_t raw_bytes, std::vector<std::byte>& stored) {
+  switch (params.codec) {
     case Codec::kNone:
       return false;
     case Codec::kLz4: {
@@ -37,13 +40,20 @@ bool encode(Codec codec, int level, const void* raw, std::size_t raw_bytes,
     }
     case Codec::kZstd: {
       stored.resize(ZSTD_compressBound(raw_bytes));
-      const std::size_t written = ZSTD_compress(stored.data(), stored.size(), raw, raw_bytes, level);
+      const std::size_t written = ZSTD_compress(stored.data(), stored.size(), raw, raw_bytes, params.level);
       if (ZSTD_isError(written) || written >= raw_bytes) return false;
       stored.resize(written);
       return true;
     }
+    case Codec::kBloscLz4:
+    case Codec::kBloscZstd:
+      return blosc_encode(params.codec, params.level, params.shuffle, params.element_size, raw, raw_bytes, stored);
   }
   return false;
+}
+
+std::string framing_mismatch(Codec codec, const void* stored, std::size_t stored_bytes, std::size_t raw_bytes) {
+  return is_blosc(codec) ? blosc_header_mismatch(codec, stored, stored_bytes, raw_bytes) : std::string();
 }
 
 bool decode(Codec codec, const void* stored, std::size_t stored_bytes, void* raw,
@@ -63,6 +73,9 @@ bool decode(Codec codec, const void* stored, std::size_t stored_bytes, void* raw
       const std::size_t out = ZSTD_decompress(raw, raw_bytes, stored, stored_bytes);
       return !ZSTD_isError(out) && out == raw_bytes;
     }
+    case Codec::kBloscLz4:
+    case Codec::kBloscZstd:
+      return blosc_decode(codec, stored, stored_bytes, raw, raw_bytes);
   }
   return false;
 }

@@ -1,4 +1,5 @@
-// Chunk compression filters. kNone stores bytes as they are.
+// Chunk compression filters. kNone stores bytes as they are; the blosc
+// codecs shuffle by element size first (format/blosc_codec.h).
 #pragma once
 
 #include <cstddef>
@@ -12,10 +13,23 @@ namespace resurgo::format {
 const char* codec_name(Codec codec);
 bool codec_is_known(unsigned value);
 
+// How one chunk is compressed. shuffle and element_size matter to the blosc
+// codecs only; level is zstd's 1-19 (blosc clamps it to its 1-9).
+struct EncodeParams {
+  Codec codec = Codec::kNone;
+  int level = 1;
+  Shuffle shuffle = Shuffle::kNone;
+  std::size_t element_size = 1;
+};
+
 // Compresses `raw` into `stored` (resized to the compressed size). Returns
 // false when compression would not save space; the caller then stores raw.
-bool encode(Codec codec, int level, const void* raw, std::size_t raw_bytes,
-            std::vector<std::byte>& stored);
+bool encode(const EncodeParams& params, const void* raw, std::size_t raw_bytes, std::vector<std::byte>& stored);
+
+// What a codec's own framing says against the chunk record, checked before
+// decoding: "" when it agrees (always for codecs without a header of their
+// own, lz4 and zstd), else the disagreement.
+std::string framing_mismatch(Codec codec, const void* stored, std::size_t stored_bytes, std::size_t raw_bytes);
 
 // Decompresses exactly raw_bytes into `raw`; false if the stored bytes do not
 // decode to exactly that many bytes.

@@ -331,6 +331,13 @@ void read_chunk(const ReadableFile& file, const Container& container, const Chun
   const std::uint64_t digest = XXH3_64bits_digest(state);
   XXH3_freeState(state);
   if (digest != chunk.checksum) corrupt(file, describe() + " fails its checksum");
+  // The stored bytes are as written, so a codec header that contradicts the
+  // chunk record was written that way: the file breaks the format.
+  const std::string mismatch = framing_mismatch(chunk.codec, stored, chunk.stored_length, chunk.raw_length);
+  if (!mismatch.empty()) {
+    throw FormatError("checkpoint file '" + file.path() + "': " + describe() + " (" + codec_name(chunk.codec) +
+                      ") breaks the format: " + mismatch);
+  }
   if (chunk.codec != Codec::kNone &&
       !decode(chunk.codec, stored, chunk.stored_length, destination, chunk.raw_length)) {
     corrupt(file, describe() + " does not decompress (" + codec_name(chunk.codec) + ")");

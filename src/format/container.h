@@ -96,7 +96,9 @@ void check_identity(const Container& container, const std::string& path, const s
 
 // Reads one chunk, verifies its checksum and decodes it into `destination`
 // (raw_length bytes). `scratch` is reused between calls for stored bytes.
-// Throws CorruptionError naming the path, region label and chunk.
+// Throws CorruptionError naming the path, region label and chunk, or
+// FormatError when a codec header that passes the checksum contradicts the
+// chunk record (a blosc header announcing another size or compressor).
 void read_chunk(const ReadableFile& file, const Container& container, const ChunkRecord& chunk,
                 void* destination, std::vector<std::byte>& scratch);
 

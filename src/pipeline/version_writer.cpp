@@ -4,6 +4,8 @@
 
 #include "core/crash_point.h"
 #include "format/codec.h"
+#include "format/element_size.h"
+#include "pipeline/compress_probe.h"
 
 namespace resurgo {
 
@@ -12,7 +14,9 @@ namespace {
 struct EncodedChunk {
   format::ChunkRecord record;
   const std::byte* raw = nullptr;
+  std::size_t element_size = 1;       // of the region's dtype: the shuffle's unit
   std::vector<std::byte> compressed;  // used when compression saved space
+  bool early_abort = false;           // stored raw: a sample did not compress
 };
 
 std::vector<EncodedChunk> plan_chunks(const format::Header& header, const std::vector<const std::byte*>& sources,
@@ -20,12 +24,14 @@ std::vector<EncodedChunk> plan_chunks(const format::Header& header, const std::v
   std::vector<EncodedChunk> chunks;
   for (std::uint32_t r = 0; r < header.regions.size(); ++r) {
     const std::uint64_t bytes = header.regions[r].bytes;
+    const std::size_t element_size = format::element_size(header.regions[r].dtype);
     for (std::uint64_t offset = 0; offset < bytes; offset += chunk_size) {
       EncodedChunk chunk;
       chunk.record.region = r;
       chunk.record.offset = offset;
       chunk.record.raw_length = std::min(chunk_size, bytes - offset);
       chunk.raw = sources[r] + offset;
+      chunk.element_size = element_size;
       chunks.push_back(std::move(chunk));
     }
   }
@@ -34,8 +40,10 @@ std::vector<EncodedChunk> plan_chunks(const format::Header& header, const std::v
 
 void encode(EncodedChunk& chunk, const Config::Pipeline& pipeline) {
   format::ChunkRecord& record = chunk.record;
+  const format::EncodeParams params{pipeline.compress, pipeline.compress_level, pipeline.shuffle, chunk.element_size};
+  chunk.early_abort = params.codec != Codec::kNone && !sample_compresses(params, chunk.raw, record.raw_length);
   const bool compressed =
-      format::encode(pipeline.compress, pipeline.compress_level, chunk.raw, record.raw_length, chunk.compressed);
+      !chunk.early_abort && format::encode(params, chunk.raw, record.raw_length, chunk.compressed);
   record.codec = compressed ? pipeline.compress : Codec::kNone;
   const std::byte* stored = compressed ? chunk.compressed.data() : chunk.raw;
   record.stored_length = compressed ? chunk.compressed.size() : record.raw_length;
@@ -45,8 +53,9 @@ void encode(EncodedChunk& chunk, const Config::Pipeline& pipeline) {
 }  // namespace
 
 std::uint64_t write_version(WritableFile& file, const format::Header& header, const std::vector<const std::byte*>& sources,
-                   const Config::Pipeline& pipeline, ThreadPool& pool) {
+                            const Config::Pipeline& pipeline, ThreadPool& pool, WriteResult* result) {
   std::vector<EncodedChunk> chunks = plan_chunks(header, sources, pipeline.chunk_size);
+  std::uint64_t early_aborts = 0;
   format::ContainerWriter writer(file, header);
   // A window of chunks is encoded in parallel, then written in order; the
   // window bounds the memory held by compressed chunks.
@@ -58,10 +67,12 @@ std::uint64_t write_version(WritableFile& file, const format::Header& header, co
       EncodedChunk& chunk = chunks[i];
       writer.add_chunk(chunk.record, chunk.record.codec == Codec::kNone ? chunk.raw : chunk.compressed.data());
       std::vector<std::byte>().swap(chunk.compressed);
+      early_aborts += chunk.early_abort ? 1 : 0;
       RESURGO_CRASH_POINT("write.chunk", 0);
     }
   }
   writer.finish();
+  if (result != nullptr) *result = WriteResult{writer.bytes_written(), chunks.size(), early_aborts};
   return writer.bytes_written();
 }
 

@@ -12,8 +12,17 @@
 
 namespace resurgo {
 
-// sources[i] holds header.regions[i].bytes bytes. Returns the file's size.
+struct WriteResult {
+  std::uint64_t file_bytes = 0;  // size of the container file
+  std::uint64_t chunks = 0;
+  // Chunks stored raw because a sample of them did not compress
+  // (pipeline/compress_probe.h), so they were never compressed whole.
+  std::uint64_t chunks_raw_early_abort = 0;
+};
+
+// sources[i] holds header.regions[i].bytes bytes. Returns the file's size;
+// fills `result` too when given.
 std::uint64_t write_version(WritableFile& file, const format::Header& header, const std::vector<const std::byte*>& sources,
-                   const Config::Pipeline& pipeline, ThreadPool& pool);
+                            const Config::Pipeline& pipeline, ThreadPool& pool, WriteResult* result = nullptr);
 
 }  // namespace resurgo

@@ -109,6 +109,7 @@ TEST_F(ConfigTest, DefaultsWithoutFileOrEnvironment) {
   EXPECT_EQ(c.pipeline.threads, 0);
   EXPECT_EQ(c.pipeline.compress, Codec::kNone);
   EXPECT_EQ(c.pipeline.compress_level, 1);
+  EXPECT_EQ(c.pipeline.shuffle, Shuffle::kByte);
   EXPECT_EQ(c.pipeline.chunk_size, 4u << 20);
   EXPECT_EQ(c.log.level, LogLevel::kWarn);
   EXPECT_EQ(c.trace.path, "");
@@ -257,6 +258,34 @@ TEST_F(ConfigTest, ValuesAreTrimmedAndCaseInsensitive) {
   EXPECT_EQ(c.local.mode, 0700u);
   c.set("buffer.capacity", "AUTO");
   EXPECT_EQ(c.buffer.capacity, 0u);
+}
+
+TEST_F(ConfigTest, BloscCodecsAndShuffle) {
+  const Config c = Config::load(write_toml("[pipeline]\ncompress = \"blosc-zstd\"\nshuffle = \"bit\"\n"));
+  EXPECT_EQ(c.pipeline.compress, Codec::kBloscZstd);
+  EXPECT_EQ(c.pipeline.shuffle, Shuffle::kBit);
+  Config d;
+  d.set("pipeline.compress", "Blosc-LZ4");
+  EXPECT_EQ(d.pipeline.compress, Codec::kBloscLz4);
+  EXPECT_EQ(d.pipeline.shuffle, Shuffle::kByte) << "byte shuffle is the default of a blosc codec";
+  for (const auto& [text, shuffle] :
+       {std::pair{"none", Shuffle::kNone}, std::pair{"byte", Shuffle::kByte}, std::pair{" BIT ", Shuffle::kBit}}) {
+    d.set("pipeline.shuffle", text);
+    EXPECT_EQ(d.pipeline.shuffle, shuffle) << text;
+  }
+  ::setenv("RESURGO_PIPELINE_SHUFFLE", "none", 1);
+  EXPECT_EQ(Config::load().pipeline.shuffle, Shuffle::kNone);
+  ::unsetenv("RESURGO_PIPELINE_SHUFFLE");
+
+  std::string m = set_error("pipeline.shuffle", "bytes");
+  EXPECT_CONTAINS(m, "pipeline.shuffle");
+  EXPECT_CONTAINS(m, "'bytes'");
+  EXPECT_CONTAINS(m, "none, byte, bit");
+  m = set_error("pipeline.compress", "blosc-gzip");
+  EXPECT_CONTAINS(m, "pipeline.compress");
+  EXPECT_CONTAINS(m, "blosc-lz4, blosc-zstd");
+  EXPECT_CONTAINS(load_error("[pipeline]\nshuffle = 2\n"), "pipeline.shuffle");
+  EXPECT_CONTAINS(load_error("[pipeline]\nshufle = \"bit\"\n"), "pipeline.shufle");
 }
 
 TEST_F(ConfigTest, ModeAsTomlIntegerAsksForAString) {

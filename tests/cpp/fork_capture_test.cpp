@@ -259,7 +259,8 @@ TEST_F(ForkCaptureTest, ParentKilledWhileTheChildWritesLeavesNothingPartial) {
     const pid_t self = ::getpid();
     env->before_create = [&](const std::string&) {
       if (::getpid() == self) return;
-      if (::write(ready[1], "c", 1) != 1) ::_exit(9);  // the child is about to write: kill the application now
+      const pid_t writer = ::getpid();  // the child is about to write: kill the application now
+      if (::write(ready[1], &writer, sizeof writer) != sizeof writer) ::_exit(9);
       char byte = 0;
       while (::read(gate[0], &byte, 1) != 0) {  // never written: blocks until killed
       }
@@ -270,19 +271,18 @@ TEST_F(ForkCaptureTest, ParentKilledWhileTheChildWritesLeavesNothingPartial) {
     store.checkpoint(1);
     for (;;) ::pause();
   }
-  char byte = 0;
-  ASSERT_EQ(::read(ready[0], &byte, 1), 1);
+  pid_t writer = 0;
+  ASSERT_EQ(::read(ready[0], &writer, sizeof writer), static_cast<ssize_t>(sizeof writer));
   ::kill(application, SIGKILL);
   int status = 0;
   ASSERT_EQ(::waitpid(application, &status, 0), application);
-  // The orphaned child dies of SIGKILL from PDEATHSIG; wait until it is gone.
+  // The orphaned writer dies of SIGKILL from PDEATHSIG (it also held the
+  // store's lock, inherited); it is not our child, so poll until it is gone.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  for (const std::string& name : temporaries(l2_dir())) {
-    const pid_t child = std::atoi(name.substr(name.find(".tmp-") + 5).c_str());
-    while (::kill(child, 0) == 0 && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));  // polling a process that is not ours
-    }
+  while (::kill(writer, 0) == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+  ASSERT_NE(::kill(writer, 0), 0) << "the writer outlived the application";
   Store store("f", config());
   EXPECT_FALSE(store.latest().has_value());
   EXPECT_TRUE(temporaries(l2_dir()).empty());

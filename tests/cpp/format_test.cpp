@@ -343,7 +343,8 @@ TEST_P(FormatRoundTrip, WriteVersionThenReadEveryChunk) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Format, FormatRoundTrip,
-                         ::testing::Combine(::testing::Values(Codec::kNone, Codec::kLz4, Codec::kZstd),
+                         ::testing::Combine(::testing::Values(Codec::kNone, Codec::kLz4, Codec::kZstd,
+                                                              Codec::kBloscLz4, Codec::kBloscZstd),
                                             ::testing::Values(std::uint64_t{4096}, std::uint64_t{3000},
                                                               std::uint64_t{1} << 20)));
 
@@ -369,7 +370,7 @@ TEST(FormatTest, ContainerWriterAcceptsChunksInAnyOrderAndMixedCodecs) {
       const std::byte* raw = data[r].data() + offset;
       const Codec wanted = n % 3 == 0 ? Codec::kNone : (n % 3 == 1 ? Codec::kLz4 : Codec::kZstd);
       ++n;
-      if (format::encode(wanted, 1, raw, p.record.raw_length, p.stored)) {
+      if (format::encode({wanted, 1}, raw, p.record.raw_length, p.stored)) {
         p.record.codec = wanted;
       } else {
         p.stored.assign(raw, raw + p.record.raw_length);
@@ -433,7 +434,7 @@ TEST(FormatTest, CodecsRoundTripAndRefuseWrongSizes) {
   for (Codec codec : {Codec::kLz4, Codec::kZstd}) {
     SCOPED_TRACE(format::codec_name(codec));
     std::vector<std::byte> stored;
-    ASSERT_TRUE(format::encode(codec, 1, raw.data(), raw.size(), stored));
+    ASSERT_TRUE(format::encode({codec, 1}, raw.data(), raw.size(), stored));
     EXPECT_LT(stored.size(), raw.size());
     std::vector<std::byte> back(raw.size());
     EXPECT_TRUE(format::decode(codec, stored.data(), stored.size(), back.data(), back.size()));
@@ -443,12 +444,12 @@ TEST(FormatTest, CodecsRoundTripAndRefuseWrongSizes) {
     EXPECT_FALSE(format::decode(codec, stored.data(), stored.size() / 2, back.data(), back.size()));
   }
   std::vector<std::byte> stored;
-  EXPECT_FALSE(format::encode(Codec::kNone, 1, raw.data(), raw.size(), stored));
+  EXPECT_FALSE(format::encode({Codec::kNone, 1}, raw.data(), raw.size(), stored));
   EXPECT_STREQ(format::codec_name(Codec::kNone), "none");
   EXPECT_STREQ(format::codec_name(Codec::kLz4), "lz4");
   EXPECT_STREQ(format::codec_name(Codec::kZstd), "zstd");
-  EXPECT_TRUE(format::codec_is_known(2));
-  EXPECT_FALSE(format::codec_is_known(3));
+  EXPECT_TRUE(format::codec_is_known(4));
+  EXPECT_FALSE(format::codec_is_known(5));
 }
 
 // --------------------------------------------------------- damage on disk
@@ -864,7 +865,7 @@ TEST(FormatHostile, VerifyBoundsChunkLengthsBeforeAllocating) {
   header.regions = {RegionEntry{0, "huge", RegionKind::kHost, claimed, "", {}}};
   const std::vector<std::byte> zeros(4096);
   std::vector<std::byte> stored;
-  ASSERT_TRUE(format::encode(Codec::kZstd, 1, zeros.data(), zeros.size(), stored));
+  ASSERT_TRUE(format::encode({Codec::kZstd, 1}, zeros.data(), zeros.size(), stored));
   ChunkRecord chunk;
   chunk.region = 0;
   chunk.offset = 0;
@@ -969,7 +970,7 @@ TEST_F(FormatLayout, ViolationsAreCorruption) {
     poke(ix, entry(3, kEntryStored), std::uint64_t{1} << 40);
     poke(ix, entry(3, kEntryCodec), static_cast<std::uint8_t>(Codec::kZstd));
   });
-  expect_corrupt("unknown codec", [](auto& ix) { poke(ix, entry(0, kEntryCodec), std::uint8_t{3}); });
+  expect_corrupt("unknown codec", [](auto& ix) { poke(ix, entry(0, kEntryCodec), std::uint8_t{5}); });
   expect_corrupt("chunk magic", [](auto& ix) { poke(ix, entry(0, kEntryMagic), std::uint32_t{0x12345678}); });
   expect_corrupt("count mismatch", [](auto& ix) { poke(ix, 0, std::uint64_t{5}); });
   expect_corrupt("missing chunk", [](auto& ix) {  // region b is not covered

@@ -358,7 +358,7 @@ Trial plan(std::mt19937_64& random, const Layout& layout, long number) {
   trial.settings = base_settings(layout);
   static const char* const kBuffers[] = {"1MiB", "2MiB", "6MiB", "auto"};  // 1 MiB: synchronous
   static const char* const kChunks[] = {"64KiB", "256KiB"};
-  static const char* const kCodecs[] = {"none", "lz4", "zstd"};
+  static const char* const kCodecs[] = {"none", "lz4", "zstd", "blosc-lz4", "blosc-zstd"};
   static const char* const kThreads[] = {"1", "2", "3"};
   static const char* const kLocalKeep[] = {"1", "2", "3"};
   static const char* const kPersistentKeep[] = {"1", "2"};

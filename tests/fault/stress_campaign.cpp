@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <string>
@@ -49,7 +50,7 @@ constexpr int kPersistentKeep = 3;
 // checkpoint synchronous) to a little more than one (every checkpoint waits).
 Config store_config(const std::string& root, int store) {
   static const char* const kBuffers[] = {"64KiB", "160KiB", "300KiB", "1MiB"};
-  static const char* const kCodecs[] = {"none", "lz4", "zstd"};
+  static const char* const kCodecs[] = {"none", "lz4", "zstd", "blosc-lz4", "blosc-zstd"};
   return Config::load("", {{"local.path", root + "/l2"},
                            {"persistent.path", root + "/l4"},
                            {"local.keep", std::to_string(kLocalKeep)},
@@ -57,7 +58,7 @@ Config store_config(const std::string& root, int store) {
                            {"persistent.every", std::to_string(1 + store % 3)},
                            {"buffer.capacity", kBuffers[store % 4]},
                            {"pipeline.chunk_size", "64KiB"},
-                           {"pipeline.compress", kCodecs[store % 3]},
+                           {"pipeline.compress", kCodecs[store % std::size(kCodecs)]},
                            {"pipeline.threads", std::to_string(1 + store % 2)},
                            {"log.level", "off"}});
 }

@@ -34,7 +34,7 @@ const char* const kKeys[] = {
     "buffer.capacity",  "local.path",        "local.keep",          "local.mode",
     "persistent.path",  "persistent.keep",   "persistent.every",    "persistent.mode",
     "pipeline.threads", "pipeline.compress", "pipeline.compress_level", "pipeline.chunk_size",
-    "log.level",        "trace.path",
+    "pipeline.shuffle", "log.level",         "trace.path",
 };
 
 [[noreturn]] void finding(const std::string& what) {
@@ -51,7 +51,8 @@ void check(const resurgo::Config& c) {
     if ((mode & 0600) != 0600 || mode > 0777) finding("mode without owner read/write or above 0777");
   }
   if (c.pipeline.threads < 0 || c.pipeline.threads > 64) finding("pipeline.threads out of range");
-  if (static_cast<unsigned>(c.pipeline.compress) > 2) finding("unknown codec accepted");
+  if (c.pipeline.compress > resurgo::Codec::kBloscZstd) finding("unknown codec accepted");
+  if (c.pipeline.shuffle > resurgo::Shuffle::kBit) finding("unknown shuffle accepted");
   if (c.pipeline.compress_level < 1 || c.pipeline.compress_level > 19) finding("compress_level out of range");
   if (c.pipeline.chunk_size < (64u << 10) || c.pipeline.chunk_size > (1u << 30)) finding("chunk_size out of range");
   if (static_cast<int>(c.log.level) < 0 || static_cast<int>(c.log.level) > 4) finding("unknown log level accepted");

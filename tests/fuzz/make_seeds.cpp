@@ -1,6 +1,7 @@
 // Writes the container seed corpus with the library's own ContainerWriter:
 //   build/fuzz/make_seeds tests/fuzz/corpus/container
-// Small files (well under 8 KiB each) covering the codecs (none, lz4, zstd
+// Small files (well under 8 KiB each) covering the codecs (none, lz4, zstd,
+// blosc-lz4 and blosc-zstd with a byte shuffle by the dtype's element size,
 // and incompressible chunks stored raw), 0-3 regions of every kind with
 // dtype and shape, metadata, delta base versions, regions split into many
 // chunks written out of order, and an empty region. Each file is read back
@@ -14,6 +15,7 @@
 
 #include "format/codec.h"
 #include "format/container.h"
+#include "format/element_size.h"
 #include "resurgo/env.hpp"
 #include "resurgo/errors.hpp"
 
@@ -92,6 +94,7 @@ void write_seed(const std::string& dir, const std::string& name, std::vector<Reg
   std::size_t next_codec = 0;
   for (std::uint32_t index = 0; index < regions.size(); ++index) {
     const auto& data = regions[index].data;
+    const std::size_t element_size = format::element_size(regions[index].entry.dtype);
     std::vector<std::uint64_t> offsets;
     for (std::uint64_t offset = 0; offset < data.size(); offset += chunk_size) offsets.push_back(offset);
     if (reverse) std::reverse(offsets.begin(), offsets.end());
@@ -104,7 +107,7 @@ void write_seed(const std::string& dir, const std::string& name, std::vector<Reg
       record.offset = offset;
       record.raw_length = raw;
       const void* bytes = data.data() + offset;
-      if (encode(wanted, 3, bytes, raw, stored)) {
+      if (encode({wanted, 3, Shuffle::kByte, element_size}, bytes, raw, stored)) {
         record.codec = wanted;
         bytes = stored.data();
         record.stored_length = stored.size();
@@ -165,6 +168,10 @@ int main(int argc, char** argv) {
     write_seed(dir, "zstd-incompressible",
                {region(0, "random", RegionKind::kHost, pattern(1024, false, 12))}, 512,
                {Codec::kZstd, Codec::kLz4});
+    write_seed(dir, "blosc-shuffled-float32",
+               {region(0, "field", RegionKind::kHost, pattern(1200, true, 13), "float32", {300}),
+                region(1, "odd", RegionKind::kHost, pattern(998, true, 14), "float64", {})},
+               512, {Codec::kBloscLz4, Codec::kBloscZstd});
   } catch (const resurgo::Error& error) {
     std::fprintf(stderr, "make_seeds: %s\n", error.what());
     return 1;

@@ -475,7 +475,7 @@ def test_default_local_path_honours_tmpdir(tmp_path):
 
 
 
-@pytest.mark.parametrize("codec", ["none", "lz4", "zstd"])
+@pytest.mark.parametrize("codec", ["none", "lz4", "zstd", "blosc-lz4", "blosc-zstd"])
 def test_compression_roundtrip(dirs, codec):
     a = np.repeat(np.arange(64, dtype=np.float64), 4096)  # 2 MiB, compressible
     a[::997] = np.random.default_rng(3).standard_normal(a[::997].size)
