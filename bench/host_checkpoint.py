@@ -256,7 +256,7 @@ def bench_size(nbytes: int, repeats: int, root: Path, baselines: Dict[str, Calla
             if r == 0:
                 if not np.array_equal(restored, state):
                     raise SystemExit("host_checkpoint.py: restored state differs from the state")
-                level = store.last_restart.get("level")
+                level = store.last_restart.level
                 if level != 2:
                     notes.append(f"restart read from level {level}, not L2.")
             read_floor.times.append(timed(lambda: pread_into(container[0], restored)))
@@ -428,8 +428,15 @@ def bench_slowdown(nbytes: int, repeats: int, root: Path, interval: float,
             store.close()
     notes: List[str] = []
     for key, rows in stats.items():
-        sync = sum(1 for row in rows if row.get("synchronous"))
-        back = [float(row.get("backpressure_seconds", 0.0)) for row in rows]
+        sync = sum(1 for row in rows if row.capture == "synchronous")
+        back = [row.backpressure_seconds for row in rows]
+        first = sorted(rows, key=lambda row: row.version)[:4]
+        later = sorted(row.blocking_seconds for row in rows[4:]) or [float("nan")]
+        notes.append(f"{SLOWDOWN_CONFIGS[key][0]}: the first {len(first)} checkpoints after open "
+                     "blocked " + ", ".join(fmt_time(row.blocking_seconds) for row in first) +
+                     " (first touch of buffer pages: " +
+                     ", ".join(fmt_time(row.first_touch_seconds) for row in first) +
+                     f"); the median of the later ones {fmt_time(later[len(later) // 2])}.")
         if sync:
             notes.append(f"{SLOWDOWN_CONFIGS[key][0]}: {sync} checkpoints were written "
                          "synchronously (state larger than the buffer).")
