@@ -97,6 +97,7 @@ SOAK_CRASH_TRIALS      ?= 10000
 SOAK_CORRUPTION_TRIALS ?= 20000
 SOAK_STRESS_SECONDS    ?= 300
 SOAK_IO_FAULT_RUNS     ?= 3000
+SOAK_POWER_STATES      ?= 100000
 
 soak: deps build python
 	@mkdir -p $(SOAK_LOGS)
@@ -106,6 +107,7 @@ soak: deps build python
 	RESURGO_IO_FAULT_RUNS=$(SOAK_IO_FAULT_RUNS) RESURGO_IO_FAULT_SEED=$$RANDOM$$RANDOM \
 	  $(BUILD_DIR)/tests/cpp/resurgo_tests --gtest_filter=IoFaultTest.RandomSingleFaults 2>&1 | tee $(SOAK_LOGS)/io_fault.log
 	bash tests/fuzz/run.sh soak 2>&1 | tee $(SOAK_LOGS)/fuzz.log
+	$(BUILD_DIR)/tests/power/power_campaign --states $(SOAK_POWER_STATES) --semantics both 2>&1 | tee $(SOAK_LOGS)/power.log
 
 demo: deps build python
 	$(VENV_PY) examples/heat2d/demo.py --binary $(BUILD_DIR)/examples/heat2d/heat2d
