@@ -12,16 +12,22 @@
 //     are counted;
 //   - nothing durable is deleted: after the restart each level still holds
 //     the newest version reported durable there, or a newer intact one.
+// Two workloads damage copies on purpose (bit rot) before reopening, so that
+// power also fails while restart repairs a copy or quarantines a version;
+// those copies are excused, and a version whose every copy was damaged is
+// no longer expected.
 //
 //   power_campaign [--states N] [--seed S] [--semantics posix|ordered|both] [--dir PATH]
 //
 // A history depends on thread timing, so a seed reproduces the states drawn
 // from a history, not the history; a failing state's directory is kept.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <map>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -39,7 +45,7 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr char kRoot[] = "/power-loss";  // the recorded file system's root
-constexpr int kStatesPerCut = 4;         // states drawn at each cut of a short workload
+constexpr int kMinStatesPerCut = 2;      // a workload is cut at every operation when the budget allows this many
 constexpr int kFailuresKept = 5;         // failing states whose directories are kept
 
 // ---------------------------------------------------------------- workloads
@@ -60,24 +66,37 @@ struct StoreSpec {
   const char* buffer;        // smaller than a version: synchronous checkpoints
 };
 
+// Bit rot applied to the newest version of every store just before the
+// reopen, so that power fails while restart repairs or quarantines.
+enum class Damage {
+  kNone,
+  kL2Copy,       // the L2 copy: restart restores from L4 and rewrites L2
+  kEveryCopy,    // every copy: restart quarantines the version and falls back
+};
+
 struct Workload {
   const char* name;
   Capture capture;
   std::vector<StoreSpec> stores;  // checkpointed in turn, in the same directories
   int versions;
   int reopen_after;               // close, reopen and restart after this version; 0: never
+  Damage damage;
 };
 
 const std::vector<Workload>& workloads() {
   static const std::vector<Workload> table = {
-      {"one-L2", Capture::kCopy, {{"alpha", 9000, 20001, 1, 1, 0, "none", "auto"}}, 4, 0},
-      {"L2+L4", Capture::kCopy, {{"alpha", 9000, 20001, 2, 1, 1, "none", "auto"}}, 4, 0},
-      {"L4-every-2-zstd", Capture::kCopy, {{"beta", 20000, 7777, 1, 2, 2, "zstd", "64KiB"}}, 6, 0},
+      {"one-L2", Capture::kCopy, {{"alpha", 9000, 20001, 1, 1, 0, "none", "auto"}}, 4, 0, Damage::kNone},
+      {"L2+L4", Capture::kCopy, {{"alpha", 9000, 20001, 2, 1, 1, "none", "auto"}}, 4, 0, Damage::kNone},
+      {"L4-every-2-zstd", Capture::kCopy, {{"beta", 20000, 7777, 1, 2, 2, "zstd", "64KiB"}}, 6, 0, Damage::kNone},
       {"two-stores", Capture::kCopy,
-       {{"alpha", 12000, 5000, 2, 1, 1, "lz4", "auto"}, {"gamma", 3000, 90001, 1, 1, 3, "none", "128KiB"}}, 5, 0},
-      {"keep-all-reopen", Capture::kCopy, {{"delta", 9000, 3000, 0, 0, 1, "zstd", "auto"}}, 6, 3},
+       {{"alpha", 12000, 5000, 2, 1, 1, "lz4", "auto"}, {"gamma", 3000, 90001, 1, 1, 3, "none", "128KiB"}}, 5, 0,
+       Damage::kNone},
+      {"keep-all-reopen", Capture::kCopy, {{"delta", 9000, 3000, 0, 0, 1, "zstd", "auto"}}, 6, 3, Damage::kNone},
+      {"repair-L2", Capture::kCopy, {{"alpha", 9000, 20001, 2, 2, 1, "lz4", "auto"}}, 5, 3, Damage::kL2Copy},
+      {"quarantine", Capture::kCopy, {{"alpha", 9000, 20001, 2, 2, 1, "none", "auto"}}, 5, 3, Damage::kEveryCopy},
       {"long", Capture::kCopy,
-       {{"alpha", 16000, 40000, 2, 2, 2, "lz4", "auto"}, {"beta", 2000, 1000, 1, 3, 1, "none", "32KiB"}}, 16, 8},
+       {{"alpha", 16000, 40000, 2, 2, 2, "lz4", "auto"}, {"beta", 2000, 1000, 1, 3, 1, "none", "32KiB"}}, 16, 8,
+       Damage::kNone},
   };
   return table;
 }
@@ -105,6 +124,13 @@ Config configure(const StoreSpec& spec, Capture capture, const std::string& root
   return config;
 }
 
+// The store's level, as the library lays it out (rank 0); listing goes
+// through `env`.
+DirectoryTier tier_of(const std::string& root, const char* store, int level,
+                      std::shared_ptr<Env> env = Env::posix()) {
+  return DirectoryTier(level, root + (level == 2 ? "/l2" : "/l4"), store, 0, 0600, 0, std::move(env));
+}
+
 fault::Application application_for(const StoreSpec& spec) { return fault::Application(spec.field_values, spec.tag_bytes); }
 
 // ------------------------------------------------------------ the recording
@@ -117,9 +143,19 @@ struct Durable {
   std::size_t operations;
 };
 
+// A copy damaged on purpose by the operations after the first `operations`.
+struct Damaged {
+  std::size_t store;
+  int version;
+  std::string path;
+  bool whole_version;  // every copy damaged: the version is no longer restorable
+  std::size_t operations;
+};
+
 struct Recording {
   std::shared_ptr<PowerLossEnv> env;
   std::vector<Durable> durable;
+  std::vector<Damaged> damaged;
 };
 
 struct OpenStore {
@@ -153,10 +189,25 @@ void wait_for(std::vector<OpenStore>& open, int version, Recording& recording) {
   }
 }
 
+// Flips a bit in the middle of the workload's chosen copies of `version`.
+void damage(const Workload& workload, int version, Recording& recording) {
+  for (std::size_t s = 0; s < workload.stores.size(); ++s) {
+    for (int level : {2, 4}) {
+      if (level == 4 && workload.damage != Damage::kEveryCopy) continue;
+      DirectoryTier tier = tier_of(kRoot, workload.stores[s].name, level, recording.env);
+      if (!tier.holds(version)) continue;
+      // Noted before the damage: from its write on, the copy may be damaged.
+      recording.damaged.push_back({s, version, tier.path(version), workload.damage == Damage::kEveryCopy,
+                                   recording.env->operations()});
+      recording.env->damage(tier.path(version), tier.open(version)->size() / 2);
+    }
+  }
+}
+
 // Runs the workload once through a fresh PowerLossEnv: version v of every
 // store is checkpointed before waiting for v - 1, so writes overlap.
 Recording record(const Workload& workload) {
-  Recording recording{std::make_shared<PowerLossEnv>(kRoot), {}};
+  Recording recording{std::make_shared<PowerLossEnv>(kRoot), {}, {}};
   std::vector<OpenStore> open;
   open_stores(workload, recording.env, open);
   int waited = 0;  // every version up to this one was waited for
@@ -172,6 +223,7 @@ Recording record(const Workload& workload) {
     if (version == workload.reopen_after) {
       waited = version;
       wait_for(open, waited, recording);
+      if (workload.damage != Damage::kNone) damage(workload, version, recording);
       open_stores(workload, recording.env, open);  // closes the old stores first
       for (OpenStore& entry : open) entry.store->restart();
     }
@@ -200,10 +252,6 @@ struct Tally {
   }
 };
 
-DirectoryTier tier_of(const std::string& root, const char* store, int level) {
-  return DirectoryTier(level, root + (level == 2 ? "/l2" : "/l4"), store, 0, 0600, 0, Env::posix());
-}
-
 // Verifies a committed file the way `resurgo verify` does: structure,
 // identity, then every chunk. Returns the error, or "" when intact.
 std::string verify_file(const std::string& path, const char* store, int version) {
@@ -218,11 +266,13 @@ std::string verify_file(const std::string& path, const char* store, int version)
   }
 }
 
-// The first damaged visible file of `store`, described, or "".
-std::string first_damaged(const std::string& root, const char* store) {
+// The first damaged visible file of `store`, described, or "". Files whose
+// path, under kRoot, is `excused` were damaged on purpose.
+std::string first_damaged(const std::string& root, const char* store, const std::set<std::string>& excused = {}) {
   for (int level : {2, 4}) {
     DirectoryTier tier = tier_of(root, store, level);
     for (int version : tier.versions()) {
+      if (excused.count(tier_of(kRoot, store, level).path(version))) continue;
       std::string error = verify_file(tier.path(version), store, version);
       if (!error.empty()) return error;
     }
@@ -232,12 +282,30 @@ std::string first_damaged(const std::string& root, const char* store) {
 
 // The newest version of store `s` reported durable at `level` (0: any)
 // before the cut, or -1.
+// A version all of whose copies were damaged before the cut is no longer
+// expected.
 int newest_durable(const Recording& recording, std::size_t s, int level, std::size_t cut) {
+  const auto destroyed = [&](int version) {
+    return std::any_of(recording.damaged.begin(), recording.damaged.end(), [&](const Damaged& d) {
+      return d.store == s && d.version == version && d.whole_version && d.operations < cut;
+    });
+  };
   int newest = -1;
   for (const Durable& d : recording.durable) {
-    if (d.store == s && d.operations <= cut && (level == 0 || d.level == level)) newest = std::max(newest, d.version);
+    if (d.store == s && d.operations <= cut && (level == 0 || d.level == level) && !destroyed(d.version)) {
+      newest = std::max(newest, d.version);
+    }
   }
   return newest;
+}
+
+// The copies of store `s` damaged on purpose before the cut.
+std::set<std::string> damaged_on_purpose(const Recording& recording, std::size_t s, std::size_t cut) {
+  std::set<std::string> paths;
+  for (const Damaged& d : recording.damaged) {
+    if (d.store == s && d.operations < cut) paths.insert(d.path);
+  }
+  return paths;
 }
 
 struct Violation {
@@ -250,7 +318,7 @@ void check_store(const Workload& workload, std::size_t s, const Recording& recor
                  const std::string& root, Tally& tally, std::vector<std::string>& violations) {
   const StoreSpec& spec = workload.stores[s];
   const std::string name = std::string(spec.name) + ": ";
-  const std::string damaged_before = first_damaged(root, spec.name);
+  const std::string damaged_before = first_damaged(root, spec.name, damaged_on_purpose(recording, s, cut));
   if (!damaged_before.empty()) {
     ++tally.damaged_visible;
     violations.push_back(name + "visible damaged file after the power loss: " + damaged_before);
@@ -360,7 +428,7 @@ bool run_campaign(const Options& options) {
     operations += static_cast<long>(history);
     // Short histories are cut at every operation in turn (several states
     // each); long ones at random points.
-    const bool every_cut = static_cast<long>(history + 1) * kStatesPerCut <= budget;
+    const bool every_cut = static_cast<long>(history + 1) * kMinStatesPerCut <= budget;
     for (Semantics semantics : options.semantics) {
       for (long i = 0; i < budget; ++i) {
         const std::size_t cut = every_cut ? static_cast<std::size_t>(i) % (history + 1) : random() % (history + 1);

@@ -94,7 +94,7 @@ Plan plan_posix(const History& history, std::size_t cut, std::mt19937_64& random
     switch (operation.kind) {
       case Kind::kSyncDir: synced_dirs.insert(operation.path); break;
       case Kind::kSync: synced_files.insert(operation.inode); break;
-      case Kind::kAppend: durable = synced_files.count(operation.inode) > 0; break;
+      case Kind::kWrite: durable = synced_files.count(operation.inode) > 0; break;
       case Kind::kRename:
         durable = synced_dirs.count(parent_of(operation.path)) && synced_dirs.count(parent_of(operation.to));
         break;
@@ -103,7 +103,7 @@ Plan plan_posix(const History& history, std::size_t cut, std::mt19937_64& random
       case Kind::kRemove: durable = synced_dirs.count(parent_of(operation.path)) > 0; break;
     }
     if (durable) continue;
-    if (operation.kind == Kind::kAppend) {
+    if (operation.kind == Kind::kWrite) {
       static constexpr Fate kFates[] = {Fate::kKept, Fate::kDropped, Fate::kTorn};
       plan.fates[i] = kFates[random() % 3];
     } else {
@@ -135,7 +135,7 @@ Plan plan_ordered(const History& history, std::size_t cut, std::mt19937_64& rand
   for (std::size_t i = 0; i < cut; ++i) {
     const PowerLossEnv::Operation& operation = history[i];
     if (is_entry_change(operation.kind) && i >= prefix) plan.fates[i] = Fate::kDropped;
-    if (operation.kind != Kind::kAppend) continue;
+    if (operation.kind != Kind::kWrite) continue;
     const auto flushed = flushed_until.find(operation.inode);
     if (flushed != flushed_until.end() && i < flushed->second) continue;
     plan.fates[i] = Fate::kDropped;
@@ -193,7 +193,7 @@ std::map<int, std::vector<std::byte>> replay_data(const History& history, const 
   std::map<int, std::vector<std::byte>> data;
   for (std::size_t i = 0; i < plan.fates.size(); ++i) {
     const PowerLossEnv::Operation& operation = history[i];
-    if (operation.kind != PowerLossEnv::Kind::kAppend) continue;
+    if (operation.kind != PowerLossEnv::Kind::kWrite) continue;
     std::vector<std::byte>& bytes = data[operation.inode];
     if (plan.fates[i] != Fate::kKept) ++summary.torn_or_lost_appends;
     if (plan.fates[i] == Fate::kDropped) continue;
@@ -254,8 +254,19 @@ void PowerLossEnv::append(int inode, const std::string& path, const void* data, 
   std::lock_guard lock(mutex_);
   std::vector<std::byte>& content = contents_[static_cast<std::size_t>(inode)];
   const auto* first = static_cast<const std::byte*>(data);
-  record(Kind::kAppend, path, inode, {}, content.size(), std::vector<std::byte>(first, first + bytes));
+  record(Kind::kWrite, path, inode, {}, content.size(), std::vector<std::byte>(first, first + bytes));
   content.insert(content.end(), first, first + bytes);
+}
+
+void PowerLossEnv::damage(const std::string& path, std::uint64_t offset) {
+  std::lock_guard lock(mutex_);
+  const auto entry = entries_.find(path);
+  if (entry == entries_.end()) fail("damage", path, "no such file");
+  std::vector<std::byte>& content = contents_[static_cast<std::size_t>(entry->second)];
+  if (offset >= content.size()) fail("damage", path, "offset past the end of the file");
+  content[offset] ^= std::byte{0x10};
+  record(Kind::kWrite, path, entry->second, {}, offset, {content[offset]});
+  record(Kind::kSync, path, entry->second);
 }
 
 void PowerLossEnv::sync(int inode, const std::string& path) {

@@ -98,19 +98,24 @@ class PowerLossEnv final : public Env {
   bool exists(const std::string& path) override;
   std::unique_ptr<FileLock> lock(const std::string& path) override;
 
+  // Bit rot: flips one bit of the file at `path` in place, durably (a write
+  // and a sync are recorded), as a failing disk would. Restart must then
+  // repair or quarantine the copy.
+  void damage(const std::string& path, std::uint64_t offset);
+
   // Called by the files this Env hands out.
   void append(int inode, const std::string& path, const void* data, std::size_t bytes);
   void sync(int inode, const std::string& path);
   void unlock(const std::string& path);
 
-  enum class Kind { kMkdir, kCreate, kRename, kRemove, kAppend, kSync, kSyncDir };
+  enum class Kind { kMkdir, kCreate, kRename, kRemove, kWrite, kSync, kSyncDir };
   struct Operation {
     Kind kind;
     std::string path;  // the entry, the directory (kMkdir, kSyncDir) or the file's name
     std::string to;    // kRename
-    int inode = -1;    // kCreate, kRename, kRemove, kAppend, kSync
-    std::uint64_t offset = 0;       // kAppend
-    std::vector<std::byte> bytes;   // kAppend
+    int inode = -1;    // kCreate, kRename, kRemove, kWrite, kSync
+    std::uint64_t offset = 0;       // kWrite: an append, or the campaign's bit rot
+    std::vector<std::byte> bytes;   // kWrite
   };
 
  private:
