@@ -308,10 +308,6 @@ std::set<std::string> damaged_on_purpose(const Recording& recording, std::size_t
   return paths;
 }
 
-struct Violation {
-  std::string what;
-};
-
 // Restarts store `s` on the materialised state and checks it; appends what
 // is wrong to `violations`.
 void check_store(const Workload& workload, std::size_t s, const Recording& recording, std::size_t cut,
@@ -383,9 +379,9 @@ struct Options {
   std::string dir;
 };
 
-// Checks one state, drawn from `state_seed`; returns false on a violation,
-// and then materialises the state again, untouched, for inspection.
-bool check_state(const Workload& workload, const Recording& recording, std::size_t cut, Semantics semantics,
+// Checks one state, drawn from `state_seed`. On a violation, prints it and
+// materialises the state again, untouched, for inspection.
+void check_state(const Workload& workload, const Recording& recording, std::size_t cut, Semantics semantics,
                  std::uint64_t state_seed, const std::string& dir, Tally& tally, int& failures_kept) {
   const std::string state_dir = dir + "/state";
   fs::remove_all(state_dir);
@@ -399,7 +395,7 @@ bool check_state(const Workload& workload, const Recording& recording, std::size
   for (std::size_t s = 0; s < workload.stores.size(); ++s) {
     check_store(workload, s, recording, cut, state_dir, tally, violations);
   }
-  if (violations.empty()) return true;
+  if (violations.empty()) return;
   std::string kept = "not kept";
   if (failures_kept < kFailuresKept) {
     kept = dir + "/failed-" + std::to_string(failures_kept++);
@@ -412,7 +408,6 @@ bool check_state(const Workload& workload, const Recording& recording, std::size
                 semantics_name(semantics), cut, recording.env->operations(),
                 static_cast<unsigned long long>(state_seed), violation.c_str(), kept.c_str());
   }
-  return false;
 }
 
 bool run_campaign(const Options& options) {
@@ -426,8 +421,8 @@ bool run_campaign(const Options& options) {
     const Recording recording = record(workload);
     const std::size_t history = recording.env->operations();
     operations += static_cast<long>(history);
-    // Short histories are cut at every operation in turn (several states
-    // each); long ones at random points.
+    // Short histories are cut at every operation in turn (at least
+    // kMinStatesPerCut states each); long ones at random operations.
     const bool every_cut = static_cast<long>(history + 1) * kMinStatesPerCut <= budget;
     for (Semantics semantics : options.semantics) {
       for (long i = 0; i < budget; ++i) {
