@@ -82,10 +82,12 @@ define sanitized_tests
 	cmake -S . -B $(1) -DCMAKE_BUILD_TYPE=Debug -DRESURGO_BUILD_EXAMPLES=OFF -DRESURGO_BUILD_FORTRAN=OFF \
 	  -DCMAKE_CXX_FLAGS="-fsanitize=$(2) -fno-omit-frame-pointer -fno-sanitize-recover=all -O1 -g" \
 	  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=$(2)" -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=$(2)"
-	cmake --build $(1) -j$(JOBS) --target resurgo_tests crash_campaign stress_campaign
+	cmake --build $(1) -j$(JOBS) --target resurgo_tests crash_campaign stress_campaign power_tests power_campaign
 	$(3) $(1)/tests/cpp/resurgo_tests
 	$(3) $(1)/tests/fault/crash_campaign --trials 60
 	$(3) $(1)/tests/fault/stress_campaign --seconds 5
+	$(3) $(1)/tests/power/power_tests
+	$(3) $(1)/tests/power/power_campaign --states 800
 endef
 
 test-asan: deps
@@ -100,6 +102,7 @@ SOAK_CRASH_TRIALS      ?= 10000
 SOAK_CORRUPTION_TRIALS ?= 20000
 SOAK_STRESS_SECONDS    ?= 300
 SOAK_IO_FAULT_RUNS     ?= 3000
+SOAK_POWER_STATES      ?= 100000
 
 soak: deps build python
 	@mkdir -p $(SOAK_LOGS)
@@ -109,6 +112,7 @@ soak: deps build python
 	RESURGO_IO_FAULT_RUNS=$(SOAK_IO_FAULT_RUNS) RESURGO_IO_FAULT_SEED=$$RANDOM$$RANDOM \
 	  $(BUILD_DIR)/tests/cpp/resurgo_tests --gtest_filter=IoFaultTest.RandomSingleFaults 2>&1 | tee $(SOAK_LOGS)/io_fault.log
 	bash tests/fuzz/run.sh soak 2>&1 | tee $(SOAK_LOGS)/fuzz.log
+	$(BUILD_DIR)/tests/power/power_campaign --states $(SOAK_POWER_STATES) --semantics both 2>&1 | tee $(SOAK_LOGS)/power.log
 
 demo: deps build python
 	$(VENV_PY) examples/heat2d/demo.py --binary $(BUILD_DIR)/examples/heat2d/heat2d

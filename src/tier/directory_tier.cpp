@@ -54,6 +54,12 @@ void copy_verified(const ReadableFile& source, const format::Container& containe
   }
   copy_range(source, cursor, container.file_size, block, file);
 }
+
+std::string parent_directory(const std::string& path) {
+  const auto slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
 }  // namespace
 
 std::string container_file_name(int version, int rank) {
@@ -79,8 +85,27 @@ std::string DirectoryTier::temporary_path(int version) const {
   return dir_ + "/." + container_file_name(version, rank_) + kTemporaryMarker + std::to_string(::getpid());
 }
 
-void DirectoryTier::prepare() {
+// A directory's entry lives in its parent, so fsyncing the directory after
+// a commit does not make the directory itself durable: each one created
+// here has its parent synced, or a power loss could take it away with every
+// version committed in it (power-loss campaign, POSIX semantics).
+void DirectoryTier::create_directory_durably() {
+  std::vector<std::string> missing;
+  for (std::string dir = dir_; dir != "/" && dir != "." && !env_->exists(dir); dir = parent_directory(dir)) {
+    missing.push_back(dir);
+  }
   env_->create_dirs(dir_);
+  for (auto created = missing.rbegin(); created != missing.rend(); ++created) {
+    try {
+      env_->sync_dir(parent_directory(*created));
+    } catch (const StorageError& error) {
+      throw StorageError("cannot make the new directory '" + *created + "' durable: " + error.what());
+    }
+  }
+}
+
+void DirectoryTier::prepare() {
+  create_directory_durably();
   const std::string rank_part = container_file_name(0, rank_).substr(11);  // ".r000003.rsg"
   for (const std::string& name : env_->list_dir(dir_)) {
     const auto marker = name.find(kTemporaryMarker);

@@ -26,7 +26,8 @@ class DirectoryTier final : public Level {
   const std::string& dir() const { return dir_; }
   std::string path(int version) const;
 
-  // Creates the directory and removes temporaries left by dead processes.
+  // Creates the directory, durably, and removes temporaries left by dead
+  // processes.
   void prepare() override;
   // Writes a version through `write` into a temporary file and commits it.
   // On failure the temporary is removed and nothing becomes visible.
@@ -54,6 +55,7 @@ class DirectoryTier final : public Level {
 
  private:
   std::string temporary_path(int version) const;
+  void create_directory_durably();
 
   int level_;
   std::string dir_;

@@ -1,0 +1,472 @@
+// Power-loss campaign (docs/reliability.md): runs checkpoint workloads
+// through a PowerLossEnv, which records every file and directory operation,
+// then cuts the history at operation after operation and, for each cut,
+// materialises several states the disk could hold after a power failure
+// there. On each state a fresh store, on the plain POSIX Env, restarts.
+// Invariants, per state and store:
+//   - no visible checkpoint file is damaged or partial (the commit protocol
+//     makes a version visible only once complete and durable);
+//   - restart restores the newest version whose wait() returned before the
+//     cut, or a newer one, bit for bit; never a damaged version;
+//   - restart and verification never crash, and the copies restart skipped
+//     are counted;
+//   - nothing durable is deleted: after the restart each level still holds
+//     the newest version reported durable there, or a newer intact one.
+// Two workloads damage copies on purpose (bit rot) before reopening, so that
+// power also fails while restart repairs a copy or quarantines a version;
+// those copies are excused, and a version whose every copy was damaged is
+// no longer expected.
+//
+//   power_campaign [--states N] [--seed S] [--semantics posix|ordered|both] [--dir PATH]
+//
+// A history depends on thread timing, so a seed reproduces the states drawn
+// from a history, not the history; a failing state's directory is kept.
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "../fault/application.h"
+#include "../fault/campaign_main.h"
+#include "format/container.h"
+#include "power_loss_env.h"
+#include "resurgo/errors.hpp"
+#include "resurgo/resurgo.hpp"
+#include "tier/directory_tier.h"
+
+namespace resurgo::power {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kRoot[] = "/power-loss";  // the recorded file system's root
+constexpr int kMinStatesPerCut = 2;      // a workload is cut at every operation when the budget allows this many
+constexpr int kFailuresKept = 5;         // failing states whose directories are kept
+
+// ---------------------------------------------------------------- workloads
+
+// How the store captures the application's memory. Copy (into the host
+// buffer) is the only mode today; another mode is one more enumerator here,
+// one more case in `configure`, and rows that use it.
+enum class Capture { kCopy };
+
+struct StoreSpec {
+  const char* name;
+  std::size_t field_values;  // doubles in the first region
+  std::size_t tag_bytes;     // bytes in the second
+  int local_keep;
+  int persistent_keep;
+  int every;                 // every n-th version to L4; 0: L2 only
+  const char* codec;
+  const char* buffer;        // smaller than a version: synchronous checkpoints
+};
+
+// Bit rot applied to the newest version of every store just before the
+// reopen, so that power fails while restart repairs or quarantines.
+enum class Damage {
+  kNone,
+  kL2Copy,       // the L2 copy: restart restores from L4 and rewrites L2
+  kEveryCopy,    // every copy: restart quarantines the version and falls back
+};
+
+struct Workload {
+  const char* name;
+  Capture capture;
+  std::vector<StoreSpec> stores;  // checkpointed in turn, in the same directories
+  int versions;
+  int reopen_after;               // close, reopen and restart after this version; 0: never
+  Damage damage;
+};
+
+const std::vector<Workload>& workloads() {
+  static const std::vector<Workload> table = {
+      {"one-L2", Capture::kCopy, {{"alpha", 9000, 20001, 1, 1, 0, "none", "auto"}}, 4, 0, Damage::kNone},
+      {"L2+L4", Capture::kCopy, {{"alpha", 9000, 20001, 2, 1, 1, "none", "auto"}}, 4, 0, Damage::kNone},
+      {"L4-every-2-zstd", Capture::kCopy, {{"beta", 20000, 7777, 1, 2, 2, "zstd", "64KiB"}}, 6, 0, Damage::kNone},
+      {"two-stores", Capture::kCopy,
+       {{"alpha", 12000, 5000, 2, 1, 1, "lz4", "auto"}, {"gamma", 3000, 90001, 1, 1, 3, "none", "128KiB"}}, 5, 0,
+       Damage::kNone},
+      {"keep-all-reopen", Capture::kCopy, {{"delta", 9000, 3000, 0, 0, 1, "zstd", "auto"}}, 6, 3, Damage::kNone},
+      {"repair-L2", Capture::kCopy, {{"alpha", 9000, 20001, 2, 2, 1, "lz4", "auto"}}, 5, 3, Damage::kL2Copy},
+      {"quarantine", Capture::kCopy, {{"alpha", 9000, 20001, 2, 2, 1, "none", "auto"}}, 5, 3, Damage::kEveryCopy},
+      {"long", Capture::kCopy,
+       {{"alpha", 16000, 40000, 2, 2, 2, "lz4", "auto"}, {"beta", 2000, 1000, 1, 3, 1, "none", "32KiB"}}, 16, 8,
+       Damage::kNone},
+  };
+  return table;
+}
+
+const char* capture_name(Capture capture) {
+  switch (capture) {
+    case Capture::kCopy: return "copy";
+  }
+  return "?";
+}
+
+Config configure(const StoreSpec& spec, Capture capture, const std::string& root) {
+  Config config = Config::load("", {{"local.path", root + "/l2"},
+                                    {"persistent.path", root + "/l4"},
+                                    {"local.keep", std::to_string(spec.local_keep)},
+                                    {"persistent.keep", std::to_string(spec.persistent_keep)},
+                                    {"persistent.every", std::to_string(spec.every)},
+                                    {"pipeline.compress", spec.codec},
+                                    {"pipeline.chunk_size", "64KiB"},
+                                    {"buffer.capacity", spec.buffer},
+                                    {"log.level", "off"}});
+  switch (capture) {
+    case Capture::kCopy: break;  // the default
+  }
+  return config;
+}
+
+// The store's level, as the library lays it out (rank 0); listing goes
+// through `env`.
+DirectoryTier tier_of(const std::string& root, const char* store, int level,
+                      std::shared_ptr<Env> env = Env::posix()) {
+  return DirectoryTier(level, root + (level == 2 ? "/l2" : "/l4"), store, 0, 0600, 0, std::move(env));
+}
+
+fault::Application application_for(const StoreSpec& spec) { return fault::Application(spec.field_values, spec.tag_bytes); }
+
+// ------------------------------------------------------------ the recording
+
+// A wait(version, level) that returned once `operations` were recorded.
+struct Durable {
+  std::size_t store;
+  int version;
+  int level;
+  std::size_t operations;
+};
+
+// A copy damaged on purpose by the operations after the first `operations`.
+struct Damaged {
+  std::size_t store;
+  int version;
+  std::string path;
+  bool whole_version;  // every copy damaged: the version is no longer restorable
+  std::size_t operations;
+};
+
+struct Recording {
+  std::shared_ptr<PowerLossEnv> env;
+  std::vector<Durable> durable;
+  std::vector<Damaged> damaged;
+};
+
+struct OpenStore {
+  const StoreSpec* spec;
+  fault::Application application;
+  std::optional<Store> store;
+};
+
+void open_stores(const Workload& workload, const std::shared_ptr<PowerLossEnv>& env, std::vector<OpenStore>& open) {
+  open.clear();
+  open.reserve(workload.stores.size());  // the regions' addresses must not move
+  for (const StoreSpec& spec : workload.stores) {
+    open.push_back({&spec, application_for(spec), std::nullopt});
+    OpenStore& entry = open.back();
+    entry.store.emplace(spec.name, configure(spec, workload.capture, kRoot), env);
+    entry.application.protect(*entry.store);
+  }
+}
+
+// Waits for `version` of every store at L2 (and L4 when it goes there) and
+// notes when each wait returned.
+void wait_for(std::vector<OpenStore>& open, int version, Recording& recording) {
+  for (std::size_t s = 0; s < open.size(); ++s) {
+    const StoreSpec& spec = *open[s].spec;
+    open[s].store->wait(version, 2);
+    recording.durable.push_back({s, version, 2, recording.env->operations()});
+    if (spec.every > 0 && version % spec.every == 0) {
+      open[s].store->wait(version, 4);
+      recording.durable.push_back({s, version, 4, recording.env->operations()});
+    }
+  }
+}
+
+// Flips a bit in the middle of the workload's chosen copies of `version`.
+void damage(const Workload& workload, int version, Recording& recording) {
+  for (std::size_t s = 0; s < workload.stores.size(); ++s) {
+    for (int level : {2, 4}) {
+      if (level == 4 && workload.damage != Damage::kEveryCopy) continue;
+      DirectoryTier tier = tier_of(kRoot, workload.stores[s].name, level, recording.env);
+      if (!tier.holds(version)) continue;
+      // Noted before the damage: from its write on, the copy may be damaged.
+      recording.damaged.push_back({s, version, tier.path(version), workload.damage == Damage::kEveryCopy,
+                                   recording.env->operations()});
+      recording.env->damage(tier.path(version), tier.open(version)->size() / 2);
+    }
+  }
+}
+
+// Runs the workload once through a fresh PowerLossEnv: version v of every
+// store is checkpointed before waiting for v - 1, so writes overlap.
+Recording record(const Workload& workload) {
+  Recording recording{std::make_shared<PowerLossEnv>(kRoot), {}, {}};
+  std::vector<OpenStore> open;
+  open_stores(workload, recording.env, open);
+  int waited = 0;  // every version up to this one was waited for
+  for (int version = 1; version <= workload.versions; ++version) {
+    for (OpenStore& entry : open) {
+      entry.application.advance_to(*entry.store, version);
+      entry.store->checkpoint(version);
+    }
+    if (version - 1 > waited) {
+      waited = version - 1;
+      wait_for(open, waited, recording);
+    }
+    if (version == workload.reopen_after) {
+      waited = version;
+      wait_for(open, waited, recording);
+      if (workload.damage != Damage::kNone) damage(workload, version, recording);
+      open_stores(workload, recording.env, open);  // closes the old stores first
+      for (OpenStore& entry : open) entry.store->restart();
+    }
+  }
+  if (waited < workload.versions) wait_for(open, workload.versions, recording);
+  for (OpenStore& entry : open) entry.store->close();
+  return recording;
+}
+
+// -------------------------------------------------------------- the checks
+
+struct Tally {
+  long states = 0;
+  long durable_checked = 0;
+  long lost = 0;
+  long damaged_restored = 0;
+  long damaged_visible = 0;
+  long durable_copy_missing = 0;
+  long restart_errors = 0;
+  long skipped_copies = 0;
+  long nothing_durable = 0;  // store states with no version durable yet
+  long reverted_entries = 0;
+  long torn_or_lost_appends = 0;
+  long violations() const {
+    return lost + damaged_restored + damaged_visible + durable_copy_missing + restart_errors;
+  }
+};
+
+// Verifies a committed file the way `resurgo verify` does: structure,
+// identity, then every chunk. Returns the error, or "" when intact.
+std::string verify_file(const std::string& path, const char* store, int version) {
+  try {
+    const std::unique_ptr<ReadableFile> file = Env::posix()->open(path);
+    const format::Container container = format::read_container(*file);
+    format::check_identity(container, path, store, version, 0);
+    format::verify_chunks(*file, container, [](std::uint64_t, std::uint64_t) {});
+    return {};
+  } catch (const Error& error) {
+    return error.what();
+  }
+}
+
+// The first damaged visible file of `store`, described, or "". Files whose
+// path, under kRoot, is `excused` were damaged on purpose.
+std::string first_damaged(const std::string& root, const char* store, const std::set<std::string>& excused = {}) {
+  for (int level : {2, 4}) {
+    DirectoryTier tier = tier_of(root, store, level);
+    for (int version : tier.versions()) {
+      if (excused.count(tier_of(kRoot, store, level).path(version))) continue;
+      std::string error = verify_file(tier.path(version), store, version);
+      if (!error.empty()) return error;
+    }
+  }
+  return {};
+}
+
+// The newest version of store `s` reported durable at `level` (0: any)
+// before the cut, or -1.
+// A version all of whose copies were damaged before the cut is no longer
+// expected.
+int newest_durable(const Recording& recording, std::size_t s, int level, std::size_t cut) {
+  const auto destroyed = [&](int version) {
+    return std::any_of(recording.damaged.begin(), recording.damaged.end(), [&](const Damaged& d) {
+      return d.store == s && d.version == version && d.whole_version && d.operations < cut;
+    });
+  };
+  int newest = -1;
+  for (const Durable& d : recording.durable) {
+    if (d.store == s && d.operations <= cut && (level == 0 || d.level == level) && !destroyed(d.version)) {
+      newest = std::max(newest, d.version);
+    }
+  }
+  return newest;
+}
+
+// The copies of store `s` damaged on purpose before the cut.
+std::set<std::string> damaged_on_purpose(const Recording& recording, std::size_t s, std::size_t cut) {
+  std::set<std::string> paths;
+  for (const Damaged& d : recording.damaged) {
+    if (d.store == s && d.operations < cut) paths.insert(d.path);
+  }
+  return paths;
+}
+
+// Restarts store `s` on the materialised state and checks it; appends what
+// is wrong to `violations`.
+void check_store(const Workload& workload, std::size_t s, const Recording& recording, std::size_t cut,
+                 const std::string& root, Tally& tally, std::vector<std::string>& violations) {
+  const StoreSpec& spec = workload.stores[s];
+  const std::string name = std::string(spec.name) + ": ";
+  const std::string damaged_before = first_damaged(root, spec.name, damaged_on_purpose(recording, s, cut));
+  if (!damaged_before.empty()) {
+    ++tally.damaged_visible;
+    violations.push_back(name + "visible damaged file after the power loss: " + damaged_before);
+  }
+  const int durable = newest_durable(recording, s, 0, cut);
+  if (durable < 0) ++tally.nothing_durable;
+  else ++tally.durable_checked;
+  fault::Application application = application_for(spec);
+  int restored = -1;
+  try {
+    Store store(spec.name, configure(spec, workload.capture, root), Env::posix());
+    application.protect(store);
+    try {
+      restored = store.restart();
+    } catch (const NotFoundError&) {
+    } catch (const CorruptionError&) {
+      // Every visible copy was damaged: reported (and counted below), and
+      // the checks on visible files count the damage itself.
+    }
+    tally.skipped_copies += static_cast<long>(store.last_restart().skipped.size());
+    if (restored >= 0) {
+      const std::string difference = application.difference_from(store, restored);
+      if (!difference.empty()) {
+        ++tally.damaged_restored;
+        violations.push_back(name + "restored version " + std::to_string(restored) + " but " + difference);
+      }
+    }
+    store.close();
+  } catch (const std::exception& error) {
+    ++tally.restart_errors;
+    violations.push_back(name + "restart failed: " + error.what());
+    return;
+  }
+  if (restored < durable) {
+    ++tally.lost;
+    violations.push_back(name + "version " + std::to_string(durable) + " was reported durable but restart " +
+                         (restored < 0 ? "found nothing" : "restored " + std::to_string(restored)));
+  }
+  for (int level : {2, 4}) {
+    const int newest = newest_durable(recording, s, level, cut);
+    if (newest < 0) continue;
+    const std::vector<int> held = tier_of(root, spec.name, level).versions();
+    if (held.empty() || held.back() < newest) {
+      ++tally.durable_copy_missing;
+      violations.push_back(name + "L" + std::to_string(level) + " lost version " + std::to_string(newest) +
+                           ", reported durable there");
+    }
+  }
+  const std::string damaged_after = first_damaged(root, spec.name);
+  if (!damaged_after.empty()) {
+    ++tally.damaged_visible;
+    violations.push_back(name + "visible damaged file after restart: " + damaged_after);
+  }
+}
+
+// ------------------------------------------------------------------ driver
+
+struct Options {
+  long states;
+  std::uint64_t seed;
+  std::vector<Semantics> semantics;
+  std::string dir;
+};
+
+// Checks one state, drawn from `state_seed`. On a violation, prints it and
+// materialises the state again, untouched, for inspection.
+void check_state(const Workload& workload, const Recording& recording, std::size_t cut, Semantics semantics,
+                 std::uint64_t state_seed, const std::string& dir, Tally& tally, int& failures_kept) {
+  const std::string state_dir = dir + "/state";
+  fs::remove_all(state_dir);
+  fs::create_directories(state_dir);
+  std::mt19937_64 random(state_seed);
+  const StateSummary summary = recording.env->materialise(cut, semantics, random, state_dir);
+  ++tally.states;
+  tally.reverted_entries += summary.reverted_entries;
+  tally.torn_or_lost_appends += summary.torn_or_lost_appends;
+  std::vector<std::string> violations;
+  for (std::size_t s = 0; s < workload.stores.size(); ++s) {
+    check_store(workload, s, recording, cut, state_dir, tally, violations);
+  }
+  if (violations.empty()) return;
+  std::string kept = "not kept";
+  if (failures_kept < kFailuresKept) {
+    kept = dir + "/failed-" + std::to_string(failures_kept++);
+    fs::create_directories(kept);
+    std::mt19937_64 again(state_seed);
+    recording.env->materialise(cut, semantics, again, kept);
+  }
+  for (const std::string& violation : violations) {
+    std::printf("VIOLATION %s/%s cut %zu of %zu, state seed %llu: %s [%s]\n", workload.name,
+                semantics_name(semantics), cut, recording.env->operations(),
+                static_cast<unsigned long long>(state_seed), violation.c_str(), kept.c_str());
+  }
+}
+
+bool run_campaign(const Options& options) {
+  std::mt19937_64 random(options.seed);
+  const std::vector<Workload>& table = workloads();
+  const long budget = options.states / static_cast<long>(table.size() * options.semantics.size());
+  Tally tally;
+  long operations = 0;
+  int failures_kept = 0;
+  for (const Workload& workload : table) {
+    const Recording recording = record(workload);
+    const std::size_t history = recording.env->operations();
+    operations += static_cast<long>(history);
+    // Short histories are cut at every operation in turn (at least
+    // kMinStatesPerCut states each); long ones at random operations.
+    const bool every_cut = static_cast<long>(history + 1) * kMinStatesPerCut <= budget;
+    for (Semantics semantics : options.semantics) {
+      for (long i = 0; i < budget; ++i) {
+        const std::size_t cut = every_cut ? static_cast<std::size_t>(i) % (history + 1) : random() % (history + 1);
+        check_state(workload, recording, cut, semantics, random(), options.dir, tally, failures_kept);
+      }
+    }
+    std::printf("workload %-16s capture %s: %zu operations, %zu durable reports, %s\n", workload.name,
+                capture_name(workload.capture), history, recording.durable.size(),
+                every_cut ? "cut at every operation" : "cut at random operations");
+  }
+  fs::remove_all(options.dir + "/state");
+  std::string semantics;
+  for (Semantics s : options.semantics) semantics += std::string(semantics.empty() ? "" : "+") + semantics_name(s);
+  std::printf(
+      "power campaign (%s, seed %llu): %ld cut states over %ld recorded operations; %ld durable versions checked, "
+      "%ld lost, %ld damaged restored, %ld visible damaged files, %ld durable copies missing, %ld restart errors; "
+      "%ld copies skipped by restart, %ld store states with nothing durable yet, %ld entry changes reverted, "
+      "%ld appends torn or lost\n",
+      semantics.c_str(), static_cast<unsigned long long>(options.seed), tally.states, operations,
+      tally.durable_checked, tally.lost, tally.damaged_restored, tally.damaged_visible, tally.durable_copy_missing,
+      tally.restart_errors, tally.skipped_copies, tally.nothing_durable, tally.reverted_entries,
+      tally.torn_or_lost_appends);
+  return tally.violations() == 0;
+}
+
+std::vector<Semantics> parse_semantics(const std::string& text) {
+  if (text == "posix") return {Semantics::kPosix};
+  if (text == "ordered") return {Semantics::kOrdered};
+  if (text == "both") return {Semantics::kPosix, Semantics::kOrdered};
+  throw std::invalid_argument("--semantics must be posix, ordered or both, not '" + text + "'");
+}
+
+}  // namespace
+}  // namespace resurgo::power
+
+int main(int argc, char** argv) {
+  using namespace resurgo::power;
+  return resurgo::fault::campaign_main(
+      "power", argc, argv, {"--states", "--seed", "--semantics"},
+      [](const resurgo::fault::Flags& flags, const std::string& dir) {
+        const Options options{std::stol(flags.get("--states", "2000")),
+                              std::stoull(flags.get("--seed", std::to_string(std::random_device{}()))),
+                              parse_semantics(flags.get("--semantics", "both")), dir};
+        return run_campaign(options);
+      });
+}
