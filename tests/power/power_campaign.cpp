@@ -50,9 +50,13 @@ constexpr int kFailuresKept = 5;         // failing states whose directories are
 
 // ---------------------------------------------------------------- workloads
 
-// How the store captures the application's memory. Copy (into the host
-// buffer) is the only mode today; another mode is one more enumerator here,
-// one more case in `configure`, and rows that use it.
+// How the store captures the application's memory: copy into the host
+// buffer, or (buffer smaller than a version) synchronously from the
+// application's memory. A forked child cannot run here: it writes through
+// its own copy of this in-memory Env, which the recording never sees, so
+// fork and auto-beyond-the-buffer are covered by the crash campaign (real
+// files, SIGKILL) and the conformance suite instead. Another in-process
+// mode is one more enumerator here, one more case in `configure`, and rows.
 enum class Capture { kCopy };
 
 struct StoreSpec {
@@ -88,6 +92,7 @@ const std::vector<Workload>& workloads() {
       {"one-L2", Capture::kCopy, {{"alpha", 9000, 20001, 1, 1, 0, "none", "auto"}}, 4, 0, Damage::kNone},
       {"L2+L4", Capture::kCopy, {{"alpha", 9000, 20001, 2, 1, 1, "none", "auto"}}, 4, 0, Damage::kNone},
       {"L4-every-2-zstd", Capture::kCopy, {{"beta", 20000, 7777, 1, 2, 2, "zstd", "64KiB"}}, 6, 0, Damage::kNone},
+      {"blosc-L2+L4", Capture::kCopy, {{"beta", 20000, 7777, 2, 1, 1, "blosc-zstd", "auto"}}, 4, 0, Damage::kNone},
       {"two-stores", Capture::kCopy,
        {{"alpha", 12000, 5000, 2, 1, 1, "lz4", "auto"}, {"gamma", 3000, 90001, 1, 1, 3, "none", "128KiB"}}, 5, 0,
        Damage::kNone},
