@@ -418,7 +418,9 @@ void check_state(const Workload& workload, const Recording& recording, std::size
 bool run_campaign(const Options& options) {
   std::mt19937_64 random(options.seed);
   const std::vector<Workload>& table = workloads();
-  const long budget = options.states / static_cast<long>(table.size() * options.semantics.size());
+  // Rounded up, so that at least --states states are checked.
+  const long shares = static_cast<long>(table.size() * options.semantics.size());
+  const long budget = (options.states + shares - 1) / shares;
   Tally tally;
   long operations = 0;
   int failures_kept = 0;
