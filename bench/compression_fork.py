@@ -276,6 +276,9 @@ def probe_capture_modes(root: Path, modes: List[str], notes: List[str]) -> Dict[
     return out
 
 
+RESURGO_CODECS = ("none", "lz4", "zstd", "blosc-lz4", "blosc-zstd")
+
+
 def open_store(name: str, l2: Path, nbytes: int, mode: str, use_key: bool, compress: str):
     config = dict(local_path=str(l2), persistent_every=0, local_keep=2, buffer_capacity=nbytes,
                   pipeline_compress=compress, pipeline_compress_level=1)
@@ -401,7 +404,7 @@ def bench_case(nbytes: int, content: str, args, root: Path,
             l2 = work / key
             shutil.rmtree(l2, ignore_errors=True)
             store = open_store(f"cf-{mode}-{codec}", l2, nbytes, mode, use_key, codec)
-            lvl = "-1" if codec == "zstd" else ""
+            lvl = "-1" if codec.endswith("zstd") else ""
             row = rows[key] = Row(key, f"Resurgo {mode} mode ({codec}{lvl})", "resurgo")
             try:
                 with store:
@@ -595,6 +598,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                          " (default: all)")
     ap.add_argument("--resurgo-compress", default="zstd",
                     help="pipeline_compress of the Resurgo rows, comma-separated, of none, lz4, "
+                         "blosc-lz4, blosc-zstd (byte shuffle by the float32 element size), "
                          "zstd (level 1); one row per codec and mode (default: %(default)s)")
     default_dir = Path(os.environ.get("TMPDIR") or (Path(__file__).resolve().parent.parent /
                                                     "build" / "bench"))
@@ -616,8 +620,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         if r not in ALL_ROWS:
             ap.error(f"unknown row '{r}' (known: {', '.join(ALL_ROWS)})")
     for c in args.resurgo_compress:
-        if c not in ("none", "lz4", "zstd"):
-            ap.error(f"unknown --resurgo-compress codec '{c}' (none, lz4, zstd)")
+        if c not in RESURGO_CODECS:
+            ap.error(f"unknown --resurgo-compress codec '{c}' ({', '.join(RESURGO_CODECS)})")
 
     created = args.dir is None
     if created:
