@@ -26,7 +26,11 @@
 // next open) or, killed after its rename, a complete version. The forked
 // writer inherits the application's report pipe, so the driver's end of it
 // reaches EOF only once that child is gone as well (it dies of SIGKILL with
-// its parent, PR_SET_PDEATHSIG): no orphaned writer runs during a check.
+// its parent, PR_SET_PDEATHSIG). EOF is not enough, though: a dying process
+// closes its files one by one, and the writer may still hold the store's
+// lock after its end of the pipe is closed. The driver is therefore a child
+// subreaper (PR_SET_CHILD_SUBREAPER): an orphaned writer becomes its child,
+// and it reaps every such writer before the check starts.
 //
 //   crash_campaign [--trials N] [--seed S] [--dir PATH]
 //
@@ -35,6 +39,7 @@
 // misplaced or misnamed one).
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -463,7 +468,9 @@ struct Tally {
 
 class Campaign {
  public:
-  Campaign(std::string root, std::uint64_t seed) : layout_{std::move(root)}, random_(seed) {}
+  Campaign(std::string root, std::uint64_t seed) : layout_{std::move(root)}, random_(seed) {
+    if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) throw std::runtime_error("cannot become a child subreaper");
+  }
 
   void run_trial(long number) {
     Trial trial = plan(random_, layout_, number);
@@ -474,6 +481,7 @@ class Campaign {
     bool writer_killed = false;
     const bool killed_by_driver = drive(application, trial, number, writer_killed);
     const int status = finish(application);
+    reap_orphaned_writers();
     ModeTally& mode = tally_.modes[trial.capture_mode];
     ++mode.trials;
     if (!killed(status)) {
@@ -538,6 +546,15 @@ class Campaign {
   static long count(const Map& map, const Key& key) {
     const auto found = map.find(key);
     return found == map.end() ? 0 : found->second;
+  }
+
+  // Forked writers of the application just reaped were reparented to this
+  // process (the subreaper); once its only child was the application, every
+  // child left is such a writer, dying of PR_SET_PDEATHSIG. Reaps them all,
+  // so none holds the store's lock or writes during the check.
+  static void reap_orphaned_writers() {
+    while (::waitpid(-1, nullptr, 0) > 0) {
+    }
   }
 
   void fail(long& counter, long trial, const std::string& what) {
