@@ -244,6 +244,41 @@ TEST_F(ForkCaptureTest, AutoCopiesWhatFitsTheBufferAndForksTheRest) {
   EXPECT_EQ(large, saved);
 }
 
+// A forked writer inherits every descriptor of the application, the lock
+// files of its other stores too. It must not keep them locked: another store
+// of the process, closed and reopened while the writer runs, opens. (The
+// stress campaign found this: "is locked" on reopening a copy-mode store.)
+TEST_F(ForkCaptureTest, WriterInFlightDoesNotHoldTheLocksOfOtherStores) {
+  int gate[2];
+  ASSERT_EQ(::pipe(gate), 0);
+  auto env = std::make_shared<HookEnv>();
+  const pid_t test_pid = ::getpid();
+  env->before_create = [&](const std::string&) {
+    char byte = 0;
+    if (::getpid() != test_pid && ::read(gate[0], &byte, 1) != 1) ::_exit(9);  // held until the test writes
+  };
+  std::vector<double> u = field(4096, 8);
+  std::vector<double> v = field(4096, 9);
+  auto other = std::make_unique<Store>("other", config({{"capture.mode", "copy"}}));
+  other->protect(0, v.data(), v.size() * sizeof(double), "v");
+  Store forking("f", config(), env);
+  forking.protect(0, u.data(), u.size() * sizeof(double), "u");
+  forking.checkpoint(1);  // its writer now waits at the gate
+  other->close();
+  other.reset();
+  std::string reopen_error;
+  try {
+    Store reopened("other", config({{"capture.mode", "copy"}}));
+  } catch (const StateError& error) {
+    reopen_error = error.what();
+  }
+  ASSERT_EQ(::write(gate[1], "x", 1), 1);
+  forking.wait(1, kL2);
+  EXPECT_EQ(reopen_error, "") << "the forked writer of store 'f' held the lock of store 'other'";
+  ::close(gate[0]);
+  ::close(gate[1]);
+}
+
 // A killed application takes its child with it (PR_SET_PDEATHSIG): nothing
 // partial is visible, and the next open removes the child's temporary.
 TEST_F(ForkCaptureTest, ParentKilledWhileTheChildWritesLeavesNothingPartial) {
