@@ -84,8 +84,11 @@ int pipeline_threads(const Config& config) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // a dead parent leaves only a temporary, removed at next open
   if (::getppid() != parent) ::_exit(kParentGone);
   int status = 0;
+  // Measured before the parent goes on (it waits for the byte that follows):
+  // every page it writes from then on is counted.
+  const std::uint64_t dirty_before = private_dirty_bytes();
+  write_all(report_fd, "S", 1);  // started: see ForkCapture::take
   try {
-    const std::uint64_t dirty_before = private_dirty_bytes();
     const int helpers = config.pipeline.compress == Codec::kNone ? 0 : pipeline_threads(config) - 1;
     ThreadPool pool(helpers);
     WrittenVersion written;
@@ -218,6 +221,16 @@ Snapshot ForkCapture::take(const std::vector<Region>& regions, format::Header he
     run_child(parent, pipe_fds[1], first_level, snapshot, context_.config);
   }
   const int fork_error = errno;
+  if (pid > 0) {
+    // Until the child runs, it holds every descriptor of this process,
+    // the lock files of all its stores among them; its atfork handler
+    // (posix_env.cpp) lets go of those. Waiting for its first byte means
+    // that once checkpoint() returns, the writer holds no store's lock:
+    // another store of the process can be closed and reopened at once.
+    char first_byte = 0;
+    while (::read(pipe_fds[0], &first_byte, 1) < 0 && errno == EINTR) {
+    }
+  }
   times.copy_seconds = seconds_since(started);
   ::close(pipe_fds[1]);
   if (pid < 0) {
