@@ -59,15 +59,20 @@ constexpr CaptureSetting kCaptureSettings[] = {
 };
 constexpr int kDefaultStores = static_cast<int>(std::size(kCaptureSettings));
 
+const CaptureSetting& capture_of(int store) {
+  return kCaptureSettings[static_cast<std::size_t>(store) % std::size(kCaptureSettings)];
+}
+const char* capture_mode_of(int store) { return kThreadSanitizer ? "copy" : capture_of(store).mode; }  // see campaign_main.h
+
 Config store_config(const std::string& root, int store) {
   static const char* const kCodecs[] = {"none", "lz4", "zstd"};
-  const CaptureSetting& capture = kCaptureSettings[static_cast<std::size_t>(store) % std::size(kCaptureSettings)];
+  const CaptureSetting& capture = capture_of(store);
   return Config::load("", {{"local.path", root + "/l2"},
                            {"persistent.path", root + "/l4"},
                            {"local.keep", std::to_string(kLocalKeep)},
                            {"persistent.keep", std::to_string(kPersistentKeep)},
                            {"persistent.every", std::to_string(1 + store % 3)},
-                           {"capture.mode", capture.mode},
+                           {"capture.mode", capture_mode_of(store)},
                            {"buffer.capacity", capture.buffer},
                            {"pipeline.chunk_size", "64KiB"},
                            {"pipeline.compress", kCodecs[store % 3]},
@@ -146,7 +151,7 @@ int run_process(const std::string& root, int rank, int stores, double seconds) {
     std::printf("  rank %d %s (capture.mode %s): %d checkpoints, %d synchronous, %d forked, %.2f s backpressure, "
                 "at most %zu files at L2: %s\n",
                 rank, store_name(store).c_str(),
-                kCaptureSettings[static_cast<std::size_t>(store) % std::size(kCaptureSettings)].mode, r.checkpoints, r.synchronous, r.forked, r.backpressure_seconds, r.most_local_files,
+                capture_mode_of(store), r.checkpoints, r.synchronous, r.forked, r.backpressure_seconds, r.most_local_files,
                 r.failure.empty() ? "restored the newest version bit for bit" : ("FAILED: " + r.failure).c_str());
     failed += r.failure.empty() ? 0 : 1;
   }
