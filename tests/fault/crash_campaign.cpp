@@ -431,7 +431,7 @@ Trial plan(std::mt19937_64& random, const Layout& layout, long number) {
   // capture.copied is passed by copy capture only: never draw fork for it.
   const bool copies = trial.crash_point == "capture.copied";
   trial.capture_mode = copies ? (random() % 2 == 0 ? "copy" : "auto") : pick(random, kCaptureModes);
-  if (kThreadSanitizer) trial.capture_mode = "copy";  // see campaign_main.h
+  if (kSanitized) trial.capture_mode = "copy";  // see campaign_main.h
   trial.settings["capture.mode"] = trial.capture_mode;
   if (trial.damage == Damage::kNone && random() % 4 == 0) {
     static const Damage kDamages[] = {Damage::kRepairable, Damage::kWholeVersion, Damage::kStaleTemporary};

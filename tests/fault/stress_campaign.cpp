@@ -62,7 +62,7 @@ constexpr int kDefaultStores = static_cast<int>(std::size(kCaptureSettings));
 const CaptureSetting& capture_of(int store) {
   return kCaptureSettings[static_cast<std::size_t>(store) % std::size(kCaptureSettings)];
 }
-const char* capture_mode_of(int store) { return kThreadSanitizer ? "copy" : capture_of(store).mode; }  // see campaign_main.h
+const char* capture_mode_of(int store) { return kSanitized ? "copy" : capture_of(store).mode; }  // see campaign_main.h
 
 Config store_config(const std::string& root, int store) {
   static const char* const kCodecs[] = {"none", "lz4", "zstd"};
