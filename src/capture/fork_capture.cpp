@@ -79,16 +79,21 @@ std::string read_all(int fd) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // a dead parent leaves only a temporary, removed at next open
   if (::getppid() != parent) ::_exit(kParentGone);
   int status = 0;
+  // Started (the fork handlers have run): see ForkCapture::take. Sent first,
+  // because the parent's checkpoint() waits for it.
+  write_all(report_fd, "S", 1);
   try {
-    const std::uint64_t dirty_before = private_dirty_bytes();
     const int helpers = config.pipeline.compress == Codec::kNone ? 0 : pipeline_thread_count(config) - 1;
     ThreadPool pool(helpers);
     WrittenVersion written;
     level.commit(static_cast<int>(snapshot.header.version), [&](WritableFile& file) {
       written.stored_bytes = write_version(file, snapshot.header, snapshot.sources, config.pipeline, pool);
     });
-    const std::uint64_t dirty_after = private_dirty_bytes();
-    written.copy_on_write_bytes = dirty_after > dirty_before ? dirty_after - dirty_before : 0;
+    // Measured once, at the end: at fork every page was shared, so what the
+    // writer holds alone now is what the application duplicated by writing,
+    // plus the writer's own buffers (a few MiB at most). Reading
+    // smaps_rollup walks the page tables, which checkpoint() must not wait for.
+    written.copy_on_write_bytes = private_dirty_bytes();
     write_all(report_fd, &written, sizeof written);
   } catch (const std::exception& error) {
     write_all(report_fd, error.what(), std::strlen(error.what()));
@@ -213,6 +218,16 @@ Snapshot ForkCapture::take(const std::vector<Region>& regions, format::Header he
     run_child(parent, pipe_fds[1], first_level, snapshot, context_.config);
   }
   const int fork_error = errno;
+  if (pid > 0) {
+    // Until the child runs, it holds every descriptor of this process,
+    // the lock files of all its stores among them; its atfork handler
+    // (posix_env.cpp) lets go of those. Waiting for its first byte means
+    // that once checkpoint() returns, the writer holds no store's lock:
+    // another store of the process can be closed and reopened at once.
+    char first_byte = 0;
+    while (::read(pipe_fds[0], &first_byte, 1) < 0 && errno == EINTR) {
+    }
+  }
   times.copy_seconds = seconds_since(started);
   ::close(pipe_fds[1]);
   if (pid < 0) {

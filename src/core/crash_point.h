@@ -20,7 +20,16 @@ void pass(const char* name, int level);
 // Arms one point: its `hit`-th pass (counting from 1) kills the process with
 // SIGKILL. Call before the store is opened (no thread may be passing points).
 // Throws std::invalid_argument for a malformed name or a hit below 1.
+//
+// The passes are counted in memory shared with forked children (fork
+// capture): a pass in a forked writer counts for the application too, and
+// the hit-th pass kills whichever process makes it, the child when the
+// child passes the point.
 void arm(const std::string& full_name, int hit);
+
+// Whether the armed point's hit-th pass has happened, in this process or in
+// a forked child (which it killed).
+bool fired();
 
 }  // namespace resurgo::crash_points
 

@@ -1,7 +1,10 @@
 #include "io/fault_env.h"
 
+#include <pthread.h>
+
 #include <cstring>
 #include <functional>
+#include <set>
 
 #include "resurgo/errors.hpp"
 
@@ -47,6 +50,47 @@ class FaultReadableFile final : public ReadableFile {
 };
 
 }  // namespace
+
+// The fork handlers of FaultEnv (see fault_env.h): the registry of live
+// instances, and the prepare/parent/child handlers that hold every
+// instance's mutex across fork().
+struct FaultEnvForkHandlers {
+  static std::mutex& registry_mutex() {
+    static std::mutex mutex;
+    return mutex;
+  }
+  static std::set<FaultEnv*>& registry() {
+    static std::set<FaultEnv*> instances;
+    return instances;
+  }
+  static void prepare() {
+    registry_mutex().lock();
+    for (FaultEnv* env : registry()) env->mutex_.lock();  // std::set: always the same order
+  }
+  static void release() {
+    for (FaultEnv* env : registry()) env->mutex_.unlock();
+    registry_mutex().unlock();
+  }
+  static void install() {
+    static const bool installed = [] {
+      ::pthread_atfork(&FaultEnvForkHandlers::prepare, &FaultEnvForkHandlers::release,
+                       &FaultEnvForkHandlers::release);
+      return true;
+    }();
+    static_cast<void>(installed);
+  }
+};
+
+FaultEnv::FaultEnv(std::shared_ptr<Env> base) : base_(std::move(base)) {
+  FaultEnvForkHandlers::install();
+  std::lock_guard lock(FaultEnvForkHandlers::registry_mutex());
+  FaultEnvForkHandlers::registry().insert(this);
+}
+
+FaultEnv::~FaultEnv() {
+  std::lock_guard lock(FaultEnvForkHandlers::registry_mutex());
+  FaultEnvForkHandlers::registry().erase(this);
+}
 
 void FaultEnv::inject(const Fault& fault) {
   std::lock_guard lock(mutex_);

@@ -2,6 +2,18 @@
 // the way SQLite's and LevelDB's test file systems do. Tests use it to reach
 // every error path of the pipeline: ENOSPC/EIO on write, failing fsync,
 // rename, directory sync, short (partial) writes.
+//
+// Fork-safe: a forked child (capture.mode = "fork") calls into the FaultEnv
+// it inherited, so the faults injected in the parent apply in the child's
+// copy too (the child's counts and spent faults do not flow back). Its
+// mutex_ could be held by another thread of the parent at the instant of
+// fork(); the child, where that thread does not exist, would then wait on it
+// forever. pthread_atfork handlers over a registry of the live instances
+// take every instance's mutex before fork() and release it after it, in the
+// parent and in the child, so the child always gets unlocked mutexes with
+// consistent state (the registry's own mutex is taken first, always in the
+// same order, so the handlers cannot deadlock with construction or
+// destruction).
 #pragma once
 
 #include <functional>
@@ -26,7 +38,10 @@ class FaultEnv final : public Env {
     bool partial_write = false; // kAppend: write half the bytes before failing
   };
 
-  explicit FaultEnv(std::shared_ptr<Env> base = Env::posix()) : base_(std::move(base)) {}
+  explicit FaultEnv(std::shared_ptr<Env> base = Env::posix());
+  ~FaultEnv() override;
+  FaultEnv(const FaultEnv&) = delete;
+  FaultEnv& operator=(const FaultEnv&) = delete;
 
   void inject(const Fault& fault);
   void clear();
@@ -48,6 +63,8 @@ class FaultEnv final : public Env {
   void check(Op op, const std::string& path, const std::function<void()>& before_failing = {});
 
  private:
+  friend struct FaultEnvForkHandlers;
+
   std::shared_ptr<Env> base_;
   mutable std::mutex mutex_;
   std::vector<Fault> faults_;

@@ -2,6 +2,7 @@
 // other failure becomes a StorageError naming the operation and the path.
 #include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -9,6 +10,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
+#include <set>
 
 #include "io/system_calls.h"
 #include "resurgo/env.hpp"
@@ -95,10 +98,49 @@ class PosixReadableFile final : public ReadableFile {
   SystemCalls calls_;
 };
 
+// The lock descriptors this process holds. A forked child (fork capture's
+// writer, or any fork of the application) inherits them, and a flock lock
+// lasts while any descriptor of its open file description does: a writer of
+// one store would keep every other store of the process locked until it
+// exits. The atfork child handler points each of them at /dev/null in the
+// child, which lets go of the child's reference (the parent keeps the lock)
+// and keeps the number valid, so nothing reuses it and a later close() in
+// the child is harmless. The registry mutex is held across fork() and
+// across lock-and-register and unregister-and-close, so a child never sees
+// a lock descriptor that is not registered.
+struct LockRegistry {
+  static std::mutex& mutex() {
+    static std::mutex registry_mutex;
+    return registry_mutex;
+  }
+  static std::set<int>& fds() {
+    static std::set<int> held;
+    return held;
+  }
+  static void release_in_child() {
+    const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    for (const int fd : fds()) {
+      if (null_fd >= 0) ::dup3(null_fd, fd, O_CLOEXEC);
+    }
+    if (null_fd >= 0) ::close(null_fd);
+    mutex().unlock();
+  }
+  static void install() {
+    static std::once_flag installed;
+    std::call_once(installed, [] {
+      ::pthread_atfork([] { mutex().lock(); }, [] { mutex().unlock(); }, &LockRegistry::release_in_child);
+    });
+  }
+};
+
 class PosixFileLock final : public FileLock {
  public:
-  explicit PosixFileLock(int fd) : fd_(fd) {}
-  ~PosixFileLock() override { ::close(fd_); }  // closing releases the flock
+  explicit PosixFileLock(int fd) : fd_(fd) {}  // registered by PosixEnv::lock
+  ~PosixFileLock() override {
+    std::lock_guard guard(LockRegistry::mutex());
+    LockRegistry::fds().erase(fd_);
+    ::close(fd_);  // closing releases the flock
+  }
 
  private:
   int fd_;
@@ -176,6 +218,8 @@ class PosixEnv final : public Env {
   }
   bool exists(const std::string& path) override { return ::access(path.c_str(), F_OK) == 0; }
   std::unique_ptr<FileLock> lock(const std::string& path) override {
+    LockRegistry::install();
+    std::lock_guard guard(LockRegistry::mutex());
     const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0) fail("create lock file", path, errno);
     // flock locks belong to the open file description, so two stores in one
@@ -189,6 +233,7 @@ class PosixEnv final : public Env {
       }
       fail("lock", path, error_number);
     }
+    LockRegistry::fds().insert(fd);
     return std::make_unique<PosixFileLock>(fd);
   }
 

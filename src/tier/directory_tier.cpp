@@ -85,6 +85,30 @@ std::string DirectoryTier::temporary_path(int version) const {
   return dir_ + "/." + container_file_name(version, rank_) + kTemporaryMarker + std::to_string(::getpid());
 }
 
+namespace {
+
+// Whether process `pid` can still write: it exists (kill(pid, 0) answers, or
+// it belongs to another user) and is not a zombie. An exited process that is
+// not reaped yet still answers kill(pid, 0); a forked writer killed with its
+// application stays one until init reaps it (forever where pid 1 does not).
+bool process_alive(int pid) {
+  if (pid <= 0 || (::kill(pid, 0) != 0 && errno != EPERM)) return false;
+  char path[32];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  std::FILE* stat = std::fopen(path, "r");
+  if (stat == nullptr) return true;  // no /proc: trust kill()
+  char state = '?';
+  // "pid (comm) state ...": comm may hold spaces and parentheses; the state follows the last ')'.
+  char line[512];
+  const std::size_t got = std::fread(line, 1, sizeof line - 1, stat);
+  std::fclose(stat);
+  line[got] = '\0';
+  if (const char* close = std::strrchr(line, ')'); close != nullptr && close[1] == ' ') state = close[2];
+  return state != 'Z' && state != 'X';
+}
+
+}  // namespace
+
 // A directory's entry lives in its parent, so fsyncing the directory after
 // a commit does not make the directory itself durable: each one created
 // here has its parent synced, or a power loss could take it away with every
@@ -111,7 +135,7 @@ void DirectoryTier::prepare() {
     const auto marker = name.find(kTemporaryMarker);
     if (name[0] != '.' || marker == std::string::npos || name.find(rank_part) == std::string::npos) continue;
     const int pid = std::atoi(name.c_str() + marker + std::strlen(kTemporaryMarker));
-    const bool owner_alive = pid > 0 && pid != ::getpid() && (::kill(pid, 0) == 0 || errno == EPERM);
+    const bool owner_alive = pid != ::getpid() && process_alive(pid);
     if (owner_alive) continue;
     env_->remove(dir_ + "/" + name);
     RESURGO_CRASH_POINT("prepare.removed_temporary", level_);

@@ -361,6 +361,27 @@ TEST_F(DirectoryTierTest, PrepareRemovesTemporariesOfDeadProcessesOnly) {
   EXPECT_EQ(std::count(after.begin(), after.end(), live_temp), 1);
 }
 
+// A process that has exited but is not reaped yet (a zombie) answers
+// kill(pid, 0), yet writes nothing more. A forked writer killed with its
+// application is such a zombie until init reaps it, forever where pid 1 does
+// not reap (containers without an init): its temporary is stale all the same.
+TEST_F(DirectoryTierTest, PrepareRemovesTheTemporaryOfAZombie) {
+  DirectoryTier t = tier();
+  t.prepare();
+  const pid_t zombie = ::fork();
+  ASSERT_GE(zombie, 0);
+  if (zombie == 0) ::_exit(0);
+  siginfo_t info{};
+  ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(zombie), &info, WEXITED | WNOWAIT), 0);  // exited, not reaped
+  ASSERT_EQ(::kill(zombie, 0), 0);
+  const std::string temp = ".v0000000002.r000000.rsg.tmp-" + std::to_string(zombie);
+  write_file(store_dir() + "/" + temp, payload(64, 9));
+  t.prepare();
+  const auto names = names_in(store_dir());
+  EXPECT_EQ(std::count(names.begin(), names.end(), temp), 0) << "temporary of a zombie survived";
+  ASSERT_EQ(::waitpid(zombie, nullptr, 0), zombie);
+}
+
 TEST_F(DirectoryTierTest, PrepareCreatesNestedDirectories) {
   DirectoryTier t(4, dir_.path() + "/a/b/c", "store", 0, 0600, 2, Env::posix());
   t.prepare();

@@ -21,6 +21,9 @@
 // error during restart must surface as a StorageError (or be bypassed by the
 // other level's copy), never as corruption, a rollback or a quarantine.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
@@ -35,11 +38,13 @@
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <typeinfo>
 #include <vector>
 
 #include "format/container.h"
 #include "io/fault_env.h"
+#include "resurgo/errors.hpp"
 #include "io/system_calls.h"
 #include "resurgo/resurgo.hpp"
 #include "test_util.h"
@@ -598,6 +603,52 @@ TEST(IoFaultTest, InterruptedAndShortSystemCallsAreInvisible) {
   EXPECT_GT(short_transfers.load(), 20);
   std::printf("io-fault: %d interrupted and %d short system calls, none visible\n", interrupted_calls.load(),
               short_transfers.load());
+}
+
+// A forked writer (capture.mode = "fork") calls into the FaultEnv it
+// inherited. Another thread of the parent may hold the FaultEnv's mutex at
+// the instant of fork(); the child must still get it (FaultEnv's atfork
+// handlers), and the faults injected before the fork apply in the child.
+// Each child has a 10 s alarm: a deadlocked child dies of SIGALRM.
+TEST(FaultEnvTest, ForkedChildUsesTheFaultEnvWhileAnotherThreadHammersIt) {
+  auto env = std::make_shared<FaultEnv>();
+  env->inject({FaultEnv::Op::kList, ENOENT, "/never-listed-by-the-hammer", 0, -1, false});
+  std::atomic<bool> stop{false};
+  std::thread hammer([&] {
+    while (!stop.load()) {
+      static_cast<void>(env->calls(FaultEnv::Op::kRemove));  // takes the mutex, again and again
+      static_cast<void>(env->failures());
+    }
+  });
+  constexpr int kForks = 200;
+  int children_ok = 0;
+  for (int i = 0; i < kForks; ++i) {
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      ::alarm(10);
+      const int before = env->calls(FaultEnv::Op::kList);
+      try {
+        env->list_dir("/never-listed-by-the-hammer");
+        ::_exit(3);  // the fault injected before the fork did not apply
+      } catch (const StorageError&) {
+      }
+      ::_exit(env->calls(FaultEnv::Op::kList) == before + 1 ? 0 : 4);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    if (WIFSIGNALED(status)) {
+      ADD_FAILURE() << "fork " << i << ": the child died of signal " << WTERMSIG(status)
+                    << (WTERMSIG(status) == SIGALRM ? " (deadlocked on the FaultEnv's mutex)" : "");
+      break;
+    }
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "fork " << i;
+    children_ok += WEXITSTATUS(status) == 0 ? 1 : 0;
+  }
+  stop = true;
+  hammer.join();
+  EXPECT_EQ(children_ok, kForks);
+  EXPECT_EQ(env->calls(FaultEnv::Op::kList), 0) << "a child's calls flowed back to the parent";
 }
 
 }  // namespace

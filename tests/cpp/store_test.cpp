@@ -1,5 +1,7 @@
-// Store-level behaviour: round trips, asynchrony, backpressure, eviction,
-// bad input, background I/O faults, damaged-file fallback and repair.
+// Store-level behaviour: asynchrony, backpressure, bad input, reporting of
+// background errors, damaged-file fallback and repair. What every capture
+// mode and every level must do alike (round trip, atomic visibility, I/O
+// faults, eviction) is in conformance_test.cpp.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -51,29 +53,6 @@ class StoreTest : public ::testing::Test {
   }
   TempDir dir;
 };
-
-TEST_F(StoreTest, RoundTripRestoresEveryRegionBitForBit) {
-  std::vector<double> u = field(100000, 1);
-  std::vector<std::int32_t> step = {42};
-  Store store("s", config({{"pipeline.chunk_size", "64KiB"}}));
-  store.protect(0, u.data(), u.size() * sizeof(double), "u", {"float64", {100, 1000}});
-  store.protect(1, step.data(), sizeof(std::int32_t), "step");
-  const std::string meta = "time=3.5";
-  store.set_metadata(meta.data(), meta.size());
-  store.checkpoint(7);
-  store.wait(7, 4);
-  const std::vector<double> saved = u;
-  std::fill(u.begin(), u.end(), -1.0);
-  step[0] = 0;
-  store.set_metadata("x", 1);
-  EXPECT_EQ(store.restart(), 7);
-  EXPECT_EQ(u, saved);
-  EXPECT_EQ(step[0], 42);
-  const auto& restored_meta = store.metadata();
-  EXPECT_EQ(std::string(reinterpret_cast<const char*>(restored_meta.data()), restored_meta.size()), meta);
-  EXPECT_EQ(store.last_restart().level, 2);
-  EXPECT_EQ(store.last_restart().bytes, u.size() * sizeof(double) + sizeof(std::int32_t));
-}
 
 TEST_F(StoreTest, NewStoreInstanceRestartsFromFilesOfAnEarlierOne) {
   std::vector<double> u = field(5000, 2);
@@ -153,30 +132,6 @@ TEST_F(StoreTest, WaitMakesVersionDurableAtTheAskedLevel) {
   EXPECT_GT(stats[1].at(kL2)->seconds_to_level, 0.0);
   EXPECT_GT(stats[1].at(kL4)->stored_bytes, u.size() * sizeof(double));
   EXPECT_EQ(stats[0].at(kL4), nullptr);  // version 1 does not go to L4
-}
-
-TEST_F(StoreTest, EvictionKeepsTheNewestVersionsPerLevel) {
-  std::vector<double> u = field(1000, 4);
-  Store store("s", config({{"local.keep", "2"}, {"persistent.keep", "1"}, {"persistent.every", "2"}}));
-  store.protect(0, u.data(), u.size() * sizeof(double), "u");
-  for (int version = 1; version <= 6; ++version) {
-    store.checkpoint(version);
-    store.wait(version, 2);
-  }
-  store.close();  // waits for evictions too
-  const auto listed = [](const std::string& path) {
-    std::vector<int> versions;
-    for (const auto& entry : fs::directory_iterator(path)) {
-      const std::string name = entry.path().filename().string();
-      if (name[0] == 'v') versions.push_back(std::stoi(name.substr(1, 10)));
-    }
-    std::sort(versions.begin(), versions.end());
-    return versions;
-  };
-  const std::vector<int> in_l2 = listed(dir.path() + "/l2/s");
-  const std::vector<int> in_l4 = listed(dir.path() + "/l4/s");
-  EXPECT_EQ(in_l2, (std::vector<int>{5, 6}));
-  EXPECT_EQ(in_l4, (std::vector<int>{6}));
 }
 
 // An Env whose file creation waits until the test opens the gate, so the
@@ -285,19 +240,6 @@ TEST_F(StoreTest, EvictionKeepsUpWhileL4IsBehind) {
   // keep (2) + two waiting for their L4 copy + the one just written + one
   // whose eviction waits for the copy in progress.
   EXPECT_LE(most_local_files, 6u);
-}
-
-TEST_F(StoreTest, StateLargerThanTheBufferIsWrittenSynchronously) {
-  std::vector<double> u = field(1 << 16, 6);
-  Store store("s", config({{"buffer.capacity", "64KiB"}, {"persistent.every", "0"}}));
-  store.protect(0, u.data(), u.size() * sizeof(double), "u");
-  store.checkpoint(1);
-  EXPECT_TRUE(fs::exists(l2(1)));  // durable before checkpoint returned
-  EXPECT_EQ(store.stats().at(0).capture, "synchronous");
-  const auto saved = u;
-  std::fill(u.begin(), u.end(), 0.0);
-  store.restart();
-  EXPECT_EQ(u, saved);
 }
 
 TEST_F(StoreTest, BadArgumentsAreRejectedWithClearErrors) {
@@ -432,49 +374,6 @@ class StoreFaultTest : public StoreTest {
  protected:
   std::shared_ptr<FaultEnv> env = std::make_shared<FaultEnv>();
 };
-
-TEST_F(StoreFaultTest, BackgroundWriteErrorSurfacesAndTheStoreRecovers) {
-  struct Case {
-    FaultEnv::Op op;
-    int error_number;
-    bool partial;
-  };
-  const Case cases[] = {{FaultEnv::Op::kAppend, ENOSPC, false}, {FaultEnv::Op::kAppend, ENOSPC, true},
-                        {FaultEnv::Op::kAppend, EIO, false},    {FaultEnv::Op::kSync, EIO, false},
-                        {FaultEnv::Op::kCreate, EACCES, false}, {FaultEnv::Op::kRename, EIO, false},
-                        {FaultEnv::Op::kSyncDir, EIO, false},   {FaultEnv::Op::kClose, EIO, false}};
-  int version = 0;
-  std::vector<double> u = field(20000, 8);
-  Store store("s", config({{"persistent.every", "0"}, {"local.keep", "0"}}), env);
-  store.protect(0, u.data(), u.size() * sizeof(double), "u");
-  store.checkpoint(++version);
-  store.wait(version, 2);
-  const std::vector<double> durable = u;
-  const int durable_version = version;
-  for (const Case& c : cases) {
-    env->inject({c.op, c.error_number, "/l2/", 0, 1, c.partial});
-    u[0] = -static_cast<double>(version);
-    store.checkpoint(++version);  // capture succeeds; the write fails in the background
-    try {
-      store.wait(version, 2);
-      ADD_FAILURE() << "fault on op " << static_cast<int>(c.op) << " not reported";
-    } catch (const StorageError& error) {
-      const std::string message = error.what();
-      EXPECT_NE(message.find("version " + std::to_string(version)), std::string::npos) << message;
-      EXPECT_NE(message.find(dir.path()), std::string::npos) << message;
-    }
-    env->clear();
-    EXPECT_FALSE(fs::exists(l2(version))) << "a failed version is visible";
-    for (const auto& entry : fs::directory_iterator(dir.path() + "/l2/s")) {
-      EXPECT_EQ(entry.path().filename().string().find(".tmp-"), std::string::npos) << entry.path();
-    }
-  }
-  store.checkpoint(++version);  // works again once the fault is gone
-  store.wait(version, 2);
-  EXPECT_NO_THROW(store.restart(durable_version));
-  EXPECT_EQ(u, durable);
-  EXPECT_GE(env->failures(), 8);
-}
 
 TEST_F(StoreFaultTest, BackgroundErrorIsReportedOnceByTheNextCall) {
   std::vector<double> u = field(1000, 9);

@@ -12,6 +12,9 @@ place) and checks, for every damage, that
   bit for bit, and quarantines the damaged file;
 - nothing crashes (the campaign runs in this process: a crash ends it).
 
+Every layout exists twice: written with capture.mode "copy" and "fork" (a
+forked child writes the first level), so files of both writers are damaged.
+
     python tests/fault/corruption_campaign.py [--trials N] [--seed S]
 
 tests/python/test_campaigns.py runs 1,000 trials; `make soak` runs more.
@@ -67,13 +70,14 @@ class Layout:
     name: str
     two_levels: bool  # L4 holds an intact copy of every version
     compressible: bool
+    capture_mode: str  # "copy" or "fork": who wrote the files
     pristine: Dict[int, bytes] = field(default_factory=dict)
 
     def settings(self) -> dict:
         return dict(local_path=str(self.root / "l2"), persistent_path=str(self.root / "l4"),
                     persistent_every=1 if self.two_levels else 0, local_keep=0, persistent_keep=0,
                     pipeline_chunk_size="64KiB", pipeline_compress="zstd" if self.compressible else "none",
-                    log_level="off")
+                    capture_mode=self.capture_mode, log_level="off")
 
     def file(self, version: int, level: int = 2) -> Path:
         return self.root / ("l2" if level == 2 else "l4") / self.name / container_name(version)
@@ -89,6 +93,9 @@ class Layout:
                 store.metadata = f"version {version}".encode()
                 store.checkpoint(version)
             store.wait(level=4 if self.two_levels else 2)
+            captured = {stats.capture for stats in store.stats()}
+        if captured != {self.capture_mode}:
+            raise AssertionError(f"{self.name}: versions captured by {captured}, not {self.capture_mode}")
         self.pristine = {version: self.file(version).read_bytes() for version in VERSIONS}
 
     def undo(self) -> None:
@@ -200,6 +207,7 @@ DAMAGES: Dict[str, Damage] = {
 class Tally:
     trials: int = 0
     damages: Counter = field(default_factory=Counter)
+    capture_modes: Counter = field(default_factory=Counter)  # trials per capture mode of the damaged file's writer
     missed_by_verify: int = 0
     missed_by_restart: int = 0       # restart returned the damaged version's bytes
     wrong_fallback: int = 0          # restart returned something else than it must
@@ -244,6 +252,7 @@ def run_trial(number: int, layout: Layout, damage_name: str, rng: random.Random,
     target = layout.file(3)
     target.write_bytes(DAMAGES[damage_name](layout.pristine[3], rng, layout))
     tally.damages[damage_name] += 1
+    tally.capture_modes[layout.capture_mode] += 1
 
     reported, text = verify_reports(target)
     if not reported:
@@ -269,9 +278,10 @@ def run_trial(number: int, layout: Layout, damage_name: str, rng: random.Random,
 
 
 def run(trials: int, seed: int, root: Path) -> Tally:
-    layouts = [Layout(root / name, name, two_levels, compressible)
+    layouts = [Layout(root / f"{name}-{mode}", f"{name}-{mode}", two_levels, compressible, mode)
                for name, two_levels, compressible in (("single", False, False), ("mirrored", True, False),
-                                                      ("compressed", False, True))]
+                                                      ("compressed", False, True))
+               for mode in ("copy", "fork")]
     for layout in layouts:
         layout.write()
     rng = random.Random(seed)
@@ -287,6 +297,8 @@ def run(trials: int, seed: int, root: Path) -> Tally:
 def summary(tally: Tally, seed: int, seconds: float) -> str:
     lines = [f"corruption campaign: seed {seed}, {tally.trials} damaged files in {seconds:.1f} s"]
     lines += [f"  {name:<32} {tally.damages[name]}" for name in DAMAGES]
+    lines.append("  written by capture.mode: " + ", ".join(
+        f"{mode} {tally.capture_modes[mode]}" for mode in ("copy", "fork")))
     lines.append(f"  missed by verify: {tally.missed_by_verify}; missed by restart: {tally.missed_by_restart}; "
                  f"wrong fallback: {tally.wrong_fallback}; not repaired or quarantined: {tally.not_repaired}")
     lines += ["  FAILED " + line for line in tally.failures[:20]]

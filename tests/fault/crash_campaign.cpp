@@ -11,6 +11,27 @@
 // in the newest version, a stale temporary) so that restart's repair,
 // quarantine and clean-up paths are killed too.
 //
+// Every trial draws its capture mode (copy, fork, auto) with the rest of its
+// configuration. Under fork capture the first level is written by a forked
+// child, so the points on that path (write.chunk, L2.commit.*) are passed in
+// the child. The pass count is shared with the child (crash_point.h), and a
+// point that kills the child kills only the writer of one version: the
+// application sees that version fail (wait() throws), reports it to the
+// driver as "killed in a forked writer", and goes on checkpointing. The
+// driver counts the point as reached, lets the application report one more
+// durable version (the store must keep working after losing a writer), then
+// kills it and checks as after any other kill. A version whose writer was
+// killed was never reported durable, so the checks are unchanged; the file
+// the dead child was writing is a temporary of a dead process (removed at the
+// next open) or, killed after its rename, a complete version. The forked
+// writer inherits the application's report pipe, so the driver's end of it
+// reaches EOF only once that child is gone as well (it dies of SIGKILL with
+// its parent, PR_SET_PDEATHSIG). EOF is not enough, though: a dying process
+// closes its files one by one, and the writer may still hold the store's
+// lock after its end of the pipe is closed. The driver is therefore a child
+// subreaper (PR_SET_CHILD_SUBREAPER): an orphaned writer becomes its child,
+// and it reaps every such writer before the check starts.
+//
 //   crash_campaign [--trials N] [--seed S] [--dir PATH]
 //
 // Prints a summary and exits 1 if any check failed or any crash point was
@@ -18,6 +39,7 @@
 // misplaced or misnamed one).
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -59,7 +81,7 @@ constexpr int kFailed = 5;      // an exception, printed on stderr
 
 // --------------------------------------------------------------- messages
 
-enum Kind : int { kDurable = 1, kRestored = 2 };
+enum Kind : int { kDurable = 1, kRestored = 2, kWriterKilled = 3 };
 struct Message {
   int kind;
   int version;
@@ -118,6 +140,12 @@ std::map<std::string, std::string> base_settings(const Layout& layout) {
     Store store(kStore, Config::load("", settings));
     application.protect(store);
     int next = 0;
+    // A version failed because the armed point killed its forked writer:
+    // reported, and then the store must keep working.
+    const auto writer_killed = [&](const StorageError& error, int version) {
+      if (!crash_points::fired()) throw error;
+      send(report, kWriterKilled, version);
+    };
     try {
       const int restored = store.restart();
       const std::string difference = application.difference_from(store, restored);
@@ -129,13 +157,28 @@ std::map<std::string, std::string> base_settings(const Layout& layout) {
       next = restored + 1;
     } catch (const NotFoundError&) {
     }
+    int previous = -1;  // the last version taken, not yet reported
     for (int version = next;; ++version) {
       application.advance_to(store, version);
-      store.checkpoint(version);
-      if (version > next) {
-        store.wait(version - 1, 2);
-        send(report, kDurable, version - 1);
+      bool taken = false;
+      bool reported_by_checkpoint = false;
+      try {
+        store.checkpoint(version);
+        taken = true;
+      } catch (const StorageError& error) {
+        writer_killed(error, version);  // the failure of an earlier version, reported by checkpoint()
+        reported_by_checkpoint = true;
       }
+      if (previous >= 0) {
+        try {
+          store.wait(previous, 2);
+          send(report, kDurable, previous);
+        } catch (const StorageError& error) {
+          // wait() names the failure of `previous` even when checkpoint() just did.
+          if (!reported_by_checkpoint || !crash_points::fired()) writer_killed(error, previous);
+        }
+      }
+      previous = taken ? version : -1;
     }
   } catch (const std::exception& error) {
     std::fprintf(stderr, "application (%s): %s\n", layout.root.c_str(), error.what());
@@ -339,8 +382,11 @@ constexpr CrashPoint kCrashPoints[] = {
     {"L2.prepare.removed_temporary", 1, Damage::kStaleTemporary},
 };
 
+const char* const kCaptureModes[] = {"copy", "fork", "auto"};
+
 struct Trial {
   std::map<std::string, std::string> settings;
+  std::string capture_mode;
   std::string crash_point;  // empty: killed by the driver after a delay
   int hit = 0;
   int reports_before_kill = 0;
@@ -382,6 +428,11 @@ Trial plan(std::mt19937_64& random, const Layout& layout, long number) {
     trial.reports_before_kill = static_cast<int>(random() % 4);
     trial.delay_microseconds = static_cast<int>(random() % 20000);
   }
+  // capture.copied is passed by copy capture only: never draw fork for it.
+  const bool copies = trial.crash_point == "capture.copied";
+  trial.capture_mode = copies ? (random() % 2 == 0 ? "copy" : "auto") : pick(random, kCaptureModes);
+  if (kSanitized) trial.capture_mode = "copy";  // see campaign_main.h
+  trial.settings["capture.mode"] = trial.capture_mode;
   if (trial.damage == Damage::kNone && random() % 4 == 0) {
     static const Damage kDamages[] = {Damage::kRepairable, Damage::kWholeVersion, Damage::kStaleTemporary};
     trial.damage = pick(random, kDamages);
@@ -391,7 +442,18 @@ Trial plan(std::mt19937_64& random, const Layout& layout, long number) {
 
 // ------------------------------------------------------------------ driver
 
+// Trials of one capture mode.
+struct ModeTally {
+  long trials = 0;
+  long killed_at_point = 0;     // the application, at its point
+  long killed_in_writer = 0;    // a forked writer, at its point
+  long killed_by_timer = 0;
+  long point_not_reached = 0;
+};
+
 struct Tally {
+  std::map<std::string, ModeTally> modes;
+  long killed_in_writer = 0;
   long trials = 0;
   long killed_at_point = 0;
   long killed_by_timer = 0;
@@ -407,7 +469,9 @@ struct Tally {
 
 class Campaign {
  public:
-  Campaign(std::string root, std::uint64_t seed) : layout_{std::move(root)}, random_(seed) {}
+  Campaign(std::string root, std::uint64_t seed) : layout_{std::move(root)}, random_(seed) {
+    if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) throw std::runtime_error("cannot become a child subreaper");
+  }
 
   void run_trial(long number) {
     Trial trial = plan(random_, layout_, number);
@@ -415,21 +479,32 @@ class Campaign {
     Child application = start([&](int report) {
       run_application(layout_, trial.settings, trial.crash_point, trial.hit, report);
     });
-    const bool killed_by_driver = drive(application, trial, number);
+    bool writer_killed = false;
+    const bool killed_by_driver = drive(application, trial, number, writer_killed);
     const int status = finish(application);
+    reap_orphaned_writers();
+    ModeTally& mode = tally_.modes[trial.capture_mode];
+    ++mode.trials;
     if (!killed(status)) {
       const bool wrong_bytes = WIFEXITED(status) && WEXITSTATUS(status) == kWrongBytes;
       fail(wrong_bytes ? tally_.bad_restores : tally_.other_failures, number, "the application " + describe(status));
     }
     if (!trial.crash_point.empty()) {
-      if (killed_by_driver) {
+      if (writer_killed) {  // the point was reached in a forked writer; the driver killed the application after
+        ++tally_.killed_in_writer;
+        ++mode.killed_in_writer;
+        ++tally_.reached[trial.crash_point];
+      } else if (killed_by_driver) {
         ++tally_.point_not_reached;
+        ++mode.point_not_reached;
       } else {
         ++tally_.killed_at_point;
+        ++mode.killed_at_point;
         ++tally_.reached[trial.crash_point];
       }
     } else {
       ++tally_.killed_by_timer;
+      ++mode.killed_by_timer;
     }
     check(number);
     ++tally_.trials;
@@ -438,8 +513,17 @@ class Campaign {
   bool report(double seconds, std::uint64_t seed) const {
     std::printf("crash campaign: seed %llu, %ld trials in %.1f s, directory %s\n",
                 static_cast<unsigned long long>(seed), tally_.trials, seconds, layout_.root.c_str());
-    std::printf("  kills at a crash point: %ld; after a random delay: %ld; point not reached (killed later): %ld\n",
-                tally_.killed_at_point, tally_.killed_by_timer, tally_.point_not_reached);
+    std::printf("  kills at a crash point: %ld (of the application) + %ld (of a forked writer); after a random "
+                "delay: %ld; point not reached (killed later): %ld\n",
+                tally_.killed_at_point, tally_.killed_in_writer, tally_.killed_by_timer, tally_.point_not_reached);
+    for (const char* name : kCaptureModes) {
+      const auto found = tally_.modes.find(name);
+      const ModeTally mode = found == tally_.modes.end() ? ModeTally{} : found->second;
+      std::printf("  capture.mode %-5s %4ld trials: at a point %ld + in a writer %ld, after a delay %ld, "
+                  "point not reached %ld\n",
+                  name, mode.trials, mode.killed_at_point, mode.killed_in_writer, mode.killed_by_timer,
+                  mode.point_not_reached);
+    }
     std::printf("  damage before the run: repairable %ld, whole version %ld, stale temporary %ld\n",
                 count(tally_.damages, Damage::kRepairable), count(tally_.damages, Damage::kWholeVersion),
                 count(tally_.damages, Damage::kStaleTemporary));
@@ -463,6 +547,15 @@ class Campaign {
   static long count(const Map& map, const Key& key) {
     const auto found = map.find(key);
     return found == map.end() ? 0 : found->second;
+  }
+
+  // Forked writers of the application just reaped were reparented to this
+  // process (the subreaper); once its only child was the application, every
+  // child left is such a writer, dying of PR_SET_PDEATHSIG. Reaps them all,
+  // so none holds the store's lock or writes during the check.
+  static void reap_orphaned_writers() {
+    while (::waitpid(-1, nullptr, 0) > 0) {
+    }
   }
 
   void fail(long& counter, long trial, const std::string& what) {
@@ -493,13 +586,17 @@ class Campaign {
   }
 
   // Follows the application's reports and kills it when the plan says so.
-  // Returns whether the driver sent the kill.
-  bool drive(Child& application, const Trial& trial, long number) {
+  // Returns whether the driver sent the kill; sets `writer_killed` when the
+  // crash point killed a forked writer instead of the application (the
+  // application is then killed once it has reported one more durable version).
+  bool drive(Child& application, const Trial& trial, long number, bool& writer_killed) {
     int durable_seen = 0;
+    int durable_after_writer_killed = 0;
     for (;;) {
       const bool timer_due = trial.crash_point.empty() && durable_seen >= trial.reports_before_kill;
       const bool gave_up = !trial.crash_point.empty() && durable_seen >= kReportsBeforeGivingUp;
-      if (timer_due || gave_up) {
+      const bool writer_done = writer_killed && durable_after_writer_killed >= 1;
+      if (timer_due || gave_up || writer_done) {
         if (timer_due) std::this_thread::sleep_for(std::chrono::microseconds(trial.delay_microseconds));
         ::kill(application.pid, SIGKILL);
         drain(application);
@@ -514,7 +611,16 @@ class Campaign {
         return true;
       }
       note(message);
-      if (message.kind == kDurable) ++durable_seen;
+      if (message.kind == kWriterKilled) {
+        if (trial.crash_point.empty() || writer_killed) {
+          fail(tally_.other_failures, number, "a forked writer was killed twice, or with no point armed");
+        }
+        writer_killed = true;
+      }
+      if (message.kind == kDurable) {
+        ++durable_seen;
+        if (writer_killed) ++durable_after_writer_killed;
+      }
     }
   }
 

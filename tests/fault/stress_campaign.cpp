@@ -46,17 +46,34 @@ constexpr std::size_t kTagBytes = 10007;
 constexpr int kLocalKeep = 2;
 constexpr int kPersistentKeep = 3;
 
-// Store i of every process: buffers from smaller than one version (every
-// checkpoint synchronous) to a little more than one (every checkpoint waits).
+// How store i of every process captures: every capture mode, with buffers
+// from smaller than one version (copy: every checkpoint synchronous; auto:
+// every checkpoint forks) to a little more than one (every checkpoint waits).
+struct CaptureSetting {
+  const char* mode;
+  const char* buffer;
+};
+constexpr CaptureSetting kCaptureSettings[] = {
+    {"copy", "64KiB"},  {"copy", "160KiB"}, {"fork", "160KiB"},
+    {"auto", "64KiB"},  {"auto", "300KiB"}, {"copy", "1MiB"},
+};
+constexpr int kDefaultStores = static_cast<int>(std::size(kCaptureSettings));
+
+const CaptureSetting& capture_of(int store) {
+  return kCaptureSettings[static_cast<std::size_t>(store) % std::size(kCaptureSettings)];
+}
+const char* capture_mode_of(int store) { return kSanitized ? "copy" : capture_of(store).mode; }  // see campaign_main.h
+
 Config store_config(const std::string& root, int store) {
-  static const char* const kBuffers[] = {"64KiB", "160KiB", "300KiB", "1MiB"};
   static const char* const kCodecs[] = {"none", "lz4", "zstd", "blosc-lz4", "blosc-zstd"};
+  const CaptureSetting& capture = capture_of(store);
   return Config::load("", {{"local.path", root + "/l2"},
                            {"persistent.path", root + "/l4"},
                            {"local.keep", std::to_string(kLocalKeep)},
                            {"persistent.keep", std::to_string(kPersistentKeep)},
                            {"persistent.every", std::to_string(1 + store % 3)},
-                           {"buffer.capacity", kBuffers[store % 4]},
+                           {"capture.mode", capture_mode_of(store)},
+                           {"buffer.capacity", capture.buffer},
                            {"pipeline.chunk_size", "64KiB"},
                            {"pipeline.compress", kCodecs[store % std::size(kCodecs)]},
                            {"pipeline.threads", std::to_string(1 + store % 2)},
@@ -68,6 +85,7 @@ std::string store_name(int store) { return "stress" + std::to_string(store); }
 struct StoreResult {
   int checkpoints = 0;
   int synchronous = 0;
+  int forked = 0;
   double backpressure_seconds = 0;
   std::size_t most_local_files = 0;  // L2 files of this store and rank, sampled every 8 versions
   std::string failure;  // empty when every check passed
@@ -88,6 +106,7 @@ StoreResult run_store(const std::string& root, int store, int rank, Clock::time_
         writer.checkpoint(version);
         const VersionStats stats = writer.stats().back();
         result.synchronous += stats.capture == "synchronous" ? 1 : 0;
+        result.forked += stats.capture == "fork" ? 1 : 0;
         result.backpressure_seconds += stats.backpressure_seconds;
         if (version % 8 == 7) {
           writer.wait(version, 2);
@@ -129,8 +148,10 @@ int run_process(const std::string& root, int rank, int stores, double seconds) {
   int failed = 0;
   for (int store = 0; store < stores; ++store) {
     const StoreResult& r = results[static_cast<std::size_t>(store)];
-    std::printf("  rank %d %s: %d checkpoints, %d synchronous, %.2f s backpressure, at most %zu files at L2: %s\n",
-                rank, store_name(store).c_str(), r.checkpoints, r.synchronous, r.backpressure_seconds, r.most_local_files,
+    std::printf("  rank %d %s (capture.mode %s): %d checkpoints, %d synchronous, %d forked, %.2f s backpressure, "
+                "at most %zu files at L2: %s\n",
+                rank, store_name(store).c_str(),
+                capture_mode_of(store), r.checkpoints, r.synchronous, r.forked, r.backpressure_seconds, r.most_local_files,
                 r.failure.empty() ? "restored the newest version bit for bit" : ("FAILED: " + r.failure).c_str());
     failed += r.failure.empty() ? 0 : 1;
   }
@@ -182,7 +203,7 @@ int main(int argc, char** argv) {
   return campaign_main("stress", argc, argv, known, [](const Flags& flags, const std::string& dir) {
     const double seconds = std::stod(flags.get("--seconds", "10"));
     const int processes = std::stoi(flags.get("--processes", "3"));
-    const int stores = std::stoi(flags.get("--stores", "4"));
+    const int stores = std::stoi(flags.get("--stores", std::to_string(kDefaultStores)));
     std::printf("stress campaign: %d processes x %d stores for %.0f s in %s\n", processes, stores, seconds, dir.c_str());
     std::fflush(stdout);
     std::vector<pid_t> children;
