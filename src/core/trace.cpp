@@ -1,5 +1,6 @@
 #include "core/trace.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -14,7 +15,10 @@ thread_local std::string this_thread_name = "application";
 
 Trace::Trace(std::string path) : path_(std::move(path)) {}
 
-void Trace::name_this_thread(const std::string& name) { this_thread_name = name; }
+void Trace::name_this_thread(const std::string& name) {
+  this_thread_name = name;
+  ::pthread_setname_np(::pthread_self(), ("rsg " + name).substr(0, 15).c_str());
+}
 
 int Trace::thread_index() {
   for (std::size_t i = 0; i < thread_names_.size(); ++i) {

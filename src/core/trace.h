@@ -23,7 +23,8 @@ class Trace {
   explicit Trace(std::string path);
   bool enabled() const { return !path_.empty(); }
 
-  // Names the calling thread in the trace (e.g. "flush L2").
+  // Names the calling thread in the trace (e.g. "level L2") and for the
+  // system ("rsg level L2" in top -H, perf, gdb; 15 characters at most).
   static void name_this_thread(const std::string& name);
 
   void record(const std::string& name, Clock::time_point begin, Clock::time_point end, int version = -1,

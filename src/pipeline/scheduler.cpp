@@ -1,5 +1,8 @@
 #include "pipeline/scheduler.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <algorithm>
 
 #include "pipeline/version_writer.h"
@@ -21,6 +24,17 @@ constexpr std::size_t kMaxBacklog = 2;
 
 double seconds_since(Clock::time_point begin) { return std::chrono::duration<double>(Clock::now() - begin).count(); }
 
+// A level that only copies versions another level already holds (L4 behind
+// an L2 that takes every checkpoint) is the least urgent work in the process.
+// At nice +10 it runs on cores the application leaves idle instead of taking
+// turns with it: a contested core gives it about a tenth of the time. The
+// version is safe at the level before meanwhile; the backlog bound keeps the
+// copies from falling behind for good. Best effort: on failure the thread
+// keeps the normal priority. (Linux: a nice value per thread.)
+constexpr int kCopyNiceness = 10;
+
+void lower_this_thread_priority() { ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), kCopyNiceness); }
+
 }  // namespace
 
 Scheduler::Scheduler(std::vector<Step> steps, const Config::Pipeline& pipeline, ThreadPool& pool, Catalog& catalog,
@@ -30,11 +44,14 @@ Scheduler::Scheduler(std::vector<Step> steps, const Config::Pipeline& pipeline, 
   if (!any) {
     throw ConfigError("no level takes checkpoints: local.every and persistent.every are both 0; set one of them");
   }
+  bool earlier_takes_all = false;
   for (const Step& step : steps_) {
     if (step.every <= 0) continue;
     auto worker = std::make_unique<Worker>();
     worker->level = step.level;
+    worker->copies_only = earlier_takes_all;
     workers_.push_back(std::move(worker));
+    earlier_takes_all = earlier_takes_all || step.every == 1;
   }
   for (auto& worker : workers_) worker->thread = std::thread([this, w = worker.get()] { work(*w); });
   evictor_ = std::thread([this] { evict_loop(); });
@@ -114,6 +131,7 @@ void Scheduler::wait_for_backlog(const Job& job) {
 }
 
 void Scheduler::work(Worker& worker) {
+  if (worker.copies_only) lower_this_thread_priority();
   Trace::name_this_thread("level L" + std::to_string(worker.level->number()));
   for (;;) {
     Job job;

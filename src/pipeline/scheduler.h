@@ -56,6 +56,7 @@ class Scheduler {
   };
   struct Worker {
     Level* level = nullptr;
+    bool copies_only = false;  // every version reached an earlier level first
     std::deque<Job> queue;
     bool busy = false;
     std::thread thread;

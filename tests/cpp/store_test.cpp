@@ -3,6 +3,7 @@
 // mode and every level must do alike (round trip, atomic visibility, I/O
 // faults, eviction) is in conformance_test.cpp.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <atomic>
@@ -16,6 +17,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <sstream>
 #include <thread>
 
 #include "format/container.h"
@@ -240,6 +242,50 @@ TEST_F(StoreTest, EvictionKeepsUpWhileL4IsBehind) {
   // keep (2) + two waiting for their L4 copy + the one just written + one
   // whose eviction waits for the copy in progress.
   EXPECT_LE(most_local_files, 6u);
+}
+
+// The niceness of this process's threads that carry `name` (from
+// /proc/self/task/*/comm), read from field 19 of their stat files.
+std::vector<int> niceness_of_threads_named_now(const std::string& name) {
+  std::vector<int> found;
+  for (const auto& task : fs::directory_iterator("/proc/self/task")) {
+    std::string comm;
+    std::getline(std::ifstream(task.path() / "comm"), comm);
+    if (comm != name) continue;
+    std::string stat;
+    std::getline(std::ifstream(task.path() / "stat"), stat);
+    std::istringstream fields(stat.substr(stat.rfind(')') + 2));  // the name may hold spaces
+    std::string field;
+    for (int number = 3; number <= 19 && fields >> field; ++number) {
+    }
+    found.push_back(std::stoi(field));
+  }
+  return found;
+}
+
+// The same, waiting up to 10 s for such a thread: a worker names itself
+// once it has set its priority, soon after the store opened.
+std::vector<int> niceness_of_threads_named(const std::string& name) {
+  std::vector<int> found;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (found.empty() && std::chrono::steady_clock::now() < deadline) {
+    found = niceness_of_threads_named_now(name);
+    if (found.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return found;
+}
+
+// A level that only copies what an earlier level already holds yields the
+// cores to the application; a level that writes snapshots does not.
+TEST_F(StoreTest, LevelThatOnlyCopiesRunsAtLowerPriority) {
+  const int base = ::getpriority(PRIO_PROCESS, 0);
+  {
+    Store store("s", config({{"local.every", "1"}, {"persistent.every", "1"}}));
+    EXPECT_EQ(niceness_of_threads_named("rsg level L2"), std::vector<int>{base});
+    EXPECT_EQ(niceness_of_threads_named("rsg level L4"), std::vector<int>{std::min(base + 10, 19)});
+  }
+  Store store("s", config({{"local.every", "2"}, {"persistent.every", "1"}}));  // L4 alone takes the odd ones
+  EXPECT_EQ(niceness_of_threads_named("rsg level L4"), std::vector<int>{base});
 }
 
 TEST_F(StoreTest, BadArgumentsAreRejectedWithClearErrors) {
