@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <system_error>
 #include <thread>
 
 #include "capture/fork_capture.h"
@@ -23,6 +24,32 @@ namespace resurgo {
 namespace {
 
 namespace fs = std::filesystem;
+
+// Holds a forked writer at its first file creation until the test opens the
+// gate; the test's own process passes freely.
+class WriterGate {
+ public:
+  WriterGate() {
+    if (::pipe(pipe_) != 0) throw std::system_error(errno, std::generic_category(), "pipe");
+    env_->before_create = [read_end = pipe_[0], test_pid = ::getpid()](const std::string&) {
+      char byte = 0;
+      if (::getpid() != test_pid && ::read(read_end, &byte, 1) != 1) ::_exit(9);  // in the child: no gtest
+    };
+  }
+  ~WriterGate() {
+    ::close(pipe_[0]);
+    ::close(pipe_[1]);
+  }
+  WriterGate(const WriterGate&) = delete;
+  WriterGate& operator=(const WriterGate&) = delete;
+
+  std::shared_ptr<HookEnv> env() const { return env_; }
+  void open() { ASSERT_EQ(::write(pipe_[1], "x", 1), 1); }
+
+ private:
+  int pipe_[2];
+  std::shared_ptr<HookEnv> env_ = std::make_shared<HookEnv>();
+};
 
 // Forwards to the POSIX Env; in a forked child (another pid than the test's)
 // a file's second append kills the child with SIGKILL: a write cut short.
@@ -97,21 +124,14 @@ std::vector<double> field(std::size_t count, double seed) {
 // at once. A pipe holds the child back until the parent has written, so the
 // copy-on-write duplication is certain and measured.
 TEST_F(ForkCaptureTest, ChildWritesTheStateAsItWasAtForkWhileTheParentOverwritesIt) {
-  int gate[2];
-  ASSERT_EQ(::pipe(gate), 0);
-  auto env = std::make_shared<HookEnv>();
-  const pid_t test_pid = ::getpid();
-  env->before_create = [&](const std::string&) {
-    char byte = 0;
-    if (::getpid() != test_pid && ::read(gate[0], &byte, 1) != 1) ::_exit(9);  // in the child: no gtest
-  };
+  WriterGate gate;
   std::vector<double> u = field(1 << 20, 1);  // 8 MiB
   const std::vector<double> at_checkpoint = u;
-  Store store("f", config(), env);
+  Store store("f", config(), gate.env());
   store.protect(0, u.data(), u.size() * sizeof(double), "u");
   store.checkpoint(1);
   std::fill(u.begin(), u.end(), -1.0);  // every page duplicated while the child waits
-  ASSERT_EQ(::write(gate[1], "x", 1), 1);
+  gate.open();
   store.wait(1, kL2);
   const VersionStats stats = store.stats().at(0);
   EXPECT_EQ(stats.capture, "fork");
@@ -119,8 +139,6 @@ TEST_F(ForkCaptureTest, ChildWritesTheStateAsItWasAtForkWhileTheParentOverwrites
   EXPECT_GT(stats.at(kL2)->stored_bytes, u.size() * sizeof(double));
   EXPECT_EQ(store.restart(1), 1);
   EXPECT_EQ(u, at_checkpoint);
-  ::close(gate[0]);
-  ::close(gate[1]);
 }
 
 TEST_F(ForkCaptureTest, RefusedForkFailsThatVersionAndTheStoreKeepsWorking) {
@@ -249,19 +267,12 @@ TEST_F(ForkCaptureTest, AutoCopiesWhatFitsTheBufferAndForksTheRest) {
 // of the process, closed and reopened while the writer runs, opens. (The
 // stress campaign found this: "is locked" on reopening a copy-mode store.)
 TEST_F(ForkCaptureTest, WriterInFlightDoesNotHoldTheLocksOfOtherStores) {
-  int gate[2];
-  ASSERT_EQ(::pipe(gate), 0);
-  auto env = std::make_shared<HookEnv>();
-  const pid_t test_pid = ::getpid();
-  env->before_create = [&](const std::string&) {
-    char byte = 0;
-    if (::getpid() != test_pid && ::read(gate[0], &byte, 1) != 1) ::_exit(9);  // held until the test writes
-  };
+  WriterGate gate;
   std::vector<double> u = field(4096, 8);
   std::vector<double> v = field(4096, 9);
   auto other = std::make_unique<Store>("other", config({{"capture.mode", "copy"}}));
   other->protect(0, v.data(), v.size() * sizeof(double), "v");
-  Store forking("f", config(), env);
+  Store forking("f", config(), gate.env());
   forking.protect(0, u.data(), u.size() * sizeof(double), "u");
   forking.checkpoint(1);  // its writer now waits at the gate
   other->close();
@@ -272,11 +283,9 @@ TEST_F(ForkCaptureTest, WriterInFlightDoesNotHoldTheLocksOfOtherStores) {
   } catch (const StateError& error) {
     reopen_error = error.what();
   }
-  ASSERT_EQ(::write(gate[1], "x", 1), 1);
+  gate.open();
   forking.wait(1, kL2);
   EXPECT_EQ(reopen_error, "") << "the forked writer of store 'f' held the lock of store 'other'";
-  ::close(gate[0]);
-  ::close(gate[1]);
 }
 
 // A killed application takes its child with it (PR_SET_PDEATHSIG): nothing
