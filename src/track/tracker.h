@@ -1,0 +1,75 @@
+// Tracker: which pages of the protected regions the application wrote since
+// the previous version (DESIGN.md, "Data flow and modules"; the Appicpr
+// slides). A delta capture asks it at each checkpoint and writes only those.
+//
+// Methods (docs/tracking.md says what each needs from the kernel):
+//   uffd        userfaultfd write-protect, asynchronous mode, read and re-armed
+//               in one PAGEMAP_SCAN call (Linux >= 6.7)
+//   soft-dirty  /proc/self/clear_refs + bit 55 of /proc/self/pagemap (x86_64)
+//   mprotect    write protection + a SIGSEGV handler (Appicpr's method)
+//   hash        XXH3 of every block, compared with the previous collect's
+//
+// Granularity: collect() takes the management block for the next interval,
+// a power of two of pages (the tuner's choice). A method whose cost depends on
+// it reports whole blocks: mprotect takes one fault per block and then lets
+// the whole block be written; hash hashes blocks. uffd and soft-dirty always
+// report pages.
+//
+// One Tracker per store; its calls come from one thread at a time (the
+// application's, during checkpoint and protect). Tracked memory may be
+// written by any thread of the process.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "resurgo/errors.hpp"
+#include "track/page_set.h"
+
+namespace resurgo::track {
+
+enum class Method { kUffd, kSoftDirty, kMprotect, kHash };
+
+std::string_view method_name(Method method);  // "uffd", "soft-dirty", "mprotect", "hash"
+
+// This kernel, architecture or memory cannot be tracked by the method; the
+// message says why (e.g. "soft-dirty: /proc/self/pagemap has no soft-dirty
+// bit on aarch64"). `auto` moves on to the next method.
+class Unavailable : public StateError {
+ public:
+  using StateError::StateError;
+};
+
+class Tracker {
+ public:
+  virtual ~Tracker() = default;
+  virtual Method method() const = 0;
+
+  // Starts tracking region `id`, [base, base + bytes), bytes > 0. Every page
+  // counts as written until the first collect(). Throws Unavailable when this
+  // memory cannot be tracked by the method (e.g. file-backed or hugetlbfs
+  // memory for uffd), InvalidArgumentError for an id already watched.
+  virtual void watch(int id, std::byte* base, std::size_t bytes) = 0;
+
+  // Stops tracking region `id` and gives its memory back as it was (write
+  // permission, no userfaultfd registration). Unknown ids are ignored.
+  virtual void unwatch(int id) = 0;
+
+  // The pages of region `id` written since the previous collect() (every page
+  // at the first), then starts over with blocks of `block_pages` pages (a
+  // power of two >= 1) for the next interval. The result has one bit per
+  // page of the region.
+  virtual PageSet collect(int id, std::size_t block_pages) = 0;
+};
+
+// A tracker of the given method; throws Unavailable with the reason when
+// this kernel or architecture lacks what it needs.
+std::unique_ptr<Tracker> make_tracker(Method method);
+
+// The system page size, and how many pages [base, base + bytes) touches.
+std::size_t page_size();
+std::size_t pages_spanned(const std::byte* base, std::size_t bytes);
+
+}  // namespace resurgo::track
