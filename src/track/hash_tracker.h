@@ -1,8 +1,8 @@
 // The hash tracker: XXH3 (64 bits) of every block of block_pages pages of a
 // region, compared at each collect with the hashes of the previous one. It
-// needs nothing from the kernel and works on any memory the CPU can read
-// (device memory mapped into the process included); its cost is reading the
-// whole region at every collect. The region must stay readable while watched.
+// needs nothing from the kernel and works on any memory the CPU can read,
+// whatever backs it; its cost is reading the whole region at every collect.
+// The region must stay readable while watched.
 //
 // A block whose hash changed is reported as all of its pages. Block b holds
 // the region's pages [b * block_pages, (b + 1) * block_pages), and only the

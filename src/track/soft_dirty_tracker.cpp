@@ -146,8 +146,7 @@ class SoftDirtyCoordinator {
     // Every page counts as written until the first collect.
     PageSet all(pages_spanned(base, bytes));
     all.insert_range(0, all.pages());
-    const bool added = regions_.try_emplace({tracker, id}, Region{base, bytes, std::move(all)}).second;
-    if (!added) {
+    if (!regions_.try_emplace({tracker, id}, Region{base, bytes, std::move(all)}).second) {
       throw InvalidArgumentError("soft-dirty: watch of " + describe(id, base, bytes) +
                                  ": region id " + std::to_string(id) + " is already watched");
     }
@@ -232,7 +231,8 @@ std::shared_ptr<SoftDirtyCoordinator> make_soft_dirty_coordinator(
   return std::make_shared<SoftDirtyCoordinator>(std::move(kernel));
 }
 
-std::unique_ptr<Tracker> make_soft_dirty_tracker(std::shared_ptr<SoftDirtyCoordinator> coordinator) {
+std::unique_ptr<Tracker> make_soft_dirty_tracker(
+    std::shared_ptr<SoftDirtyCoordinator> coordinator) {
   return std::make_unique<SoftDirtyTracker>(std::move(coordinator));
 }
 

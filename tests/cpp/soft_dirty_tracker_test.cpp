@@ -24,7 +24,8 @@ namespace {
 class Mapping {
  public:
   explicit Mapping(std::size_t pages) : bytes_(pages * page_size()) {
-    void* memory = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void* memory =
+        ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (memory == MAP_FAILED) throw std::system_error(errno, std::generic_category(), "mmap");
     ::madvise(memory, bytes_, MADV_NOHUGEPAGE);
     data_ = static_cast<std::byte*>(memory);
