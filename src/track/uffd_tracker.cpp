@@ -258,7 +258,7 @@ PageSet UffdTracker::collect(int id, std::size_t block_pages) {
   }
   Region& region = find(id);
   const std::vector<Region*> neighbours = neighbours_of(id, region.pages);
-  PageSet written(region.pending.pages());
+  PageSet written(region.pages.length() / page_size());
   scan_and_rearm(id, region.pages, [&](PageRange run) {
     mark(written, region.pages, run);
     for (Region* neighbour : neighbours) mark(neighbour->pending, neighbour->pages, intersect(run, neighbour->pages));
@@ -339,9 +339,11 @@ void UffdTracker::write_protect(int id, PageRange range) {
 }
 
 // Also clears the pages' write protection (the kernel does so on unregister).
+// EINVAL: nothing is mapped in the range any more (the application unmapped
+// it before unwatch), so nothing is registered there either.
 void UffdTracker::unregister_range(int id, PageRange range) {
   uffdio_range request = as_uffdio_range(range);
-  if (::ioctl(uffd_.get(), UFFDIO_UNREGISTER, &request) != 0) {
+  if (::ioctl(uffd_.get(), UFFDIO_UNREGISTER, &request) != 0 && errno != EINVAL) {
     throw StateError(where(id, range) + ": UFFDIO_UNREGISTER failed: " + errno_text(errno));
   }
 }

@@ -7,10 +7,9 @@
 // call, atomically per page, so a write racing with collect() is reported
 // either now or at the next collect(), never lost.
 //
-// It reports pages whatever block_pages is. Private anonymous (or private
-// file) memory only: shared and hugetlb mappings throw Unavailable at watch().
-// Memory backed by transparent huge pages is reported one huge page at a time
-// while the kernel keeps it huge (more pages than written, never fewer).
+// It reports pages whatever block_pages is, also on transparent huge pages
+// (the kernel splits one at its first write). Private anonymous or private
+// file memory only: shared and hugetlb mappings throw Unavailable at watch().
 #pragma once
 
 #include <memory>

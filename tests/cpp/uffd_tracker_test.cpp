@@ -48,9 +48,7 @@ using resurgo::track::PageSet;
 using resurgo::track::Tracker;
 using resurgo::track::Unavailable;
 
-// Anonymous private memory of `pages` pages. Transparent huge pages are
-// turned off for it: the tracker reports a whole huge page when the kernel
-// keeps one mapped, and these tests assert exact page sets.
+// Anonymous private memory of `pages` pages (or the mapping `flags` say).
 class Mapping {
  public:
   explicit Mapping(std::size_t pages, int flags = MAP_PRIVATE | MAP_ANONYMOUS, int fd = -1)
@@ -58,7 +56,6 @@ class Mapping {
     void* memory = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, flags, fd, 0);
     if (memory == MAP_FAILED) throw std::runtime_error("mmap: " + std::string(std::strerror(errno)));
     base_ = static_cast<std::byte*>(memory);
-    ::madvise(base_, bytes_, MADV_NOHUGEPAGE);
   }
   ~Mapping() { ::munmap(base_, bytes_); }
   Mapping(const Mapping&) = delete;
@@ -344,6 +341,31 @@ TEST_F(UffdTrackerTest, UnwatchGivesTheMemoryBackAsItWas) {
   EXPECT_EQ(tracker->collect(1, 1), every_page(8));
 }
 
+// The application may free tracked memory before it unwatches it, and then
+// map new memory at the same address.
+TEST_F(UffdTrackerTest, UnwatchAfterTheMemoryWasUnmappedFreesItsAddresses) {
+  Mapping memory(4);
+  memory.fill(std::byte{1});
+  watch_and_start(1, memory.base(), memory.bytes());
+  ASSERT_EQ(::munmap(memory.base(), memory.bytes()), 0);
+  EXPECT_EQ(tracker->collect(1, 1), PageSet(4));
+  EXPECT_NO_THROW(tracker->unwatch(1));
+  ASSERT_EQ(::mmap(memory.base(), memory.bytes(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0),
+            static_cast<void*>(memory.base()));
+  memory.fill(std::byte{2});
+  watch_and_start(2, memory.base(), memory.bytes());
+  write_byte(memory.page(3));
+  EXPECT_EQ(tracker->collect(2, 1), pages_of(4, {3}));
+}
+
+TEST_F(UffdTrackerTest, CollectOfMemoryMappedAgainWithoutUnwatchThrows) {
+  Mapping memory(4);
+  watch_and_start(1, memory.base(), memory.bytes());
+  ASSERT_EQ(::mmap(memory.base(), memory.bytes(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0),
+            static_cast<void*>(memory.base()));
+  EXPECT_THROW(tracker->collect(1, 1), resurgo::StateError);
+}
+
 TEST_F(UffdTrackerTest, SharedMappingsAreUnavailableNamingTheRegion) {
   Mapping anonymous_shared(4, MAP_SHARED | MAP_ANONYMOUS);
   const int file = ::memfd_create("uffd_tracker_test", MFD_CLOEXEC);
@@ -372,6 +394,34 @@ TEST_F(UffdTrackerTest, HugetlbMemoryIsUnavailable) {
   if (memory == MAP_FAILED) GTEST_SKIP() << "no hugetlb pages here: " << std::strerror(errno);
   EXPECT_THROW(tracker->watch(1, static_cast<std::byte*>(memory), huge), Unavailable);
   ::munmap(memory, huge);
+}
+
+// Where the kernel backs the memory with transparent huge pages (madvise
+// mode asks for them), a write still reports its page only.
+TEST_F(UffdTrackerTest, TransparentHugePagesReportOnlyTheWrittenPages) {
+  const std::size_t huge_pages = 2 * 1024 * 1024 / page_size();
+  Mapping memory(3 * huge_pages);
+  const std::uintptr_t huge_bytes = huge_pages * page_size();
+  auto* aligned = reinterpret_cast<std::byte*>((reinterpret_cast<std::uintptr_t>(memory.base()) + huge_bytes - 1) /
+                                               huge_bytes * huge_bytes);
+  ::madvise(aligned, 2 * huge_bytes, MADV_HUGEPAGE);
+  std::memset(aligned, 1, 2 * huge_bytes);
+  watch_and_start(1, aligned, 2 * huge_bytes);
+  write_byte(aligned + 7 * page_size());
+  write_byte(aligned + (huge_pages + 300) * page_size());
+  EXPECT_EQ(tracker->collect(1, 1), pages_of(2 * huge_pages, {7, huge_pages + 300}));
+  write_byte(aligned + 8 * page_size());
+  EXPECT_EQ(tracker->collect(1, 1), pages_of(2 * huge_pages, {8}));
+}
+
+TEST_F(UffdTrackerTest, MemoryAnotherTrackerWatchesIsUnavailable) {
+  Mapping memory(4);
+  tracker->watch(1, memory.base(), memory.bytes());
+  const std::unique_ptr<Tracker> other = make_uffd_tracker();
+  EXPECT_THROW(other->watch(1, memory.page(1), page_size()), Unavailable);
+  tracker->unwatch(1);
+  other->watch(1, memory.page(1), page_size());
+  EXPECT_EQ(other->collect(1, 1), every_page(1));
 }
 
 TEST_F(UffdTrackerTest, ParentKeepsTrackingAcrossAForkWhoseChildWrites) {
