@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <sched.h>
-#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -179,8 +178,7 @@ void check_memory_kind(int id, PageRange range) {
 // still reads the parent's address space.
 class UffdTracker final : public Tracker {
  public:
-  UffdTracker(FileDescriptor uffd, FileDescriptor pagemap, bool protects_unpopulated)
-      : uffd_(std::move(uffd)), pagemap_(std::move(pagemap)), protects_unpopulated_(protects_unpopulated) {}
+  UffdTracker(FileDescriptor uffd, FileDescriptor pagemap) : uffd_(std::move(uffd)), pagemap_(std::move(pagemap)) {}
 
   // Closing the userfaultfd unregisters whatever is still watched.
   ~UffdTracker() override = default;
@@ -211,7 +209,6 @@ class UffdTracker final : public Tracker {
 
   FileDescriptor uffd_;
   FileDescriptor pagemap_;
-  bool protects_unpopulated_;  // UFFD_FEATURE_WP_UNPOPULATED
   std::map<int, Region> regions_;
 };
 
@@ -303,11 +300,6 @@ std::vector<UffdTracker::Region*> UffdTracker::neighbours_of(int id, PageRange r
 }
 
 void UffdTracker::arm(int id, PageRange range) {
-  // Without UFFD_FEATURE_WP_UNPOPULATED a page with no page table entry
-  // cannot be write-protected, and so its first write would go unseen.
-  if (!protects_unpopulated_ && ::madvise(reinterpret_cast<void*>(range.begin), range.length(), MADV_POPULATE_WRITE) != 0) {
-    throw Unavailable(where(id, range) + ": MADV_POPULATE_WRITE failed: " + errno_text(errno) + kUseHash);
-  }
   register_range(id, range);
   write_protect(id, range);
 }
@@ -381,16 +373,19 @@ void UffdTracker::scan_and_rearm(int id, PageRange range, Fn&& on_written_run) {
 }  // namespace
 
 std::unique_ptr<Tracker> make_uffd_tracker() {
+  // WP_UNPOPULATED write-protects pages never populated (with page table
+  // markers), so no MADV_POPULATE_WRITE is needed first. Every kernel that
+  // offers WP_ASYNC offers it and turns it on with WP_ASYNC (fs/userfaultfd.c:
+  // "WP_ASYNC relies on WP_UNPOPULATED"); PM_SCAN_CHECK_WPASYNC needs it too.
+  constexpr std::uint64_t kFeatures = UFFD_FEATURE_WP_ASYNC | UFFD_FEATURE_WP_UNPOPULATED;
   // A userfaultfd takes UFFDIO_API once, so a throwaway one asks which
   // features this kernel offers.
-  const std::uint64_t offered = enable_api(open_userfaultfd(), 0);
-  if ((offered & UFFD_FEATURE_WP_ASYNC) == 0) {
+  if ((enable_api(open_userfaultfd(), 0) & kFeatures) != kFeatures) {
     throw Unavailable(std::string("uffd: this kernel lacks UFFD_FEATURE_WP_ASYNC (it needs Linux >= 6.7)") + kUseHash);
   }
-  const std::uint64_t unpopulated = offered & UFFD_FEATURE_WP_UNPOPULATED;
   FileDescriptor uffd = open_userfaultfd();
-  enable_api(uffd, UFFD_FEATURE_WP_ASYNC | unpopulated);
-  return std::make_unique<UffdTracker>(std::move(uffd), open_pagemap(), unpopulated != 0);
+  enable_api(uffd, kFeatures);
+  return std::make_unique<UffdTracker>(std::move(uffd), open_pagemap());
 }
 
 }  // namespace resurgo::track
