@@ -60,7 +60,7 @@ struct Slot {
 };
 
 Slot g_slots[kSlotCapacity];
-std::atomic<std::size_t> g_slots_used{0};   // slots at or past it were never used
+std::atomic<std::size_t> g_slots_used{0};    // slots at or past it were never used
 std::atomic<std::size_t> g_page_size{4096};  // sysconf is not async-signal-safe
 struct sigaction g_previous_action;
 std::mutex g_mutex;
@@ -377,8 +377,7 @@ void MprotectTracker::watch(int id, std::byte* base, std::size_t bytes) {
   const PageRange pages = range_of(base, bytes);
   if (int error = make_writable(nullptr, pages); error != 0) {
     throw Unavailable("mprotect: " + describe(id, base, bytes) +
-                      " cannot be write-protected page by page (mprotect: " +
-                      std::strerror(error) +
+                      " cannot be write-protected page by page (mprotect: " + std::strerror(error) +
                       "; hugetlbfs, read-only or unmapped memory?); set track.method = hash");
   }
   Slot* slot = claim_slot();
@@ -406,8 +405,8 @@ void MprotectTracker::unwatch(int id) {
   regions_.erase(found);
   // ENOMEM: the memory was unmapped already; there is nothing to give back.
   if (error != 0 && error != ENOMEM) {
-    throw StateError("mprotect: could not make " + name + " writable again: " +
-                     std::strerror(error));
+    throw StateError("mprotect: could not make " + name +
+                     " writable again: " + std::strerror(error));
   }
 }
 
@@ -426,9 +425,8 @@ PageSet MprotectTracker::collect(int id, std::size_t block_pages) {
   if (change_protection(region.pages, PROT_READ) != 0) {
     const int error = errno;
     set_bits(region.bits.get(), 0, written.pages());  // unprotected: the next collect reports all
-    throw Unavailable("mprotect: cannot write-protect " +
-                      describe(id, region.base, region.bytes) + ": " + std::strerror(error) +
-                      " (was it unmapped while watched?)");
+    throw Unavailable("mprotect: cannot write-protect " + describe(id, region.base, region.bytes) +
+                      ": " + std::strerror(error) + " (was it unmapped while watched?)");
   }
   return written;
 }

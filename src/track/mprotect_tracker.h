@@ -26,7 +26,12 @@
 //    read-only file mappings, unmapped addresses), and makes the rest
 //    readable and writable, the state unwatch() gives back.
 //  - At most 4096 regions are watched at once in the process.
-//  - A region must stay mapped while watched.
+//  - A region must stay mapped while watched, and its protection is the
+//    tracker's: the application must not mprotect it meanwhile.
+//  - For 100 ms after unwatch(), a write fault in the region's old range is
+//    retried rather than passed on (a thread may have faulted just before
+//    unwatch() made the pages writable); a foreign fault there, in memory
+//    unmapped and mapped again read-only meanwhile, is passed on that late.
 #pragma once
 
 #include <memory>
