@@ -1,0 +1,423 @@
+#include "track/mprotect_tracker.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <functional>
+#include <initializer_list>
+#include <latch>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "track/page_set.h"
+#include "track/tracker.h"
+
+namespace resurgo::track {
+namespace {
+
+const std::size_t kPage = page_size();
+
+// Anonymous pages, unmapped on destruction.
+class Mapping {
+ public:
+  explicit Mapping(std::size_t pages, int protection = PROT_READ | PROT_WRITE)
+      : bytes_(pages * kPage) {
+    void* at = ::mmap(nullptr, bytes_, protection, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (at == MAP_FAILED) throw std::runtime_error(std::string("mmap: ") + std::strerror(errno));
+    base_ = static_cast<std::byte*>(at);
+  }
+  ~Mapping() { ::munmap(base_, bytes_); }
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
+
+  std::byte* page(std::size_t index) const { return base_ + index * kPage; }
+  std::size_t bytes() const { return bytes_; }
+
+ private:
+  std::byte* base_;
+  std::size_t bytes_;
+};
+
+PageSet pages_of(std::size_t count, std::initializer_list<std::size_t> written) {
+  PageSet set(count);
+  for (std::size_t page : written) set.insert(page);
+  return set;
+}
+
+PageSet all_pages(std::size_t count) {
+  PageSet set(count);
+  set.insert_range(0, count);
+  return set;
+}
+
+void write_byte(std::byte* at, int value) {
+  *static_cast<volatile std::byte*>(at) = static_cast<std::byte>(value);
+}
+
+// Whether a system call may write `at` now: the kernel's own writes do not
+// fault, they fail with EFAULT on a write-protected page. Writes back the
+// byte already there, so it neither changes nor marks anything.
+bool kernel_can_write(std::byte* at) {
+  int fds[2];
+  if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
+  const std::byte same = *at;
+  EXPECT_EQ(::write(fds[1], &same, 1), 1);
+  const ssize_t got = ::read(fds[0], at, 1);
+  const int error = errno;
+  ::close(fds[0]);
+  ::close(fds[1]);
+  if (got != 1) {
+    EXPECT_EQ(error, EFAULT);
+  }
+  return got == 1;
+}
+
+std::string message_of(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const Unavailable& error) {
+    return error.what();
+  }
+  ADD_FAILURE() << "no Unavailable thrown";
+  return "";
+}
+
+TEST(MprotectTrackerTest, FirstCollectReportsEveryPageThenOnlyWrittenOnes) {
+  Mapping memory(8);
+  auto tracker = make_mprotect_tracker();
+  EXPECT_EQ(tracker->method(), Method::kMprotect);
+  tracker->watch(1, memory.page(0), memory.bytes());
+  EXPECT_EQ(tracker->collect(1, 1), all_pages(8));
+
+  write_byte(memory.page(1) + 10, 1);
+  write_byte(memory.page(6), 2);
+  write_byte(memory.page(6) + 1, 3);  // the block is writable now: no second fault
+  EXPECT_EQ(tracker->collect(1, 1), pages_of(8, {1, 6}));
+  EXPECT_EQ(tracker->collect(1, 1), PageSet(8));  // nothing written since
+  EXPECT_EQ(memory.page(1)[10], std::byte{1});
+  EXPECT_EQ(memory.page(6)[1], std::byte{3});
+}
+
+TEST(MprotectTrackerTest, UnalignedRegionReportsEveryPageItTouches) {
+  Mapping memory(5);
+  std::byte* base = memory.page(0) + 100;
+  const std::size_t bytes = 3 * kPage;  // ends 100 bytes into page 3
+  auto tracker = make_mprotect_tracker();
+  tracker->watch(1, base, bytes);
+  EXPECT_EQ(tracker->collect(1, 1), all_pages(4));
+
+  write_byte(base, 1);              // page 0
+  write_byte(base + bytes - 1, 2);  // page 3
+  write_byte(memory.page(4), 3);    // outside the region
+  EXPECT_EQ(tracker->collect(1, 1), pages_of(4, {0, 3}));
+}
+
+TEST(MprotectTrackerTest, BlocksAreReportedWholeAndClippedToTheRegion) {
+  Mapping memory(10);
+  auto tracker = make_mprotect_tracker();
+  tracker->watch(1, memory.page(0), memory.bytes());
+  EXPECT_EQ(tracker->collect(1, 4), all_pages(10));  // blocks {0-3} {4-7} {8-9}
+
+  write_byte(memory.page(5), 1);
+  // One fault made the whole block writable, and only it.
+  EXPECT_TRUE(kernel_can_write(memory.page(4)));
+  EXPECT_TRUE(kernel_can_write(memory.page(7)));
+  EXPECT_FALSE(kernel_can_write(memory.page(3)));
+  EXPECT_FALSE(kernel_can_write(memory.page(8)));
+  write_byte(memory.page(9), 2);
+  EXPECT_EQ(tracker->collect(1, 1), pages_of(10, {4, 5, 6, 7, 8, 9}));
+
+  write_byte(memory.page(2), 3);  // blocks of one page now
+  EXPECT_FALSE(kernel_can_write(memory.page(3)));
+  EXPECT_EQ(tracker->collect(1, 2), pages_of(10, {2}));
+}
+
+TEST(MprotectTrackerTest, TwoRegionsOfOneTrackerAreTrackedApart) {
+  Mapping memory(6);
+  auto tracker = make_mprotect_tracker();
+  tracker->watch(1, memory.page(0), 3 * kPage);
+  tracker->watch(2, memory.page(3), 3 * kPage);
+  EXPECT_EQ(tracker->collect(1, 1), all_pages(3));
+  EXPECT_EQ(tracker->collect(2, 1), all_pages(3));
+
+  write_byte(memory.page(1), 1);
+  write_byte(memory.page(5), 2);
+  EXPECT_EQ(tracker->collect(1, 1), pages_of(3, {1}));
+  EXPECT_EQ(tracker->collect(2, 1), pages_of(3, {2}));
+}
+
+// Region A ends and region B begins on page 2 of the mapping; they belong to
+// two trackers (two stores) served by the one handler.
+TEST(MprotectTrackerTest, RegionsSharingAPageAreBothMarked) {
+  Mapping memory(4);
+  std::byte* split = memory.page(2) + 100;
+  auto tracker_a = make_mprotect_tracker();
+  auto tracker_b = make_mprotect_tracker();
+  tracker_a->watch(1, memory.page(0), static_cast<std::size_t>(split - memory.page(0)));
+  tracker_b->watch(1, split, static_cast<std::size_t>(memory.page(4) - split));
+  EXPECT_EQ(tracker_a->collect(1, 2), all_pages(3));  // A's blocks: pages {0,1} {2}
+  EXPECT_EQ(tracker_b->collect(1, 2), all_pages(2));  // B's block: mapping pages {2,3}
+
+  write_byte(memory.page(2) + 10, 1);             // in A's part of the shared page
+  EXPECT_TRUE(kernel_can_write(memory.page(3)));  // B's whole block was unprotected
+  EXPECT_FALSE(kernel_can_write(memory.page(1)));
+  EXPECT_EQ(tracker_a->collect(1, 1), pages_of(3, {2}));
+  EXPECT_EQ(tracker_b->collect(1, 1), pages_of(2, {0, 1}));
+
+  write_byte(split + 10, 2);  // in B's part, blocks of one page now
+  EXPECT_FALSE(kernel_can_write(memory.page(3)));
+  EXPECT_EQ(tracker_a->collect(1, 1), pages_of(3, {2}));
+  EXPECT_EQ(tracker_b->collect(1, 1), pages_of(2, {0}));
+
+  // Unwatching A leaves the shared page protected for B.
+  tracker_a->unwatch(1);
+  EXPECT_TRUE(kernel_can_write(memory.page(1)));
+  EXPECT_FALSE(kernel_can_write(memory.page(2)));
+  write_byte(memory.page(2), 3);
+  EXPECT_EQ(tracker_b->collect(1, 1), pages_of(2, {0}));
+}
+
+TEST(MprotectTrackerTest, FourThreadsWritingDisjointPagesAreAllReported) {
+  constexpr std::size_t kPages = 64;
+  constexpr std::size_t kThreads = 4;
+  Mapping memory(kPages);
+  auto tracker = make_mprotect_tracker();
+  tracker->watch(1, memory.page(0), memory.bytes());
+  EXPECT_EQ(tracker->collect(1, 1), all_pages(kPages));
+
+  for (std::size_t round = 0; round < 5; ++round) {
+    auto written = [&](std::size_t page) { return (page * 7 + round) % 3 == 0; };
+    PageSet expected(kPages);
+    for (std::size_t page = 0; page < kPages; ++page) {
+      if (written(page)) expected.insert(page);
+    }
+    std::latch start(kThreads);
+    std::vector<std::thread> writers;
+    for (std::size_t thread = 0; thread < kThreads; ++thread) {
+      writers.emplace_back([&, thread] {
+        start.arrive_and_wait();
+        for (std::size_t page = thread; page < kPages; page += kThreads) {
+          if (!written(page)) continue;
+          for (std::size_t offset = 0; offset < kPage; offset += 512) {
+            write_byte(memory.page(page) + offset, static_cast<int>(round));
+          }
+        }
+      });
+    }
+    for (std::thread& writer : writers) writer.join();
+    EXPECT_EQ(tracker->collect(1, 1), expected) << "round " << round;
+  }
+}
+
+// Collects while threads write: a write racing with collect() may be
+// reported by the next one, but none is lost and no page is invented.
+TEST(MprotectTrackerTest, CollectsDuringWritesLoseNoWrite) {
+  constexpr std::size_t kPages = 256;
+  constexpr std::size_t kThreads = 4;
+  Mapping memory(kPages);
+  auto tracker = make_mprotect_tracker();
+  tracker->watch(1, memory.page(0), memory.bytes());
+  tracker->collect(1, 1);
+
+  auto written = [](std::size_t page) { return page % 5 != 0; };
+  std::atomic<std::size_t> writers_left{kThreads};
+  std::vector<std::thread> writers;
+  for (std::size_t thread = 0; thread < kThreads; ++thread) {
+    writers.emplace_back([&, thread] {
+      for (std::size_t pass = 0; pass < 50; ++pass) {
+        for (std::size_t page = thread; page < kPages; page += kThreads) {
+          if (written(page)) write_byte(memory.page(page) + pass, 1);
+        }
+      }
+      writers_left.fetch_sub(1);
+    });
+  }
+  PageSet reported(kPages);
+  auto add = [&reported](const PageSet& set) {
+    set.for_each_run(
+        [&](std::size_t first, std::size_t count) { reported.insert_range(first, count); });
+  };
+  while (writers_left.load() != 0) add(tracker->collect(1, 1));
+  for (std::thread& writer : writers) writer.join();
+  add(tracker->collect(1, 1));
+
+  PageSet expected(kPages);
+  for (std::size_t page = 0; page < kPages; ++page) {
+    if (written(page)) expected.insert(page);
+  }
+  EXPECT_EQ(reported, expected);
+}
+
+TEST(MprotectTrackerTest, UnwatchGivesTheMemoryBackAsItWas) {
+  Mapping memory(4);
+  for (std::size_t page = 0; page < 4; ++page) write_byte(memory.page(page), 10);
+  auto tracker = make_mprotect_tracker();
+  tracker->watch(1, memory.page(0), memory.bytes());
+  tracker->collect(1, 2);
+  write_byte(memory.page(1), 11);
+  tracker->unwatch(1);
+
+  for (std::size_t page = 0; page < 4; ++page) {
+    EXPECT_TRUE(kernel_can_write(memory.page(page))) << "page " << page;
+    EXPECT_EQ(memory.page(page)[0], static_cast<std::byte>(page == 1 ? 11 : 10)) << "page " << page;
+  }
+  EXPECT_THROW(tracker->collect(1, 1), InvalidArgumentError);
+  tracker->unwatch(1);  // unknown ids are ignored
+  tracker->unwatch(99);
+
+  tracker->watch(1, memory.page(0), memory.bytes());  // the same id again
+  EXPECT_EQ(tracker->collect(1, 1), all_pages(4));
+}
+
+TEST(MprotectTrackerTest, SystemCallsIntoAProtectedPageFailWithEfault) {
+  Mapping memory(2);
+  auto tracker = make_mprotect_tracker();
+  tracker->watch(1, memory.page(0), memory.bytes());
+  tracker->collect(1, 1);
+
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const char text[] = "sixteen bytes...";
+  ASSERT_EQ(::write(fds[1], text, 16), 16);
+  errno = 0;
+  EXPECT_EQ(::read(fds[0], memory.page(1), 16), -1);
+  EXPECT_EQ(errno, EFAULT);
+  EXPECT_EQ(tracker->collect(1, 1), PageSet(2));  // the kernel's write never faulted
+
+  tracker->unwatch(1);
+  EXPECT_EQ(::read(fds[0], memory.page(1), 16), 16);
+  EXPECT_EQ(std::memcmp(memory.page(1), text, 16), 0);
+  ::close(fds[0]);
+  ::close(fds[1]);
+}
+
+TEST(MprotectTrackerTest, RejectsBadArguments) {
+  Mapping memory(1);
+  auto tracker = make_mprotect_tracker();
+  EXPECT_THROW(tracker->watch(1, memory.page(0), 0), InvalidArgumentError);
+  tracker->watch(1, memory.page(0), memory.bytes());
+  EXPECT_THROW(tracker->watch(1, memory.page(0), memory.bytes()), InvalidArgumentError);
+  for (std::size_t block_pages : {0, 3, 12}) {
+    EXPECT_THROW(tracker->collect(1, block_pages), InvalidArgumentError) << block_pages;
+  }
+  EXPECT_THROW(tracker->collect(2, 1), InvalidArgumentError);
+  EXPECT_EQ(tracker->collect(1, 1), all_pages(1));  // a rejected collect takes nothing
+}
+
+TEST(MprotectTrackerTest, UnmappedMemoryIsUnavailable) {
+  std::byte* gone;
+  {
+    Mapping memory(2);
+    gone = memory.page(0);
+  }
+  auto tracker = make_mprotect_tracker();
+  const std::string message = message_of([&] { tracker->watch(5, gone, 2 * kPage); });
+  EXPECT_NE(message.find("region 5 ["), std::string::npos) << message;
+  std::ostringstream start;
+  start << static_cast<const void*>(gone);
+  EXPECT_NE(message.find("[" + start.str() + ", "), std::string::npos) << message;
+  EXPECT_NE(message.find(std::strerror(ENOMEM)), std::string::npos) << message;
+  EXPECT_THROW(tracker->collect(5, 1), InvalidArgumentError);  // not watched
+}
+
+TEST(MprotectTrackerTest, PartOfAHugePageIsUnavailable) {
+  const std::size_t huge = 2 << 20;
+  void* at = ::mmap(nullptr, huge, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+  if (at == MAP_FAILED) GTEST_SKIP() << "no huge pages here: " << std::strerror(errno);
+  auto tracker = make_mprotect_tracker();
+  const std::string message =
+      message_of([&] { tracker->watch(6, static_cast<std::byte*>(at), kPage); });
+  EXPECT_NE(message.find("region 6 ["), std::string::npos) << message;
+  EXPECT_NE(message.find(std::strerror(EINVAL)), std::string::npos) << message;
+  ::munmap(at, huge);
+}
+
+// The signal that ended a child running `body`, or 0 if it exited.
+int child_termination_signal(const std::function<void()>& body) {
+  const pid_t child = ::fork();
+  if (child == 0) {
+    const rlimit no_core{0, 0};
+    ::setrlimit(RLIMIT_CORE, &no_core);
+    body();
+    ::_exit(0);
+  }
+  int status = 0;
+  EXPECT_EQ(::waitpid(child, &status, 0), child);
+  return WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+}
+
+// Writes a tracked page (which must not end the child), then `fault()`.
+void tracked_write_then(const std::function<void()>& fault) {
+  Mapping tracked(1);
+  auto tracker = make_mprotect_tracker();
+  tracker->watch(1, tracked.page(0), tracked.bytes());
+  tracker->collect(1, 1);
+  write_byte(tracked.page(0), 1);
+  if (tracker->collect(1, 1) != pages_of(1, {0})) ::_exit(2);
+  fault();
+}
+
+TEST(MprotectTrackerTest, AnUnrelatedSegfaultStillEndsTheProcess) {
+  EXPECT_EQ(child_termination_signal([] {
+              tracked_write_then([] {
+                Mapping read_only(1, PROT_READ);
+                write_byte(read_only.page(0), 1);
+              });
+            }),
+            SIGSEGV);
+  EXPECT_EQ(child_termination_signal([] { tracked_write_then([] { write_byte(nullptr, 1); }); }),
+            SIGSEGV);
+  EXPECT_EQ(child_termination_signal([] { tracked_write_then([] { ::raise(SIGSEGV); }); }),
+            SIGSEGV);
+  // A read of a watched page the application made inaccessible itself is not
+  // a write the tracker can let through.
+  EXPECT_EQ(child_termination_signal([] {
+              Mapping memory(1);
+              auto tracker = make_mprotect_tracker();
+              tracker->watch(1, memory.page(0), memory.bytes());
+              tracker->collect(1, 1);
+              ::mprotect(memory.page(0), kPage, PROT_NONE);
+              static_cast<void>(*static_cast<volatile std::byte*>(memory.page(0)));
+            }),
+            SIGSEGV);
+}
+
+std::atomic<void*> g_expected_fault_address{nullptr};
+
+void exit_with_42_at_expected_address(int, siginfo_t* info, void*) {
+  ::_exit(info->si_addr == g_expected_fault_address ? 42 : 43);
+}
+
+// A handler installed before the first tracker gets the faults that are not
+// the tracker's. The death test re-executes the test binary, so the child's
+// first tracker installs the handler after this one.
+TEST(MprotectTrackerTest, ChainsToTheHandlerInstalledBefore) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        struct sigaction earlier {};
+        earlier.sa_sigaction = exit_with_42_at_expected_address;
+        earlier.sa_flags = SA_SIGINFO;
+        sigemptyset(&earlier.sa_mask);
+        ::sigaction(SIGSEGV, &earlier, nullptr);
+        tracked_write_then([] {
+          Mapping read_only(1, PROT_READ);
+          g_expected_fault_address = read_only.page(0);
+          write_byte(read_only.page(0), 1);
+        });
+      },
+      ::testing::ExitedWithCode(42), "");
+}
+
+}  // namespace
+}  // namespace resurgo::track
