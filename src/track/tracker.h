@@ -21,8 +21,6 @@
 #pragma once
 
 #include <cstddef>
-#include <memory>
-#include <string>
 #include <string_view>
 
 #include "resurgo/errors.hpp"
@@ -60,13 +58,12 @@ class Tracker {
   // The pages of region `id` written since the previous collect() (every page
   // at the first), then starts over with blocks of `block_pages` pages (a
   // power of two >= 1) for the next interval. The result has one bit per
-  // page of the region.
+  // page of the region. An id not watched, or a block_pages that is not a
+  // power of two, is an InvalidArgumentError that changes nothing. Memory
+  // must stay mapped from watch() to unwatch(): memory unmapped and mapped
+  // again in between is a StateError (uffd) or reported as written.
   virtual PageSet collect(int id, std::size_t block_pages) = 0;
 };
-
-// A tracker of the given method; throws Unavailable with the reason when
-// this kernel or architecture lacks what it needs.
-std::unique_ptr<Tracker> make_tracker(Method method);
 
 // The system page size, and how many pages [base, base + bytes) touches.
 std::size_t page_size();

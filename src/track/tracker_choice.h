@@ -1,0 +1,26 @@
+// Which Tracker a store uses (`track.method`): the one named, or for "auto"
+// uffd where this kernel offers it, else hash. Auto takes only the methods
+// that are exact whatever the application does: soft-dirty loses writes to
+// one store's memory made while another store of the process collects (the
+// bits are process-wide), and under mprotect a system call that writes into
+// tracked memory (read(2) into an array) fails with EFAULT. Both are there
+// for the applications that can live with that, by name. A region
+// the chosen method cannot watch (file-backed or hugetlbfs memory for uffd,
+// memory mprotect refuses) is tracked by hash instead, and the log says so
+// once per region: every region is tracked, whatever its memory.
+#pragma once
+
+#include <memory>
+#include <string_view>
+
+#include "core/log.h"
+#include "track/tracker.h"
+
+namespace resurgo::track {
+
+// `method`: "auto", "uffd", "soft-dirty", "mprotect" or "hash". A named
+// method this kernel lacks throws ConfigError with the reason and the methods
+// that are available; "auto" logs its choice at info level.
+std::unique_ptr<Tracker> open_tracker(std::string_view method, const Logger& log);
+
+}  // namespace resurgo::track
