@@ -8,10 +8,8 @@
 #endif
 
 #include <algorithm>
-#include <bit>
 #include <cstdint>
 #include <map>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -19,24 +17,17 @@ namespace resurgo::track {
 
 namespace {
 
-std::string describe(int id, const std::byte* base, std::size_t bytes) {
-  std::ostringstream text;
-  text << "region " << id << " [" << static_cast<const void*>(base) << ", "
-       << static_cast<const void*>(base + bytes) << ")";
-  return text.str();
-}
-
 class HashTracker final : public Tracker {
  public:
   Method method() const override { return Method::kHash; }
 
   void watch(int id, std::byte* base, std::size_t bytes) override {
     if (base == nullptr || bytes == 0) {
-      throw InvalidArgumentError("hash: watch of " + describe(id, base, bytes) +
+      throw InvalidArgumentError("hash: watch of " + describe_region(id, base, bytes) +
                                  ": the region is empty");
     }
     if (!regions_.try_emplace(id, Region{base, bytes, 0, {}}).second) {
-      throw InvalidArgumentError("hash: watch of " + describe(id, base, bytes) + ": region id " +
+      throw InvalidArgumentError("hash: watch of " + describe_region(id, base, bytes) + ": region id " +
                                  std::to_string(id) + " is already watched");
     }
   }
@@ -45,11 +36,7 @@ class HashTracker final : public Tracker {
   void unwatch(int id) override { regions_.erase(id); }
 
   PageSet collect(int id, std::size_t block_pages) override {
-    if (!std::has_single_bit(block_pages)) {
-      throw InvalidArgumentError("hash: collect of region " + std::to_string(id) +
-                                 ": block_pages " + std::to_string(block_pages) +
-                                 " is not a power of two >= 1");
-    }
+    check_block_pages("hash", id, block_pages);
     const auto found = regions_.find(id);
     if (found == regions_.end()) {
       throw InvalidArgumentError("hash: collect of region " + std::to_string(id) +

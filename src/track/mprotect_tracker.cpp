@@ -14,7 +14,6 @@
 #include <cstring>
 #include <map>
 #include <mutex>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -320,13 +319,6 @@ int make_writable(const Slot* self, PageRange range) {
   return 0;
 }
 
-std::string describe(int id, const std::byte* base, std::size_t bytes) {
-  std::ostringstream text;
-  text << "region " << id << " [" << static_cast<const void*>(base) << ", "
-       << static_cast<const void*>(base + bytes) << ")";
-  return text.str();
-}
-
 class MprotectTracker final : public Tracker {
  public:
   MprotectTracker() = default;
@@ -371,18 +363,18 @@ void MprotectTracker::watch(int id, std::byte* base, std::size_t bytes) {
   }
   std::lock_guard lock(g_mutex);
   if (regions_.contains(id)) {
-    throw InvalidArgumentError("mprotect: " + describe(id, base, bytes) +
+    throw InvalidArgumentError("mprotect: " + describe_region(id, base, bytes) +
                                " is already watched; unwatch it first");
   }
   const PageRange pages = range_of(base, bytes);
   if (int error = make_writable(nullptr, pages); error != 0) {
-    throw Unavailable("mprotect: " + describe(id, base, bytes) +
+    throw Unavailable("mprotect: " + describe_region(id, base, bytes) +
                       " cannot be write-protected page by page (mprotect: " + std::strerror(error) +
                       "; hugetlbfs, read-only or unmapped memory?); set track.method = hash");
   }
   Slot* slot = claim_slot();
   if (slot == nullptr) {
-    throw Unavailable("mprotect: cannot watch " + describe(id, base, bytes) + ": " +
+    throw Unavailable("mprotect: cannot watch " + describe_region(id, base, bytes) + ": " +
                       std::to_string(kSlotCapacity) +
                       " regions are watched already in this process; set track.method = uffd, "
                       "soft-dirty or hash");
@@ -401,7 +393,7 @@ void MprotectTracker::unwatch(int id) {
   Region& region = found->second;
   const int error = make_writable(region.slot, region.pages);
   retire(*region.slot);
-  const std::string name = describe(id, region.base, region.bytes);
+  const std::string name = describe_region(id, region.base, region.bytes);
   regions_.erase(found);
   // ENOMEM: the memory was unmapped already; there is nothing to give back.
   if (error != 0 && error != ENOMEM) {
@@ -411,11 +403,7 @@ void MprotectTracker::unwatch(int id) {
 }
 
 PageSet MprotectTracker::collect(int id, std::size_t block_pages) {
-  if (!std::has_single_bit(block_pages)) {
-    throw InvalidArgumentError("mprotect: collect of region " + std::to_string(id) +
-                               ": block_pages = " + std::to_string(block_pages) +
-                               " is not a power of two >= 1");
-  }
+  check_block_pages("mprotect", id, block_pages);
   std::lock_guard lock(g_mutex);
   Region& region = find(id);
   // Taking the bits before protecting the pages: a write in between is
@@ -425,7 +413,7 @@ PageSet MprotectTracker::collect(int id, std::size_t block_pages) {
   if (change_protection(region.pages, PROT_READ) != 0) {
     const int error = errno;
     set_bits(region.bits.get(), 0, written.pages());  // unprotected: the next collect reports all
-    throw Unavailable("mprotect: cannot write-protect " + describe(id, region.base, region.bytes) +
+    throw Unavailable("mprotect: cannot write-protect " + describe_region(id, region.base, region.bytes) +
                       ": " + std::strerror(error) + " (was it unmapped while watched?)");
   }
   return written;

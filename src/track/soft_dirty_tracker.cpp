@@ -6,13 +6,11 @@
 
 #include <algorithm>
 #include <array>
-#include <bit>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <map>
 #include <mutex>
-#include <sstream>
 #include <string>
 #include <utility>
 
@@ -31,13 +29,6 @@ constexpr bool kArchitectureSupported = false;
 constexpr const char* kNoSoftDirty =
     "soft-dirty: this kernel does not report soft-dirty bits (needs CONFIG_MEM_SOFT_DIRTY, "
     "x86_64); set track.method = uffd or hash";
-
-std::string describe(int id, const std::byte* base, std::size_t bytes) {
-  std::ostringstream text;
-  text << "region " << id << " [" << static_cast<const void*>(base) << ", "
-       << static_cast<const void*>(base + bytes) << ")";
-  return text.str();
-}
 
 std::string system_error(const char* what) {
   return std::string("soft-dirty: ") + what + ": " + std::strerror(errno);
@@ -120,14 +111,6 @@ void probe(SoftDirtyKernel& kernel) {
   if (!clean_after_clear || !dirty_after_write) throw Unavailable(kNoSoftDirty);
 }
 
-void check_block_pages(int id, std::size_t block_pages) {
-  if (!std::has_single_bit(block_pages)) {
-    throw InvalidArgumentError("soft-dirty: collect of region " + std::to_string(id) +
-                               ": block_pages " + std::to_string(block_pages) +
-                               " is not a power of two >= 1");
-  }
-}
-
 }  // namespace
 
 // Every region watched by every tracker on this coordinator, with the pages
@@ -139,7 +122,7 @@ class SoftDirtyCoordinator {
 
   void watch(const void* tracker, int id, std::byte* base, std::size_t bytes) {
     if (base == nullptr || bytes == 0) {
-      throw InvalidArgumentError("soft-dirty: watch of " + describe(id, base, bytes) +
+      throw InvalidArgumentError("soft-dirty: watch of " + describe_region(id, base, bytes) +
                                  ": the region is empty");
     }
     std::lock_guard lock(mutex_);
@@ -147,7 +130,7 @@ class SoftDirtyCoordinator {
     PageSet all(pages_spanned(base, bytes));
     all.insert_range(0, all.pages());
     if (!regions_.try_emplace({tracker, id}, Region{base, bytes, std::move(all)}).second) {
-      throw InvalidArgumentError("soft-dirty: watch of " + describe(id, base, bytes) +
+      throw InvalidArgumentError("soft-dirty: watch of " + describe_region(id, base, bytes) +
                                  ": region id " + std::to_string(id) + " is already watched");
     }
   }
@@ -202,7 +185,7 @@ class SoftDirtyTracker final : public Tracker {
   // The memory was never changed: soft-dirty needs no protection.
   void unwatch(int id) override { coordinator_->unwatch(this, id); }
   PageSet collect(int id, std::size_t block_pages) override {
-    check_block_pages(id, block_pages);
+    check_block_pages("soft-dirty", id, block_pages);
     return coordinator_->collect(this, id);
   }
 

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <string_view>
 
 #include "resurgo/errors.hpp"
@@ -68,5 +69,12 @@ class Tracker {
 // The system page size, and how many pages [base, base + bytes) touches.
 std::size_t page_size();
 std::size_t pages_spanned(const std::byte* base, std::size_t bytes);
+
+// For the methods' error messages: "region 3 [0x7f.., 0x7f..)".
+std::string describe_region(int id, const std::byte* base, std::size_t bytes);
+
+// Throws InvalidArgumentError, naming the method and region, unless
+// block_pages is a power of two >= 1.
+void check_block_pages(std::string_view method, int id, std::size_t block_pages);
 
 }  // namespace resurgo::track

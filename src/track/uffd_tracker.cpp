@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <array>
-#include <bit>
 #include <cerrno>
 #include <charconv>
 #include <cstdint>
@@ -249,10 +248,7 @@ void UffdTracker::unwatch(int id) {
 }
 
 PageSet UffdTracker::collect(int id, std::size_t block_pages) {
-  if (!std::has_single_bit(block_pages)) {
-    throw InvalidArgumentError("uffd: region " + std::to_string(id) + ": block_pages must be a power of two >= 1, not " +
-                               std::to_string(block_pages));
-  }
+  check_block_pages("uffd", id, block_pages);
   Region& region = find(id);
   const std::vector<Region*> neighbours = neighbours_of(id, region.pages);
   PageSet written(region.pages.length() / page_size());

@@ -1,5 +1,6 @@
 // track.method = "hash": exactly the blocks whose bytes changed, whole blocks
 // of block_pages pages, clipped to the region's own bytes and pages.
+#include "track_test_util.h"
 #include "track/hash_tracker.h"
 
 #include <gtest/gtest.h>
@@ -13,38 +14,6 @@
 
 namespace resurgo::track {
 namespace {
-
-// Anonymous private memory of `pages` pages.
-class Mapping {
- public:
-  explicit Mapping(std::size_t pages) : bytes_(pages * page_size()) {
-    void* memory =
-        ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (memory == MAP_FAILED) throw std::system_error(errno, std::generic_category(), "mmap");
-    data_ = static_cast<std::byte*>(memory);
-  }
-  ~Mapping() { ::munmap(data_, bytes_); }
-  Mapping(const Mapping&) = delete;
-  Mapping& operator=(const Mapping&) = delete;
-
-  std::byte* page(std::size_t index) const { return data_ + index * page_size(); }
-
- private:
-  std::size_t bytes_;
-  std::byte* data_;
-};
-
-PageSet pages_of(std::size_t pages, std::initializer_list<std::size_t> written) {
-  PageSet set(pages);
-  for (std::size_t page : written) set.insert(page);
-  return set;
-}
-
-PageSet every_page(std::size_t pages) {
-  PageSet set(pages);
-  set.insert_range(0, pages);
-  return set;
-}
 
 class HashTrackerTest : public ::testing::Test {
  protected:

@@ -20,44 +20,12 @@
 
 #include "track/page_set.h"
 #include "track/tracker.h"
+#include "track_test_util.h"
 
 namespace resurgo::track {
 namespace {
 
 const std::size_t kPage = page_size();
-
-// Anonymous pages, unmapped on destruction.
-class Mapping {
- public:
-  explicit Mapping(std::size_t pages, int protection = PROT_READ | PROT_WRITE)
-      : bytes_(pages * kPage) {
-    void* at = ::mmap(nullptr, bytes_, protection, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (at == MAP_FAILED) throw std::runtime_error(std::string("mmap: ") + std::strerror(errno));
-    base_ = static_cast<std::byte*>(at);
-  }
-  ~Mapping() { ::munmap(base_, bytes_); }
-  Mapping(const Mapping&) = delete;
-  Mapping& operator=(const Mapping&) = delete;
-
-  std::byte* page(std::size_t index) const { return base_ + index * kPage; }
-  std::size_t bytes() const { return bytes_; }
-
- private:
-  std::byte* base_;
-  std::size_t bytes_;
-};
-
-PageSet pages_of(std::size_t count, std::initializer_list<std::size_t> written) {
-  PageSet set(count);
-  for (std::size_t page : written) set.insert(page);
-  return set;
-}
-
-PageSet all_pages(std::size_t count) {
-  PageSet set(count);
-  set.insert_range(0, count);
-  return set;
-}
 
 void write_byte(std::byte* at, int value) {
   *static_cast<volatile std::byte*>(at) = static_cast<std::byte>(value);
@@ -96,7 +64,7 @@ TEST(MprotectTrackerTest, FirstCollectReportsEveryPageThenOnlyWrittenOnes) {
   auto tracker = make_mprotect_tracker();
   EXPECT_EQ(tracker->method(), Method::kMprotect);
   tracker->watch(1, memory.page(0), memory.bytes());
-  EXPECT_EQ(tracker->collect(1, 1), all_pages(8));
+  EXPECT_EQ(tracker->collect(1, 1), every_page(8));
 
   write_byte(memory.page(1) + 10, 1);
   write_byte(memory.page(6), 2);
@@ -113,7 +81,7 @@ TEST(MprotectTrackerTest, UnalignedRegionReportsEveryPageItTouches) {
   const std::size_t bytes = 3 * kPage;  // ends 100 bytes into page 3
   auto tracker = make_mprotect_tracker();
   tracker->watch(1, base, bytes);
-  EXPECT_EQ(tracker->collect(1, 1), all_pages(4));
+  EXPECT_EQ(tracker->collect(1, 1), every_page(4));
 
   write_byte(base, 1);              // page 0
   write_byte(base + bytes - 1, 2);  // page 3
@@ -125,7 +93,7 @@ TEST(MprotectTrackerTest, BlocksAreReportedWholeAndClippedToTheRegion) {
   Mapping memory(10);
   auto tracker = make_mprotect_tracker();
   tracker->watch(1, memory.page(0), memory.bytes());
-  EXPECT_EQ(tracker->collect(1, 4), all_pages(10));  // blocks {0-3} {4-7} {8-9}
+  EXPECT_EQ(tracker->collect(1, 4), every_page(10));  // blocks {0-3} {4-7} {8-9}
 
   write_byte(memory.page(5), 1);
   // One fault made the whole block writable, and only it.
@@ -146,8 +114,8 @@ TEST(MprotectTrackerTest, TwoRegionsOfOneTrackerAreTrackedApart) {
   auto tracker = make_mprotect_tracker();
   tracker->watch(1, memory.page(0), 3 * kPage);
   tracker->watch(2, memory.page(3), 3 * kPage);
-  EXPECT_EQ(tracker->collect(1, 1), all_pages(3));
-  EXPECT_EQ(tracker->collect(2, 1), all_pages(3));
+  EXPECT_EQ(tracker->collect(1, 1), every_page(3));
+  EXPECT_EQ(tracker->collect(2, 1), every_page(3));
 
   write_byte(memory.page(1), 1);
   write_byte(memory.page(5), 2);
@@ -164,8 +132,8 @@ TEST(MprotectTrackerTest, RegionsSharingAPageAreBothMarked) {
   auto tracker_b = make_mprotect_tracker();
   tracker_a->watch(1, memory.page(0), static_cast<std::size_t>(split - memory.page(0)));
   tracker_b->watch(1, split, static_cast<std::size_t>(memory.page(4) - split));
-  EXPECT_EQ(tracker_a->collect(1, 2), all_pages(3));  // A's blocks: pages {0,1} {2}
-  EXPECT_EQ(tracker_b->collect(1, 2), all_pages(2));  // B's block: mapping pages {2,3}
+  EXPECT_EQ(tracker_a->collect(1, 2), every_page(3));  // A's blocks: pages {0,1} {2}
+  EXPECT_EQ(tracker_b->collect(1, 2), every_page(2));  // B's block: mapping pages {2,3}
 
   write_byte(memory.page(2) + 10, 1);             // in A's part of the shared page
   EXPECT_TRUE(kernel_can_write(memory.page(3)));  // B's whole block was unprotected
@@ -192,7 +160,7 @@ TEST(MprotectTrackerTest, FourThreadsWritingDisjointPagesAreAllReported) {
   Mapping memory(kPages);
   auto tracker = make_mprotect_tracker();
   tracker->watch(1, memory.page(0), memory.bytes());
-  EXPECT_EQ(tracker->collect(1, 1), all_pages(kPages));
+  EXPECT_EQ(tracker->collect(1, 1), every_page(kPages));
 
   for (std::size_t round = 0; round < 5; ++round) {
     auto written = [&](std::size_t page) { return (page * 7 + round) % 3 == 0; };
@@ -275,7 +243,7 @@ TEST(MprotectTrackerTest, UnwatchGivesTheMemoryBackAsItWas) {
   tracker->unwatch(99);
 
   tracker->watch(1, memory.page(0), memory.bytes());  // the same id again
-  EXPECT_EQ(tracker->collect(1, 1), all_pages(4));
+  EXPECT_EQ(tracker->collect(1, 1), every_page(4));
 }
 
 TEST(MprotectTrackerTest, SystemCallsIntoAProtectedPageFailWithEfault) {
@@ -310,7 +278,7 @@ TEST(MprotectTrackerTest, RejectsBadArguments) {
     EXPECT_THROW(tracker->collect(1, block_pages), InvalidArgumentError) << block_pages;
   }
   EXPECT_THROW(tracker->collect(2, 1), InvalidArgumentError);
-  EXPECT_EQ(tracker->collect(1, 1), all_pages(1));  // a rejected collect takes nothing
+  EXPECT_EQ(tracker->collect(1, 1), every_page(1));  // a rejected collect takes nothing
 }
 
 TEST(MprotectTrackerTest, UnmappedMemoryIsUnavailable) {

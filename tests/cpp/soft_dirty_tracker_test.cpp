@@ -3,6 +3,7 @@
 // where the kernel lacks CONFIG_MEM_SOFT_DIRTY; the same behaviour on the
 // real bits runs where the kernel has them and is skipped, saying why, where
 // it has not.
+#include "track_test_util.h"
 #include "track/soft_dirty_tracker.h"
 
 #include <gtest/gtest.h>
@@ -19,39 +20,11 @@
 namespace resurgo::track {
 namespace {
 
-// Anonymous private memory of `pages` pages, in small pages: a transparent
-// huge page would have one soft-dirty bit for 512 pages.
-class Mapping {
- public:
-  explicit Mapping(std::size_t pages) : bytes_(pages * page_size()) {
-    void* memory =
-        ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (memory == MAP_FAILED) throw std::system_error(errno, std::generic_category(), "mmap");
-    ::madvise(memory, bytes_, MADV_NOHUGEPAGE);
-    data_ = static_cast<std::byte*>(memory);
-  }
-  ~Mapping() { ::munmap(data_, bytes_); }
-  Mapping(const Mapping&) = delete;
-  Mapping& operator=(const Mapping&) = delete;
-
-  std::byte* page(std::size_t index) const { return data_ + index * page_size(); }
-
- private:
-  std::size_t bytes_;
-  std::byte* data_;
+// Small pages only: a transparent huge page has one soft-dirty bit for all
+// its pages.
+struct SmallPageMapping : Mapping {
+  explicit SmallPageMapping(std::size_t pages) : Mapping(pages) { ::madvise(base(), bytes(), MADV_NOHUGEPAGE); }
 };
-
-PageSet pages_of(std::size_t pages, std::initializer_list<std::size_t> written) {
-  PageSet set(pages);
-  for (std::size_t page : written) set.insert(page);
-  return set;
-}
-
-PageSet every_page(std::size_t pages) {
-  PageSet set(pages);
-  set.insert_range(0, pages);
-  return set;
-}
 
 // The process's soft-dirty bits as a set of page numbers, set by write().
 class FakeKernel final : public SoftDirtyKernel {
@@ -93,7 +66,7 @@ class SoftDirtyTrackerTest : public ::testing::Test {
 };
 
 TEST_F(SoftDirtyTrackerTest, FirstCollectReportsEveryPageThenOnlyTheWrittenOnes) {
-  Mapping memory(8);
+  SmallPageMapping memory(8);
   tracker_->watch(1, memory.page(0), 8 * page_size());
   EXPECT_EQ(tracker_->method(), Method::kSoftDirty);
   kernel_->write(memory.page(2));  // before the first collect: counted in "every page"
@@ -106,7 +79,7 @@ TEST_F(SoftDirtyTrackerTest, FirstCollectReportsEveryPageThenOnlyTheWrittenOnes)
 }
 
 TEST_F(SoftDirtyTrackerTest, ReportsPagesWhateverTheBlockSize) {
-  Mapping memory(8);
+  SmallPageMapping memory(8);
   tracker_->watch(1, memory.page(0), 8 * page_size());
   tracker_->collect(1, 4);
   kernel_->write(memory.page(6));
@@ -115,8 +88,8 @@ TEST_F(SoftDirtyTrackerTest, ReportsPagesWhateverTheBlockSize) {
 
 TEST_F(SoftDirtyTrackerTest, TwoTrackersKeepTheBitsEachOthersClearsErase) {
   auto other = make_soft_dirty_tracker(coordinator_);
-  Mapping mine(4);
-  Mapping theirs(4);
+  SmallPageMapping mine(4);
+  SmallPageMapping theirs(4);
   tracker_->watch(1, mine.page(0), 4 * page_size());
   other->watch(1, theirs.page(0), 4 * page_size());  // same id, another tracker
   tracker_->collect(1, 1);
@@ -132,8 +105,8 @@ TEST_F(SoftDirtyTrackerTest, TwoTrackersKeepTheBitsEachOthersClearsErase) {
 }
 
 TEST_F(SoftDirtyTrackerTest, TwoRegionsOfOneTrackerKeepEachOthersBits) {
-  Mapping first(4);
-  Mapping second(6);
+  SmallPageMapping first(4);
+  SmallPageMapping second(6);
   tracker_->watch(1, first.page(0), 4 * page_size());
   tracker_->watch(2, second.page(0), 6 * page_size());
   tracker_->collect(1, 1);
@@ -145,7 +118,7 @@ TEST_F(SoftDirtyTrackerTest, TwoRegionsOfOneTrackerKeepEachOthersBits) {
 }
 
 TEST_F(SoftDirtyTrackerTest, ARegionWatchedLaterStartsWithEveryPage) {
-  Mapping memory(4);
+  SmallPageMapping memory(4);
   tracker_->watch(1, memory.page(0), page_size());
   tracker_->collect(1, 1);
   tracker_->watch(2, memory.page(1), 3 * page_size());  // its first collect is "every page"
@@ -157,7 +130,7 @@ TEST_F(SoftDirtyTrackerTest, ARegionWatchedLaterStartsWithEveryPage) {
 
 TEST_F(SoftDirtyTrackerTest, ForgottenRegionsAreNoLongerRead) {
   auto other = make_soft_dirty_tracker(coordinator_);
-  Mapping memory(3);
+  SmallPageMapping memory(3);
   tracker_->watch(1, memory.page(0), page_size());
   tracker_->watch(2, memory.page(1), page_size());
   other->watch(1, memory.page(2), page_size());
@@ -175,7 +148,7 @@ TEST_F(SoftDirtyTrackerTest, ForgottenRegionsAreNoLongerRead) {
 }
 
 TEST_F(SoftDirtyTrackerTest, RejectsBadArgumentsWithoutClearing) {
-  Mapping memory(1);
+  SmallPageMapping memory(1);
   tracker_->watch(1, memory.page(0), page_size());
   EXPECT_THROW(tracker_->watch(1, memory.page(0), page_size()), InvalidArgumentError);
   EXPECT_THROW(tracker_->watch(2, memory.page(0), 0), InvalidArgumentError);
@@ -212,7 +185,7 @@ TEST(SoftDirtyAvailability, UnavailableSaysWhyAndWhatToUseInstead) {
 }
 
 TEST_F(SoftDirtyKernelTest, ReportsExactlyTheWrittenPages) {
-  Mapping memory(8);
+  SmallPageMapping memory(8);
   *memory.page(0) = std::byte{1};  // present before the clear; the others are not
   tracker_->watch(1, memory.page(0), 8 * page_size());
   EXPECT_EQ(tracker_->collect(1, 4), every_page(8));
@@ -223,7 +196,7 @@ TEST_F(SoftDirtyKernelTest, ReportsExactlyTheWrittenPages) {
 }
 
 TEST_F(SoftDirtyKernelTest, ARegionOffPageBoundariesCountsThePagesItTouches) {
-  Mapping memory(5);
+  SmallPageMapping memory(5);
   std::byte* base = memory.page(0) + 100;
   tracker_->watch(1, base, 3 * page_size());  // touches pages 0 to 3
   EXPECT_EQ(tracker_->collect(1, 1), every_page(4));
@@ -235,8 +208,8 @@ TEST_F(SoftDirtyKernelTest, ARegionOffPageBoundariesCountsThePagesItTouches) {
 
 TEST_F(SoftDirtyKernelTest, TwoTrackersInOneProcessKeepEachOthersBits) {
   auto other = make_soft_dirty_tracker();
-  Mapping mine(4);
-  Mapping theirs(4);
+  SmallPageMapping mine(4);
+  SmallPageMapping theirs(4);
   tracker_->watch(1, mine.page(0), 4 * page_size());
   other->watch(1, theirs.page(0), 4 * page_size());
   tracker_->collect(1, 1);
@@ -249,7 +222,7 @@ TEST_F(SoftDirtyKernelTest, TwoTrackersInOneProcessKeepEachOthersBits) {
 }
 
 TEST_F(SoftDirtyKernelTest, WritesFromAnotherThreadAreReported) {
-  Mapping memory(8);
+  SmallPageMapping memory(8);
   tracker_->watch(1, memory.page(0), 8 * page_size());
   tracker_->collect(1, 1);
   std::thread writer([&] {
@@ -261,7 +234,7 @@ TEST_F(SoftDirtyKernelTest, WritesFromAnotherThreadAreReported) {
 }
 
 TEST_F(SoftDirtyKernelTest, UnwatchLeavesTheMemoryAsItWas) {
-  Mapping memory(2);
+  SmallPageMapping memory(2);
   std::memset(memory.page(0), 0x5a, 2 * page_size());
   tracker_->watch(1, memory.page(0), 2 * page_size());
   tracker_->collect(1, 1);

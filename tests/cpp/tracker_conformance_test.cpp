@@ -14,38 +14,11 @@
 
 #include "core/log.h"
 #include "test_util.h"
+#include "track_test_util.h"
 #include "track/tracker_choice.h"
 
 namespace resurgo::track {
 namespace {
-
-// Anonymous private memory of `pages` pages, unmapped on destruction.
-class Mapping {
- public:
-  explicit Mapping(std::size_t pages, int flags = MAP_PRIVATE | MAP_ANONYMOUS, int fd = -1)
-      : bytes_(pages * page_size()) {
-    void* memory = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, flags, fd, 0);
-    if (memory == MAP_FAILED) throw std::runtime_error("mmap failed");
-    base_ = static_cast<std::byte*>(memory);
-    std::memset(base_, 0, bytes_);
-  }
-  ~Mapping() { ::munmap(base_, bytes_); }
-  Mapping(const Mapping&) = delete;
-  Mapping& operator=(const Mapping&) = delete;
-  std::byte* base() const { return base_; }
-  std::byte* page(std::size_t index) const { return base_ + index * page_size(); }
-  std::size_t bytes() const { return bytes_; }
-
- private:
-  std::size_t bytes_;
-  std::byte* base_ = nullptr;
-};
-
-PageSet pages_of(std::size_t pages, const std::vector<std::size_t>& written) {
-  PageSet set(pages);
-  for (std::size_t page : written) set.insert(page);
-  return set;
-}
 
 // Changes the byte: hash sees only writes that change content.
 void touch(std::byte* at) { *at = static_cast<std::byte>(static_cast<unsigned char>(*at) + 1); }
@@ -177,7 +150,7 @@ TEST_P(TrackerConformance, FileBackedMemoryIsTracked) {
   ASSERT_GE(fd, 0);
   ASSERT_EQ(::ftruncate(fd, static_cast<off_t>(16 * page_size())), 0);
   {
-    Mapping memory(16, MAP_SHARED, fd);
+    Mapping memory(16, PROT_READ | PROT_WRITE, MAP_SHARED, fd);
     Tracker* tracker = tracker_.get();
     tracker->watch(1, memory.base(), memory.bytes());
     tracker->collect(1, 1);

@@ -2,6 +2,7 @@
 // exact page sets for writes from this thread, other threads, the kernel and
 // a forked child; regions off page boundaries and sharing pages; unwatch.
 // Every test is skipped, with the reason, where the kernel lacks the method.
+#include "track_test_util.h"
 #include "track/uffd_tracker.h"
 
 #include <fcntl.h>
@@ -44,44 +45,12 @@ using resurgo::InvalidArgumentError;
 using resurgo::track::make_uffd_tracker;
 using resurgo::track::Method;
 using resurgo::track::page_size;
+using resurgo::track::Mapping;
 using resurgo::track::PageSet;
+using resurgo::track::every_page;
+using resurgo::track::pages_of;
 using resurgo::track::Tracker;
 using resurgo::track::Unavailable;
-
-// Anonymous private memory of `pages` pages (or the mapping `flags` say).
-class Mapping {
- public:
-  explicit Mapping(std::size_t pages, int flags = MAP_PRIVATE | MAP_ANONYMOUS, int fd = -1)
-      : bytes_(pages * page_size()) {
-    void* memory = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, flags, fd, 0);
-    if (memory == MAP_FAILED) throw std::runtime_error("mmap: " + std::string(std::strerror(errno)));
-    base_ = static_cast<std::byte*>(memory);
-  }
-  ~Mapping() { ::munmap(base_, bytes_); }
-  Mapping(const Mapping&) = delete;
-  Mapping& operator=(const Mapping&) = delete;
-
-  std::byte* base() const { return base_; }
-  std::size_t bytes() const { return bytes_; }
-  std::byte* page(std::size_t index) const { return base_ + index * page_size(); }
-  void fill(std::byte value) const { std::memset(base_, static_cast<int>(value), bytes_); }
-
- private:
-  std::byte* base_ = nullptr;
-  std::size_t bytes_;
-};
-
-PageSet pages_of(std::size_t pages, std::initializer_list<std::size_t> written) {
-  PageSet set(pages);
-  for (std::size_t page : written) set.insert(page);
-  return set;
-}
-
-PageSet every_page(std::size_t pages) {
-  PageSet set(pages);
-  set.insert_range(0, pages);
-  return set;
-}
 
 void write_byte(std::byte* at) { *reinterpret_cast<volatile std::byte*>(at) = std::byte{0x5a}; }
 
@@ -367,11 +336,11 @@ TEST_F(UffdTrackerTest, CollectOfMemoryMappedAgainWithoutUnwatchThrows) {
 }
 
 TEST_F(UffdTrackerTest, SharedMappingsAreUnavailableNamingTheRegion) {
-  Mapping anonymous_shared(4, MAP_SHARED | MAP_ANONYMOUS);
+  Mapping anonymous_shared(4, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS);
   const int file = ::memfd_create("uffd_tracker_test", MFD_CLOEXEC);
   ASSERT_GE(file, 0);
   ASSERT_EQ(::ftruncate(file, static_cast<off_t>(4 * page_size())), 0);
-  Mapping file_shared(4, MAP_SHARED, file);
+  Mapping file_shared(4, PROT_READ | PROT_WRITE, MAP_SHARED, file);
   ::close(file);
   for (const Mapping* memory : {&anonymous_shared, &file_shared}) {
     try {
