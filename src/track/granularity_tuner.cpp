@@ -37,7 +37,8 @@ using PageRuns = std::vector<std::pair<std::size_t, std::size_t>>;  // first, co
 
 PageRuns runs_of(const PageSet& written) {
   PageRuns runs;
-  written.for_each_run([&](std::size_t first, std::size_t count) { runs.emplace_back(first, count); });
+  written.for_each_run(
+      [&](std::size_t first, std::size_t count) { runs.emplace_back(first, count); });
   return runs;
 }
 

@@ -16,8 +16,10 @@
 //    one and halving at the next.
 //
 // A tracker that reports whole blocks (mprotect, hash) hides the fill of the
-// block in force; that tuner probes instead: every 8 intervals it tries half
-// the block, and the fill it then sees decides whether the block comes back.
+// block in force; the tuner probes instead: after 8 intervals at one block it
+// tries half of it. If the pattern still fills whole blocks, the doubling
+// rule takes it back at the next interval; if not, the pattern shrank, and it
+// goes on halving until a block is taken back.
 //
 // One tuner per region: arrays differ in pattern. Pure logic, no kernel.
 #pragma once
@@ -67,7 +69,7 @@ class GranularityTuner {
   };
   // The blocks of one level that hold a written page.
   struct Cover {
-    std::size_t pages = 0;   // their pages, clipped to the region
+    std::size_t pages = 0;  // their pages, clipped to the region
     std::size_t blocks = 0;
     std::size_t marked = 0;  // those whose next block also holds one
   };

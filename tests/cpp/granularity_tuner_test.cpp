@@ -49,7 +49,8 @@ Sizes next_blocks(GranularityTuner& tuner, const Pattern& pattern, int first_ste
 // 32 pages of 4,096, 127 apart (never neighbours), moving with the step.
 PageSet scattered_pages(int step) {
   PageSet set(4096);
-  for (std::size_t i = 0; i < 32; ++i) set.insert((i * 127 + static_cast<std::size_t>(step) * 13) % 4096);
+  const auto shift = static_cast<std::size_t>(step) * 13;
+  for (std::size_t i = 0; i < 32; ++i) set.insert((i * 127 + shift) % 4096);
   return set;
 }
 
@@ -120,7 +121,8 @@ TEST(GranularityTunerTest, ShrinksOnlyDownToTheNewPatternsBlock) {
   // Runs of 8 pages on 8-page boundaries, 520 pages apart.
   const Pattern runs_of_eight = [](int step) {
     PageSet set(8192);
-    for (std::size_t i = 0; i < 15; ++i) set.insert_range(i * 520 + static_cast<std::size_t>(step % 3) * 8, 8);
+    const auto shift = static_cast<std::size_t>(step % 3) * 8;
+    for (std::size_t i = 0; i < 15; ++i) set.insert_range(i * 520 + shift, 8);
     return set;
   };
   EXPECT_EQ(next_blocks(tuner, runs_of_eight, 12, 9), (Sizes{512, 256, 128, 64, 32, 16, 8, 8, 8}));
@@ -250,11 +252,14 @@ TEST(GranularityTunerTest, HimenoSlicesSettleOnOneSlice) {
 TEST(GranularityTunerTest, HimenoSlicesSettleWithoutPageResolution) {
   std::mt19937 random(8);
   GranularityTuner tuner(0, 1024);
-  for (int step = 0; step < 4; ++step) tuner.observe(whole_blocks(himeno_slices(random, 1, 8), tuner.block_pages()), false);
+  const auto observe_blocks = [&](const PageSet& written) {
+    return tuner.observe(whole_blocks(written, tuner.block_pages()), false);
+  };
+  for (int step = 0; step < 4; ++step) observe_blocks(himeno_slices(random, 1, 8));
   ASSERT_EQ(tuner.block_pages(), 16u);
   for (int step = 4; step < 300; ++step) {
     const PageSet written = himeno_slices(random, 1, 8);
-    const GranularityTuner::Decision decision = tuner.observe(whole_blocks(written, tuner.block_pages()), false);
+    const GranularityTuner::Decision decision = observe_blocks(written);
     EXPECT_EQ(decision.blocks_to_save, written) << "step " << step;
     // At one slice, or probing half of one for one interval.
     EXPECT_EQ(decision.next_block_pages, (step - 4) % 9 == 7 ? 8u : 16u) << "step " << step;
