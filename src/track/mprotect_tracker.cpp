@@ -12,6 +12,7 @@
 #include <bit>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <string>
@@ -64,6 +65,19 @@ std::atomic<std::size_t> g_page_size{4096};  // sysconf is not async-signal-safe
 struct sigaction g_previous_action;
 std::mutex g_mutex;
 bool g_handler_installed = false;
+std::size_t g_watched_pages = 0;  // of every watched region, under g_mutex
+
+// Every write fault makes its block writable apart from its neighbours, so
+// scattered writes can split a region into one kernel mapping per page. Past
+// vm.max_map_count mprotect fails with ENOMEM inside the SIGSEGV handler,
+// where nothing can recover and the process dies of the fault. Watched
+// pages are therefore held to half the limit (blocks of one page being the
+// worst case), the other half left to the rest of the process.
+std::size_t watchable_pages() {
+  std::size_t max_map_count = 65530;  // the kernel's default, if /proc says nothing
+  std::ifstream("/proc/sys/vm/max_map_count") >> max_map_count;
+  return max_map_count / 2;
+}
 
 std::uint64_t next_state(std::uint64_t state, std::uint64_t tag) {
   return (((state >> 2) + 1) << 2) | tag;
@@ -372,6 +386,13 @@ void MprotectTracker::watch(int id, std::byte* base, std::size_t bytes) {
                       " cannot be write-protected page by page (mprotect: " + std::strerror(error) +
                       "; hugetlbfs, read-only or unmapped memory?); set track.method = hash");
   }
+  const std::size_t page_count = pages.end - pages.first;
+  if (g_watched_pages + page_count > watchable_pages()) {
+    throw Unavailable("mprotect: cannot watch " + describe_region(id, base, bytes) + ": " +
+                      std::to_string(g_watched_pages + page_count) +
+                      " watched pages could split into more mappings than half of vm.max_map_count (" +
+                      std::to_string(watchable_pages() * 2) + ") allows; set track.method = uffd or hash");
+  }
   Slot* slot = claim_slot();
   if (slot == nullptr) {
     throw Unavailable("mprotect: cannot watch " + describe_region(id, base, bytes) + ": " +
@@ -379,11 +400,11 @@ void MprotectTracker::watch(int id, std::byte* base, std::size_t bytes) {
                       " regions are watched already in this process; set track.method = uffd, "
                       "soft-dirty or hash");
   }
-  const std::size_t page_count = pages.end - pages.first;
   auto bits = std::make_unique<Bits[]>((page_count + 63) / 64);
   set_bits(bits.get(), 0, page_count);  // every page counts as written until the first collect
   publish(*slot, pages, bits.get());
   regions_.emplace(id, Region{slot, base, bytes, pages, std::move(bits)});
+  g_watched_pages += page_count;
 }
 
 void MprotectTracker::unwatch(int id) {
@@ -393,6 +414,7 @@ void MprotectTracker::unwatch(int id) {
   Region& region = found->second;
   const int error = make_writable(region.slot, region.pages);
   retire(*region.slot);
+  g_watched_pages -= region.pages.end - region.pages.first;
   const std::string name = describe_region(id, region.base, region.bytes);
   regions_.erase(found);
   // ENOMEM: the memory was unmapped already; there is nothing to give back.

@@ -25,7 +25,11 @@
 //    watch() throws Unavailable for memory that is not (hugetlbfs pages,
 //    read-only file mappings, unmapped addresses), and makes the rest
 //    readable and writable, the state unwatch() gives back.
-//  - At most 4096 regions are watched at once in the process.
+//  - At most 4096 regions are watched at once in the process, and at most
+//    half of vm.max_map_count pages (32,765 pages, 128 MiB of 4 KiB pages, by
+//    default): scattered faults can split watched memory into one kernel
+//    mapping per page, and an mprotect failing for lack of mappings inside
+//    the handler could only let the process die.
 //  - A region must stay mapped while watched, and its protection is the
 //    tracker's: the application must not mprotect it meanwhile.
 //  - For 100 ms after unwatch(), a write fault in the region's old range is

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <initializer_list>
 #include <latch>
@@ -279,6 +280,24 @@ TEST(MprotectTrackerTest, RejectsBadArguments) {
   }
   EXPECT_THROW(tracker->collect(2, 1), InvalidArgumentError);
   EXPECT_EQ(tracker->collect(1, 1), every_page(1));  // a rejected collect takes nothing
+}
+
+// Scattered faults could split the watched pages into one mapping each: more
+// than half of vm.max_map_count watched pages would risk an mprotect failing
+// inside the handler. Such a region is refused before anything is protected.
+TEST(MprotectTrackerTest, PagesBeyondHalfOfMaxMapCountAreUnavailable) {
+  std::size_t max_map_count = 65530;
+  std::ifstream("/proc/sys/vm/max_map_count") >> max_map_count;
+  const std::size_t pages = max_map_count / 2 + 1;
+  Mapping memory(pages);  // never touched: only address space
+  auto tracker = make_mprotect_tracker();
+  const std::string message = message_of([&] { tracker->watch(6, memory.base(), memory.bytes()); });
+  EXPECT_NE(message.find("region 6 ["), std::string::npos) << message;
+  EXPECT_NE(message.find("vm.max_map_count (" + std::to_string(max_map_count / 2 * 2) + ")"), std::string::npos)
+      << message;
+  tracker->watch(6, memory.base(), (pages - 1) * kPage);  // half the limit exactly is allowed
+  tracker->unwatch(6);
+  tracker->watch(7, memory.base(), (pages - 1) * kPage);  // unwatch gave the pages back
 }
 
 TEST(MprotectTrackerTest, UnmappedMemoryIsUnavailable) {
