@@ -23,9 +23,10 @@ namespace resurgo::fault {
 // other build, is made fork-safe by its own handlers), and TSan does not
 // follow threads started in such a child (a forked writer's compression
 // helpers: "starting new threads after multi-threaded fork is not
-// supported"). Under a sanitizer the campaigns therefore capture by copy
-// only; the GoogleTest suite still runs fork capture under both, and every
-// other build draws every capture mode.
+// supported"). Under a sanitizer the campaigns therefore never fork (copy,
+// or delta tracked by hash, whose faults-free reads suit the sanitizers'
+// own SIGSEGV handlers); the GoogleTest suite still runs fork capture under
+// both, and every other build draws every capture mode.
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
 inline constexpr bool kSanitized = true;
 #elif defined(__has_feature)

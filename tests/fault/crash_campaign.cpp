@@ -11,8 +11,8 @@
 // in the newest version, a stale temporary) so that restart's repair,
 // quarantine and clean-up paths are killed too.
 //
-// Every trial draws its capture mode (copy, fork, auto) with the rest of its
-// configuration. Under fork capture the first level is written by a forked
+// Every trial draws its capture mode (copy, fork, auto, delta: with a
+// tracking method and a chain length) with the rest of its configuration. Under fork capture the first level is written by a forked
 // child, so the points on that path (write.chunk, L2.commit.*) are passed in
 // the child. The pass count is shared with the child (crash_point.h), and a
 // point that kills the child kills only the writer of one version: the
@@ -382,7 +382,8 @@ constexpr CrashPoint kCrashPoints[] = {
     {"L2.prepare.removed_temporary", 1, Damage::kStaleTemporary},
 };
 
-const char* const kCaptureModes[] = {"copy", "fork", "auto"};
+const char* const kCaptureModes[] = {"copy", "fork", "auto", "delta"};
+const char* const kTrackMethods[] = {"auto", "mprotect", "hash"};  // soft-dirty: see docs/tracking.md
 
 struct Trial {
   std::map<std::string, std::string> settings;
@@ -431,8 +432,12 @@ Trial plan(std::mt19937_64& random, const Layout& layout, long number) {
   // capture.copied is passed by copy capture only: never draw fork for it.
   const bool copies = trial.crash_point == "capture.copied";
   trial.capture_mode = copies ? (random() % 2 == 0 ? "copy" : "auto") : pick(random, kCaptureModes);
-  if (kSanitized) trial.capture_mode = "copy";  // see campaign_main.h
+  if (kSanitized) trial.capture_mode = random() % 2 == 0 ? "copy" : "delta";  // see campaign_main.h
   trial.settings["capture.mode"] = trial.capture_mode;
+  if (trial.capture_mode == "delta") {
+    trial.settings["track.method"] = kSanitized ? "hash" : pick(random, kTrackMethods);
+    trial.settings["delta.full_every"] = std::to_string(2 + random() % 6);
+  }
   if (trial.damage == Damage::kNone && random() % 4 == 0) {
     static const Damage kDamages[] = {Damage::kRepairable, Damage::kWholeVersion, Damage::kStaleTemporary};
     trial.damage = pick(random, kDamages);
