@@ -77,11 +77,16 @@ struct VersionStats {
 
 struct RestartReport {
   int version = -1;  // version restored
-  int level = -1;    // level it was read from
+  int level = -1;    // level its newest link (the version itself) was read from
   double seconds = 0;
   std::uint64_t bytes = 0;
-  // One line per damaged copy skipped or repaired: version, level, path, chunk, cause.
+  // One line per damaged copy skipped or repaired (version, level, path,
+  // chunk, cause), and one per newer version whose chain is broken below it
+  // (its base missing, damaged everywhere, or with another region table).
   std::vector<std::string> skipped;
+  // The versions read, newest first: the version itself, then its base, and
+  // so on down to a full version (one element for a full version).
+  std::vector<int> chain;
 };
 
 class Store {
