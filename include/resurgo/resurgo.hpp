@@ -143,7 +143,12 @@ class Store {
 // level's <path>/<store>, as `resurgo ls` shows), as the store's own
 // eviction does. Takes each rank's lock there first: a store open on that
 // directory makes it fail with StateError. Throws NotFoundError when no file
-// of the version is there.
-void remove_version(const std::string& store_dir, int version, std::shared_ptr<Env> env = nullptr);
+// of the version is there. A version that is the base (directly or through
+// other deltas) of another version there is refused with
+// InvalidArgumentError naming those dependents, unless `with_dependents`:
+// then they are removed too, newest first, before the version. Returns the
+// versions removed, newest first.
+std::vector<int> remove_version(const std::string& store_dir, int version, std::shared_ptr<Env> env = nullptr,
+                                bool with_dependents = false);
 
 }  // namespace resurgo
