@@ -84,11 +84,16 @@ struct VersionStats {
 
 struct RestartReport {
   int version = -1;  // version restored
-  int level = -1;    // level it was read from
+  int level = -1;    // level its newest link (the version itself) was read from
   double seconds = 0;
   std::uint64_t bytes = 0;
-  // One line per damaged copy skipped or repaired: version, level, path, chunk, cause.
+  // One line per damaged copy skipped or repaired (version, level, path,
+  // chunk, cause), and one per newer version whose chain is broken below it
+  // (its base missing, damaged everywhere, or with another region table).
   std::vector<std::string> skipped;
+  // The versions read, newest first: the version itself, then its base, and
+  // so on down to a full version (one element for a full version).
+  std::vector<int> chain;
 };
 
 class Store {
@@ -145,7 +150,12 @@ class Store {
 // level's <path>/<store>, as `resurgo ls` shows), as the store's own
 // eviction does. Takes each rank's lock there first: a store open on that
 // directory makes it fail with StateError. Throws NotFoundError when no file
-// of the version is there.
-void remove_version(const std::string& store_dir, int version, std::shared_ptr<Env> env = nullptr);
+// of the version is there. A version that is the base (directly or through
+// other deltas) of another version there is refused with
+// InvalidArgumentError naming those dependents, unless `with_dependents`:
+// then they are removed too, newest first, before the version. Returns the
+// versions removed, newest first.
+std::vector<int> remove_version(const std::string& store_dir, int version, std::shared_ptr<Env> env = nullptr,
+                                bool with_dependents = false);
 
 }  // namespace resurgo

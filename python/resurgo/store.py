@@ -88,7 +88,8 @@ class RestartReport:
     level: Optional[int]
     seconds: float
     bytes: int
-    skipped: Tuple[str, ...]  # one line per damaged copy skipped or repaired
+    skipped: Tuple[str, ...]  # one line per damaged copy skipped or repaired, and per broken newer chain
+    chain: Tuple[int, ...] = ()  # versions read, newest first, down to a full version
 
 
 def _version_stats(record: Dict[str, Any]) -> VersionStats:
@@ -386,4 +387,4 @@ class Store:
     def last_restart(self) -> RestartReport:
         """Report of the last restart: version, level, seconds, bytes, skipped."""
         record = self._core.last_restart()
-        return RestartReport(**{**record, "skipped": tuple(record["skipped"])})
+        return RestartReport(**{**record, "skipped": tuple(record["skipped"]), "chain": tuple(record["chain"])})

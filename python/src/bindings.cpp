@@ -220,6 +220,9 @@ nb::dict restart_report_dict(const resurgo::RestartReport& r) {
   nb::list skipped;
   for (const std::string& line : r.skipped) skipped.append(nb::str(line.c_str(), line.size()));
   d["skipped"] = skipped;
+  nb::list chain;
+  for (int version : r.chain) chain.append(version);
+  d["chain"] = chain;
   return d;
 }
 
@@ -378,9 +381,13 @@ NB_MODULE(_core, m) {
       "name"_a, "(version, rank) of a container file name such as v0000000012.r000000.rsg, else None.");
   m.def(
       "remove_version",
-      [](const std::string& store_dir, int version) { resurgo::remove_version(store_dir, version); },
-      "store_dir"_a, "version"_a,
-      "Removes every rank's file of `version` from a level's store directory, under the store's lock.");
+      [](const std::string& store_dir, int version, bool with_dependents) {
+        return without_gil([&] { return resurgo::remove_version(store_dir, version, nullptr, with_dependents); });
+      },
+      "store_dir"_a, "version"_a, "with_dependents"_a = false,
+      "Removes every rank's file of `version` from a level's store directory, under the store's lock; "
+      "refuses a version that other versions there stand on unless with_dependents. Returns the versions "
+      "removed, newest first.");
   m.def("inspect", &inspect, "path"_a,
         "Parses a container file's header and index (no chunk data) into a dict.");
   m.def("verify", &verify, "path"_a, "progress"_a = nb::none(),

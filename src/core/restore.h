@@ -1,6 +1,9 @@
-// Restore: reads a version back into the protected regions, fastest level
-// first, verifying every chunk. A damaged copy is repaired from an intact one
-// on another level, or quarantined when restart falls back past it.
+// Restore: reads a version back into the protected regions from its chain
+// (the version, its base, and so on down to a full version), newest link
+// first, each link from the fastest level holding an intact copy, verifying
+// every chunk read and reading no byte that a newer link holds. A damaged
+// copy is repaired from an intact one on another level, or quarantined when
+// restart falls back past it.
 #pragma once
 
 #include <map>
@@ -29,9 +32,13 @@ struct RestoreContext {
 // Committed versions of this rank, each with the levels holding a copy.
 std::map<int, std::vector<int>> committed_versions(const std::vector<Level*>& levels);
 
-// Restores `version` (kLatest: the newest intact one, falling back past
-// damaged versions) into the registered regions; fills `report` and
-// `metadata`; returns the version restored.
+// Restores `version` (kLatest: the newest one whose whole chain is intact,
+// falling back past broken chains) into the registered regions; fills
+// `report` and `metadata` (the newest link's); returns the version restored.
+// For one requested version, a chain broken by damage is a CorruptionError and
+// one whose base is missing a NotFoundError; a copy that cannot be read
+// anywhere is a StorageError either way (no roll-back past bytes that may be
+// intact).
 int restore_version(const RestoreContext& context, int version, RestartReport& report,
                     std::vector<std::byte>& metadata);
 

@@ -141,11 +141,19 @@ std::vector<ChunkRecord> parse_index(const ReadableFile& file, const std::vector
   return chunks;
 }
 
-// Every chunk must lie inside its region and inside the data section, and
-// the chunks of each region must tile it exactly: no gap, no overlap.
+// Every chunk must lie inside its region and inside the data section. The
+// chunks of a full version tile each region exactly: no gap, no overlap. A
+// delta holds only the extents written since its base: gaps are allowed (the
+// base holds those bytes), overlaps never (a byte would have two values).
 void check_layout(const ReadableFile& file, const Container& container, std::uint64_t data_begin) {
-  const auto& regions = container.header.regions;
-  const std::uint64_t chunk_size = std::min<std::uint64_t>(container.header.chunk_size, kMaxChunkBytes);
+  const Header& header = container.header;
+  const auto& regions = header.regions;
+  if (header.base_version < -1 || (header.base_version >= 0 && header.base_version >= header.version)) {
+    corrupt(file, "base version " + std::to_string(header.base_version) + " of version " +
+                      std::to_string(header.version) + " is neither -1 (full) nor an older version");
+  }
+  const bool delta = is_delta(header);
+  const std::uint64_t chunk_size = std::min<std::uint64_t>(header.chunk_size, kMaxChunkBytes);
   std::vector<std::vector<const ChunkRecord*>> by_region(regions.size());
   for (std::size_t i = 0; i < container.chunks.size(); ++i) {
     const ChunkRecord& chunk = container.chunks[i];
@@ -170,10 +178,11 @@ void check_layout(const ReadableFile& file, const Container& container, std::uin
     std::sort(chunks.begin(), chunks.end(), [](auto* a, auto* b) { return a->offset < b->offset; });
     std::uint64_t covered = 0;
     for (const ChunkRecord* chunk : chunks) {
-      if (chunk->offset != covered) corrupt(file, "region '" + regions[r].label + "' has a gap or overlap at byte " + std::to_string(covered));
-      covered += chunk->raw_length;
+      if (chunk->offset < covered) corrupt(file, "region '" + regions[r].label + "' has overlapping chunks at byte " + std::to_string(chunk->offset));
+      if (!delta && chunk->offset != covered) corrupt(file, "region '" + regions[r].label + "' has a gap at byte " + std::to_string(covered));
+      covered = chunk->offset + chunk->raw_length;
     }
-    if (covered != regions[r].bytes) {
+    if (!delta && covered != regions[r].bytes) {
       corrupt(file, "region '" + regions[r].label + "' is covered up to byte " + std::to_string(covered) + " of " + std::to_string(regions[r].bytes));
     }
   }
@@ -276,6 +285,23 @@ Container read_container(const ReadableFile& file) {
   container.chunks = parse_index(file, index_bytes);
   check_layout(file, container, header_length);
   return container;
+}
+
+std::string region_table_difference(const Header& delta, const Header& base) {
+  if (delta.regions.size() != base.regions.size()) {
+    return std::to_string(delta.regions.size()) + " regions against " + std::to_string(base.regions.size());
+  }
+  for (std::size_t i = 0; i < delta.regions.size(); ++i) {
+    const RegionEntry& a = delta.regions[i];
+    const RegionEntry& b = base.regions[i];
+    const std::string which = "region " + std::to_string(i) + " ('" + a.label + "')";
+    if (a.id != b.id || a.label != b.label) return which + " is '" + b.label + "' (id " + std::to_string(b.id) + ") in the base";
+    if (a.kind != b.kind) return which + " has another kind in the base";
+    if (a.bytes != b.bytes) return which + " has " + std::to_string(a.bytes) + " bytes against " + std::to_string(b.bytes);
+    if (a.dtype != b.dtype) return which + " is " + a.dtype + " against " + b.dtype;
+    if (a.shape != b.shape) return which + " has another shape in the base";
+  }
+  return "";
 }
 
 void check_identity(const Container& container, const std::string& path, const std::string& store, int version,

@@ -82,8 +82,14 @@ class ContainerWriter {
   bool finished_ = false;
 };
 
-// Parses and validates header, index and footer (structure, bounds, coverage
-// of every region by its chunks, header+index checksum). Throws FormatError
+// A delta version holds only the extents written since its base version
+// (Header::base_version >= 0); a full version (-1) holds every byte.
+inline bool is_delta(const Header& header) { return header.base_version >= 0; }
+
+// Parses and validates header, index and footer (structure, bounds, chunk
+// layout, header+index checksum). The chunks of a full version tile every
+// region; those of a delta lie inside their regions without overlapping, and
+// its base is an older version. Throws FormatError
 // for a file that is not a Resurgo container (or an unsupported version) and
 // CorruptionError for a damaged one; messages name the path and the cause.
 Container read_container(const ReadableFile& file);
@@ -93,6 +99,10 @@ Container read_container(const ReadableFile& file);
 // Throws CorruptionError naming the path and both identities.
 void check_identity(const Container& container, const std::string& path, const std::string& store, int version,
                     int rank);
+
+// Empty when a delta's region table equals its base's (count, ids, labels,
+// kinds, sizes, dtypes, shapes), else what differs first, for messages.
+std::string region_table_difference(const Header& delta, const Header& base);
 
 // Reads one chunk, verifies its checksum and decodes it into `destination`
 // (raw_length bytes). `scratch` is reused between calls for stored bytes.

@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <optional>
+#include <set>
 
 #include "core/crash_point.h"
 #include "format/container.h"
@@ -207,18 +209,46 @@ void DirectoryTier::quarantine(int version) {
   env_->sync_dir(dir_);
 }
 
+std::optional<int> DirectoryTier::base_of(int version) {
+  try {
+    const format::Container container = format::read_container(*open(version));
+    if (!format::is_delta(container.header)) return std::nullopt;
+    return static_cast<int>(container.header.base_version);
+  } catch (const NotFoundError&) {
+    return std::nullopt;
+  } catch (const CorruptionError&) {
+    return std::nullopt;
+  } catch (const FormatError&) {
+    return std::nullopt;
+  }
+}
+
 std::vector<int> DirectoryTier::evict(const std::function<bool(int)>& pinned) {
   std::vector<int> removed;
   if (keep_ <= 0) return removed;
-  std::vector<int> candidates = versions();
+  const std::vector<int> listed = versions();
   const auto keep = static_cast<std::size_t>(keep_);
-  if (candidates.size() <= keep) return removed;
-  candidates.resize(candidates.size() - keep);  // the oldest ones
-  for (int version : candidates) {
-    if (pinned(version)) continue;
-    env_->remove(path(version));
+  if (listed.size() <= keep) return removed;
+  std::set<int> retained(listed.end() - static_cast<std::ptrdiff_t>(keep), listed.end());
+  for (int version : listed) {
+    if (pinned(version)) retained.insert(version);
+  }
+  // A damaged file names no base and pins nothing; an unreadable one throws
+  // before anything is removed.
+  std::vector<int> unresolved(retained.begin(), retained.end());
+  while (!unresolved.empty()) {
+    const int version = unresolved.back();
+    unresolved.pop_back();
+    const std::optional<int> base = base_of(version);
+    if (base && retained.insert(*base).second) unresolved.push_back(*base);
+  }
+  // Newest first: an evicted delta may stand on an evicted base, and a crash
+  // part way must not leave the delta without it.
+  for (auto version = listed.rbegin(); version != listed.rend(); ++version) {
+    if (retained.count(*version) != 0) continue;
+    env_->remove(path(*version));
     RESURGO_CRASH_POINT("evict.removed", level_);
-    removed.push_back(version);
+    removed.insert(removed.begin(), *version);
   }
   // No directory fsync: an evicted file that reappears after a crash is an
   // intact older version, harmless, and the next eviction removes it.

@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,15 +44,21 @@ class DirectoryTier final : public Level {
   void quarantine(int version) override;
   // Unlinks the version's file and syncs the directory.
   void remove(int version) override;
-  // Removes the oldest committed versions beyond the newest `keep`, except
-  // those for which `pinned(version)` is true. Only committed files are
-  // listed, so a version is removed only once `keep` newer ones are durable.
+  // Removes the committed versions beyond the newest `keep`, except those
+  // for which `pinned(version)` is true and the bases (read from the files,
+  // transitively) of every version kept; removes newest first and returns
+  // the removed versions, ascending. Only committed files are listed, so a
+  // version is removed only once `keep` newer ones are durable.
   // `pinned` is asked after the listing: a writer that pins each version
   // right after committing it, before committing the next, has then pinned
   // every listed version that has a newer one listed. (Asking before the
   // listing missed versions committed meanwhile: the stress campaign saw an
   // L2 file removed before its L4 copy.)
   std::vector<int> evict(const std::function<bool(int)>& pinned) override;
+  // The base of a delta version, read from its file; none for a full
+  // version, or for a file that is gone or damaged (its chain is broken
+  // already). Throws StorageError when the file cannot be read.
+  std::optional<int> base_of(int version);
 
  private:
   std::string temporary_path(int version) const;

@@ -46,8 +46,11 @@ class Level {
   virtual void quarantine(int version) = 0;
   // Removes one committed version (`resurgo rm`, discard).
   virtual void remove(int version) = 0;
-  // Removes the oldest versions beyond the level's `keep`, except those for
-  // which `pinned(version)` is true (asked after listing).
+  // Removes the versions beyond the level's newest `keep`, except those for
+  // which `pinned(version)` is true (asked after listing), and never breaks a
+  // chain: the base of every version kept is kept too, transitively. Removes
+  // newest first, so that a crash part way leaves no delta without its base.
+  // Returns the removed versions, ascending.
   virtual std::vector<int> evict(const std::function<bool(int)>& pinned) = 0;
 };
 

@@ -10,17 +10,21 @@
 #include <cerrno>
 #include <filesystem>
 #include <functional>
+#include <map>
+#include <optional>
 #include <set>
 #include <ostream>
 #include <stdexcept>
 #include <utility>
 
+#include "chain_files.h"
 #include "hook_env.h"
 #include "format/container.h"
 #include "io/fault_env.h"
 #include "pipeline/thread_pool.h"
 #include "pipeline/version_writer.h"
 #include "resurgo/errors.hpp"
+#include "resurgo/resurgo.hpp"
 #include "test_util.h"
 #include "tier/directory_tier.h"
 
@@ -331,6 +335,89 @@ TEST_F(DirectoryTierTest, EvictIgnoresOtherRanksAndForeignFiles) {
   EXPECT_EQ(rank1.versions(), (std::vector<int>{1, 2, 3}));
   EXPECT_TRUE(fs::exists(store_dir() + "/notes.txt"));
   EXPECT_TRUE(fs::exists(store_dir() + "/v0000000000.r000000.rsg.damaged"));
+}
+
+// Chains on one level: 1 <- 2 <- 3 and 4 <- 5 <- 6 (deltas on the previous
+// version), written through ContainerWriter.
+class DirectoryTierChainTest : public DirectoryTierTest {
+ protected:
+  void write_chains(DirectoryTier& t, const std::map<int, int>& bases) {
+    t.prepare();
+    const std::vector<format::RegionEntry> regions = {{0, "u", format::RegionKind::kHost, 1000, "", {}}};
+    for (const auto& [version, base] : bases) {
+      t.commit(version, chain_file("store", version, base, regions, {{0, 100, 10}}, 64));
+    }
+  }
+  // Records into removed_ the version of every container file removed through `env`.
+  void record_removals(HookEnv& env) {
+    env.before_remove = [this](const std::string& path) {
+      int version = 0;
+      int rank = 0;
+      if (parse_container_file_name(fs::path(path).filename().string(), version, rank)) removed_.push_back(version);
+    };
+  }
+  std::vector<int> removed_;
+  const std::map<int, int> two_chains_ = {{1, -1}, {2, 1}, {3, 2}, {4, -1}, {5, 4}, {6, 5}};
+};
+
+TEST_F(DirectoryTierChainTest, EvictKeepsTheBasesOfEveryVersionKept) {
+  DirectoryTier t = tier(2);
+  write_chains(t, two_chains_);
+  // Keeping 5 and 6 keeps their base 4; 1..3 go.
+  EXPECT_EQ(t.evict(nothing_pinned), (std::vector<int>{1, 2, 3}));
+  EXPECT_EQ(t.versions(), (std::vector<int>{4, 5, 6}));
+}
+
+TEST_F(DirectoryTierChainTest, APinnedDeltaPinsItsWholeChain) {
+  DirectoryTier t = tier(1);
+  write_chains(t, two_chains_);
+  EXPECT_EQ(t.evict(pinned_among({2})), std::vector<int>{3});
+  EXPECT_EQ(t.versions(), (std::vector<int>{1, 2, 4, 5, 6}));
+}
+
+TEST_F(DirectoryTierChainTest, EvictRemovesNewestFirst) {
+  const auto env = std::make_shared<HookEnv>();
+  DirectoryTier t = tier(1, 0600, 0, env);
+  write_chains(t, {{1, -1}, {2, 1}, {3, 2}, {4, -1}});
+  record_removals(*env);
+  EXPECT_EQ(t.evict(nothing_pinned), (std::vector<int>{1, 2, 3}));
+  // A crash after any of these removals leaves no delta without its base.
+  EXPECT_EQ(removed_, (std::vector<int>{3, 2, 1}));
+}
+
+TEST_F(DirectoryTierChainTest, ADamagedDeltaPinsNothing) {
+  DirectoryTier t = tier(1);
+  write_chains(t, {{1, -1}, {2, 1}});
+  flip_bit(t.path(2), 30);  // header: its base can no longer be read
+  EXPECT_EQ(t.base_of(2), std::nullopt);
+  EXPECT_EQ(t.evict(nothing_pinned), std::vector<int>{1});
+}
+
+TEST_F(DirectoryTierChainTest, RemoveVersionRefusesToBreakAChain) {
+  DirectoryTier t = tier(0);
+  write_chains(t, two_chains_);
+  try {
+    remove_version(store_dir(), 1);
+    ADD_FAILURE() << "removed the base of versions 2 and 3";
+  } catch (const InvalidArgumentError& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("base of version(s) 2, 3"), std::string::npos) << message;
+    EXPECT_NE(message.find("--with-dependents"), std::string::npos) << message;
+  }
+  EXPECT_EQ(t.versions(), (std::vector<int>{1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(remove_version(store_dir(), 6), std::vector<int>{6});  // nothing stands on it
+  EXPECT_EQ(remove_version(store_dir(), 2, nullptr, true), (std::vector<int>{3, 2}));
+  EXPECT_EQ(t.versions(), (std::vector<int>{1, 4, 5}));
+}
+
+TEST_F(DirectoryTierChainTest, RemoveVersionWithDependentsRemovesNewestFirst) {
+  const auto env = std::make_shared<HookEnv>();
+  DirectoryTier t = tier(0, 0600, 0, env);
+  write_chains(t, two_chains_);
+  record_removals(*env);
+  EXPECT_EQ(remove_version(store_dir(), 4, env, true), (std::vector<int>{6, 5, 4}));
+  EXPECT_EQ(removed_, (std::vector<int>{6, 5, 4}));
+  EXPECT_EQ(t.versions(), (std::vector<int>{1, 2, 3}));
 }
 
 TEST_F(DirectoryTierTest, PrepareRemovesTemporariesOfDeadProcessesOnly) {

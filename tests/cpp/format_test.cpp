@@ -893,6 +893,98 @@ TEST(FormatHostile, VerifyBoundsChunkLengthsBeforeAllocating) {
   EXPECT_EQ(result, 'C') << "expected CorruptionError, got " << (result == 'O' ? message : std::string(1, result));
 }
 
+// ------------------------------------------------------------- delta versions
+
+// A delta (base_version >= 0) holds sparse extents: each inside its region,
+// none overlapping another of its region; gaps and zero chunks are fine.
+class FormatDelta : public ::testing::Test {
+ protected:
+  struct Piece {
+    std::uint32_t region;
+    std::uint64_t offset;
+    std::uint64_t bytes;
+  };
+  // Writes version 9 of base `base` holding `pieces` (uncompressed) and reads it back.
+  Container write_and_read(std::int64_t base, const std::vector<Piece>& pieces) {
+    Header header;
+    header.store = "delta";
+    header.version = 9;
+    header.base_version = base;
+    header.chunk_size = 1000;
+    header.regions = {RegionEntry{0, "a", RegionKind::kHost, 2500, "", {}},
+                      RegionEntry{1, "b", RegionKind::kHost, 1000, "", {}}};
+    {
+      auto file = Env::posix()->create(path_, 0600);
+      format::ContainerWriter writer(*file, header);
+      for (const Piece& piece : pieces) {
+        const std::vector<std::byte> bytes = region_data(piece.bytes, piece.region + 1);
+        ChunkRecord chunk;
+        chunk.region = piece.region;
+        chunk.offset = piece.offset;
+        chunk.raw_length = piece.bytes;
+        chunk.stored_length = piece.bytes;
+        chunk.checksum = format::checksum(bytes.data(), bytes.size());
+        writer.add_chunk(chunk, bytes.data());
+      }
+      writer.finish();
+      file->close();
+    }
+    auto file = Env::posix()->open(path_);
+    const Container container = format::read_container(*file);
+    format::verify_chunks(*file, container, [](std::uint64_t, std::uint64_t) {});
+    return container;
+  }
+  void expect_corrupt(const char* name, std::int64_t base, const std::vector<Piece>& pieces, const char* why) {
+    SCOPED_TRACE(name);
+    try {
+      write_and_read(base, pieces);
+      ADD_FAILURE() << "accepted";
+    } catch (const CorruptionError& error) {
+      const std::string message = error.what();
+      EXPECT_NE(message.find(path_), std::string::npos) << message;
+      EXPECT_NE(message.find(why), std::string::npos) << message;
+    }
+  }
+
+  TempDir dir_;
+  std::string path_ = dir_.path() + "/delta.rsg";
+};
+
+TEST_F(FormatDelta, SparseExtentsWithGapsAreAccepted) {
+  const Container delta = write_and_read(8, {{0, 2000, 500}, {0, 100, 900}, {1, 999, 1}, {0, 1000, 1000}});
+  EXPECT_TRUE(format::is_delta(delta.header));
+  EXPECT_EQ(delta.header.base_version, 8);
+  EXPECT_EQ(delta.chunks.size(), 4u);
+  EXPECT_TRUE(write_and_read(0, {}).chunks.empty());  // nothing written since the base
+  EXPECT_FALSE(format::is_delta(write_and_read(-1, {{0, 0, 1000}, {0, 1000, 1000}, {0, 2000, 500}, {1, 0, 1000}})
+                                    .header));
+}
+
+TEST_F(FormatDelta, ViolationsAreCorruption) {
+  expect_corrupt("overlap", 8, {{0, 0, 600}, {0, 500, 600}}, "overlapping chunks at byte 500");
+  expect_corrupt("same extent twice", 8, {{1, 0, 10}, {1, 0, 10}}, "overlapping");
+  expect_corrupt("past the region", 8, {{1, 900, 101}}, "outside region 'b'");
+  expect_corrupt("larger than a chunk", 8, {{0, 0, 1001}}, "larger than the chunk size");
+  expect_corrupt("base is the version", 9, {{0, 0, 10}}, "base version 9 of version 9");
+  expect_corrupt("base is newer", 10, {}, "base version 10");
+  expect_corrupt("base below -1", -2, {}, "base version -2");
+  expect_corrupt("full version with a gap", -1, {{0, 0, 1000}, {0, 2000, 500}, {1, 0, 1000}}, "gap at byte 1000");
+}
+
+TEST(FormatRegionTables, DifferenceNamesWhatDiffers) {
+  Header base = sample_header();
+  Header delta = base;
+  EXPECT_EQ(format::region_table_difference(delta, base), "");
+  delta.regions[1].bytes += 4;
+  EXPECT_NE(format::region_table_difference(delta, base).find("'ids'"), std::string::npos);
+  delta = base;
+  delta.regions[2].shape = {1};
+  EXPECT_NE(format::region_table_difference(delta, base), "");
+  delta = base;
+  delta.regions.pop_back();
+  EXPECT_EQ(format::region_table_difference(delta, base), "3 regions against 4");
+}
+
 // ------------------------------------------------------ chunk layout violations
 
 class FormatLayout : public ::testing::Test {

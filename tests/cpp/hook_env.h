@@ -17,6 +17,7 @@ class HookEnv final : public Env {
   std::function<void(const std::string& path)> before_create;
   std::function<void(const std::string& from, const std::string& to)> after_rename;
   std::function<void(const std::string& dir)> before_list;
+  std::function<void(const std::string& path)> before_remove;
 
   std::unique_ptr<WritableFile> create(const std::string& path, unsigned mode) override {
     if (before_create) before_create(path);
@@ -27,7 +28,10 @@ class HookEnv final : public Env {
     base_->rename(from, to);
     if (after_rename) after_rename(from, to);
   }
-  void remove(const std::string& path) override { base_->remove(path); }
+  void remove(const std::string& path) override {
+    if (before_remove) before_remove(path);
+    base_->remove(path);
+  }
   void sync_dir(const std::string& dir) override { base_->sync_dir(dir); }
   void create_dirs(const std::string& dir) override { base_->create_dirs(dir); }
   std::vector<std::string> list_dir(const std::string& dir) override {
