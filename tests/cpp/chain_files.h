@@ -12,16 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "capture/extent.h"  // `source` unused: the bytes come from written_byte
 #include "format/container.h"
 #include "resurgo/env.hpp"
 
 namespace resurgo {
-
-struct Extent {
-  std::uint32_t region = 0;
-  std::uint64_t offset = 0;
-  std::uint64_t bytes = 0;
-};
 
 // The byte a version holds at `offset` of `region` where it wrote it.
 inline std::byte written_byte(int version, std::uint32_t region, std::uint64_t offset) {

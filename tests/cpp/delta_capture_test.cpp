@@ -108,6 +108,33 @@ TEST_P(DeltaCaptureTest, ADeltaHoldsExactlyTheWrittenPagesAndNamesItsBase) {
   EXPECT_EQ(empty.captured_bytes, 0u);
 }
 
+TEST_P(DeltaCaptureTest, RestartRebuildsEveryVersionOfAChainBitForBit) {
+  Pages state(256);
+  std::mt19937 random(11);
+  std::vector<std::vector<std::byte>> saved;
+  {
+    Store store("d", config({{"delta.full_every", "100"}}));
+    store.protect(0, state.data(), state.bytes(), "state");
+    for (int version = 0; version < 11; ++version) {
+      for (int i = 0; i < 9; ++i) state.write(random() % 256, static_cast<int>(random()));
+      store.checkpoint(version);
+      saved.push_back(state.copy());
+    }
+    store.wait();
+    EXPECT_EQ(stats_of(store, 10).base_version, 9);
+  }
+  Store reopened("d", config());
+  reopened.protect(0, state.data(), state.bytes(), "state");
+  std::memset(state.data(), 0, state.bytes());
+  EXPECT_EQ(reopened.restart(), 10);
+  EXPECT_TRUE(state.equals(saved[10]));
+  EXPECT_EQ(reopened.last_restart().chain.size(), 11u);
+  for (int version : {0, 4, 9}) {
+    EXPECT_EQ(reopened.restart(version), version);
+    EXPECT_TRUE(state.equals(saved[version])) << "version " << version;
+  }
+}
+
 TEST_P(DeltaCaptureTest, WritesByOtherThreadsAreInTheNextDelta) {
   Pages state(32);
   Store store("d", config());
@@ -117,6 +144,10 @@ TEST_P(DeltaCaptureTest, WritesByOtherThreadsAreInTheNextDelta) {
   writer.join();
   store.checkpoint(2);
   EXPECT_EQ(stats_of(store, 2).captured_bytes, 2 * kPage);
+  const std::vector<std::byte> expected = state.copy();
+  std::memset(state.data(), 0, state.bytes());
+  EXPECT_EQ(store.restart(), 2);
+  EXPECT_TRUE(state.equals(expected));
 }
 
 TEST_P(DeltaCaptureTest, AForkedChildOfTheApplicationNeitherCrashesNorLeaksWritesIntoTheParentsDelta) {
@@ -137,6 +168,10 @@ TEST_P(DeltaCaptureTest, AForkedChildOfTheApplicationNeitherCrashesNorLeaksWrite
   store.checkpoint(2);
   const std::uint64_t captured = stats_of(store, 2).captured_bytes;
   EXPECT_GE(captured, kPage);  // the page the parent wrote, at least
+  const std::vector<std::byte> expected = state.copy();
+  std::memset(state.data(), 0, state.bytes());
+  EXPECT_EQ(store.restart(), 2);
+  EXPECT_TRUE(state.equals(expected));
 }
 
 std::string method_test_name(const ::testing::TestParamInfo<const char*>& method) {
@@ -200,6 +235,18 @@ TEST_F(DeltaChainTest, AResizedOrUnprotectedRegionMakesTheNextVersionFull) {
   EXPECT_EQ(bases(store), (std::vector<int>{-1, 1, -1, 3, -1}));
 }
 
+TEST_F(DeltaChainTest, TheFirstVersionAfterARestartIsFull) {
+  Pages state(8);
+  Store store("d", config());
+  store.protect(0, state.data(), state.bytes(), "state");
+  store.checkpoint(1);
+  store.checkpoint(2);
+  EXPECT_EQ(store.restart(), 2);
+  state.write(1, 1);
+  store.checkpoint(3);
+  EXPECT_EQ(bases(store), (std::vector<int>{-1, 1, -1}));
+}
+
 TEST_F(DeltaChainTest, AFailedVersionIsNeverABase) {
   auto env = std::make_shared<FaultEnv>();
   Pages state(8);
@@ -218,6 +265,10 @@ TEST_F(DeltaChainTest, AFailedVersionIsNeverABase) {
   ASSERT_EQ(all.size(), 3u);
   EXPECT_EQ(all[1].base_version, 1);
   EXPECT_EQ(all[2].base_version, -1) << "version 3 builds on version 2, which was never written";
+  const std::vector<std::byte> expected = state.copy();
+  std::memset(state.data(), 0, state.bytes());
+  EXPECT_EQ(store.restart(), 3);
+  EXPECT_TRUE(state.equals(expected));
 }
 
 TEST_F(DeltaChainTest, TheTunerGrowsTheBlockOnContiguousWrites) {
