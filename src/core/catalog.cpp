@@ -75,6 +75,13 @@ void Catalog::failed(int version, int level, const Error& error) {
   changed_.notify_all();
 }
 
+std::map<int, int> Catalog::bases() {
+  std::lock_guard lock(mutex_);
+  std::map<int, int> list;
+  for (const auto& [version, e] : entries_) list[version] = e.stats.base_version;
+  return list;
+}
+
 long Catalog::failure_count() {
   std::lock_guard lock(mutex_);
   return failures_;

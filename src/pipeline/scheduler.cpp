@@ -228,11 +228,12 @@ void Scheduler::evict_loop() {
 // A version that a later level still has to copy is pinned. An eviction
 // failure costs space, not data: it is logged, and the next eviction retries.
 void Scheduler::evict() {
+  const std::map<int, int> bases = catalog_.bases();
   for (const Step& step : steps_) {
     if (step.every <= 0) continue;
     Level& level = *step.level;
     try {
-      level.evict([&](int version) { return catalog_.pinned(version, level.number()); });
+      level.evict([&](int version) { return catalog_.pinned(version, level.number()); }, bases);
     } catch (const Error& error) {
       log_.warn("evicting old versions from L" + std::to_string(level.number()) + ": " + error.what());
     }

@@ -223,7 +223,7 @@ std::optional<int> DirectoryTier::base_of(int version) {
   }
 }
 
-std::vector<int> DirectoryTier::evict(const std::function<bool(int)>& pinned) {
+std::vector<int> DirectoryTier::evict(const std::function<bool(int)>& pinned, const std::map<int, int>& known_bases) {
   std::vector<int> removed;
   if (keep_ <= 0) return removed;
   const std::vector<int> listed = versions();
@@ -239,7 +239,10 @@ std::vector<int> DirectoryTier::evict(const std::function<bool(int)>& pinned) {
   while (!unresolved.empty()) {
     const int version = unresolved.back();
     unresolved.pop_back();
-    const std::optional<int> base = base_of(version);
+    const auto known = known_bases.find(version);
+    const std::optional<int> base = known == known_bases.end() ? base_of(version)
+                                    : known->second < 0        ? std::nullopt
+                                                               : std::optional<int>(known->second);
     if (base && retained.insert(*base).second) unresolved.push_back(*base);
   }
   // Newest first: an evicted delta may stand on an evicted base, and a crash

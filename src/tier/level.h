@@ -6,6 +6,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -50,8 +51,10 @@ class Level {
   // which `pinned(version)` is true (asked after listing), and never breaks a
   // chain: the base of every version kept is kept too, transitively. Removes
   // newest first, so that a crash part way leaves no delta without its base.
-  // Returns the removed versions, ascending.
-  virtual std::vector<int> evict(const std::function<bool(int)>& pinned) = 0;
+  // Returns the removed versions, ascending. `known_bases` (version -> base,
+  // -1 for a full version) spares reading the files of versions the caller
+  // wrote: an I/O error there would stop the eviction.
+  virtual std::vector<int> evict(const std::function<bool(int)>& pinned, const std::map<int, int>& known_bases = {}) = 0;
 };
 
 }  // namespace resurgo
