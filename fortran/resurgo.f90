@@ -571,8 +571,8 @@ contains
     character(len=*), intent(in) :: what
     integer, intent(out), optional :: ierr
     ok = is_contiguous(array)
-    if (.not. ok) call fail(RSG_EINVAL, what, 'the array is not contiguous (a strided section?): ' // &
-                            'pass the whole array, declared TARGET', ierr)
+    if (.not. ok) call fail(RSG_EINVAL, what, 'the array is not contiguous (a strided ' // &
+                            'section?): pass the whole array, declared TARGET', ierr)
   end function appic_contiguous
 
   ! Address of a contiguous array; c_null_ptr for a zero-size one, which

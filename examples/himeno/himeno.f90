@@ -26,7 +26,8 @@ program himeno
   logical :: stopped
   character(len=4096) :: path, output
   ! Coefficients: computed again by a restarted run, never checkpointed.
-  real(real32), allocatable :: a(:, :, :, :), b(:, :, :, :), c(:, :, :, :), bnd(:, :, :), wrk1(:, :, :)
+  real(real32), allocatable :: a(:, :, :, :), b(:, :, :, :), c(:, :, :, :)
+  real(real32), allocatable :: bnd(:, :, :), wrk1(:, :, :)
   ! The checkpointed state. TARGET: the store keeps their addresses.
   real(real32), allocatable, target :: p(:, :, :), wrk2(:, :, :)
   ! position(1): sweeps completed; position(2): slices of the next sweep
@@ -158,7 +159,8 @@ contains
   subroutine init_arrays()
     integer :: k
     allocate(a(imax, jmax, kmax, 4), b(imax, jmax, kmax, 3), c(imax, jmax, kmax, 3), &
-             bnd(imax, jmax, kmax), wrk1(imax, jmax, kmax), p(imax, jmax, kmax), wrk2(imax, jmax, kmax))
+             bnd(imax, jmax, kmax), wrk1(imax, jmax, kmax), p(imax, jmax, kmax), &
+             wrk2(imax, jmax, kmax))
     a(:, :, :, 1:3) = 1
     a(:, :, :, 4) = 1 / 6.0_real32
     b = 0
@@ -188,7 +190,8 @@ contains
     stop_after = -1
     if (command_argument_count() >= 9) stop_after = int_arg(9)
     if (min(imax, jmax, kmax) < 3 .or. sweeps < 0 .or. slices_per_range < 1 .or. every < 0) then
-      write(error_unit, '(a)') 'himeno: NX, NY, NZ >= 3, SWEEPS >= 0, S >= 1 and N >= 0 are required'
+      write(error_unit, '(a)') 'himeno: NX, NY, NZ >= 3, SWEEPS >= 0, S >= 1 and N >= 0 ' // &
+                               'are required'
       error stop 2
     end if
   end subroutine read_arguments

@@ -86,8 +86,11 @@ File& open_file(const std::string& path) {
     const std::filesystem::path p(key);
     auto file = std::make_unique<File>(p.filename().string(), config_for(p));
     file->path = path;
-    static const bool at_exit_registered = ::atexit(finalize_at_exit) == 0;
-    (void)at_exit_registered;
+    // Registered after the first store exists: handlers run in reverse order
+    // of registration and static destruction, so the stores are closed
+    // before the statics they initialised (trackers, signal handlers) go.
+    static const bool closes_at_exit = ::atexit(finalize_at_exit) == 0;
+    (void)closes_at_exit;
     it = s.files.emplace(key, std::move(file)).first;
   }
   return *it->second;

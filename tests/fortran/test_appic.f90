@@ -64,10 +64,12 @@ program test_appic
   call appic_register(ids, sizeof(ids))
   call appic_write(other, ierr)
   call check(ierr == RSG_EINVAL, 'write of an unregistered array gives RSG_EINVAL')
-  call check(index(resurgo_last_error(), 'not registered') > 0, 'and says so: ' // resurgo_last_error())
+  call check(index(resurgo_last_error(), 'not registered') > 0, &
+             'and says so: ' // resurgo_last_error())
   call appic_write(array(1, :), ierr)
   call check(ierr == RSG_EINVAL, 'write of a strided section gives RSG_EINVAL')
-  call check(index(resurgo_last_error(), 'not contiguous') > 0, 'and says so: ' // resurgo_last_error())
+  call check(index(resurgo_last_error(), 'not contiguous') > 0, &
+             'and says so: ' // resurgo_last_error())
   call appic_register(ids, 8, ierr)
   call check(ierr == RSG_EINVAL, 'register with another size gives RSG_EINVAL')
   call appic_write(array)
