@@ -16,13 +16,24 @@ enum class Codec : std::uint8_t { kNone = 0, kLz4 = 1, kZstd = 2, kBloscLz4 = 3,
 // significance of consecutive elements are grouped, which makes numeric
 // arrays far more compressible.
 enum class Shuffle : std::uint8_t { kNone = 0, kByte = 1, kBit = 2 };
-enum class CaptureMode : std::uint8_t { kCopy = 0, kFork = 1, kAuto = 2 };
+enum class CaptureMode : std::uint8_t { kCopy = 0, kFork = 1, kAuto = 2, kDelta = 3 };
 enum class LogLevel : int { kOff = 0, kError = 1, kWarn = 2, kInfo = 3, kDebug = 4 };
 
 struct Config {
   struct Capture {  // how checkpoint() takes the protected bytes
-    CaptureMode mode = CaptureMode::kCopy;  // copy | fork | auto (copy if it fits the buffer, else fork)
+    // copy | fork | auto (copy if it fits the buffer, else fork) | delta (only
+    // the blocks written since the previous version, docs/tracking.md)
+    CaptureMode mode = CaptureMode::kCopy;
   } capture;
+  struct Track {  // dirty tracking of the delta capture
+    std::string method = "auto";      // auto | uffd | soft-dirty | mprotect | hash
+    std::uint64_t granularity = 0;    // management block in bytes (a power-of-two number of pages); 0 = auto (tuned)
+  } track;
+  struct Delta {
+    // A full version every n-th checkpoint: bounds a chain to n - 1 deltas,
+    // so restart opens at most n files and eviction frees a chain at once.
+    int full_every = 10;
+  } delta;
   struct Buffer {  // L1: bounded host staging buffer
     std::uint64_t capacity = 0;  // bytes; 0 = auto (2x the protected bytes, at most 1/4 of physical memory)
   } buffer;

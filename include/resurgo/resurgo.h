@@ -41,7 +41,7 @@ typedef struct rsg_store rsg_store;
  * per-level entry is -1 where the version does not go or has not arrived. */
 typedef struct rsg_version_stats {
   int version;
-  char capture[16];               /* "copy", "synchronous" or "fork" */
+  char capture[16];               /* "copy", "synchronous", "fork" or "delta" */
   unsigned long long bytes;       /* protected bytes captured */
   double blocking_seconds;        /* time rsg_checkpoint blocked, in all */
   double backpressure_seconds;    /* ... waiting for buffer space or the previous forked writer */
@@ -51,6 +51,12 @@ typedef struct rsg_version_stats {
   double seconds_to_level[RSG_LEVELS];    /* from rsg_checkpoint until durable there */
   long long stored_bytes[RSG_LEVELS];     /* bytes of the file at each level; -1 = none */
   int failed;                     /* 1 when a background error hit this version */
+  /* capture.mode = "delta" (docs/tracking.md): */
+  int base_version;                       /* the version a delta builds on; -1 = full */
+  unsigned long long captured_bytes;      /* bytes captured: the state, or the delta's blocks */
+  unsigned long long dirty_bytes;         /* bytes in the pages the tracker reported written */
+  unsigned long long granularity_bytes;   /* largest management block in force */
+  char tracker[16];                       /* "uffd", "soft-dirty", "mprotect", "hash"; "" otherwise */
 } rsg_version_stats;
 
 /* The last restart (rsg_last_restart). */

@@ -55,13 +55,18 @@ class VersionStats:
     """What one checkpoint cost, and where it went."""
 
     version: int
-    capture: str  # "copy", "synchronous" (larger than the buffer) or "fork"
-    bytes: int  # protected bytes captured
+    capture: str  # "copy", "synchronous" (larger than the buffer), "fork" or "delta"
+    bytes: int  # protected bytes (the state)
     blocking_seconds: float  # time checkpoint() blocked the caller, in all
     backpressure_seconds: float  # ... waiting for buffer space or the previous forked writer
     first_touch_seconds: float  # ... faulting in buffer pages the prefault had not reached
     copy_seconds: float  # ... copying into the buffer (copy) or forking (fork)
     copy_on_write_bytes: int  # fork: pages the application wrote while the child wrote
+    base_version: Optional[int]  # the version a delta builds on; None for a full version
+    captured_bytes: int  # bytes captured: the state, or a delta's blocks
+    dirty_bytes: int  # delta mode: bytes in the pages the tracker reported written
+    granularity_bytes: int  # delta mode: largest management block in force
+    tracker: Optional[str]  # delta mode: "uffd", "soft-dirty", "mprotect" or "hash"
     levels: Tuple[LevelStats, ...]  # the version's route, in order
     error: Optional[str]  # background error of this version
 

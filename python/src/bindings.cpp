@@ -192,6 +192,11 @@ nb::dict version_stats_dict(const resurgo::VersionStats& s) {
   d["first_touch_seconds"] = s.first_touch_seconds;
   d["copy_seconds"] = s.copy_seconds;
   d["copy_on_write_bytes"] = s.copy_on_write_bytes;
+  d["base_version"] = s.base_version < 0 ? nb::none() : nb::cast(s.base_version);
+  d["captured_bytes"] = s.captured_bytes;
+  d["dirty_bytes"] = s.dirty_bytes;
+  d["granularity_bytes"] = s.granularity_bytes;
+  d["tracker"] = s.tracker.empty() ? nb::none() : nb::cast(s.tracker);
   nb::list levels;
   for (const resurgo::LevelStats& l : s.levels) {
     nb::dict e;

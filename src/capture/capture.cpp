@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "capture/copy_capture.h"
+#include "capture/delta_capture.h"
 #include "capture/fork_capture.h"
 
 namespace resurgo {
@@ -40,6 +41,14 @@ class AutoCapture final : public Capture {
 
 }  // namespace
 
+std::vector<Extent> whole_regions(const std::vector<Region>& regions) {
+  std::vector<Extent> extents;
+  for (std::uint32_t r = 0; r < regions.size(); ++r) {
+    if (regions[r].bytes > 0) extents.push_back({r, 0, regions[r].bytes, regions[r].data});
+  }
+  return extents;
+}
+
 std::uint64_t default_buffer_capacity(std::uint64_t state_bytes) {
   const long pages = ::sysconf(_SC_PHYS_PAGES);
   const long page_size = ::sysconf(_SC_PAGESIZE);
@@ -55,6 +64,8 @@ std::unique_ptr<Capture> make_capture(const CaptureContext& context) {
       return std::make_unique<ForkCapture>(context);
     case CaptureMode::kAuto:
       return std::make_unique<AutoCapture>(context);
+    case CaptureMode::kDelta:
+      return std::make_unique<DeltaCapture>(context);
     case CaptureMode::kCopy:
       break;
   }

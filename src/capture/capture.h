@@ -4,8 +4,9 @@
 // the writer, and a hook that gives that memory back once written. A capture
 // whose version is written by another process (fork) hands over a waiter
 // instead. Implementations: copy into the L1 host buffer (with a synchronous
-// path for states larger than the buffer), fork, and auto (copy when the
-// state fits the buffer, fork otherwise).
+// path for states larger than the buffer), fork, auto (copy when the state
+// fits the buffer, fork otherwise) and delta (copy of the blocks written
+// since the previous version, found by a Tracker).
 #pragma once
 
 #include <cstdint>
@@ -14,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "capture/extent.h"
 #include "core/log.h"
 #include "core/registry.h"
 #include "format/container.h"
@@ -30,9 +32,20 @@ struct WrittenVersion {
   std::uint64_t copy_on_write_bytes = 0;  // memory duplicated while it wrote
 };
 
+// What the delta capture's Tracker found (zero for the other captures).
+struct TrackingFacts {
+  std::string tracker;                 // method of the region with the most dirty bytes
+  std::uint64_t dirty_bytes = 0;       // bytes in the pages (or blocks) the tracker reported written
+  std::uint64_t granularity_bytes = 0; // largest management block in force
+};
+
+// Extents covering every region whole, read from the application's memory.
+std::vector<Extent> whole_regions(const std::vector<Region>& regions);
+
 struct Snapshot {
-  format::Header header;
-  std::vector<const std::byte*> sources;  // bytes of header.regions[i], for the writer
+  format::Header header;  // base_version >= 0: a delta, whose extents are sparse
+  std::vector<Extent> extents;  // ascending (region, offset), disjoint
+  TrackingFacts tracking;
   std::function<void()> release;          // gives the memory back once written; may be empty
   // Set when another process writes the version to the first level itself:
   // waits for it; throws what made it fail.
@@ -76,6 +89,13 @@ class Capture {
   // A restart is about to write into the protected regions (and needs the
   // memory bandwidth): background preparation pauses until `false`.
   virtual void restarting(bool) {}
+  // Region `id` is no longer protected; its memory may be freed right after.
+  virtual void unprotected(int /*id*/) {}
+  // The next version must not depend on earlier ones: it goes to a level
+  // that does not hold them, an earlier version failed, or a restart
+  // rewrote the regions; `why` says which, for the log. Only the delta
+  // capture keeps chains.
+  virtual void start_new_chain(const std::string& /*why*/) {}
 };
 
 // The capture `config.capture.mode` names.

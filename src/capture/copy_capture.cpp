@@ -71,14 +71,16 @@ void CopyCapture::fault_in(std::byte* block, std::uint64_t bytes, CaptureTimes& 
   times.first_touch_seconds = seconds_since(started);
 }
 
-void CopyCapture::copy(const std::vector<Region>& regions, std::byte* block, CaptureTimes& times) {
+// Each extent moves to the next free bytes of `block` and points there afterwards.
+void CopyCapture::copy(std::vector<Extent>& extents, std::byte* block, CaptureTimes& times) {
   std::vector<Piece> pieces;
   std::byte* cursor = block;
-  for (const Region& region : regions) {
-    for (std::uint64_t offset = 0; offset < region.bytes; offset += kCapturePiece) {
-      pieces.push_back({region.data + offset, cursor + offset, std::min(kCapturePiece, region.bytes - offset)});
+  for (Extent& extent : extents) {
+    for (std::uint64_t offset = 0; offset < extent.bytes; offset += kCapturePiece) {
+      pieces.push_back({extent.source + offset, cursor + offset, std::min(kCapturePiece, extent.bytes - offset)});
     }
-    cursor += region.bytes;
+    extent.source = cursor;
+    cursor += extent.bytes;
   }
   const Clock::time_point started = Clock::now();
   context_.pool.parallel_for(pieces.size(),
@@ -87,8 +89,11 @@ void CopyCapture::copy(const std::vector<Region>& regions, std::byte* block, Cap
 }
 
 Snapshot CopyCapture::take(const std::vector<Region>& regions, format::Header header, Level&, CaptureTimes& times) {
-  std::uint64_t total = 0;
-  for (const Region& region : regions) total += region.bytes;
+  return capture(whole_regions(regions), std::move(header), times);
+}
+
+Snapshot CopyCapture::capture(std::vector<Extent> extents, format::Header header, CaptureTimes& times) {
+  const std::uint64_t total = total_bytes(extents);
   Snapshot snapshot;
   snapshot.header = std::move(header);
   if (!fits(total)) {
@@ -100,17 +105,20 @@ Snapshot CopyCapture::take(const std::vector<Region>& regions, format::Header he
       warned_synchronous_ = true;
     }
     snapshot.synchronous = true;
-    for (const Region& region : regions) snapshot.sources.push_back(region.data);
+    snapshot.extents = std::move(extents);
     return snapshot;
   }
+  if (total == 0) return snapshot;  // a delta of an interval that wrote nothing
   const Clock::time_point waited = Clock::now();
-  resize(total);
+  // The buffer is sized for the whole protected state (resize); a delta
+  // takes a smaller block of it.
+  if (!buffer_ || buffer_->capacity() < total) resize(total);
   std::byte* block = buffer_->allocate(total);
   times.backpressure_seconds = seconds_since(waited);
   context_.capturing(true);
   try {
     fault_in(block, total, times);
-    copy(regions, block, times);
+    copy(extents, block, times);
   } catch (...) {
     context_.capturing(false);  // else evictions, and so drain and close, would wait forever
     buffer_->release(block);    // the ring would stay full forever
@@ -118,11 +126,7 @@ Snapshot CopyCapture::take(const std::vector<Region>& regions, format::Header he
   }
   context_.capturing(false);
   RESURGO_CRASH_POINT("capture.copied", 0);
-  std::byte* cursor = block;
-  for (const Region& region : regions) {
-    snapshot.sources.push_back(cursor);
-    cursor += region.bytes;
-  }
+  snapshot.extents = std::move(extents);
   snapshot.release = [buffer = buffer_, block] { buffer->release(block); };
   return snapshot;
 }

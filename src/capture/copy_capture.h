@@ -24,10 +24,15 @@ class CopyCapture final : public Capture {
   // Whether `state_bytes` fits the buffer (else the capture is synchronous).
   bool fits(std::uint64_t state_bytes) const;
 
+  // Copies `extents` (read from the application's memory) into one block of
+  // the buffer, one after the other; the snapshot's extents point there.
+  // Extents larger than the buffer are written synchronously from where they are.
+  Snapshot capture(std::vector<Extent> extents, format::Header header, CaptureTimes& times);
+
  private:
   std::uint64_t wanted_capacity(std::uint64_t state_bytes) const;
   void fault_in(std::byte* block, std::uint64_t bytes, CaptureTimes& times);
-  void copy(const std::vector<Region>& regions, std::byte* block, CaptureTimes& times);
+  void copy(std::vector<Extent>& extents, std::byte* block, CaptureTimes& times);
 
   CaptureContext context_;
   std::shared_ptr<HostBuffer> buffer_;

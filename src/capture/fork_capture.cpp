@@ -87,7 +87,7 @@ std::string read_all(int fd) {
     ThreadPool pool(helpers);
     WrittenVersion written;
     level.commit(static_cast<int>(snapshot.header.version), [&](WritableFile& file) {
-      written.stored_bytes = write_version(file, snapshot.header, snapshot.sources, config.pipeline, pool);
+      written.stored_bytes = write_extents(file, snapshot.header, snapshot.extents, config.pipeline, pool);
     });
     // Measured once, at the end: at fork every page was shared, so what the
     // writer holds alone now is what the application duplicated by writing,
@@ -202,7 +202,7 @@ Snapshot ForkCapture::take(const std::vector<Region>& regions, format::Header he
   check_regions_survive_fork(regions);
   Snapshot snapshot;
   snapshot.header = std::move(header);
-  for (const Region& region : regions) snapshot.sources.push_back(region.data);
+  snapshot.extents = whole_regions(regions);
   const int version = static_cast<int>(snapshot.header.version);
   int pipe_fds[2];
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {

@@ -119,6 +119,11 @@ int rsg_stats(rsg_store* s, int version, rsg_version_stats* out) {
       stats.stored_bytes[level] = reached ? static_cast<long long>(entry->stored_bytes) : -1;
     }
     stats.failed = it->error.empty() ? 0 : 1;
+    stats.base_version = it->base_version;
+    stats.captured_bytes = it->captured_bytes;
+    stats.dirty_bytes = it->dirty_bytes;
+    stats.granularity_bytes = it->granularity_bytes;
+    std::snprintf(stats.tracker, sizeof stats.tracker, "%s", it->tracker.c_str());
     *out = stats;
   });
 }

@@ -67,11 +67,17 @@ void Catalog::failed(int version, int level, const Error& error) {
     if (!e.failure) {
       e.failure = Failure{error.code(), "L" + std::to_string(level) + ": " + error.what()};
       ++unreported_failures_;
+      ++failures_;
     }
     e.stats.error = e.failure->message;
     e.settled_levels = e.route.size();  // later levels would copy from this one
   }
   changed_.notify_all();
+}
+
+long Catalog::failure_count() {
+  std::lock_guard lock(mutex_);
+  return failures_;
 }
 
 bool Catalog::settled(const Entry& e, int level) const {

@@ -33,6 +33,8 @@ class Catalog {
   // Writing it to `level` failed; the later levels of its route are given up
   // (they would copy from this one).
   void failed(int version, int level, const Error& error);
+  // Versions that failed at some level since the catalog was made.
+  long failure_count();
   // Memory duplicated by copy-on-write while a forked child wrote the version.
   void set_copy_on_write_bytes(int version, std::uint64_t bytes);
 
@@ -86,6 +88,7 @@ class Catalog {
   std::condition_variable changed_;
   std::map<int, Entry> entries_;
   int unreported_failures_ = 0;
+  long failures_ = 0;
 };
 
 }  // namespace resurgo

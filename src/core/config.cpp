@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
@@ -61,6 +62,17 @@ unsigned parse_mode(const std::string& key, const std::string& text) {
   return mode;
 }
 
+// A management block: a power-of-two number of system pages, at most 1 GiB.
+std::uint64_t parse_granularity(const std::string& key, const std::string& text) {
+  const std::uint64_t bytes = parse_size(key, text);
+  const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  if (bytes < page || bytes > (1u << 30) || bytes % page != 0 || !std::has_single_bit(bytes / page)) {
+    throw ConfigError("configuration key '" + key + "': '" + text + "' is not a power-of-two number of " +
+                      std::to_string(page) + "-byte pages up to 1GiB; give e.g. \"64KiB\" or \"auto\"");
+  }
+  return bytes;
+}
+
 template <class Enum>
 Enum parse_choice(const std::string& key, const std::string& text,
                   std::initializer_list<std::pair<const char*, Enum>> choices) {
@@ -79,7 +91,28 @@ const std::vector<std::pair<std::string, Setter>>& setters() {
       {"capture.mode",
        [](Config& c, const std::string& k, const std::string& v) {
          c.capture.mode = parse_choice<CaptureMode>(
-             k, v, {{"copy", CaptureMode::kCopy}, {"fork", CaptureMode::kFork}, {"auto", CaptureMode::kAuto}});
+             k, v, {{"copy", CaptureMode::kCopy},
+              {"fork", CaptureMode::kFork},
+              {"auto", CaptureMode::kAuto},
+              {"delta", CaptureMode::kDelta}});
+       }},
+      {"track.method",
+       [](Config& c, const std::string& k, const std::string& v) {
+         static const char* const methods[] = {"auto", "uffd", "soft-dirty", "mprotect", "hash"};
+         const std::string method = lower(trim(v));
+         if (std::find(std::begin(methods), std::end(methods), method) == std::end(methods)) {
+           throw ConfigError("configuration key '" + k + "': '" + v +
+                             "' is not one of auto, uffd, soft-dirty, mprotect, hash");
+         }
+         c.track.method = method;
+       }},
+      {"track.granularity",
+       [](Config& c, const std::string& k, const std::string& v) {
+         c.track.granularity = lower(trim(v)) == "auto" ? 0 : parse_granularity(k, v);
+       }},
+      {"delta.full_every",
+       [](Config& c, const std::string& k, const std::string& v) {
+         c.delta.full_every = static_cast<int>(parse_integer(k, v, 1, 1 << 20));
        }},
       {"buffer.capacity",
        [](Config& c, const std::string& k, const std::string& v) {
@@ -187,18 +220,20 @@ void apply_file(Config& config, const std::string& path) {
     throw ConfigError("configuration file '" + path + "' line " + std::to_string(where.line) +
                       ": " + std::string(error.description()));
   }
-  static const std::string sections[] = {"capture", "buffer", "local", "persistent", "pipeline", "log", "trace"};
+  static const std::string sections[] = {"capture", "track",    "delta", "buffer", "local",
+                                         "persistent", "pipeline", "log",   "trace"};
+  std::string section_list;
+  for (const std::string& section : sections) section_list += (section_list.empty() ? "" : ", ") + section;
   for (const auto& [section, node] : root) {
     const auto* table = node.as_table();
     const bool known = std::find(std::begin(sections), std::end(sections), section.str()) != std::end(sections);
     if (table != nullptr && table->empty() && !known) {  // keys of an unknown section are reported by set()
       throw ConfigError("configuration file '" + path + "': unknown section [" + std::string(section.str()) +
-                        "]; sections are capture, buffer, local, persistent, pipeline, log, trace");
+                        "]; sections are " + section_list);
     }
     if (table == nullptr) {
       throw ConfigError("configuration file '" + path + "': top-level key '" +
-                        std::string(section.str()) + "' must be a [section]; sections are " +
-                        "capture, buffer, local, persistent, pipeline, log, trace");
+                        std::string(section.str()) + "' must be a [section]; sections are " + section_list);
     }
     for (const auto& [name, value] : *table) {
       const std::string key = std::string(section.str()) + "." + std::string(name.str());

@@ -62,6 +62,7 @@ class Store::Impl {
   Level* level(int number) const;
   std::vector<Level*> levels() const;  // fastest first
   int newest_committed();
+  bool takes_every_checkpoint(const Level& level) const;
 
   std::shared_ptr<Env> env_;
   Logger log_;
@@ -77,6 +78,7 @@ class Store::Impl {
   std::unique_ptr<Scheduler> scheduler_;
   int newest_version_ = -1;
   long checkpoints_ = 0;
+  long failures_seen_ = 0;  // catalog_.failure_count() at the previous checkpoint
   bool closed_ = false;
 };
 
@@ -143,6 +145,10 @@ Level* Store::Impl::level(int number) const {
   return nullptr;
 }
 
+bool Store::Impl::takes_every_checkpoint(const Level& level) const {
+  return (&level == &local_ ? config.local.every : config.persistent.every) == 1;
+}
+
 std::vector<Level*> Store::Impl::levels() const {
   std::vector<Level*> list{const_cast<DirectoryTier*>(&local_)};
   if (persistent_prepared_) list.push_back(const_cast<DirectoryTier*>(&persistent_));
@@ -160,6 +166,7 @@ void Store::Impl::protect(Region region) {
 void Store::Impl::unprotect(int id) {
   check_open("unprotect");
   registry_.remove(id);
+  capture_->unprotected(id);
   capture_->resize(registry_.total_bytes());
 }
 
@@ -208,6 +215,9 @@ void Store::Impl::check_new_version(int version) const {
 void Store::Impl::checkpoint(int version) {
   const Clock::time_point started = Clock::now();
   check_open("checkpoint");
+  const long failures = catalog_.failure_count();
+  if (failures != failures_seen_) capture_->start_new_chain("an earlier version failed");
+  failures_seen_ = failures;
   catalog_.report_failure([&] {
     return "checkpoint " + std::to_string(version) + " not taken (the store keeps working; call checkpoint again): ";
   });
@@ -216,6 +226,13 @@ void Store::Impl::checkpoint(int version) {
   if (!persistent_prepared_ && std::count(route.begin(), route.end(), &persistent_) > 0) {
     persistent_.prepare();
     persistent_prepared_ = true;
+  }
+  // A delta's base must be on every level the delta goes to: only a level
+  // that takes every checkpoint holds it for sure.
+  for (Level* level : route) {
+    if (takes_every_checkpoint(*level)) continue;
+    capture_->start_new_chain("it goes to L" + std::to_string(level->number()) +
+                              ", which does not take every checkpoint");
   }
   CaptureTimes times;
   Snapshot snapshot = [&] {
@@ -226,7 +243,14 @@ void Store::Impl::checkpoint(int version) {
   newest_version_ = version;
   VersionStats captured;
   captured.bytes = registry_.total_bytes();
-  captured.capture = snapshot.synchronous ? "synchronous" : capture_->mode(captured.bytes);
+  captured.base_version = static_cast<int>(snapshot.header.base_version);
+  captured.capture = captured.base_version >= 0 ? "delta"
+                     : snapshot.synchronous     ? "synchronous"
+                                                : capture_->mode(captured.bytes);
+  captured.captured_bytes = total_bytes(snapshot.extents);
+  captured.dirty_bytes = snapshot.tracking.dirty_bytes;
+  captured.granularity_bytes = snapshot.tracking.granularity_bytes;
+  captured.tracker = snapshot.tracking.tracker;
   captured.backpressure_seconds = times.backpressure_seconds;
   captured.first_touch_seconds = times.first_touch_seconds;
   captured.copy_seconds = times.copy_seconds;

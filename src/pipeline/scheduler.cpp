@@ -174,7 +174,7 @@ std::uint64_t Scheduler::write(Job& job, Clock::time_point& started) {
   }
   std::uint64_t stored = 0;
   level.commit(job.version, [&](WritableFile& file) {
-    stored = write_version(file, job.snapshot.header, job.snapshot.sources, pipeline_, pool_);
+    stored = write_extents(file, job.snapshot.header, job.snapshot.extents, pipeline_, pool_);
   });
   return stored;
 }

@@ -19,18 +19,17 @@ struct EncodedChunk {
   bool early_abort = false;           // stored raw: a sample did not compress
 };
 
-std::vector<EncodedChunk> plan_chunks(const format::Header& header, const std::vector<const std::byte*>& sources,
+std::vector<EncodedChunk> plan_chunks(const format::Header& header, const std::vector<Extent>& extents,
                                       std::uint64_t chunk_size) {
   std::vector<EncodedChunk> chunks;
-  for (std::uint32_t r = 0; r < header.regions.size(); ++r) {
-    const std::uint64_t bytes = header.regions[r].bytes;
-    const std::size_t element_size = format::element_size(header.regions[r].dtype);
-    for (std::uint64_t offset = 0; offset < bytes; offset += chunk_size) {
+  for (const Extent& extent : extents) {
+    const std::size_t element_size = format::element_size(header.regions[extent.region].dtype);
+    for (std::uint64_t done = 0; done < extent.bytes; done += chunk_size) {
       EncodedChunk chunk;
-      chunk.record.region = r;
-      chunk.record.offset = offset;
-      chunk.record.raw_length = std::min(chunk_size, bytes - offset);
-      chunk.raw = sources[r] + offset;
+      chunk.record.region = extent.region;
+      chunk.record.offset = extent.offset + done;
+      chunk.record.raw_length = std::min(chunk_size, extent.bytes - done);
+      chunk.raw = extent.source + done;
       chunk.element_size = element_size;
       chunks.push_back(std::move(chunk));
     }
@@ -52,9 +51,9 @@ void encode(EncodedChunk& chunk, const Config::Pipeline& pipeline) {
 
 }  // namespace
 
-std::uint64_t write_version(WritableFile& file, const format::Header& header, const std::vector<const std::byte*>& sources,
+std::uint64_t write_extents(WritableFile& file, const format::Header& header, const std::vector<Extent>& extents,
                             const Config::Pipeline& pipeline, ThreadPool& pool, WriteResult* result) {
-  std::vector<EncodedChunk> chunks = plan_chunks(header, sources, pipeline.chunk_size);
+  std::vector<EncodedChunk> chunks = plan_chunks(header, extents, pipeline.chunk_size);
   std::uint64_t early_aborts = 0;
   format::ContainerWriter writer(file, header);
   // A window of chunks is encoded in parallel, then written in order; the
@@ -74,6 +73,15 @@ std::uint64_t write_version(WritableFile& file, const format::Header& header, co
   writer.finish();
   if (result != nullptr) *result = WriteResult{writer.bytes_written(), chunks.size(), early_aborts};
   return writer.bytes_written();
+}
+
+std::uint64_t write_version(WritableFile& file, const format::Header& header, const std::vector<const std::byte*>& sources,
+                            const Config::Pipeline& pipeline, ThreadPool& pool, WriteResult* result) {
+  std::vector<Extent> extents;
+  for (std::uint32_t r = 0; r < header.regions.size(); ++r) {
+    if (header.regions[r].bytes > 0) extents.push_back({r, 0, header.regions[r].bytes, sources[r]});
+  }
+  return write_extents(file, header, extents, pipeline, pool, result);
 }
 
 }  // namespace resurgo

@@ -1,4 +1,4 @@
-// Turns one captured version into a container file: splits every region into
+// Turns one captured version into a container file: splits its extents into
 // chunks, checksums (and compresses) them on the pipeline threads, and
 // writes them in order.
 #pragma once
@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "capture/extent.h"
 #include "format/container.h"
 #include "pipeline/thread_pool.h"
 #include "resurgo/config.hpp"
@@ -20,8 +21,14 @@ struct WriteResult {
   std::uint64_t chunks_raw_early_abort = 0;
 };
 
-// sources[i] holds header.regions[i].bytes bytes. Returns the file's size;
-// fills `result` too when given.
+// Writes `extents` (ascending and disjoint within each region; covering
+// every region whole unless header.base_version marks a delta), each split
+// into chunks of at most pipeline.chunk_size. Returns the file's size; fills
+// `result` too when given.
+std::uint64_t write_extents(WritableFile& file, const format::Header& header, const std::vector<Extent>& extents,
+                            const Config::Pipeline& pipeline, ThreadPool& pool, WriteResult* result = nullptr);
+
+// A full version: sources[i] holds header.regions[i].bytes bytes.
 std::uint64_t write_version(WritableFile& file, const format::Header& header, const std::vector<const std::byte*>& sources,
                             const Config::Pipeline& pipeline, ThreadPool& pool, WriteResult* result = nullptr);
 

@@ -40,6 +40,11 @@ class PageSet {
       fn(first, page - first);
     }
   }
+  // Adds the pages of `other`, a set over the same region.
+  PageSet& operator|=(const PageSet& other) {
+    for (std::size_t i = 0; i < words_.size() && i < other.words_.size(); ++i) words_[i] |= other.words_[i];
+    return *this;
+  }
   bool operator==(const PageSet&) const = default;
 
  private:

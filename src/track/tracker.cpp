@@ -22,6 +22,8 @@ std::string_view method_name(Method method) {
   return "unknown";
 }
 
+bool reports_pages(Method method) { return method == Method::kUffd || method == Method::kSoftDirty; }
+
 std::size_t page_size() {
   static const std::size_t size = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
   return size;

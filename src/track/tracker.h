@@ -45,6 +45,9 @@ class Tracker {
  public:
   virtual ~Tracker() = default;
   virtual Method method() const = 0;
+  // The method that tracks region `id` (a fallback may track some regions
+  // with another one).
+  virtual Method method_of(int /*id*/) const { return method(); }
 
   // Starts tracking region `id`, [base, base + bytes), bytes > 0. Every page
   // counts as written until the first collect(). Throws Unavailable when this
@@ -72,6 +75,10 @@ std::size_t pages_spanned(const std::byte* base, std::size_t bytes);
 
 // For the methods' error messages: "region 3 [0x7f.., 0x7f..)".
 std::string describe_region(int id, const std::byte* base, std::size_t bytes);
+
+// Whether `method` reports single pages whatever the block (uffd,
+// soft-dirty) rather than whole blocks (mprotect, hash).
+bool reports_pages(Method method);
 
 // Throws InvalidArgumentError, naming the method and region, unless
 // block_pages is a power of two >= 1.

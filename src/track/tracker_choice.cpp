@@ -37,6 +37,10 @@ class FallbackTracker final : public Tracker {
   FallbackTracker(std::unique_ptr<Tracker> chosen, const Logger& log) : chosen_(std::move(chosen)), log_(log) {}
 
   Method method() const override { return chosen_->method(); }
+  Method method_of(int id) const override {
+    const auto found = owner_.find(id);
+    return found == owner_.end() ? chosen_->method() : found->second->method();
+  }
 
   void watch(int id, std::byte* base, std::size_t bytes) override {
     if (owner_.count(id) != 0) throw InvalidArgumentError("region " + std::to_string(id) + " is already tracked");
