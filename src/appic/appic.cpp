@@ -52,14 +52,35 @@ State& state() {
   return instance;
 }
 
+// Closes every store and forgets the arrays; throws the first error after
+// closing all of them.
+void close_all_files() {
+  std::map<std::string, std::unique_ptr<File>> files = std::move(state().files);
+  state().files.clear();
+  std::optional<Error> first;
+  for (auto& [key, file] : files) {
+    try {
+      file->store.close();
+    } catch (const Error& error) {
+      if (!first) first = error;
+    }
+  }
+  if (first) rethrow_as_is(*first);
+}
+
 // At exit an open cycle is abandoned (it takes no version) and every store
-// is closed; a failure can only be printed.
+// is closed; a failure can only be printed. Not through rsg_appic_finalize:
+// the thread-local rsg_last_error message is destroyed before atexit
+// handlers run.
 void finalize_at_exit() {
   State& s = state();
   s.open = nullptr;
   s.cycle = Cycle::kNone;
-  if (rsg_appic_finalize() != RSG_OK) std::fprintf(stderr, "resurgo: closing the appic stores at exit: %s\n",
-                                                   rsg_last_error());
+  try {
+    close_all_files();
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "resurgo: closing the appic stores at exit: %s\n", error.what());
+  }
 }
 
 std::string normalised(const std::string& path) {
@@ -68,11 +89,14 @@ std::string normalised(const std::string& path) {
 
 // The store of `path`: L2 is dirname(path), the name basename(path) (the
 // Store validates it), L4 off, delta captures unless the environment names
-// another mode.
+// another mode. A store reads an existing L4 directory even with L4 off, and
+// the default one (./checkpoints/<name>) may be this very path: L4 is moved
+// to path/<name>, inside the store, where no directory ever is.
 Config config_for(const std::filesystem::path& path) {
   std::map<std::string, std::string> overrides{
       {"local.path", path.has_parent_path() ? path.parent_path().string() : "."},
       {"persistent.every", "0"},
+      {"persistent.path", path.string()},
   };
   if (::getenv("RESURGO_CAPTURE_MODE") == nullptr) overrides["capture.mode"] = "delta";
   return Config::load("", overrides);
@@ -248,17 +272,7 @@ int rsg_appic_finalize(void) {
       throw resurgo::StateError("rsg_appic_finalize: '" + s.open->path +
                                 "' is still open; call rsg_appic_close first");
     }
-    std::map<std::string, std::unique_ptr<resurgo::File>> files = std::move(s.files);
-    s.files.clear();
-    std::optional<resurgo::Error> first;
-    for (auto& [key, file] : files) {
-      try {
-        file->store.close();
-      } catch (const resurgo::Error& error) {
-        if (!first) first = error;
-      }
-    }
-    if (first) resurgo::rethrow_as_is(*first);
+    resurgo::close_all_files();
   });
 }
 
