@@ -79,9 +79,18 @@ TEST_F(AppicTest, CycleWritesAndReadsBackBitForBit) {
   EXPECT_EQ(v2, v);
 }
 
-// Two cycles of 64 pages; the second after writing 2 of them.
+// Two cycles of 64 pages; the second after writing 2 of them. In delta
+// mode, the appic default, whatever RESURGO_CAPTURE_MODE the run was given.
 class AppicDeltaTest : public AppicTest {
  protected:
+  void SetUp() override {
+    if (const char* mode = ::getenv("RESURGO_CAPTURE_MODE")) saved_mode_ = mode;
+    ::unsetenv("RESURGO_CAPTURE_MODE");
+  }
+  void TearDown() override {
+    AppicTest::TearDown();
+    if (!saved_mode_.empty()) ::setenv("RESURGO_CAPTURE_MODE", saved_mode_.c_str(), 1);
+  }
   void two_cycles() {
     u = pattern(kDoubles, 3.0);
     write_cycle({&u});
@@ -89,6 +98,9 @@ class AppicDeltaTest : public AppicTest {
     write_cycle({&u});
   }
   static constexpr std::size_t kDoubles = 64 * kPage / sizeof(double);
+
+ private:
+  std::string saved_mode_;
 };
 
 TEST_F(AppicDeltaTest, TheSecondCycleWritesOnlyTheChangedPages) {
