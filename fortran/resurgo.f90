@@ -32,6 +32,19 @@
 ! to stderr and stops the program (error stop), so short programs need no
 ! error handling at all.
 !
+! Appicpr's calls (resurgo/appic.h, docs/appic.md): a Fortran OPEN / WRITE /
+! CLOSE of arrays, but incremental. A cycle is one version:
+!
+!   call appic_open('state.dat')
+!   call appic_register(p, sizeof(p))   ! once; again is a no-op
+!   call appic_write(p)
+!   call appic_close()                  ! durable on return
+!
+! and a restarted program reads the newest version back with the same
+! open/register, then appic_read(p, ierr) (ierr = RSG_ENOTFOUND: none yet).
+! Arrays registered with appic_register follow the rules of resurgo_protect
+! below (contiguous, TARGET or at a fixed address).
+!
 ! Arrays passed to resurgo_protect must be contiguous and keep their address
 ! until unprotected or the store is closed: declare them with the TARGET
 ! attribute (allocatable, target :: u(:,:)) and pass the whole array. A
@@ -78,7 +91,8 @@ module resurgo
   ! ---- The C API, bound one to one ------------------------------------------
   public :: rsg_open, rsg_close, rsg_protect, rsg_unprotect, rsg_set_metadata, &
             rsg_get_metadata, rsg_checkpoint, rsg_wait, rsg_latest_version, rsg_restart, &
-            rsg_last_error
+            rsg_last_error, rsg_appic_open, rsg_appic_register, rsg_appic_write, rsg_appic_read, &
+            rsg_appic_version, rsg_appic_close, rsg_appic_finalize
 
   interface
     ! config_path may be c_null_ptr; otherwise c_loc of a NUL-terminated string.
@@ -174,6 +188,47 @@ module resurgo
       type(c_ptr) :: msg
     end function rsg_last_error
 
+    function rsg_appic_open(path) bind(C, name="rsg_appic_open") result(rc)
+      import :: c_char, c_int
+      character(kind=c_char), dimension(*), intent(in) :: path
+      integer(c_int) :: rc
+    end function rsg_appic_open
+
+    function rsg_appic_register(ptr, bytes) bind(C, name="rsg_appic_register") result(rc)
+      import :: c_ptr, c_int, c_size_t
+      type(c_ptr), value :: ptr
+      integer(c_size_t), value :: bytes
+      integer(c_int) :: rc
+    end function rsg_appic_register
+
+    function rsg_appic_write(ptr) bind(C, name="rsg_appic_write") result(rc)
+      import :: c_ptr, c_int
+      type(c_ptr), value :: ptr
+      integer(c_int) :: rc
+    end function rsg_appic_write
+
+    function rsg_appic_read(ptr) bind(C, name="rsg_appic_read") result(rc)
+      import :: c_ptr, c_int
+      type(c_ptr), value :: ptr
+      integer(c_int) :: rc
+    end function rsg_appic_read
+
+    function rsg_appic_version(version) bind(C, name="rsg_appic_version") result(rc)
+      import :: c_int
+      integer(c_int), intent(inout) :: version  ! written only on success
+      integer(c_int) :: rc
+    end function rsg_appic_version
+
+    function rsg_appic_close() bind(C, name="rsg_appic_close") result(rc)
+      import :: c_int
+      integer(c_int) :: rc
+    end function rsg_appic_close
+
+    function rsg_appic_finalize() bind(C, name="rsg_appic_finalize") result(rc)
+      import :: c_int
+      integer(c_int) :: rc
+    end function rsg_appic_finalize
+
     function c_strlen(s) bind(C, name="strlen") result(n)
       import :: c_ptr, c_size_t
       type(c_ptr), value :: s
@@ -186,6 +241,14 @@ module resurgo
             resurgo_unprotect, resurgo_set_metadata, resurgo_get_metadata, &
             resurgo_checkpoint, resurgo_wait, resurgo_latest, resurgo_restart, &
             resurgo_last_error
+
+  public :: appic_open, appic_register, appic_write, appic_read, appic_version, appic_close, &
+            appic_finalize
+
+  ! bytes as sizeof / c_sizeof give it (c_size_t) or as a default integer.
+  interface appic_register
+    module procedure appic_register_size_t, appic_register_int32
+  end interface appic_register
 
   ! Any rank (scalars included) of these kinds; see protect_array.
   interface resurgo_protect
@@ -491,5 +554,91 @@ contains
     if (present(restored)) restored = int(got)
     call finish(rc, 'resurgo_restart', ierr)
   end subroutine resurgo_restart
+
+  ! ---- Appicpr's calls ------------------------------------------------------
+
+  ! Begins a cycle (one version) on the store named by `path`.
+  subroutine appic_open(path, ierr)
+    character(len=*), intent(in) :: path
+    integer, intent(out), optional :: ierr
+    call finish(rsg_appic_open(c_string(path)), 'appic_open', ierr)
+  end subroutine appic_open
+
+  ! Refuses a strided section (its temporary copy would vanish on return).
+  ! The appic dummies are not CONTIGUOUS, for the reason given at protect_array.
+  logical function appic_contiguous(array, what, ierr) result(ok)
+    type(*), dimension(..), intent(in) :: array
+    character(len=*), intent(in) :: what
+    integer, intent(out), optional :: ierr
+    ok = is_contiguous(array)
+    if (.not. ok) call fail(RSG_EINVAL, what, 'the array is not contiguous (a strided ' // &
+                            'section?): pass the whole array, declared TARGET', ierr)
+  end function appic_contiguous
+
+  ! Address of a contiguous array; c_null_ptr for a zero-size one, which
+  ! c_loc does not take (the C call then refuses it with its own message).
+  function appic_address(array) result(address)
+    type(*), dimension(..), intent(in), target :: array
+    type(c_ptr) :: address
+    address = c_null_ptr
+    if (size(array) > 0) address = c_loc(array)
+  end function appic_address
+
+  subroutine appic_register_size_t(array, bytes, ierr)
+    type(*), dimension(..), intent(inout), target :: array
+    integer(c_size_t), intent(in) :: bytes
+    integer, intent(out), optional :: ierr
+    if (.not. appic_contiguous(array, 'appic_register', ierr)) return
+    call finish(rsg_appic_register(appic_address(array), bytes), 'appic_register', ierr)
+  end subroutine appic_register_size_t
+
+  subroutine appic_register_int32(array, bytes, ierr)
+    type(*), dimension(..), intent(inout), target :: array
+    integer(int32), intent(in) :: bytes
+    integer, intent(out), optional :: ierr
+    call appic_register_size_t(array, int(bytes, c_size_t), ierr)
+  end subroutine appic_register_int32
+
+  ! Marks the registered `array` as part of this cycle's version.
+  subroutine appic_write(array, ierr)
+    type(*), dimension(..), intent(in), target :: array
+    integer, intent(out), optional :: ierr
+    if (.not. appic_contiguous(array, 'appic_write', ierr)) return
+    call finish(rsg_appic_write(appic_address(array)), 'appic_write', ierr)
+  end subroutine appic_write
+
+  ! The first read of a cycle restores the newest intact version into every
+  ! registered array; ierr = RSG_ENOTFOUND when the path holds none.
+  subroutine appic_read(array, ierr)
+    type(*), dimension(..), intent(inout), target :: array
+    integer, intent(out), optional :: ierr
+    if (.not. appic_contiguous(array, 'appic_read', ierr)) return
+    call finish(rsg_appic_read(appic_address(array)), 'appic_read', ierr)
+  end subroutine appic_read
+
+  ! The version this cycle read, else the newest on disk; -1 when there is
+  ! none (not an error, as in resurgo_latest).
+  subroutine appic_version(version, ierr)
+    integer, intent(out) :: version
+    integer, intent(out), optional :: ierr
+    integer(c_int) :: v, rc
+    v = -1
+    rc = rsg_appic_version(v)
+    if (rc == RSG_ENOTFOUND) rc = RSG_OK
+    version = int(v)
+    call finish(rc, 'appic_version', ierr)
+  end subroutine appic_version
+
+  ! Ends the cycle; after writes, the version is durable on return.
+  subroutine appic_close(ierr)
+    integer, intent(out), optional :: ierr
+    call finish(rsg_appic_close(), 'appic_close', ierr)
+  end subroutine appic_close
+
+  ! Closes every store the appic calls opened (also done at exit).
+  subroutine appic_finalize(ierr)
+    integer, intent(out), optional :: ierr
+    call finish(rsg_appic_finalize(), 'appic_finalize', ierr)
+  end subroutine appic_finalize
 
 end module resurgo

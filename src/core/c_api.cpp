@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <new>
 #include <string>
 
+#include "core/c_status.h"
 #include "resurgo/resurgo.h"
 #include "resurgo/resurgo.hpp"
 
@@ -13,34 +13,9 @@ struct rsg_store {
   resurgo::Store store;
 };
 
-namespace {
-
-thread_local std::string last_error;
-
-template <class Body>
-int guarded(Body&& body) {
-  try {
-    body();
-    last_error.clear();
-    return RSG_OK;
-  } catch (const resurgo::Error& error) {
-    last_error = error.what();
-    return static_cast<int>(error.code());
-  } catch (const std::bad_alloc&) {
-    last_error = "out of memory";
-    return RSG_EINTERNAL;
-  } catch (const std::exception& error) {
-    last_error = std::string("internal error: ") + error.what();
-    return RSG_EINTERNAL;
-  }
-}
-
-int invalid(const char* message) {
-  last_error = message;
-  return RSG_EINVAL;
-}
-
-}  // namespace
+using resurgo::c_api::guarded;
+using resurgo::c_api::invalid;
+using resurgo::c_api::last_error;
 
 extern "C" {
 

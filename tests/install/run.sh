@@ -29,7 +29,7 @@ config=$(find "$prefix" -name resurgoConfig.cmake -print -quit)
 pcfile=$(find "$prefix" -name resurgo.pc -print -quit)
 [[ -n "$config" ]] || fail "resurgoConfig.cmake not installed"
 [[ -n "$pcfile" ]] || fail "resurgo.pc not installed"
-for h in resurgo.h resurgo.hpp; do
+for h in resurgo.h resurgo.hpp appic.h; do
   [[ -f "$prefix/include/resurgo/$h" ]] || fail "include/resurgo/$h not installed"
 done
 libdir=$(dirname "$(dirname "$pcfile")")
