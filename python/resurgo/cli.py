@@ -1,9 +1,11 @@
 """``resurgo``: command-line tool for Resurgo checkpoint directories.
 
     resurgo ls PATH                      list container files (tier or store dir)
-    resurgo inspect FILE [--json]        header, metadata, regions, chunks
-    resurgo verify PATH                  full checksum verification (file or dir)
-    resurgo rm PATH --version N [--store NAME]   delete one version
+    resurgo inspect FILE [--json]        header, base, metadata, regions, chunks
+    resurgo verify PATH                  full checksum verification (file or dir;
+                                         in a dir, also every delta's chain)
+    resurgo rm PATH --version N [--store NAME] [--with-dependents]
+                                         delete one version (and the deltas on it)
 
 Container files are ``<tier>/<store>/v<version:010>.r<rank:06>.rsg``. The tool
 only parses them with the native reader; it never evaluates their contents.
@@ -19,7 +21,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 import resurgo
 from resurgo import _core
@@ -109,24 +111,34 @@ def cmd_ls(args: argparse.Namespace) -> int:
     if not entries:
         print(f"no container files under {args.path}")
         return EXIT_OK
-    rows = [("STORE", "VERSION", "RANK", "SIZE", "REGIONS", "STATE")]
+    rows = [("STORE", "VERSION", "RANK", "BASE", "SIZE", "REGIONS", "STATE")]
     for e in entries:
         try:
             size = _human(e.path.stat().st_size)
         except OSError:
             size = "?"
         regions = "-"
+        base = "-"
         try:
             info = _core.inspect(str(e.path))
             regions = str(len(info["regions"]))
+            base = _base_text(info, short=True)
             state = "ok"
         except resurgo.Error as exc:
             state = f"damaged: {_first_line(exc)}"
         if e.quarantined:
             state = f"quarantined ({state})"
-        rows.append((e.store, str(e.version), str(e.rank), size, regions, state))
+        rows.append((e.store, str(e.version), str(e.rank), base, size, regions, state))
     _print_table(rows)
     return EXIT_OK
+
+
+def _base_text(info: dict, short: bool = False) -> str:
+    """'full', or the base of a delta ('delta of version N'; just N when short)."""
+    base = info["base_version"]
+    if base < 0:
+        return "full"
+    return str(base) if short else f"delta of version {base}"
 
 
 def _first_line(exc: BaseException) -> str:
@@ -171,18 +183,23 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         print()
         return EXIT_OK
     created = _dt.datetime.fromtimestamp(info["created_unix_ns"] / 1e9, tz=_dt.timezone.utc)
-    base = "full" if info["base_version"] < 0 else f"delta of version {info['base_version']}"
+    chunks = info["chunks"]
+    raw = sum(c["raw_length"] for c in chunks)
     fields = [
         ("file", path),
         ("store", info["store"]),
         ("version", str(info["version"])),
         ("rank", str(info["rank"])),
-        ("kind", base),
+        ("base", _base_text(info)),
         ("created", created.isoformat(timespec="milliseconds")),
         ("chunk size", _human(info["chunk_size"])),
         ("file size", f"{_human(info['file_size'])} ({info['file_size']} bytes)"),
         ("metadata", _metadata_preview(info["metadata"])),
     ]
+    if info["base_version"] >= 0:
+        region_bytes = sum(r["bytes"] for r in info["regions"])
+        fields.append(("extents", f"{len(chunks)}, {_human(raw)} of {_human(region_bytes)} "
+                                  f"({raw} of {region_bytes} bytes; the base holds the rest)"))
     width = max(len(k) for k, _ in fields)
     for key, value in fields:
         print(f"{key.ljust(width)}  {value}")
@@ -193,8 +210,6 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         shape = "(" + ", ".join(str(n) for n in r["shape"]) + ("," if len(r["shape"]) == 1 else "") + ")"
         rows.append((f"  {r['id']}", r["label"], r["kind"], str(r["bytes"]), r["dtype"] or "-", shape))
     _print_table(rows)
-    chunks = info["chunks"]
-    raw = sum(c["raw_length"] for c in chunks)
     stored = sum(c["stored_length"] for c in chunks)
     codecs: dict = {}
     for c in chunks:
@@ -218,8 +233,9 @@ def _collect_for_verify(path: Path) -> List[Path]:
 
 
 def _verify_files(files: List[Path], report: Callable[[str], None],
-                  advance: Optional[Callable[[int], None]] = None) -> int:
-    damaged = 0
+                  advance: Optional[Callable[[int], None]] = None) -> Set[Path]:
+    """Verifies each file; returns the damaged ones."""
+    damaged: Set[Path] = set()
     for f in files:
         try:
             size = f.stat().st_size
@@ -237,15 +253,62 @@ def _verify_files(files: List[Path], report: Callable[[str], None],
         try:
             _core.verify(str(f), progress)
         except resurgo.Error as exc:
-            damaged += 1
+            damaged.add(f)
             report(f"DAMAGED {f}: {exc}")
         if advance is not None:
             advance(size - state["seen"])
     return damaged
 
 
+def _broken_chains(files: List[Path], damaged: Set[Path]) -> List[str]:
+    """One line per delta whose chain is broken: a base (in the same directory,
+    of the same rank) missing, damaged, or with another region table, down to
+    a full version. What restart would find, without reading chunks again."""
+    links: Dict[Tuple[Path, int, int], Tuple[Path, Optional[dict]]] = {}
+    for f in files:
+        parsed = _parse_name(f.name)
+        if parsed is None or parsed[2]:
+            continue
+        version, rank, _ = parsed
+        info = None
+        if f not in damaged:
+            try:
+                info = _core.inspect(str(f))
+            except resurgo.Error:
+                pass
+        links[(f.parent, rank, version)] = (f, info)
+
+    def break_in(key: Tuple[Path, int, int]) -> Optional[str]:
+        directory, rank, version = key
+        info = links[key][1]
+        while info["base_version"] >= 0:
+            base = info["base_version"]
+            base_key = (directory, rank, base)
+            if base_key not in links:
+                return f"its base {base} is missing from {directory}"
+            base_path, base_info = links[base_key]
+            if base_info is None:
+                return f"its base {base} ({base_path}) is damaged"
+            # The region tables must be equal field by field, as restart requires.
+            if base_info["regions"] != info["regions"]:
+                return f"version {version} is a delta of version {base} but their region tables differ"
+            version, info = base, base_info
+        return None
+
+    lines = []
+    for key in sorted(links):
+        path, info = links[key]
+        if info is None or info["base_version"] < 0:
+            continue
+        why = break_in(key)
+        if why is not None:
+            lines.append(f"BROKEN CHAIN {path}: {why}")
+    return lines
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
-    files = _collect_for_verify(Path(args.path))
+    root = Path(args.path)
+    files = _collect_for_verify(root)
     total = 0
     for f in files:
         try:
@@ -268,8 +331,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
                                     lambda n: bar.advance(task, n))
     else:
         damaged = _verify_files(files, print)
-    print(f"verified {len(files)} files, {damaged} damaged")
-    return EXIT_FAIL if damaged else EXIT_OK
+    broken = _broken_chains(files, damaged) if root.is_dir() else []
+    for line in broken:
+        print(line)
+    print(f"verified {len(files)} files, {len(damaged)} damaged, {len(broken)} broken chains")
+    return EXIT_FAIL if damaged or broken else EXIT_OK
 
 
 # --- rm ---------------------------------------------------------------------------
@@ -278,9 +344,10 @@ def cmd_rm(args: argparse.Namespace) -> int:
     root = Path(args.path)
     if not root.is_dir():
         raise UsageError(f"{root}: not a directory")
-    entries = [e for e in _scan(root) if e.version == args.version]
+    scanned = [e for e in _scan(root) if not e.quarantined]
     if args.store is not None:
-        entries = [e for e in entries if e.store == args.store]
+        scanned = [e for e in scanned if e.store == args.store]
+    entries = [e for e in scanned if e.version == args.version]
     stores = sorted({e.store for e in entries})
     if not entries:
         where = f"store '{args.store}' under {root}" if args.store else str(root)
@@ -291,11 +358,15 @@ def cmd_rm(args: argparse.Namespace) -> int:
         raise UsageError(f"version {args.version} exists in several stores ({', '.join(stores)}); "
                          "choose one with --store")
     # Through the library's level code and the store's lock: a store open on
-    # the directory makes this fail instead of racing with its eviction.
+    # the directory makes this fail instead of racing with its eviction. The
+    # library refuses to remove a base of other versions unless told to
+    # remove them too (newest first).
     for directory in sorted({e.path.parent for e in entries}):
-        _core.remove_version(str(directory), args.version)
-    for e in entries:
-        print(f"removed {e.path}")
+        removed = _core.remove_version(str(directory), args.version, args.with_dependents)
+        for version in removed:
+            for e in scanned:
+                if e.path.parent == directory and e.version == version:
+                    print(f"removed {e.path}")
     return EXIT_OK
 
 
@@ -317,7 +388,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_inspect)
 
-    p = sub.add_parser("verify", help="verify every checksum of a file or of a directory tree")
+    p = sub.add_parser("verify", help="verify every checksum of a file or of a directory tree, "
+                                      "and in a tree every delta's chain")
     p.add_argument("path", metavar="PATH")
     p.add_argument("--no-progress", action="store_true", help="never show a progress bar")
     p.set_defaults(func=cmd_verify)
@@ -326,6 +398,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("path", metavar="PATH", help="tier directory or store directory")
     p.add_argument("--version", type=int, required=True, metavar="N", dest="version")
     p.add_argument("--store", metavar="NAME", help="store name (inside a tier directory)")
+    p.add_argument("--with-dependents", action="store_true",
+                   help="also remove the delta versions that stand on it (newest first)")
     p.set_defaults(func=cmd_rm)
     return parser
 

@@ -10,6 +10,7 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include <array>
@@ -20,6 +21,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -279,6 +281,54 @@ nb::dict inspect(const std::string& path) {
   return container_dict(container);
 }
 
+resurgo::format::RegionKind kind_from_name(const std::string& name) {
+  for (auto kind : {resurgo::format::RegionKind::kHost, resurgo::format::RegionKind::kDevice,
+                    resurgo::format::RegionKind::kManaged}) {
+    if (name == kind_name(kind)) return kind;
+  }
+  raise(resurgo::ErrorCode::kInvalidArgument, "unknown region kind '" + name + "'");
+}
+
+// Writes a container file (mode 0600) from a header dict shaped like
+// inspect()'s and uncompressed chunks (region index, offset, bytes): lets
+// tests and tools make full and delta files without a store. The reader's
+// checks apply when the file is read back, not here.
+void write_container(const std::string& path, nb::dict fields,
+                     const std::vector<std::tuple<std::uint32_t, std::uint64_t, nb::bytes>>& chunks) {
+  resurgo::format::Header header;
+  header.store = nb::cast<std::string>(fields["store"]);
+  header.version = nb::cast<std::int64_t>(fields["version"]);
+  header.rank = nb::cast<std::uint32_t>(fields["rank"]);
+  header.base_version = nb::cast<std::int64_t>(fields["base_version"]);
+  header.chunk_size = nb::cast<std::uint64_t>(fields["chunk_size"]);
+  if (fields.contains("metadata")) {
+    const auto metadata = nb::cast<nb::bytes>(fields["metadata"]);
+    const auto* begin = reinterpret_cast<const std::byte*>(metadata.c_str());
+    header.metadata.assign(begin, begin + metadata.size());
+  }
+  for (nb::handle item : nb::cast<nb::list>(fields["regions"])) {
+    nb::dict region = nb::cast<nb::dict>(item);
+    header.regions.push_back({nb::cast<std::int32_t>(region["id"]), nb::cast<std::string>(region["label"]),
+                              kind_from_name(nb::cast<std::string>(region["kind"])),
+                              nb::cast<std::uint64_t>(region["bytes"]), nb::cast<std::string>(region["dtype"]),
+                              nb::cast<std::vector<std::int64_t>>(region["shape"])});
+  }
+  auto file = resurgo::Env::posix()->create(path, 0600);
+  resurgo::format::ContainerWriter writer(*file, header);
+  for (const auto& [region, offset, bytes] : chunks) {
+    resurgo::format::ChunkRecord record;
+    record.region = region;
+    record.offset = offset;
+    record.raw_length = bytes.size();
+    record.stored_length = bytes.size();
+    record.checksum = resurgo::format::checksum(bytes.c_str(), bytes.size());
+    writer.add_chunk(record, bytes.c_str());
+  }
+  writer.finish();
+  file->sync();
+  file->close();
+}
+
 constexpr std::uint64_t kProgressStep = 64u << 20;
 
 // Full verification: header, index, footer and every chunk checksum.
@@ -390,6 +440,9 @@ NB_MODULE(_core, m) {
       "removed, newest first.");
   m.def("inspect", &inspect, "path"_a,
         "Parses a container file's header and index (no chunk data) into a dict.");
+  m.def("_write_container", &write_container, "path"_a, "header"_a, "chunks"_a,
+        "Writes a container file from a header dict (as inspect returns) and uncompressed chunks "
+        "[(region index, offset, bytes)]; for tests and tools.");
   m.def("verify", &verify, "path"_a, "progress"_a = nb::none(),
         "Reads every chunk of a container file and checks its checksum; "
         "progress(done, total) is called about every 64 MiB and at the end.");

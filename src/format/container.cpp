@@ -158,7 +158,9 @@ void check_layout(const ReadableFile& file, const Container& container, std::uin
   for (std::size_t i = 0; i < container.chunks.size(); ++i) {
     const ChunkRecord& chunk = container.chunks[i];
     const std::string name = "chunk " + std::to_string(i);
-    if (chunk.region >= regions.size()) corrupt(file, name + " names region " + std::to_string(chunk.region) + " of " + std::to_string(regions.size()));
+    if (chunk.region >= regions.size()) {
+      corrupt(file, name + " names region " + std::to_string(chunk.region) + " of " + std::to_string(regions.size()));
+    }
     const std::uint64_t region_bytes = regions[chunk.region].bytes;
     if (chunk.raw_length > chunk_size) corrupt(file, name + " is larger than the chunk size (at most 1 GiB)");
     if (chunk.raw_length == 0 || chunk.raw_length > region_bytes || chunk.offset > region_bytes - chunk.raw_length) {
@@ -176,14 +178,18 @@ void check_layout(const ReadableFile& file, const Container& container, std::uin
   for (std::size_t r = 0; r < regions.size(); ++r) {
     auto& chunks = by_region[r];
     std::sort(chunks.begin(), chunks.end(), [](auto* a, auto* b) { return a->offset < b->offset; });
+    const std::string region = "region '" + regions[r].label + "'";
     std::uint64_t covered = 0;
     for (const ChunkRecord* chunk : chunks) {
-      if (chunk->offset < covered) corrupt(file, "region '" + regions[r].label + "' has overlapping chunks at byte " + std::to_string(chunk->offset));
-      if (!delta && chunk->offset != covered) corrupt(file, "region '" + regions[r].label + "' has a gap at byte " + std::to_string(covered));
+      if (chunk->offset < covered) {
+        corrupt(file, region + " has overlapping chunks at byte " + std::to_string(chunk->offset));
+      }
+      if (!delta && chunk->offset != covered) corrupt(file, region + " has a gap at byte " + std::to_string(covered));
       covered = chunk->offset + chunk->raw_length;
     }
     if (!delta && covered != regions[r].bytes) {
-      corrupt(file, "region '" + regions[r].label + "' is covered up to byte " + std::to_string(covered) + " of " + std::to_string(regions[r].bytes));
+      corrupt(file, region + " is covered up to byte " + std::to_string(covered) + " of " +
+                        std::to_string(regions[r].bytes));
     }
   }
 }
@@ -295,9 +301,13 @@ std::string region_table_difference(const Header& delta, const Header& base) {
     const RegionEntry& a = delta.regions[i];
     const RegionEntry& b = base.regions[i];
     const std::string which = "region " + std::to_string(i) + " ('" + a.label + "')";
-    if (a.id != b.id || a.label != b.label) return which + " is '" + b.label + "' (id " + std::to_string(b.id) + ") in the base";
+    if (a.id != b.id || a.label != b.label) {
+      return which + " is '" + b.label + "' (id " + std::to_string(b.id) + ") in the base";
+    }
     if (a.kind != b.kind) return which + " has another kind in the base";
-    if (a.bytes != b.bytes) return which + " has " + std::to_string(a.bytes) + " bytes against " + std::to_string(b.bytes);
+    if (a.bytes != b.bytes) {
+      return which + " has " + std::to_string(a.bytes) + " bytes against " + std::to_string(b.bytes);
+    }
     if (a.dtype != b.dtype) return which + " is " + a.dtype + " against " + b.dtype;
     if (a.shape != b.shape) return which + " has another shape in the base";
   }

@@ -54,7 +54,9 @@ inline std::function<void(WritableFile&)> chain_file(const std::string& store, i
         chunk.raw_length = std::min(chunk_size, extent.bytes - done);
         chunk.stored_length = chunk.raw_length;
         bytes.resize(chunk.raw_length);
-        for (std::uint64_t i = 0; i < chunk.raw_length; ++i) bytes[i] = written_byte(version, chunk.region, chunk.offset + i);
+        for (std::uint64_t i = 0; i < chunk.raw_length; ++i) {
+          bytes[i] = written_byte(version, chunk.region, chunk.offset + i);
+        }
         chunk.checksum = format::checksum(bytes.data(), bytes.size());
         writer.add_chunk(chunk, bytes.data());
       }

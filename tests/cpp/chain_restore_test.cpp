@@ -156,7 +156,8 @@ class ChainRestoreTest : public ::testing::Test {
     flip_bit(file, container_at(file).chunks.at(0).file_offset + 1);
   }
   static bool mentions(const std::vector<std::string>& lines, const std::string& text) {
-    return std::any_of(lines.begin(), lines.end(), [&](const std::string& l) { return l.find(text) != std::string::npos; });
+    const auto has = [&](const std::string& line) { return line.find(text) != std::string::npos; };
+    return std::any_of(lines.begin(), lines.end(), has);
   }
 
   TempDir dir_;
@@ -307,7 +308,8 @@ TEST_F(ChainRestoreTest, BaseDamagedEverywhereFallsBackToTheNewestIntactChain) {
   EXPECT_EQ(u_, model_.region(1, 0));
   const RestartReport report = store->last_restart();
   EXPECT_EQ(report.chain, (std::vector<int>{1, 0}));
-  EXPECT_TRUE(mentions(report.skipped, "version 4 skipped: its base 2 is damaged")) << ::testing::PrintToString(report.skipped);
+  EXPECT_TRUE(mentions(report.skipped, "version 4 skipped: its base 2 is damaged"))
+      << ::testing::PrintToString(report.skipped);
   EXPECT_TRUE(mentions(report.skipped, "version 3 skipped: its base 2 is damaged"));
   EXPECT_TRUE(mentions(report.skipped, path(4, 2)));
   // The damaged base is set aside; its intact deltas stay.

@@ -3,8 +3,9 @@
 // Small files (well under 8 KiB each) covering the codecs (none, lz4, zstd,
 // blosc-lz4 and blosc-zstd with a byte shuffle by the dtype's element size,
 // and incompressible chunks stored raw), 0-3 regions of every kind with
-// dtype and shape, metadata, delta base versions, regions split into many
-// chunks written out of order, and an empty region. Each file is read back
+// dtype and shape, metadata, delta base versions (a delta holding every
+// chunk, one holding every other chunk, one holding none), regions split
+// into many chunks written out of order, and an empty region. Each file is read back
 // and verified before it is kept.
 #include <algorithm>
 #include <cstdint>
@@ -74,11 +75,16 @@ Region region(std::int32_t id, const char* label, RegionKind kind, std::vector<s
   return r;
 }
 
+// Which chunks a seed holds: all (a full version, or a delta that rewrote
+// everything), every other one (a sparse delta: gaps the base holds), none
+// (a delta of a version nothing was written since).
+enum class Extents { kAll, kEveryOther, kNone };
+
 // `codecs` is cycled over the chunks; `reverse` writes each region's chunks
 // last to first (the reader must not rely on file order).
 void write_seed(const std::string& dir, const std::string& name, std::vector<Region> regions,
                 std::uint64_t chunk_size, std::vector<Codec> codecs, bool reverse = false,
-                std::int64_t base_version = -1, std::string metadata = "") {
+                std::int64_t base_version = -1, std::string metadata = "", Extents extents = Extents::kAll) {
   Header header;
   header.store = "seed-" + name;
   header.version = 7;
@@ -96,7 +102,10 @@ void write_seed(const std::string& dir, const std::string& name, std::vector<Reg
     const auto& data = regions[index].data;
     const std::size_t element_size = format::element_size(regions[index].entry.dtype);
     std::vector<std::uint64_t> offsets;
-    for (std::uint64_t offset = 0; offset < data.size(); offset += chunk_size) offsets.push_back(offset);
+    for (std::uint64_t offset = 0; offset < data.size(); offset += chunk_size) {
+      const bool held = extents == Extents::kAll || (extents == Extents::kEveryOther && offset / chunk_size % 2 == 0);
+      if (held) offsets.push_back(offset);
+    }
     if (reverse) std::reverse(offsets.begin(), offsets.end());
     for (std::uint64_t offset : offsets) {
       const std::uint64_t raw = std::min<std::uint64_t>(chunk_size, data.size() - offset);
@@ -172,6 +181,12 @@ int main(int argc, char** argv) {
                {region(0, "field", RegionKind::kHost, pattern(1200, true, 13), "float32", {300}),
                 region(1, "odd", RegionKind::kHost, pattern(998, true, 14), "float64", {})},
                512, {Codec::kBloscLz4, Codec::kBloscZstd});
+    write_seed(dir, "delta-sparse-reversed",
+               {region(0, "grid", RegionKind::kHost, pattern(1300, true, 15), "float64", {13, 12}),
+                region(1, "noise", RegionKind::kHost, pattern(700, false, 16))},
+               128, {Codec::kNone, Codec::kLz4}, true, 6, "sparse delta of 6", Extents::kEveryOther);
+    write_seed(dir, "delta-nothing-written", {region(0, "u", RegionKind::kHost, pattern(500, true, 17))}, 128,
+               {Codec::kNone}, false, 0, "", Extents::kNone);
   } catch (const resurgo::Error& error) {
     std::fprintf(stderr, "make_seeds: %s\n", error.what());
     return 1;

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -66,12 +67,13 @@ def test_ls_tier_directory(populated):
     result = run_cli("ls", populated.l2)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.strip().splitlines()
-    assert lines[0].split() == ["STORE", "VERSION", "RANK", "SIZE", "REGIONS", "STATE"]
+    assert lines[0].split() == ["STORE", "VERSION", "RANK", "BASE", "SIZE", "REGIONS", "STATE"]
     rows = [line.split() for line in lines[1:]]
     assert [(r[0], r[1], r[2]) for r in rows] == [
         ("heat", "0", "0"), ("heat", "1", "0"), ("heat", "2", "0"), ("wave", "5", "0")]
     heat_regions = {r[-2] for r in rows if r[0] == "heat"}
     assert heat_regions == {"2"}
+    assert {r[3] for r in rows} == {"full"}
     assert all(r[-1] == "ok" for r in rows)
 
 
@@ -122,6 +124,7 @@ def test_inspect_human(populated):
     assert "float64" in out and "(8, 16)" in out
     assert "int32" in out and "(100,)" in out
     assert "chunks:" in out
+    assert "full" in out and "extents" not in out
 
 
 def test_inspect_json(populated):
@@ -268,3 +271,104 @@ def test_rm_ambiguous_without_store(dirs):
     assert result.returncode == 2
     assert "--store" in result.stderr
     assert dirs.file(2, "one", 3).exists() and dirs.file(2, "two", 3).exists()
+
+
+# --- chains of delta versions ----------------------------------------------------
+
+REGION_BYTES = 4096
+
+
+def write_version(directory, version, base, extents, dtype="uint8"):
+    """Writes version `version` of store 'chain' (base -1: full) into
+    `directory`: region 'u' of 4096 bytes; a delta holds `extents`
+    [(offset, length)], each byte the version number."""
+    directory.mkdir(parents=True, exist_ok=True)
+    if base < 0:
+        extents = [(0, REGION_BYTES)]
+    header = {
+        "store": "chain", "version": version, "rank": 0, "base_version": base, "chunk_size": 1024,
+        "regions": [{"id": 0, "label": "u", "kind": "host", "bytes": REGION_BYTES, "dtype": dtype,
+                     "shape": [REGION_BYTES]}],
+    }
+    chunks = []
+    for offset, length in extents:
+        for start in range(offset, offset + length, 1024):
+            chunks.append((0, start, bytes([version]) * min(1024, offset + length - start)))
+    _core._write_container(str(directory / container_name(version)), header, chunks)
+
+
+@pytest.fixture
+def chains(dirs):
+    """Store 'chain' on L2 and L4: 0 <- 1 <- 2 and 3 <- 4."""
+    for level in (2, 4):
+        directory = dirs.level_dir(level, "chain")
+        write_version(directory, 0, -1, [])
+        write_version(directory, 1, 0, [(0, 100)])
+        write_version(directory, 2, 1, [(50, 100), (2000, 100)])
+        write_version(directory, 3, -1, [])
+        write_version(directory, 4, 3, [(4000, 96)])
+    return dirs
+
+
+def test_inspect_and_ls_show_bases(chains):
+    result = run_cli("inspect", chains.file(2, "chain", 2))
+    assert result.returncode == 0, result.stderr
+    assert "delta of version 1" in result.stdout
+    assert re.search(r"^extents +2, 200 B of 4.0 KiB ", result.stdout, re.MULTILINE), result.stdout
+    full = run_cli("inspect", chains.file(2, "chain", 0))
+    assert "full" in full.stdout and "extents" not in full.stdout
+
+    result = run_cli("ls", chains.level_dir(2, "chain"))
+    assert result.returncode == 0, result.stderr
+    bases = {line.split()[1]: line.split()[3] for line in result.stdout.strip().splitlines()[1:]}
+    assert bases == {"0": "full", "1": "0", "2": "1", "3": "full", "4": "3"}
+
+
+def test_restart_reads_the_chain(chains):
+    u = np.zeros(REGION_BYTES, dtype=np.uint8)
+    with resurgo.Store("chain", **chains.kw()) as store:
+        store.protect("u", u)
+        assert store.restart(2) == 2
+        assert store.last_restart.chain == (2, 1, 0)
+        assert (u[:50] == 1).all() and (u[50:150] == 2).all() and (u[150:2000] == 0).all()
+        assert (u[2000:2100] == 2).all() and (u[2100:] == 0).all()
+        assert store.restart() == 4
+        assert store.last_restart.chain == (4, 3)
+
+
+def test_verify_checks_whole_chains(chains):
+    result = run_cli("verify", chains.root)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "verified 10 files, 0 damaged, 0 broken chains" in result.stdout
+
+    l2 = chains.level_dir(2, "chain")
+    chains.file(2, "chain", 1).unlink()  # deleted by hand
+    flip_chunk_byte(chains.file(2, "chain", 3))
+    write_version(chains.level_dir(4, "chain"), 5, 4, [(0, 10)], dtype="int8")
+    result = run_cli("verify", chains.root)
+    assert result.returncode == 1
+    assert "1 damaged, 3 broken chains" in result.stdout
+    broken = {line.split()[2].rstrip(":"): line for line in result.stdout.splitlines()
+              if line.startswith("BROKEN CHAIN")}
+    assert f"its base 1 is missing from {l2}" in broken[str(chains.file(2, "chain", 2))]
+    assert f"its base 3 ({chains.file(2, 'chain', 3)}) is damaged" in broken[str(chains.file(2, "chain", 4))]
+    assert "region tables differ" in broken[str(chains.file(4, "chain", 5))]
+    # A single file is checked alone.
+    assert run_cli("verify", chains.file(2, "chain", 2)).returncode == 0
+
+
+def test_rm_refuses_to_break_a_chain_unless_told(chains):
+    store_dir = chains.level_dir(2, "chain")
+    result = run_cli("rm", store_dir, "--version", 0)
+    assert result.returncode == 1
+    assert "InvalidArgumentError" in result.stderr
+    assert "base of version(s) 1, 2" in result.stderr and "--with-dependents" in result.stderr
+    assert chains.file(2, "chain", 0).exists() and chains.file(2, "chain", 2).exists()
+
+    assert run_cli("rm", store_dir, "--version", 4).returncode == 0  # nothing stands on it
+    result = run_cli("rm", store_dir, "--version", 1, "--with-dependents")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [f"removed {chains.file(2, 'chain', 2)}",
+                                          f"removed {chains.file(2, 'chain', 1)}"]
+    assert [p.name for p in chains.files(2, "chain")] == [container_name(0), container_name(3)]
+    assert len(chains.files(4, "chain")) == 5  # other level untouched
