@@ -172,13 +172,14 @@ def main() -> None:
 
     notes: List[str] = []
     backend = args.backend
-    why_not_cuda = probe_cuda(binary) if backend in ("auto", "cuda") else "not asked for (--backend host)"
+    why_not_cuda = probe_cuda(binary)
     if backend == "cuda" and why_not_cuda:
         sys.exit(f"{SCRIPT}: the cuda backend is unavailable: {why_not_cuda}")
     if backend == "auto":
         backend = "host" if why_not_cuda else "cuda"
     if backend == "host":
-        notes.append(f"**Host analog only: no GPU measure was taken** (CUDA: {why_not_cuda}). The same "
+        cuda_here = why_not_cuda or "usable, but --backend host was asked for"
+        notes.append(f"**Host analog only: no GPU measure was taken** (CUDA here: {cuda_here}). The same "
                      "cache logic runs over host memory; 'device-to-device copy' is memcpy, 'direct allocation' "
                      "is an mmap per checkpoint whose pages the copy faults in.")
     d = DEFAULTS[backend]
