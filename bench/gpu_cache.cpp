@@ -1,0 +1,359 @@
+// gpu_cache: what the L0 device cache costs the application, for one mode
+// and one method (bench/gpu_cache.py runs them all and reports).
+//
+// Backends: `cuda` (device memory through the driver loaded at run time; the
+// cache over CUDA virtual memory management) and `host` (the same cache over
+// host memory, baselines with malloc-like memory: the analog that runs
+// without a GPU).
+//
+// Modes (times are what the calling thread is blocked, host clock):
+//   capture  --bytes N --iterations I: a fully mapped cache against a bare
+//            copy of the same bytes into memory allocated and touched before
+//            (cuMemcpyDtoDAsync + cuStreamSynchronize; memcpy on host),
+//            interleaved, each version marked flushed at once.
+//   init     --method incremental|direct --capacity C --chunk K --bytes N:
+//            incremental: open the cache, capture one version of N bytes at
+//            once, then wait until the whole cache is mapped; direct: one
+//            allocation of C and a first-touch memset of it, then the copy of
+//            N bytes. The context is created before the clock starts.
+//   trace    --method l0|direct|uvm --bytes N --count M --interval-ms T: M
+//            checkpoints of N bytes, each after T ms of "compute" (a sleep),
+//            then M restores in reverse order, back to back. l0: the cache (capacity M*N)
+//            opened before the first compute; direct: a cuMemAlloc (host:
+//            mmap) per checkpoint, no cache; uvm: one cuMemAllocManaged of
+//            M*N before the first compute (cuda only).
+//
+// Output: one JSON object on stdout. Exit status 3 and "unavailable: REASON"
+// on stderr when the backend is unavailable here.
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <stdexcept>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "core/log.h"
+#include "gpu/device_cache.h"
+#include "gpu/host_memory.h"
+#ifdef RESURGO_HAVE_CUDA_HEADERS
+#include "gpu/cuda_driver.h"
+#include "gpu/cuda_vmm_memory.h"
+#endif
+
+namespace {
+
+using namespace resurgo::gpu;
+using Clock = std::chrono::steady_clock;
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+
+double since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// What a mode needs from a backend besides the cache's memory.
+class Platform {
+ public:
+  virtual ~Platform() = default;
+  virtual std::unique_ptr<DeviceMemory> cache_memory() = 0;
+  virtual void* allocate(std::size_t bytes) = 0;  // not touched
+  virtual void release(void* pointer, std::size_t bytes) = 0;
+  virtual void fill(void* pointer, std::size_t bytes, int value) = 0;  // and wait
+  virtual void copy(void* target, const void* source, std::size_t bytes) = 0;  // and wait
+  // Managed (UVM) memory, or nullptr where the backend has none.
+  virtual void* allocate_managed(std::size_t) { return nullptr; }
+};
+
+class HostPlatform : public Platform {
+ public:
+  std::unique_ptr<DeviceMemory> cache_memory() override { return std::make_unique<HostMemory>(); }
+  void* allocate(std::size_t bytes) override {
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::runtime_error("mmap of " + std::to_string(bytes) + " bytes failed");
+    return p;
+  }
+  void release(void* pointer, std::size_t bytes) override { ::munmap(pointer, bytes); }
+  void fill(void* pointer, std::size_t bytes, int value) override { std::memset(pointer, value, bytes); }
+  void copy(void* target, const void* source, std::size_t bytes) override { std::memcpy(target, source, bytes); }
+};
+
+#ifdef RESURGO_HAVE_CUDA_HEADERS
+class CudaPlatform : public Platform {
+ public:
+  CudaPlatform() : driver_(CudaDriver::instance()) {
+    driver_.require();
+    driver_.check(driver_.cuDeviceGet(&device_, 0), "cuDeviceGet", "device 0");
+    driver_.check(driver_.cuDevicePrimaryCtxRetain(&context_, device_), "cuDevicePrimaryCtxRetain", "device 0");
+    driver_.check(driver_.cuCtxSetCurrent(context_), "cuCtxSetCurrent", "device 0");
+    driver_.check(driver_.cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate", "bench");
+  }
+  std::unique_ptr<DeviceMemory> cache_memory() override { return std::make_unique<CudaVmmMemory>(0); }
+  void* allocate(std::size_t bytes) override {
+    CUdeviceptr p = 0;
+    driver_.check(driver_.cuMemAlloc(&p, bytes), "cuMemAlloc", std::to_string(bytes) + " bytes");
+    return reinterpret_cast<void*>(p);
+  }
+  void* allocate_managed(std::size_t bytes) override {
+    CUdeviceptr p = 0;
+    driver_.check(driver_.cuMemAllocManaged(&p, bytes, CU_MEM_ATTACH_GLOBAL), "cuMemAllocManaged",
+                  std::to_string(bytes) + " bytes");
+    return reinterpret_cast<void*>(p);
+  }
+  void release(void* pointer, std::size_t) override { driver_.cuMemFree(reinterpret_cast<CUdeviceptr>(pointer)); }
+  void fill(void* pointer, std::size_t bytes, int value) override {
+    driver_.check(driver_.cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(pointer), static_cast<unsigned char>(value),
+                                          bytes, stream_),
+                  "cuMemsetD8Async", "bench");
+    sync();
+  }
+  void copy(void* target, const void* source, std::size_t bytes) override {
+    driver_.check(driver_.cuMemcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(target),
+                                            reinterpret_cast<CUdeviceptr>(source), bytes, stream_),
+                  "cuMemcpyDtoDAsync", "bench");
+    sync();
+  }
+
+ private:
+  void sync() { driver_.check(driver_.cuStreamSynchronize(stream_), "cuStreamSynchronize", "bench"); }
+  const CudaDriver& driver_;
+  CUdevice device_ = 0;
+  CUcontext context_ = nullptr;
+  CUstream stream_ = nullptr;
+};
+#endif
+
+struct Options {
+  std::string backend = "host";
+  std::string mode = "capture";
+  std::string method;
+  std::size_t bytes = 128 * kMiB;
+  std::size_t capacity = 0;
+  std::size_t chunk = 1024 * kMiB;
+  int iterations = 20;
+  int count = 256;
+  double interval_ms = 10;
+};
+
+[[noreturn]] void usage(const std::string& why) {
+  std::fprintf(stderr,
+               "gpu_cache: %s\n"
+               "usage: gpu_cache --backend cuda|host --mode capture|init|trace [--method M] [--mib N]\n"
+               "                 [--capacity-mib C] [--chunk-mib K] [--iterations I] [--count M]\n"
+               "                 [--interval-ms T]\n",
+               why.c_str());
+  std::exit(64);
+}
+
+Options parse(int argc, char** argv) {
+  Options opt;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (i + 1 >= argc) usage("missing value after " + std::string(arg));
+    const std::string value = argv[++i];
+    if (arg == "--backend") opt.backend = value;
+    else if (arg == "--mode") opt.mode = value;
+    else if (arg == "--method") opt.method = value;
+    else if (arg == "--mib") opt.bytes = std::stoull(value) * kMiB;
+    else if (arg == "--capacity-mib") opt.capacity = std::stoull(value) * kMiB;
+    else if (arg == "--chunk-mib") opt.chunk = std::stoull(value) * kMiB;
+    else if (arg == "--iterations") opt.iterations = std::stoi(value);
+    else if (arg == "--count") opt.count = std::stoi(value);
+    else if (arg == "--interval-ms") opt.interval_ms = std::stod(value);
+    else usage("unknown option " + std::string(arg));
+  }
+  return opt;
+}
+
+std::string json_list(const std::vector<double>& values) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < values.size(); ++i) out += (i ? "," : "") + std::to_string(values[i]);
+  return out + "]";
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+void require_cached(const CaptureResult& result, std::int64_t version) {
+  if (result.status != CaptureResult::Status::kCached) {
+    throw std::runtime_error("version " + std::to_string(version) + " was not cached");
+  }
+}
+
+const resurgo::Logger& logger() {
+  static const resurgo::Logger log("gpu_cache", resurgo::LogLevel::kWarn);
+  return log;
+}
+
+void run_capture(Platform& platform, const Options& opt) {
+  void* source = platform.allocate(opt.bytes);
+  void* bare = platform.allocate(opt.bytes);
+  platform.fill(source, opt.bytes, 0x5a);
+  platform.fill(bare, opt.bytes, 0);
+  DeviceCacheOptions cache_options;
+  cache_options.capacity = 2 * opt.bytes;
+  cache_options.chunk = opt.chunk;
+  DeviceCache cache(platform.cache_memory(), cache_options, logger());
+  cache.wait_growth_done();
+  std::vector<double> captures, copies;
+  const int warm_up = 2;
+  for (int i = 0; i < warm_up + opt.iterations; ++i) {
+    Clock::time_point start = Clock::now();
+    const CaptureResult result = cache.capture(i, {{source, opt.bytes}});
+    const double capture_seconds = since(start);
+    require_cached(result, i);
+    cache.flushed(i);
+    start = Clock::now();
+    platform.copy(bare, source, opt.bytes);
+    const double copy_seconds = since(start);
+    if (i < warm_up) continue;
+    captures.push_back(capture_seconds);
+    copies.push_back(copy_seconds);
+  }
+  std::printf("{\"mode\":\"capture\",\"bytes\":%zu,\"capture_median\":%.9f,\"bare_median\":%.9f,"
+              "\"capture\":%s,\"bare\":%s,\"evicted\":%llu}\n",
+              opt.bytes, median(captures), median(copies), json_list(captures).c_str(), json_list(copies).c_str(),
+              static_cast<unsigned long long>(cache.stats().evicted));
+  platform.release(source, opt.bytes);
+  platform.release(bare, opt.bytes);
+}
+
+void run_init(Platform& platform, const Options& opt) {
+  void* source = platform.allocate(opt.bytes);
+  platform.fill(source, opt.bytes, 0x5a);
+  double usable = 0, first_capture = 0, first_wait = 0;
+  if (opt.method == "incremental") {
+    DeviceCacheOptions cache_options;
+    cache_options.capacity = opt.capacity;
+    cache_options.chunk = opt.chunk;
+    const Clock::time_point start = Clock::now();
+    DeviceCache cache(platform.cache_memory(), cache_options, logger());
+    const Clock::time_point capture_start = Clock::now();
+    const CaptureResult result = cache.capture(0, {{source, opt.bytes}});
+    first_capture = since(capture_start);
+    first_wait = result.map_wait_seconds;
+    require_cached(result, 0);
+    cache.wait_growth_done();
+    usable = since(start);
+    if (cache.stats().mapped != cache.stats().capacity) throw std::runtime_error("the cache was not fully mapped");
+  } else if (opt.method == "direct") {
+    const Clock::time_point start = Clock::now();
+    void* whole = platform.allocate(opt.capacity);
+    platform.fill(whole, opt.capacity, 0);
+    usable = since(start);
+    const Clock::time_point copy_start = Clock::now();
+    platform.copy(whole, source, opt.bytes);
+    first_capture = usable + since(copy_start);  // the first checkpoint waits for all of it
+    first_wait = usable;
+    platform.release(whole, opt.capacity);
+  } else {
+    usage("init takes --method incremental|direct");
+  }
+  std::printf("{\"mode\":\"init\",\"method\":\"%s\",\"capacity\":%zu,\"chunk\":%zu,\"bytes\":%zu,"
+              "\"usable_seconds\":%.9f,\"first_capture_seconds\":%.9f,\"first_wait_seconds\":%.9f}\n",
+              opt.method.c_str(), opt.capacity, opt.chunk, opt.bytes, usable, first_capture, first_wait);
+  platform.release(source, opt.bytes);
+}
+
+// One way of keeping M checkpoints: where version i goes, and how it comes back.
+struct TraceTarget {
+  std::function<void(int)> checkpoint;
+  std::function<void(int)> restore;
+};
+
+void run_trace(Platform& platform, const Options& opt) {
+  const std::size_t total = opt.bytes * static_cast<std::size_t>(opt.count);
+  void* state = platform.allocate(opt.bytes);  // the application's region
+  platform.fill(state, opt.bytes, 0x5a);
+  std::unique_ptr<DeviceCache> cache;
+  std::vector<void*> slots;
+  char* managed = nullptr;
+  TraceTarget target;
+  if (opt.method == "l0") {
+    DeviceCacheOptions cache_options;
+    cache_options.capacity = total;
+    cache_options.chunk = opt.chunk;
+    cache = std::make_unique<DeviceCache>(platform.cache_memory(), cache_options, logger());
+    target.checkpoint = [&](int v) { require_cached(cache->capture(v, {{state, opt.bytes}}), v); };
+    target.restore = [&](int v) { cache->read(v, 0, state, opt.bytes); };
+  } else if (opt.method == "direct") {
+    target.checkpoint = [&](int) {
+      slots.push_back(platform.allocate(opt.bytes));
+      platform.copy(slots.back(), state, opt.bytes);
+    };
+    target.restore = [&](int v) { platform.copy(state, slots[static_cast<std::size_t>(v)], opt.bytes); };
+  } else if (opt.method == "uvm") {
+    managed = static_cast<char*>(platform.allocate_managed(total));
+    if (managed == nullptr) {
+      std::fprintf(stderr, "unavailable: the %s backend has no managed memory\n", opt.backend.c_str());
+      std::exit(3);
+    }
+    target.checkpoint = [&](int v) { platform.copy(managed + static_cast<std::size_t>(v) * opt.bytes, state, opt.bytes); };
+    target.restore = [&](int v) { platform.copy(state, managed + static_cast<std::size_t>(v) * opt.bytes, opt.bytes); };
+  } else {
+    usage("trace takes --method l0|direct|uvm");
+  }
+  const auto compute = std::chrono::duration<double, std::milli>(opt.interval_ms);
+  std::vector<double> checkpoints, restores;
+  for (int v = 0; v < opt.count; ++v) {
+    std::this_thread::sleep_for(compute);
+    const Clock::time_point start = Clock::now();
+    target.checkpoint(v);
+    checkpoints.push_back(since(start));
+  }
+  for (int v = opt.count - 1; v >= 0; --v) {  // no compute between restores: nothing grows in the background then
+    const Clock::time_point start = Clock::now();
+    target.restore(v);
+    restores.push_back(since(start));
+  }
+  double checkpoint_total = 0, restore_total = 0;
+  for (double s : checkpoints) checkpoint_total += s;
+  for (double s : restores) restore_total += s;
+  double map_wait = cache ? cache->stats().map_wait_seconds : 0;
+  std::printf("{\"mode\":\"trace\",\"method\":\"%s\",\"bytes\":%zu,\"count\":%d,\"interval_ms\":%g,"
+              "\"checkpoint_seconds\":%.9f,\"restore_seconds\":%.9f,\"map_wait_seconds\":%.9f,"
+              "\"first_checkpoint_seconds\":%.9f}\n",
+              opt.method.c_str(), opt.bytes, opt.count, opt.interval_ms, checkpoint_total, restore_total, map_wait,
+              checkpoints.front());
+  for (void* slot : slots) platform.release(slot, opt.bytes);
+  if (managed != nullptr) platform.release(managed, total);
+  platform.release(state, opt.bytes);
+}
+
+std::unique_ptr<Platform> open_platform(const std::string& backend) {
+  if (backend == "host") return std::make_unique<HostPlatform>();
+  if (backend != "cuda") usage("unknown backend " + backend);
+#ifdef RESURGO_HAVE_CUDA_HEADERS
+  if (!CudaDriver::instance().available()) {
+    std::fprintf(stderr, "unavailable: %s\n", CudaDriver::instance().why_unavailable().c_str());
+    std::exit(3);
+  }
+  return std::make_unique<CudaPlatform>();
+#else
+  std::fprintf(stderr, "unavailable: built without the CUDA headers\n");
+  std::exit(3);
+#endif
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options opt = parse(argc, argv);
+  try {
+    std::unique_ptr<Platform> platform = open_platform(opt.backend);
+    if (opt.mode == "capture") run_capture(*platform, opt);
+    else if (opt.mode == "init") run_init(*platform, opt);
+    else if (opt.mode == "trace") run_trace(*platform, opt);
+    else usage("unknown mode " + opt.mode);
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "gpu_cache: %s\n", error.what());
+    return 2;
+  }
+  return 0;
+}

@@ -1,0 +1,59 @@
+// DeviceMemory over CUDA virtual memory management: the whole range reserved
+// with cuMemAddressReserve, each chunk a cuMemCreate allocation mapped with
+// cuMemMap and made accessible with cuMemSetAccess; copies on two streams of
+// the device's primary context (captures on one, reads on the other).
+#pragma once
+
+#include <cuda.h>
+
+#include <vector>
+
+#include "gpu/cuda_driver.h"
+#include "gpu/device_memory.h"
+
+namespace resurgo::gpu {
+
+class CudaVmmMemory : public DeviceMemory {
+ public:
+  // Throws GpuError when the driver is unavailable or the device cannot be
+  // opened.
+  explicit CudaVmmMemory(int device = 0, const CudaDriver& driver = CudaDriver::instance());
+  ~CudaVmmMemory() override;
+  CudaVmmMemory(const CudaVmmMemory&) = delete;
+  CudaVmmMemory& operator=(const CudaVmmMemory&) = delete;
+
+  std::string name() const override { return name_; }
+  std::size_t granularity() const override { return granularity_; }
+  void reserve(std::size_t bytes) override;
+  MapResult map(std::size_t offset, std::size_t bytes) override;
+  void copy_in(std::size_t offset, const void* source, std::size_t bytes) override;
+  void wait_copies_in() override;
+  void copy_out(std::size_t offset, void* target, std::size_t bytes) override;
+
+  CUdeviceptr base() const { return base_; }
+
+ private:
+  // Driver calls need the context current on the calling thread; the cache
+  // calls from the application's thread, its mapping thread and its owner's
+  // flush threads.
+  void make_current() const;
+  CUmemAllocationProp chunk_properties() const;
+
+  const CudaDriver& driver_;
+  CUdevice device_ = 0;
+  CUcontext context_ = nullptr;
+  CUstream capture_stream_ = nullptr;
+  CUstream read_stream_ = nullptr;
+  std::size_t granularity_ = 0;
+  std::string name_;
+  CUdeviceptr base_ = 0;
+  std::size_t size_ = 0;
+  struct Chunk {
+    std::size_t offset;
+    std::size_t bytes;
+    CUmemGenericAllocationHandle handle;
+  };
+  std::vector<Chunk> chunks_;  // only the mapping thread appends, before the destructor runs
+};
+
+}  // namespace resurgo::gpu

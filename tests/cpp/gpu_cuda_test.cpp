@@ -1,0 +1,136 @@
+// The CUDA driver loader and the device cache over CUDA virtual memory
+// management. Without a GPU (or driver) the device tests skip, saying why.
+#ifdef RESURGO_HAVE_CUDA_HEADERS
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <random>
+
+#include "gpu/cuda_driver.h"
+#include "gpu/cuda_vmm_memory.h"
+#include "gpu/device_cache.h"
+
+namespace resurgo::gpu {
+namespace {
+
+TEST(GpuDriverTest, AMissingLibraryIsReportedWithTheLoaderText) {
+  const CudaDriver driver("libresurgo-no-such-cuda.so.1");
+  EXPECT_FALSE(driver.available());
+  EXPECT_EQ(driver.why_unavailable().rfind("libresurgo-no-such-cuda.so.1 not found (", 0), 0u)
+      << driver.why_unavailable();
+  EXPECT_NE(driver.why_unavailable().find("cannot open shared object file"), std::string::npos)
+      << driver.why_unavailable();
+  try {
+    driver.require();
+    FAIL() << "require() did not throw";
+  } catch (const GpuError& error) {
+    EXPECT_NE(std::string(error.what()).find("libresurgo-no-such-cuda.so.1 not found"), std::string::npos);
+    EXPECT_EQ(error.code(), ErrorCode::kStorage);
+  }
+}
+
+// The toolkit's stub library has every symbol but no driver behind it.
+TEST(GpuDriverTest, TheToolkitStubIsReportedAsNoDriver) {
+  const char* stub = "/usr/local/cuda/lib64/stubs/libcuda.so";
+  if (!std::filesystem::exists(stub)) GTEST_SKIP() << stub << " is not installed";
+  const CudaDriver driver(stub);
+  EXPECT_FALSE(driver.available());
+  EXPECT_EQ(driver.why_unavailable(),
+            std::string(stub) + " is the CUDA toolkit's stub library (CUDA_ERROR_STUB_LIBRARY), not an NVIDIA driver");
+}
+
+class GpuCudaTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!driver().available()) GTEST_SKIP() << "no usable CUDA driver: " << driver().why_unavailable();
+  }
+  static const CudaDriver& driver() { return CudaDriver::instance(); }
+  Logger log_{"gpu-test", LogLevel::kOff};
+};
+
+TEST_F(GpuCudaTest, DriverErrorsAreNamedWithTheirCudaString) {
+  try {
+    driver().check(CUDA_ERROR_OUT_OF_MEMORY, "cuMemCreate", "1 GiB for a test");
+    FAIL() << "check() did not throw";
+  } catch (const GpuError& error) {
+    EXPECT_STREQ(error.what(), "cuMemCreate (1 GiB for a test): CUDA_ERROR_OUT_OF_MEMORY: out of memory");
+    EXPECT_EQ(error.result(), CUDA_ERROR_OUT_OF_MEMORY);
+  }
+}
+
+// A device buffer from cuMemAlloc, with the context of CudaVmmMemory current.
+class DeviceBuffer {
+ public:
+  DeviceBuffer(const CudaDriver& driver, std::size_t bytes) : driver_(driver) {
+    driver_.check(driver_.cuMemAlloc(&pointer_, bytes), "cuMemAlloc", "test buffer");
+  }
+  ~DeviceBuffer() { driver_.cuMemFree(pointer_); }
+  void* get() const { return reinterpret_cast<void*>(pointer_); }
+  CUdeviceptr address() const { return pointer_; }
+
+ private:
+  const CudaDriver& driver_;
+  CUdeviceptr pointer_ = 0;
+};
+
+TEST_F(GpuCudaTest, VmmCacheMapsInChunksAndRoundTripsDeviceBytes) {
+  auto memory = std::make_unique<CudaVmmMemory>(0);
+  const std::size_t granularity = memory->granularity();
+  DeviceCacheOptions options;
+  options.chunk = 2 * granularity;
+  options.capacity = 5 * granularity;  // 3 chunks, the last one smaller
+  DeviceCache cache(std::move(memory), options, log_);
+  cache.wait_growth_done();
+  ASSERT_EQ(cache.stats().mapped, 5 * granularity) << cache.stats().growth_stopped;
+
+  const std::size_t bytes = 3 * granularity + 12345;  // across chunk boundaries
+  std::vector<unsigned char> host(bytes);
+  std::mt19937 rng(9);
+  for (auto& b : host) b = static_cast<unsigned char>(rng());
+  DeviceBuffer source(driver(), bytes);
+  driver().check(driver().cuMemcpyHtoDAsync(source.address(), host.data(), bytes, nullptr), "cuMemcpyHtoDAsync",
+                 "test");
+  driver().check(driver().cuStreamSynchronize(nullptr), "cuStreamSynchronize", "test");
+  ASSERT_EQ(cache.capture(1, {{source.get(), bytes}}).status, CaptureResult::Status::kCached);
+
+  std::vector<unsigned char> to_host(bytes, 0);
+  cache.read(1, 0, to_host.data(), bytes);
+  EXPECT_EQ(to_host, host);
+
+  DeviceBuffer target(driver(), bytes);
+  driver().check(driver().cuMemsetD8Async(target.address(), 0, bytes, nullptr), "cuMemsetD8Async", "test");
+  driver().check(driver().cuStreamSynchronize(nullptr), "cuStreamSynchronize", "test");
+  cache.read(1, 0, target.get(), bytes);
+  std::vector<unsigned char> via_device(bytes, 0);
+  driver().check(driver().cuMemcpyDtoHAsync(via_device.data(), target.address(), bytes, nullptr), "cuMemcpyDtoHAsync",
+                 "test");
+  driver().check(driver().cuStreamSynchronize(nullptr), "cuStreamSynchronize", "test");
+  EXPECT_EQ(via_device, host);
+}
+
+TEST_F(GpuCudaTest, VmmCacheEvictsFlushedVersionsWhenFull) {
+  auto memory = std::make_unique<CudaVmmMemory>(0);
+  const std::size_t granularity = memory->granularity();
+  DeviceCacheOptions options;
+  options.chunk = granularity;
+  options.capacity = 2 * granularity;
+  DeviceCache cache(std::move(memory), options, log_);
+  DeviceBuffer source(driver(), granularity);
+  driver().check(driver().cuMemsetD8Async(source.address(), 0x5a, granularity, nullptr), "cuMemsetD8Async", "test");
+  driver().check(driver().cuStreamSynchronize(nullptr), "cuStreamSynchronize", "test");
+  for (std::int64_t v = 1; v <= 4; ++v) {
+    ASSERT_EQ(cache.capture(v, {{source.get(), granularity}}).status, CaptureResult::Status::kCached) << v;
+    cache.flushed(v);
+  }
+  EXPECT_FALSE(cache.contains(2));
+  std::vector<unsigned char> back(granularity);
+  cache.read(4, 0, back.data(), back.size());
+  EXPECT_EQ(back, std::vector<unsigned char>(granularity, 0x5a));
+  EXPECT_EQ(cache.stats().evicted, 2u);
+}
+
+}  // namespace
+}  // namespace resurgo::gpu
+
+#endif  // RESURGO_HAVE_CUDA_HEADERS
