@@ -12,8 +12,11 @@ place) and checks, for every damage, that
   bit for bit, and quarantines the damaged file;
 - nothing crashes (the campaign runs in this process: a crash ends it).
 
-Every layout exists twice: written with capture.mode "copy" and "fork" (a
-forked child writes the first level), so files of both writers are damaged.
+Every layout exists three times: written with capture.mode "copy", "fork"
+(a forked child writes the first level) and "delta" (versions 2 and 3 are
+deltas on 1 and 2, tracked by hash), so files of every writer are damaged;
+under delta a damaged version 3 must fall back to version 2, rebuilt from
+its own chain.
 
     python tests/fault/corruption_campaign.py [--trials N] [--seed S]
 
@@ -70,14 +73,14 @@ class Layout:
     name: str
     two_levels: bool  # L4 holds an intact copy of every version
     compressible: bool
-    capture_mode: str  # "copy" or "fork": who wrote the files
+    capture_mode: str  # "copy", "fork" or "delta": who wrote the files
     pristine: Dict[int, bytes] = field(default_factory=dict)
 
     def settings(self) -> dict:
         return dict(local_path=str(self.root / "l2"), persistent_path=str(self.root / "l4"),
                     persistent_every=1 if self.two_levels else 0, local_keep=0, persistent_keep=0,
                     pipeline_chunk_size="64KiB", pipeline_compress="zstd" if self.compressible else "none",
-                    capture_mode=self.capture_mode, log_level="off")
+                    capture_mode=self.capture_mode, track_method="hash", log_level="off")
 
     def file(self, version: int, level: int = 2) -> Path:
         return self.root / ("l2" if level == 2 else "l4") / self.name / container_name(version)
@@ -94,7 +97,8 @@ class Layout:
                 store.checkpoint(version)
             store.wait(level=4 if self.two_levels else 2)
             captured = {stats.capture for stats in store.stats()}
-        if captured != {self.capture_mode}:
+        # A delta store's first version is a full copy.
+        if captured != ({"copy", "delta"} if self.capture_mode == "delta" else {self.capture_mode}):
             raise AssertionError(f"{self.name}: versions captured by {captured}, not {self.capture_mode}")
         self.pristine = {version: self.file(version).read_bytes() for version in VERSIONS}
 
@@ -281,7 +285,7 @@ def run(trials: int, seed: int, root: Path) -> Tally:
     layouts = [Layout(root / f"{name}-{mode}", f"{name}-{mode}", two_levels, compressible, mode)
                for name, two_levels, compressible in (("single", False, False), ("mirrored", True, False),
                                                       ("compressed", False, True))
-               for mode in ("copy", "fork")]
+               for mode in ("copy", "fork", "delta")]
     for layout in layouts:
         layout.write()
     rng = random.Random(seed)
@@ -298,7 +302,7 @@ def summary(tally: Tally, seed: int, seconds: float) -> str:
     lines = [f"corruption campaign: seed {seed}, {tally.trials} damaged files in {seconds:.1f} s"]
     lines += [f"  {name:<32} {tally.damages[name]}" for name in DAMAGES]
     lines.append("  written by capture.mode: " + ", ".join(
-        f"{mode} {tally.capture_modes[mode]}" for mode in ("copy", "fork")))
+        f"{mode} {tally.capture_modes[mode]}" for mode in ("copy", "fork", "delta")))
     lines.append(f"  missed by verify: {tally.missed_by_verify}; missed by restart: {tally.missed_by_restart}; "
                  f"wrong fallback: {tally.wrong_fallback}; not repaired or quarantined: {tally.not_repaired}")
     lines += ["  FAILED " + line for line in tally.failures[:20]]
