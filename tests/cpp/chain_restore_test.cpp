@@ -16,6 +16,7 @@
 #include "core/byte_ranges.h"
 #include "format/container.h"
 #include "io/fault_env.h"
+#include "forwarding_env.h"
 #include "resurgo/resurgo.hpp"
 #include "test_util.h"
 #include "tier/directory_tier.h"
@@ -26,7 +27,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // Forwards to the POSIX Env and records every read of every file opened.
-class CountingEnv final : public Env {
+class CountingEnv final : public ForwardingEnv {
  public:
   struct Read {
     std::string path;
@@ -34,19 +35,9 @@ class CountingEnv final : public Env {
     std::uint64_t bytes;
   };
 
-  std::unique_ptr<WritableFile> create(const std::string& path, unsigned mode) override {
-    return base_->create(path, mode);
-  }
   std::unique_ptr<ReadableFile> open(const std::string& path) override {
     return std::make_unique<CountingFile>(base_->open(path), *this);
   }
-  void rename(const std::string& from, const std::string& to) override { base_->rename(from, to); }
-  void remove(const std::string& path) override { base_->remove(path); }
-  void sync_dir(const std::string& dir) override { base_->sync_dir(dir); }
-  void create_dirs(const std::string& dir) override { base_->create_dirs(dir); }
-  std::vector<std::string> list_dir(const std::string& dir) override { return base_->list_dir(dir); }
-  bool exists(const std::string& path) override { return base_->exists(path); }
-  std::unique_ptr<FileLock> lock(const std::string& path) override { return base_->lock(path); }
 
   std::vector<Read> take_reads() {
     std::lock_guard lock(mutex_);
@@ -72,7 +63,6 @@ class CountingEnv final : public Env {
     CountingEnv& env_;
   };
 
-  std::shared_ptr<Env> base_ = Env::posix();
   std::mutex mutex_;
   std::vector<Read> reads_;
 };

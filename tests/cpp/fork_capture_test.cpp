@@ -17,6 +17,7 @@
 #include "capture/fork_capture.h"
 #include "hook_env.h"
 #include "resurgo/errors.hpp"
+#include "forwarding_env.h"
 #include "resurgo/resurgo.hpp"
 #include "test_util.h"
 
@@ -53,19 +54,11 @@ class WriterGate {
 
 // Forwards to the POSIX Env; in a forked child (another pid than the test's)
 // a file's second append kills the child with SIGKILL: a write cut short.
-class KillChildMidWriteEnv final : public Env {
+class KillChildMidWriteEnv final : public ForwardingEnv {
  public:
   std::unique_ptr<WritableFile> create(const std::string& path, unsigned mode) override {
     return std::make_unique<File>(base_->create(path, mode), test_pid_);
   }
-  std::unique_ptr<ReadableFile> open(const std::string& path) override { return base_->open(path); }
-  void rename(const std::string& from, const std::string& to) override { base_->rename(from, to); }
-  void remove(const std::string& path) override { base_->remove(path); }
-  void sync_dir(const std::string& dir) override { base_->sync_dir(dir); }
-  void create_dirs(const std::string& dir) override { base_->create_dirs(dir); }
-  std::vector<std::string> list_dir(const std::string& dir) override { return base_->list_dir(dir); }
-  bool exists(const std::string& path) override { return base_->exists(path); }
-  std::unique_ptr<FileLock> lock(const std::string& path) override { return base_->lock(path); }
 
  private:
   class File final : public WritableFile {
@@ -84,7 +77,6 @@ class KillChildMidWriteEnv final : public Env {
     pid_t test_pid_;
     int appends_ = 0;
   };
-  std::shared_ptr<Env> base_ = Env::posix();
   pid_t test_pid_ = ::getpid();
 };
 

@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "resurgo/env.hpp"
+#include "forwarding_env.h"
 
 namespace resurgo {
 
-class HookEnv final : public Env {
+class HookEnv final : public ForwardingEnv {
  public:
   std::function<void(const std::string& path)> before_create;
   std::function<void(const std::string& from, const std::string& to)> after_rename;
@@ -23,7 +23,6 @@ class HookEnv final : public Env {
     if (before_create) before_create(path);
     return base_->create(path, mode);
   }
-  std::unique_ptr<ReadableFile> open(const std::string& path) override { return base_->open(path); }
   void rename(const std::string& from, const std::string& to) override {
     base_->rename(from, to);
     if (after_rename) after_rename(from, to);
@@ -32,17 +31,10 @@ class HookEnv final : public Env {
     if (before_remove) before_remove(path);
     base_->remove(path);
   }
-  void sync_dir(const std::string& dir) override { base_->sync_dir(dir); }
-  void create_dirs(const std::string& dir) override { base_->create_dirs(dir); }
   std::vector<std::string> list_dir(const std::string& dir) override {
     if (before_list) before_list(dir);
     return base_->list_dir(dir);
   }
-  bool exists(const std::string& path) override { return base_->exists(path); }
-  std::unique_ptr<FileLock> lock(const std::string& path) override { return base_->lock(path); }
-
- private:
-  std::shared_ptr<Env> base_ = Env::posix();
 };
 
 }  // namespace resurgo

@@ -49,6 +49,7 @@
 #include "io/fault_env.h"
 #include "resurgo/errors.hpp"
 #include "io/system_calls.h"
+#include "forwarding_env.h"
 #include "resurgo/resurgo.hpp"
 #include "test_util.h"
 #include "tier/directory_tier.h"
@@ -212,23 +213,13 @@ class Checks {
 // Forwards to a FaultEnv and notes whether an open or read failed on the
 // eviction thread: eviction reads the files it keeps to find their bases,
 // and fails (logged, nothing removed) when it cannot.
-class EvictionWatch final : public Env {
+class EvictionWatch final : public ForwardingEnv {
  public:
-  explicit EvictionWatch(std::shared_ptr<Env> base) : base_(std::move(base)) {}
+  explicit EvictionWatch(std::shared_ptr<Env> base) : ForwardingEnv(std::move(base)) {}
 
-  std::unique_ptr<WritableFile> create(const std::string& path, unsigned mode) override {
-    return base_->create(path, mode);
-  }
   std::unique_ptr<ReadableFile> open(const std::string& path) override {
     return watched([&] { return std::make_unique<File>(base_->open(path), *this); });
   }
-  void rename(const std::string& from, const std::string& to) override { base_->rename(from, to); }
-  void remove(const std::string& path) override { base_->remove(path); }
-  void sync_dir(const std::string& dir) override { base_->sync_dir(dir); }
-  void create_dirs(const std::string& dir) override { base_->create_dirs(dir); }
-  std::vector<std::string> list_dir(const std::string& dir) override { return base_->list_dir(dir); }
-  bool exists(const std::string& path) override { return base_->exists(path); }
-  std::unique_ptr<FileLock> lock(const std::string& path) override { return base_->lock(path); }
 
   bool failed_in_eviction() const { return failed_in_eviction_; }
 
@@ -259,7 +250,6 @@ class EvictionWatch final : public Env {
     }
   }
 
-  std::shared_ptr<Env> base_;
   std::atomic<bool> failed_in_eviction_{false};
 };
 
