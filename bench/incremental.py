@@ -235,13 +235,13 @@ def analyse_method(res: Results, method: str, size: int) -> dict:
                 per["tracker_ratio"].append(sum(d["dirty_bytes"] for d in ds_delta) / dirty)
             chain_len.append(len(chain_of(ds)))
             restart, full = restart_of(rows, pattern), res.full_restore(size, repeat)
+            full_gibs = full["state_bytes"] / full["seconds"] / GiB if full and full["verified"] else None
+            per["full_gibs"].append(full_gibs)
             if restart and not restart["verified"]:
                 failures.append(restart)
             elif restart:
                 per["chain_gibs"].append(restart["state_bytes"] / restart["seconds"] / GiB)
-                if full and full["verified"]:
-                    full_gibs = full["state_bytes"] / full["seconds"] / GiB
-                    per["full_gibs"].append(full_gibs)
+                if full_gibs:
                     per["restart_ratio"].append(per["chain_gibs"][-1] / full_gibs)
         out[pattern] = {k: series(k, v) for k, v in per.items()}
         out[pattern].update(trackers=sorted(trackers), granularity=granularity, chain=chain_len, fulls=fulls,
@@ -310,8 +310,8 @@ def main() -> None:
                          "mprotect tracker watches at most half of vm.max_map_count pages (128 MiB of 4 KiB "
                          "pages by default) and leaves larger regions to hash")
     ap.add_argument("--intervals", type=int, default=10, help="deltas per chain (default 10)")
-    ap.add_argument("--sweep-intervals", type=int, default=5,
-                    help="deltas per pattern in the fixed-granularity sweep (default 5; 0 skips the sweep)")
+    ap.add_argument("--sweep-intervals", type=int, default=3,
+                    help="deltas per pattern in the fixed-granularity sweep (default 3; 0 skips the sweep)")
     add_common_args(ap, NAME, "target directory (node-local disk, not tmpfs); default: a fresh directory "
                               "under /tmp")
     args = ap.parse_args()
