@@ -12,7 +12,9 @@
 #   make soak    the long campaigns (docs/reliability.md); logs in build/soak
 #   make bench   run bench/host_checkpoint.py (BENCH_ARGS="--sizes 256MiB");
 #                BENCH=compression_fork runs bench/compression_fork.py,
-#                BENCH="host_checkpoint compression_fork" both (bench/README.md)
+#                BENCH="host_checkpoint compression_fork" both (bench/README.md);
+#                BENCH=tracking_overhead and BENCH=incremental drive C++
+#                programs: make build first
 #   make build   configure + build the C++ library, tests, examples (build/cpp)
 #   make python  (re)install the Python package into .venv, editable
 #   make install PREFIX=/opt/resurgo   install the C/C++/Fortran library
