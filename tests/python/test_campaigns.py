@@ -16,5 +16,5 @@ def test_every_damage_is_detected_and_restart_falls_back(tmp_path):
     print(corruption_campaign.summary(tally, 20261122, 0.0))
     assert tally.trials == 1000
     assert set(tally.damages) == set(corruption_campaign.DAMAGES)
-    assert set(tally.capture_modes) == {"copy", "fork"}  # files of both writers were damaged
+    assert set(tally.capture_modes) == {"copy", "fork", "delta"}  # files of every writer were damaged
     assert tally.violations == 0, "\n".join(tally.failures[:20])
