@@ -231,15 +231,19 @@ class ChainRestorer {
     const std::vector<std::byte*> targets =
         destinations(context_, newest.container, newest.file->path(), newest.version);
     const std::vector<ChunkRead> plan = plan_reads(chain);
-    context_.pool.parallel_for(plan.size(), [&](std::size_t i) {
-      const ChunkRead& read = plan[i];
-      const Link& link = chain[read.link];
+    const std::vector<std::pair<std::size_t, std::size_t>> runs = runs_of(plan);
+    context_.pool.parallel_for(runs.size(), [&](std::size_t i) {
+      const auto [first, count] = runs[i];
+      const Link& link = chain[plan[first].link];
       try {
-        read_planned(link, read, targets[read.chunk->region]);
+        if (count == 1) {
+          read_planned(link, plan[first], targets[plan[first].chunk->region]);
+        } else {
+          read_run(link, &plan[first], count, targets);
+        }
       } catch (const Error&) {
-        throw LinkFailure{read.link, std::current_exception()};
+        throw LinkFailure{plan[first].link, std::current_exception()};
       }
-      RESURGO_CRASH_POINT("restore.chunk", link.level->number());
     });
     metadata = newest.container.header.metadata;
   }
@@ -258,6 +262,30 @@ class ChainRestorer {
     return plan;
   }
 
+  // Runs of the plan, as (first, count): small chunks of one link that lie
+  // back to back in its file are read together, up to 1 MiB, so that a
+  // delta of scattered 4 KiB blocks costs a read per MiB, not two per block.
+  static std::vector<std::pair<std::size_t, std::size_t>> runs_of(const std::vector<ChunkRead>& plan) {
+    constexpr std::uint64_t kSmallChunk = 256u << 10;
+    constexpr std::uint64_t kRunBytes = 1u << 20;
+    const auto small = [](const ChunkRead& read) { return read.chunk->stored_length < kSmallChunk; };
+    std::vector<std::pair<std::size_t, std::size_t>> runs;
+    for (std::size_t i = 0; i < plan.size();) {
+      std::size_t end = i + 1;
+      const std::uint64_t begin_offset = plan[i].chunk->file_offset - format::kChunkRecordBytes;
+      while (small(plan[i]) && end < plan.size() && small(plan[end]) && plan[end].link == plan[i].link) {
+        const format::ChunkRecord& previous = *plan[end - 1].chunk;
+        const format::ChunkRecord& next = *plan[end].chunk;
+        const bool adjacent = next.file_offset - format::kChunkRecordBytes == previous.file_offset + previous.stored_length;
+        if (!adjacent || next.file_offset + next.stored_length - begin_offset > kRunBytes) break;
+        ++end;
+      }
+      runs.emplace_back(i, end - i);
+      i = end;
+    }
+    return runs;
+  }
+
   static void read_planned(const Link& link, const ChunkRead& read, std::byte* region) {
     thread_local std::vector<std::byte> scratch;  // stored bytes of a compressed chunk
     thread_local std::vector<std::byte> partial;  // a chunk newer links hold part of
@@ -265,13 +293,42 @@ class ChainRestorer {
     format::check_chunk_record(*link.file, link.container, chunk);  // one 48-byte read per chunk
     if (read.parts.empty()) {
       format::read_chunk(*link.file, link.container, chunk, region + chunk.offset, scratch);
-      return;
+    } else {
+      // Its checksum covers the whole stored chunk: read all of it, keep the parts.
+      partial.resize(chunk.raw_length);
+      format::read_chunk(*link.file, link.container, chunk, partial.data(), scratch);
+      keep_parts(read, partial.data(), region);
     }
-    // Its checksum covers the whole stored chunk: read all of it, keep the parts.
-    partial.resize(chunk.raw_length);
-    format::read_chunk(*link.file, link.container, chunk, partial.data(), scratch);
+    RESURGO_CRASH_POINT("restore.chunk", link.level->number());
+  }
+
+  // `count` chunks lying back to back in the file, records included: one read.
+  static void read_run(const Link& link, const ChunkRead* reads, std::size_t count,
+                       const std::vector<std::byte*>& targets) {
+    thread_local std::vector<std::byte> bytes;
+    thread_local std::vector<std::byte> partial;
+    const std::uint64_t begin = reads[0].chunk->file_offset - format::kChunkRecordBytes;
+    const format::ChunkRecord& last = *reads[count - 1].chunk;
+    bytes.resize(last.file_offset + last.stored_length - begin);
+    link.file->read_at(begin, bytes.data(), bytes.size());
+    for (const ChunkRead* read = reads; read != reads + count; ++read) {
+      const format::ChunkRecord& chunk = *read->chunk;
+      const std::byte* record = bytes.data() + (chunk.file_offset - format::kChunkRecordBytes - begin);
+      std::byte* region = targets[chunk.region];
+      if (read->parts.empty()) {
+        format::decode_chunk(*link.file, link.container, chunk, record, region + chunk.offset);
+      } else {
+        partial.resize(chunk.raw_length);
+        format::decode_chunk(*link.file, link.container, chunk, record, partial.data());
+        keep_parts(*read, partial.data(), region);
+      }
+      RESURGO_CRASH_POINT("restore.chunk", link.level->number());
+    }
+  }
+
+  static void keep_parts(const ChunkRead& read, const std::byte* raw, std::byte* region) {
     for (const ByteRange& part : read.parts) {
-      std::memcpy(region + part.begin, partial.data() + (part.begin - chunk.offset), part.size());
+      std::memcpy(region + part.begin, raw + (part.begin - read.chunk->offset), part.size());
     }
   }
 

@@ -212,15 +212,26 @@ ContainerWriter::ContainerWriter(WritableFile& file, const Header& header)
 }
 
 void ContainerWriter::add_chunk(ChunkRecord record, const void* stored_bytes) {
-  std::vector<std::byte> prefix;
-  prefix.reserve(kChunkRecordBytes);
-  ByteWriter out(prefix);
+  constexpr std::size_t kGatherBelow = 256u << 10;
+  constexpr std::size_t kGatherUpTo = 1u << 20;
+  ByteWriter out(pending_);
   put_record(out, record);
-  file_.append(prefix.data(), prefix.size());
-  record.file_offset = position_ + prefix.size();
-  file_.append(stored_bytes, record.stored_length);
+  record.file_offset = position_ + kChunkRecordBytes;
+  if (record.stored_length < kGatherBelow) {
+    out.put_bytes(stored_bytes, record.stored_length);
+    if (pending_.size() >= kGatherUpTo) flush();
+  } else {
+    flush();
+    file_.append(stored_bytes, record.stored_length);
+  }
   position_ = record.file_offset + record.stored_length;
   chunks_.push_back(record);
+}
+
+void ContainerWriter::flush() {
+  if (pending_.empty()) return;
+  file_.append(pending_.data(), pending_.size());
+  pending_.clear();
 }
 
 void ContainerWriter::finish() {
@@ -240,6 +251,7 @@ void ContainerWriter::finish() {
   footer_out.put(static_cast<std::uint64_t>(index.size()));
   footer_out.put(checksum_of(header_bytes_, index));
   footer_out.put_bytes(kFooterMagic, sizeof kFooterMagic);
+  flush();
   file_.append(index.data(), index.size());
   file_.append(footer.data(), footer.size());
   position_ += index.size() + footer.size();
@@ -325,24 +337,60 @@ void check_identity(const Container& container, const std::string& path, const s
                         " rank " + std::to_string(rank) + " (a file renamed in place?)");
 }
 
-void check_chunk_record(const ReadableFile& file, const Container& container, const ChunkRecord& chunk) {
+namespace {
+
+void check_record_bytes(const ReadableFile& file, const Container& container, const ChunkRecord& chunk,
+                        const std::byte* record) {
   std::vector<std::byte> expected;
   ByteWriter out(expected);
   put_record(out, chunk);
-  std::vector<std::byte> stored(kChunkRecordBytes);
-  file.read_at(chunk.file_offset - kChunkRecordBytes, stored.data(), stored.size());
-  if (stored != expected) {
+  if (std::memcmp(record, expected.data(), expected.size()) != 0) {
     corrupt(file, "the record before the chunk at byte " + std::to_string(chunk.offset) + " of region '" +
                       container.header.regions[chunk.region].label + "' disagrees with the index");
   }
 }
 
+std::string describe_chunk(const Container& container, const ChunkRecord& chunk) {
+  return "chunk at byte " + std::to_string(chunk.offset) + " of region '" +
+         container.header.regions[chunk.region].label + "'";
+}
+
+// The checks after the stored bytes were read (`digest` is their checksum),
+// then decoding: a compressed chunk goes from `stored` to `destination`.
+void finish_chunk(const ReadableFile& file, const Container& container, const ChunkRecord& chunk,
+                  const std::byte* stored, std::uint64_t digest, void* destination) {
+  if (digest != chunk.checksum) corrupt(file, describe_chunk(container, chunk) + " fails its checksum");
+  // The stored bytes are as written, so a codec header that contradicts the
+  // chunk record was written that way: the file breaks the format.
+  const std::string mismatch = framing_mismatch(chunk.codec, stored, chunk.stored_length, chunk.raw_length);
+  if (!mismatch.empty()) {
+    throw FormatError("checkpoint file '" + file.path() + "': " + describe_chunk(container, chunk) + " (" +
+                      codec_name(chunk.codec) + ") breaks the format: " + mismatch);
+  }
+  if (chunk.codec != Codec::kNone &&
+      !decode(chunk.codec, stored, chunk.stored_length, destination, chunk.raw_length)) {
+    corrupt(file, describe_chunk(container, chunk) + " does not decompress (" + codec_name(chunk.codec) + ")");
+  }
+}
+
+}  // namespace
+
+void check_chunk_record(const ReadableFile& file, const Container& container, const ChunkRecord& chunk) {
+  std::byte record[kChunkRecordBytes];
+  file.read_at(chunk.file_offset - kChunkRecordBytes, record, sizeof record);
+  check_record_bytes(file, container, chunk, record);
+}
+
+void decode_chunk(const ReadableFile& file, const Container& container, const ChunkRecord& chunk,
+                  const std::byte* record, void* destination) {
+  check_record_bytes(file, container, chunk, record);
+  const std::byte* stored = record + kChunkRecordBytes;
+  finish_chunk(file, container, chunk, stored, XXH3_64bits(stored, chunk.stored_length), destination);
+  if (chunk.codec == Codec::kNone) std::memcpy(destination, stored, chunk.raw_length);
+}
+
 void read_chunk(const ReadableFile& file, const Container& container, const ChunkRecord& chunk,
                 void* destination, std::vector<std::byte>& scratch) {
-  const auto describe = [&] {
-    return "chunk at byte " + std::to_string(chunk.offset) + " of region '" +
-           container.header.regions[chunk.region].label + "'";
-  };
   std::byte* stored = static_cast<std::byte*>(destination);
   if (chunk.codec != Codec::kNone) {
     scratch.resize(chunk.stored_length);
@@ -366,18 +414,7 @@ void read_chunk(const ReadableFile& file, const Container& container, const Chun
   }
   const std::uint64_t digest = XXH3_64bits_digest(state);
   XXH3_freeState(state);
-  if (digest != chunk.checksum) corrupt(file, describe() + " fails its checksum");
-  // The stored bytes are as written, so a codec header that contradicts the
-  // chunk record was written that way: the file breaks the format.
-  const std::string mismatch = framing_mismatch(chunk.codec, stored, chunk.stored_length, chunk.raw_length);
-  if (!mismatch.empty()) {
-    throw FormatError("checkpoint file '" + file.path() + "': " + describe() + " (" + codec_name(chunk.codec) +
-                      ") breaks the format: " + mismatch);
-  }
-  if (chunk.codec != Codec::kNone &&
-      !decode(chunk.codec, stored, chunk.stored_length, destination, chunk.raw_length)) {
-    corrupt(file, describe() + " does not decompress (" + codec_name(chunk.codec) + ")");
-  }
+  finish_chunk(file, container, chunk, stored, digest, destination);
 }
 
 }  // namespace resurgo::format

@@ -65,7 +65,9 @@ struct Container {
 };
 
 // Streams one container into `file`. Call add_chunk for the chunks of every
-// region (any order), then finish(). Does not sync or close the file.
+// region (any order), then finish(). Does not sync or close the file. Small
+// chunks (a delta's blocks) are gathered and written a MiB at a time: two
+// system calls per 4 KiB block cost more than writing it.
 class ContainerWriter {
  public:
   ContainerWriter(WritableFile& file, const Header& header);
@@ -75,9 +77,12 @@ class ContainerWriter {
   std::uint64_t bytes_written() const { return position_; }
 
  private:
+  void flush();
+
   WritableFile& file_;
   std::vector<std::byte> header_bytes_;
   std::vector<ChunkRecord> chunks_;
+  std::vector<std::byte> pending_;  // records and small chunks not written yet
   std::uint64_t position_ = 0;
   bool finished_ = false;
 };
@@ -111,6 +116,13 @@ std::string region_table_difference(const Header& delta, const Header& base);
 // chunk record (a blosc header announcing another size or compressor).
 void read_chunk(const ReadableFile& file, const Container& container, const ChunkRecord& chunk,
                 void* destination, std::vector<std::byte>& scratch);
+
+// The same checks and decoding for a chunk read together with its
+// neighbours: `record` points at the chunk's record as read from the file,
+// its stored bytes following. Restore reads runs of small chunks this way,
+// one read per run instead of two per chunk.
+void decode_chunk(const ReadableFile& file, const Container& container, const ChunkRecord& chunk,
+                  const std::byte* record, void* destination);
 
 // Checks that the chunk record stored before the chunk's bytes in the data
 // section agrees with the index entry. Restore relies on the checksummed

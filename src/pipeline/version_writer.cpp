@@ -56,19 +56,23 @@ std::uint64_t write_extents(WritableFile& file, const format::Header& header, co
   std::vector<EncodedChunk> chunks = plan_chunks(header, extents, pipeline.chunk_size);
   std::uint64_t early_aborts = 0;
   format::ContainerWriter writer(file, header);
-  // A window of chunks is encoded in parallel, then written in order; the
-  // window bounds the memory held by compressed chunks.
-  const std::size_t window = static_cast<std::size_t>(std::max(2, 2 * (pool.size() + 1)));
-  for (std::size_t begin = 0; begin < chunks.size(); begin += window) {
-    const std::size_t count = std::min(window, chunks.size() - begin);
-    pool.parallel_for(count, [&](std::size_t i) { encode(chunks[begin + i], pipeline); });
-    for (std::size_t i = begin; i < begin + count; ++i) {
+  // A window of chunks is encoded in parallel, then written in order. The
+  // window holds a few full chunks' worth of bytes, which bounds the memory
+  // held by compressed chunks; a delta's small blocks then share one window
+  // (a window per few 4 KiB blocks cost more in wake-ups than the blocks).
+  const std::uint64_t window_bytes = static_cast<std::uint64_t>(std::max(2, 2 * (pool.size() + 1))) * pipeline.chunk_size;
+  for (std::size_t begin = 0; begin < chunks.size();) {
+    std::size_t end = begin;
+    for (std::uint64_t bytes = 0; end < chunks.size() && bytes < window_bytes; ++end) bytes += chunks[end].record.raw_length;
+    pool.parallel_for(end - begin, [&](std::size_t i) { encode(chunks[begin + i], pipeline); });
+    for (std::size_t i = begin; i < end; ++i) {
       EncodedChunk& chunk = chunks[i];
       writer.add_chunk(chunk.record, chunk.record.codec == Codec::kNone ? chunk.raw : chunk.compressed.data());
       std::vector<std::byte>().swap(chunk.compressed);
       early_aborts += chunk.early_abort ? 1 : 0;
       RESURGO_CRASH_POINT("write.chunk", 0);
     }
+    begin = end;
   }
   writer.finish();
   if (result != nullptr) *result = WriteResult{writer.bytes_written(), chunks.size(), early_aborts};
