@@ -128,13 +128,18 @@ File& open_cycle(const char* call) {
   return *s.open;
 }
 
-Array& registered(File& file, const void* ptr, const char* call) {
+Array* find_array(File& file, const void* ptr) {
   const auto it = std::find_if(file.arrays.begin(), file.arrays.end(), [&](const Array& a) { return a.data == ptr; });
-  if (it == file.arrays.end()) {
+  return it == file.arrays.end() ? nullptr : &*it;
+}
+
+Array& registered(File& file, const void* ptr, const char* call) {
+  Array* array = find_array(file, ptr);
+  if (array == nullptr) {
     throw InvalidArgumentError(std::string(call) + ": the array at this address is not registered with '" +
                                file.path + "'; call rsg_appic_register(ptr, bytes) first");
   }
-  return *it;
+  return *array;
 }
 
 void enter(Cycle kind, const char* call) {
@@ -200,12 +205,10 @@ int rsg_appic_register(void* ptr, size_t bytes) {
                                 "': this cycle already read its version; register every array before the "
                                 "first rsg_appic_read");
     }
-    const auto it = std::find_if(file.arrays.begin(), file.arrays.end(),
-                                 [&](const resurgo::Array& a) { return a.data == ptr; });
-    if (it != file.arrays.end()) {
-      if (it->bytes == bytes) return;
-      throw resurgo::InvalidArgumentError("rsg_appic_register: " + it->label + " of '" + file.path +
-                                          "' was registered with " + std::to_string(it->bytes) +
+    if (const resurgo::Array* known = resurgo::find_array(file, ptr)) {
+      if (known->bytes == bytes) return;
+      throw resurgo::InvalidArgumentError("rsg_appic_register: " + known->label + " of '" + file.path +
+                                          "' was registered with " + std::to_string(known->bytes) +
                                           " bytes, now with " + std::to_string(bytes) +
                                           "; an array keeps its size (use another path for a new layout)");
     }

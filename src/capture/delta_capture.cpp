@@ -109,8 +109,8 @@ Snapshot DeltaCapture::take(const std::vector<Region>& regions, format::Header h
   const bool full = !reason.empty() || !previous_version_;
   // Collecting re-arms the tracker: if this capture fails after it, what the
   // interval wrote is known to no later version, so the next one is full.
-  full_next_ = false;
-  start_new_chain("the capture of version " + std::to_string(header.version) + " failed");
+  full_next_ = true;
+  full_reason_ = "the capture of version " + std::to_string(header.version) + " failed";
   TrackingFacts facts;
   std::uint64_t most_dirty = 0;
   std::vector<Extent> extents;

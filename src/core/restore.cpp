@@ -236,10 +236,10 @@ class ChainRestorer {
       const auto [first, count] = runs[i];
       const Link& link = chain[plan[first].link];
       try {
-        if (count == 1) {
-          read_planned(link, plan[first], targets[plan[first].chunk->region]);
-        } else {
+        if (small(plan[first])) {
           read_run(link, &plan[first], count, targets);
+        } else {
+          read_planned(link, plan[first], targets[plan[first].chunk->region]);
         }
       } catch (const Error&) {
         throw LinkFailure{plan[first].link, std::current_exception()};
@@ -265,10 +265,13 @@ class ChainRestorer {
   // Runs of the plan, as (first, count): small chunks of one link that lie
   // back to back in its file are read together, up to 1 MiB, so that a
   // delta of scattered 4 KiB blocks costs a read per MiB, not two per block.
+  // A chunk read with its neighbours (read_run); larger ones are read
+  // straight into their region (read_planned), their checksum computed on
+  // the way.
+  static bool small(const ChunkRead& read) { return read.chunk->stored_length < (256u << 10); }
+
   static std::vector<std::pair<std::size_t, std::size_t>> runs_of(const std::vector<ChunkRead>& plan) {
-    constexpr std::uint64_t kSmallChunk = 256u << 10;
     constexpr std::uint64_t kRunBytes = 1u << 20;
-    const auto small = [](const ChunkRead& read) { return read.chunk->stored_length < kSmallChunk; };
     std::vector<std::pair<std::size_t, std::size_t>> runs;
     for (std::size_t i = 0; i < plan.size();) {
       std::size_t end = i + 1;
@@ -302,7 +305,7 @@ class ChainRestorer {
     RESURGO_CRASH_POINT("restore.chunk", link.level->number());
   }
 
-  // `count` chunks lying back to back in the file, records included: one read.
+  // `count` small chunks lying back to back in the file, records included: one read.
   static void read_run(const Link& link, const ChunkRead* reads, std::size_t count,
                        const std::vector<std::byte*>& targets) {
     thread_local std::vector<std::byte> bytes;
