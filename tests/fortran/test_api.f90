@@ -5,8 +5,9 @@
 ! fresh directory (set by CTest).
 program test_api
   use, intrinsic :: iso_c_binding, only: c_loc, c_size_t, c_associated
-  use, intrinsic :: iso_fortran_env, only: real32, real64, int32, int64, error_unit
+  use, intrinsic :: iso_fortran_env, only: real32, real64, int32, int64
   use resurgo
+  use test_checks, only: check, check_ok
   implicit none
 
   type(resurgo_store) :: store
@@ -251,20 +252,5 @@ contains
     call check(counter == 41 * g, 'int64 scalar restored')
     call check(time == 0.25_real64 * g, 'real64 scalar restored')
   end subroutine verify
-
-  subroutine check_ok(ierr, what)
-    integer, intent(in) :: ierr
-    character(len=*), intent(in) :: what
-    call check(ierr == RSG_OK, what // ': ' // resurgo_last_error())
-  end subroutine check_ok
-
-  subroutine check(ok, what)
-    logical, intent(in) :: ok
-    character(len=*), intent(in) :: what
-    if (.not. ok) then
-      write(error_unit, '(a, a)') 'test_api: FAILED: ', what
-      error stop 1
-    end if
-  end subroutine check
 
 end program test_api

@@ -5,8 +5,9 @@
 ! working directory (set by CTest); the store is run-appic/test.dat.
 program test_appic
   use, intrinsic :: iso_c_binding, only: c_sizeof
-  use, intrinsic :: iso_fortran_env, only: real32, int32, error_unit
+  use, intrinsic :: iso_fortran_env, only: real32, int32
   use resurgo
+  use test_checks, only: check, check_ok
   implicit none
 
   integer, parameter :: asize = 256  ! 256 KiB of real32: 64 pages
@@ -90,20 +91,5 @@ contains
     call appic_close(ierr)
     call check_ok(ierr, 'close of a write cycle')
   end subroutine write_cycle
-
-  subroutine check_ok(ierr, what)
-    integer, intent(in) :: ierr
-    character(len=*), intent(in) :: what
-    call check(ierr == RSG_OK, what // ': ' // resurgo_last_error())
-  end subroutine check_ok
-
-  subroutine check(ok, what)
-    logical, intent(in) :: ok
-    character(len=*), intent(in) :: what
-    if (.not. ok) then
-      write(error_unit, '(a, a)') 'test_appic: FAILED: ', what
-      error stop 1
-    end if
-  end subroutine check
 
 end program test_appic
