@@ -417,4 +417,47 @@ void read_chunk(const ReadableFile& file, const Container& container, const Chun
   finish_chunk(file, container, chunk, stored, digest, destination);
 }
 
+namespace {
+
+// Appends source bytes [from, to) to `file` in pieces of at most one chunk.
+void copy_range(const ReadableFile& source, std::uint64_t from, std::uint64_t to, std::vector<std::byte>& block,
+                WritableFile& file) {
+  while (from < to) {
+    const std::size_t bytes = static_cast<std::size_t>(std::min<std::uint64_t>(block.size(), to - from));
+    source.read_at(from, block.data(), bytes);
+    file.append(block.data(), bytes);
+    from += bytes;
+  }
+}
+
+}  // namespace
+
+// Streams a container file in file order. read_container has checked the
+// header and the index against the footer's checksum; each chunk (its record
+// and its stored bytes) is read once, checked, and only then appended, so a
+// damaged source never reaches the destination.
+void copy_verified(const ReadableFile& source, const format::Container& container, WritableFile& file) {
+  std::vector<std::byte> block(1u << 20);
+  std::vector<std::byte> chunk_bytes;
+  std::uint64_t cursor = 0;
+  for (std::size_t i = 0; i < container.chunks.size(); ++i) {
+    const format::ChunkRecord& chunk = container.chunks[i];
+    const std::uint64_t record_start = chunk.file_offset - format::kChunkRecordBytes;
+    copy_range(source, cursor, record_start, block, file);
+    format::check_chunk_record(source, container, chunk);
+    chunk_bytes.resize(format::kChunkRecordBytes + chunk.stored_length);
+    source.read_at(record_start, chunk_bytes.data(), chunk_bytes.size());
+    const std::byte* stored = chunk_bytes.data() + format::kChunkRecordBytes;
+    if (format::checksum(stored, chunk.stored_length) != chunk.checksum) {
+      throw CorruptionError("copy of '" + source.path() + "' refused: chunk " + std::to_string(i) + " (byte " +
+                            std::to_string(chunk.offset) + " of region '" +
+                            container.header.regions[chunk.region].label + "') fails its checksum");
+    }
+    file.append(chunk_bytes.data(), chunk_bytes.size());
+    cursor = chunk.file_offset + chunk.stored_length;
+  }
+  copy_range(source, cursor, container.file_size, block, file);
+}
+
+
 }  // namespace resurgo::format

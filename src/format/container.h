@@ -136,6 +136,12 @@ void verify_chunks(const ReadableFile& file, const Container& container, Progres
 
 std::uint64_t checksum(const void* data, std::size_t bytes);
 
+// Appends the container `source` (read_container's result `container`) to
+// `file` in file order, each chunk checked before it is appended, so that a
+// damaged source never reaches another level. Throws CorruptionError naming
+// the chunk and its region.
+void copy_verified(const ReadableFile& source, const Container& container, WritableFile& file);
+
 }  // namespace resurgo::format
 
 #include "format/container_verify.inl"

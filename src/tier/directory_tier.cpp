@@ -8,54 +8,16 @@
 #include <cstdio>
 #include <cstring>
 #include <optional>
-#include <set>
 
 #include "core/crash_point.h"
 #include "format/container.h"
 #include "resurgo/errors.hpp"
+#include "tier/eviction.h"
 
 namespace resurgo {
 
 namespace {
 constexpr char kTemporaryMarker[] = ".tmp-";
-
-// Appends source bytes [from, to) to `file` in pieces of at most one chunk.
-void copy_range(const ReadableFile& source, std::uint64_t from, std::uint64_t to, std::vector<std::byte>& block,
-                WritableFile& file) {
-  while (from < to) {
-    const std::size_t bytes = static_cast<std::size_t>(std::min<std::uint64_t>(block.size(), to - from));
-    source.read_at(from, block.data(), bytes);
-    file.append(block.data(), bytes);
-    from += bytes;
-  }
-}
-
-// Streams a container file in file order. read_container has checked the
-// header and the index against the footer's checksum; each chunk (its record
-// and its stored bytes) is read once, checked, and only then appended, so a
-// damaged source never reaches the destination.
-void copy_verified(const ReadableFile& source, const format::Container& container, WritableFile& file) {
-  std::vector<std::byte> block(1u << 20);
-  std::vector<std::byte> chunk_bytes;
-  std::uint64_t cursor = 0;
-  for (std::size_t i = 0; i < container.chunks.size(); ++i) {
-    const format::ChunkRecord& chunk = container.chunks[i];
-    const std::uint64_t record_start = chunk.file_offset - format::kChunkRecordBytes;
-    copy_range(source, cursor, record_start, block, file);
-    format::check_chunk_record(source, container, chunk);
-    chunk_bytes.resize(format::kChunkRecordBytes + chunk.stored_length);
-    source.read_at(record_start, chunk_bytes.data(), chunk_bytes.size());
-    const std::byte* stored = chunk_bytes.data() + format::kChunkRecordBytes;
-    if (format::checksum(stored, chunk.stored_length) != chunk.checksum) {
-      throw CorruptionError("copy of '" + source.path() + "' refused: chunk " + std::to_string(i) + " (byte " +
-                            std::to_string(chunk.offset) + " of region '" +
-                            container.header.regions[chunk.region].label + "') fails its checksum");
-    }
-    file.append(chunk_bytes.data(), chunk_bytes.size());
-    cursor = chunk.file_offset + chunk.stored_length;
-  }
-  copy_range(source, cursor, container.file_size, block, file);
-}
 
 std::string parent_directory(const std::string& path) {
   const auto slash = path.rfind('/');
@@ -180,7 +142,7 @@ Level::Features DirectoryTier::features() const {
 void DirectoryTier::commit_copy(int version, const ReadableFile& source) {
   const format::Container container = format::read_container(source);
   format::check_identity(container, source.path(), "", version, rank_);
-  commit(version, [&](WritableFile& file) { copy_verified(source, container, file); });
+  commit(version, [&](WritableFile& file) { format::copy_verified(source, container, file); });
 }
 
 std::vector<int> DirectoryTier::versions() {
@@ -224,34 +186,18 @@ std::optional<int> DirectoryTier::base_of(int version) {
 }
 
 std::vector<int> DirectoryTier::evict(const std::function<bool(int)>& pinned, const std::map<int, int>& known_bases) {
-  std::vector<int> removed;
-  if (keep_ <= 0) return removed;
-  const std::vector<int> listed = versions();
-  const auto keep = static_cast<std::size_t>(keep_);
-  if (listed.size() <= keep) return removed;
-  std::set<int> retained(listed.end() - static_cast<std::ptrdiff_t>(keep), listed.end());
-  for (int version : listed) {
-    if (pinned(version)) retained.insert(version);
-  }
   // A damaged file names no base and pins nothing; an unreadable one throws
   // before anything is removed.
-  std::vector<int> unresolved(retained.begin(), retained.end());
-  while (!unresolved.empty()) {
-    const int version = unresolved.back();
-    unresolved.pop_back();
+  const auto base = [&](int version) -> std::optional<int> {
     const auto known = known_bases.find(version);
-    const std::optional<int> base = known == known_bases.end() ? base_of(version)
-                                    : known->second < 0        ? std::nullopt
-                                                               : std::optional<int>(known->second);
-    if (base && retained.insert(*base).second) unresolved.push_back(*base);
-  }
-  // Newest first: an evicted delta may stand on an evicted base, and a crash
-  // part way must not leave the delta without it.
-  for (auto version = listed.rbegin(); version != listed.rend(); ++version) {
-    if (retained.count(*version) != 0) continue;
-    env_->remove(path(*version));
+    if (known == known_bases.end()) return base_of(version);
+    return known->second < 0 ? std::nullopt : std::optional<int>(known->second);
+  };
+  std::vector<int> removed;
+  for (int version : versions_to_evict(versions(), keep_, pinned, base)) {
+    env_->remove(path(version));
     RESURGO_CRASH_POINT("evict.removed", level_);
-    removed.insert(removed.begin(), *version);
+    removed.insert(removed.begin(), version);
   }
   // No directory fsync: an evicted file that reappears after a crash is an
   // intact older version, harmless, and the next eviction removes it.
