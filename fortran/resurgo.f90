@@ -91,6 +91,7 @@ module resurgo
   ! ---- The C API, bound one to one ------------------------------------------
   public :: rsg_open, rsg_close, rsg_protect, rsg_unprotect, rsg_set_metadata, &
             rsg_get_metadata, rsg_checkpoint, rsg_wait, rsg_latest_version, rsg_restart, &
+            rsg_prefetch, rsg_discard, &
             rsg_last_error, rsg_appic_open, rsg_appic_register, rsg_appic_write, rsg_appic_read, &
             rsg_appic_version, rsg_appic_close, rsg_appic_finalize
 
@@ -181,6 +182,21 @@ module resurgo
       integer(c_int) :: rc
     end function rsg_restart
 
+    function rsg_prefetch(s, versions, count) bind(C, name="rsg_prefetch") result(rc)
+      import :: c_ptr, c_int, c_size_t
+      type(c_ptr), value :: s
+      integer(c_int), intent(in) :: versions(*)
+      integer(c_size_t), value :: count
+      integer(c_int) :: rc
+    end function rsg_prefetch
+
+    function rsg_discard(s, version) bind(C, name="rsg_discard") result(rc)
+      import :: c_ptr, c_int
+      type(c_ptr), value :: s
+      integer(c_int), value :: version
+      integer(c_int) :: rc
+    end function rsg_discard
+
     ! Thread-local message of the last failure (a C string; see
     ! resurgo_last_error for a Fortran one).
     function rsg_last_error() bind(C, name="rsg_last_error") result(msg)
@@ -239,7 +255,7 @@ module resurgo
   ! ---- Fortran wrappers -----------------------------------------------------
   public :: resurgo_open, resurgo_close, resurgo_protect, resurgo_protect_bytes, &
             resurgo_unprotect, resurgo_set_metadata, resurgo_get_metadata, &
-            resurgo_checkpoint, resurgo_wait, resurgo_latest, resurgo_restart, &
+            resurgo_checkpoint, resurgo_wait, resurgo_latest, resurgo_restart, resurgo_prefetch, resurgo_discard, &
             resurgo_last_error
 
   public :: appic_open, appic_register, appic_write, appic_read, appic_version, appic_close, &
@@ -554,6 +570,25 @@ contains
     if (present(restored)) restored = int(got)
     call finish(rc, 'resurgo_restart', ierr)
   end subroutine resurgo_restart
+
+  ! Adjoint staging: `versions` in the order they will be restored; the next
+  ! ones are copied into the memory level in the background (docs/adjoint.md).
+  subroutine resurgo_prefetch(store, versions, ierr)
+    type(resurgo_store), intent(in) :: store
+    integer, intent(in) :: versions(:)
+    integer, intent(out), optional :: ierr
+    integer(c_int) :: order(max(1, size(versions)))
+    order(1:size(versions)) = int(versions, c_int)
+    call finish(rsg_prefetch(store%handle, order, int(size(versions), c_size_t)), 'resurgo_prefetch', ierr)
+  end subroutine resurgo_prefetch
+
+  ! The version was consumed: dropped from every level.
+  subroutine resurgo_discard(store, version, ierr)
+    type(resurgo_store), intent(in) :: store
+    integer, intent(in) :: version
+    integer, intent(out), optional :: ierr
+    call finish(rsg_discard(store%handle, int(version, c_int)), 'resurgo_discard', ierr)
+  end subroutine resurgo_discard
 
   ! ---- Appicpr's calls ------------------------------------------------------
 

@@ -23,7 +23,8 @@ die() { printf 'bootstrap: error: %s\n' "$*" >&2; exit 1; }
 # Python packages of the virtualenv. Changing this list re-runs pip (the
 # stamp file holds its hash).
 venv_packages=(numpy nanobind scikit-build-core pytest h5py rich matplotlib
-  lz4 zstandard blosc2)  # the last three: baselines of bench/compression_fork.py
+  lz4 zstandard blosc2  # baselines of bench/compression_fork.py
+  checkpoint-schedules==1.0.4 pyrevolve==2.2.8)  # adjoint integrations (resurgo.adjoint)
 
 # Debian packages of the toolchain and the libraries (libhdf5-dev is not
 # needed: h5py comes as a wheel).

@@ -37,6 +37,11 @@ struct Config {
   struct Buffer {  // L1: bounded host staging buffer
     std::uint64_t capacity = 0;  // bytes; 0 = auto (2x the protected bytes, at most 1/4 of physical memory)
   } buffer;
+  struct Memory {  // L1 memory level: whole versions kept in process memory (docs/adjoint.md)
+    int every = 0;              // every n-th checkpoint is kept in memory; 0 = none
+    int keep = 2;               // versions kept; 0 = all that fit
+    std::uint64_t capacity = 0; // bytes; 0 = auto (a quarter of physical memory); also bounds prefetch
+  } memory;
   struct Local {  // L2: node-local directory
     std::string path;  // "" = $TMPDIR/resurgo-<uid> (or /tmp/resurgo-<uid>)
     int keep = 2;      // versions kept; 0 = all

@@ -86,6 +86,16 @@ int rsg_checkpoint(rsg_store *s, int version); /* blocks only for capture */
 int rsg_wait(rsg_store *s, int version, int level); /* until durable at level */
 int rsg_latest(rsg_store *s, int *version); /* newest committed, or RSG_ENOTFOUND */
 int rsg_restart(rsg_store *s, int version, int *restored);
+
+/* Adjoint staging (docs/adjoint.md). rsg_prefetch: the `count` versions in
+ * the order they will be restored; background threads copy the next ones
+ * into the L1 memory level ([memory] capacity) as room allows (versions not
+ * written yet once written). Replaces the previous order; count 0 clears it.
+ * rsg_discard: the version was consumed; it leaves memory at once and its
+ * files are removed in the background (RSG_ENOTFOUND for an unknown
+ * version, RSG_ESTATE for one already discarded). */
+int rsg_prefetch(rsg_store *s, const int *versions, size_t count);
+int rsg_discard(rsg_store *s, int version);
 /* Statistics of `version` (RSG_ENOTFOUND when the store keeps none for it:
  * only recent versions of this process are kept). */
 int rsg_stats(rsg_store *s, int version, rsg_version_stats *out);

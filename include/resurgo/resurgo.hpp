@@ -140,6 +140,18 @@ class Store {
   std::vector<VersionStats> stats();
   RestartReport last_restart() const;
 
+  // Adjoint staging (docs/adjoint.md). `versions` is the order in which the
+  // versions will be restored; a background thread copies the next ones
+  // from L2/L4 into the L1 memory level ([memory] capacity) in that order,
+  // as room allows, so that restart() of one reads memory. Versions not
+  // written yet are fetched once written. Replaces the previous order.
+  void prefetch(const std::vector<int>& versions);
+  // The version was consumed: it is dropped from memory at once and its
+  // files are removed in the background. NotFoundError for a version the
+  // store does not hold; StateError for one already discarded. A discarded
+  // version can no longer be restarted or prefetched.
+  void discard(int version);
+
   class Impl;
 
  private:

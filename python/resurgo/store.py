@@ -5,7 +5,7 @@ from __future__ import annotations
 import operator
 import os
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -370,6 +370,20 @@ class Store:
         """Restores ``version`` (None: the newest intact one, falling back past
         damaged versions) into the protected regions; returns the version."""
         return self._core.restart(_optional_version_arg(version, "restart", _LATEST))
+
+    def prefetch(self, versions: Iterable[int]) -> None:
+        """Announces the order in which ``versions`` will be restored (an
+        adjoint's backward pass): background threads copy the next ones from
+        disk into the memory level (``memory_capacity``) in that order, as
+        room allows, so that :meth:`restart` of one reads memory. Versions not
+        written yet are fetched once written. Replaces the previous order."""
+        self._core.prefetch([_version_arg(v, "prefetch") for v in versions])
+
+    def discard(self, version: int) -> None:
+        """The version was consumed: it leaves memory at once and its files are
+        removed in the background. Raises NotFoundError for a version the store
+        does not hold and StateError for one already discarded."""
+        self._core.discard(_version_arg(version, "discard"))
 
     def versions(self) -> List[VersionInfo]:
         return [

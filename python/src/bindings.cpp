@@ -418,7 +418,11 @@ NB_MODULE(_core, m) {
              for (const auto& st : all) out.append(version_stats_dict(st));
              return out;
            })
-      .def("last_restart", [](PyStore& s) { return restart_report_dict(s.store().last_restart()); });
+      .def("last_restart", [](PyStore& s) { return restart_report_dict(s.store().last_restart()); })
+      .def("prefetch",
+           [](PyStore& s, std::vector<int> versions) { without_gil([&] { s.store().prefetch(versions); }); },
+           "versions"_a)
+      .def("discard", [](PyStore& s, int v) { without_gil([&] { s.store().discard(v); }); }, "version"_a);
 
   m.def(
       "parse_container_file_name",

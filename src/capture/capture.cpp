@@ -49,13 +49,17 @@ std::vector<Extent> whole_regions(const std::vector<Region>& regions) {
   return extents;
 }
 
-std::uint64_t default_buffer_capacity(std::uint64_t state_bytes) {
+std::uint64_t quarter_of_physical_memory() {
   const long pages = ::sysconf(_SC_PHYS_PAGES);
   const long page_size = ::sysconf(_SC_PAGESIZE);
-  const std::uint64_t physical =
-      pages > 0 && page_size > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page_size) : 0;
+  return pages > 0 && page_size > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page_size) / 4
+                                    : 0;
+}
+
+std::uint64_t default_buffer_capacity(std::uint64_t state_bytes) {
+  const std::uint64_t quarter = quarter_of_physical_memory();
   const std::uint64_t wanted = 2 * state_bytes;
-  return physical > 0 ? std::min(wanted, physical / 4) : wanted;
+  return quarter > 0 ? std::min(wanted, quarter) : wanted;
 }
 
 std::unique_ptr<Capture> make_capture(const CaptureContext& context) {

@@ -105,5 +105,8 @@ std::unique_ptr<Capture> make_capture(const CaptureContext& context);
 // (one version captured while the previous one is written), bounded by a
 // quarter of the node's physical memory.
 std::uint64_t default_buffer_capacity(std::uint64_t state_bytes);
+// A quarter of the physical memory (0 when unknown): the default bound of
+// the memory levels.
+std::uint64_t quarter_of_physical_memory();
 
 }  // namespace resurgo

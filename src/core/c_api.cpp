@@ -94,6 +94,17 @@ int rsg_restart(rsg_store* s, int version, int* restored) {
   });
 }
 
+int rsg_prefetch(rsg_store* s, const int* versions, size_t count) {
+  if (s == nullptr) return invalid("rsg_prefetch: store is NULL");
+  if (versions == nullptr && count > 0) return invalid("rsg_prefetch: versions is NULL but count is not 0");
+  return guarded([&] { s->store.prefetch(std::vector<int>(versions, versions + count)); });
+}
+
+int rsg_discard(rsg_store* s, int version) {
+  if (s == nullptr) return invalid("rsg_discard: store is NULL");
+  return guarded([&] { s->store.discard(version); });
+}
+
 int rsg_stats(rsg_store* s, int version, rsg_version_stats* out) {
   if (s == nullptr || out == nullptr) return invalid("rsg_stats: store and out must not be NULL");
   return guarded([&] {

@@ -58,6 +58,7 @@ void Catalog::reached(int version, int level, std::uint64_t stored_bytes, double
     }
   }
   changed_.notify_all();
+  if (listener_) listener_();
 }
 
 void Catalog::failed(int version, int level, const Error& error) {
@@ -87,8 +88,14 @@ long Catalog::failure_count() {
   return failures_;
 }
 
+// A version is in the buffer (L1) once captured, unless its route keeps it
+// in the memory level: then it is at L1 once committed there.
+bool Catalog::captured_is_enough(const Entry& e, int level) {
+  return level <= 1 && std::find(e.route.begin(), e.route.end(), level) == e.route.end();
+}
+
 bool Catalog::settled(const Entry& e, int level) const {
-  if (level <= 1 || e.finished()) return true;
+  if (captured_is_enough(e, level) || e.finished()) return true;
   return std::find(e.reached.begin(), e.reached.end(), level) != e.reached.end();
 }
 
@@ -128,7 +135,8 @@ void Catalog::wait(int version, int level) {
   std::unique_lock lock(mutex_);
   Entry& e = entry(version);
   changed_.wait(lock, [&] { return settled(e, level); });
-  const bool reached = level <= 1 || std::find(e.reached.begin(), e.reached.end(), level) != e.reached.end();
+  const bool reached =
+      captured_is_enough(e, level) || std::find(e.reached.begin(), e.reached.end(), level) != e.reached.end();
   if (!reached) throw_failure(version, e, "");
 }
 
@@ -140,6 +148,27 @@ void Catalog::wait_all(int level) {
     });
   }
   report_failure([] { return std::string("wait: "); });
+}
+
+void Catalog::wait_first_level(int version) {
+  std::unique_lock lock(mutex_);
+  const auto found = entries_.find(version);
+  if (found == entries_.end()) return;
+  const Entry& e = found->second;
+  changed_.wait(lock, [&] { return e.settled_levels > 0 || e.finished(); });
+}
+
+void Catalog::wait_finished(int version) {
+  std::unique_lock lock(mutex_);
+  const auto found = entries_.find(version);
+  if (found == entries_.end()) return;
+  const Entry& e = found->second;
+  changed_.wait(lock, [&] { return e.finished(); });
+}
+
+void Catalog::on_reached(std::function<void()> listener) {
+  std::lock_guard lock(mutex_);
+  listener_ = std::move(listener);
 }
 
 void Catalog::wait_all_finished() {

@@ -55,6 +55,13 @@ class Catalog {
   void wait_all(int level);
   // Until every version has settled every level of its route.
   void wait_all_finished();
+  // Until `version` has settled the first level of its route (reached or
+  // failed), or its whole route; at once for a version the catalog does not know.
+  void wait_first_level(int version);
+  void wait_finished(int version);
+  // Called after each reached(), without the catalog's lock (set it before
+  // any version is added).
+  void on_reached(std::function<void()> listener);
 
   // Throws the oldest background failure not yet reported, prefixed by
   // `prefix()` (which says what the throwing call did).
@@ -80,6 +87,7 @@ class Catalog {
     bool finished() const { return settled_levels == route.size(); }
   };
 
+  static bool captured_is_enough(const Entry& entry, int level);
   bool settled(const Entry& entry, int level) const;
   Entry& entry(int version);
   [[noreturn]] void throw_failure(int version, Entry& entry, const std::string& prefix);
@@ -91,6 +99,7 @@ class Catalog {
   std::map<int, Entry> entries_;
   int unreported_failures_ = 0;
   long failures_ = 0;
+  std::function<void()> listener_;
 };
 
 }  // namespace resurgo

@@ -118,6 +118,18 @@ const std::vector<std::pair<std::string, Setter>>& setters() {
        [](Config& c, const std::string& k, const std::string& v) {
          c.buffer.capacity = lower(trim(v)) == "auto" ? 0 : parse_size(k, v);
        }},
+      {"memory.every",
+       [](Config& c, const std::string& k, const std::string& v) {
+         c.memory.every = static_cast<int>(parse_integer(k, v, 0, 1 << 20));
+       }},
+      {"memory.keep",
+       [](Config& c, const std::string& k, const std::string& v) {
+         c.memory.keep = static_cast<int>(parse_integer(k, v, 0, 1 << 20));
+       }},
+      {"memory.capacity",
+       [](Config& c, const std::string& k, const std::string& v) {
+         c.memory.capacity = lower(trim(v)) == "auto" ? 0 : parse_size(k, v);
+       }},
       {"local.path", [](Config& c, const std::string&, const std::string& v) { c.local.path = v; }},
       {"local.keep",
        [](Config& c, const std::string& k, const std::string& v) {
@@ -220,8 +232,8 @@ void apply_file(Config& config, const std::string& path) {
     throw ConfigError("configuration file '" + path + "' line " + std::to_string(where.line) +
                       ": " + std::string(error.description()));
   }
-  static const std::string sections[] = {"capture", "track",    "delta", "buffer", "local",
-                                         "persistent", "pipeline", "log",   "trace"};
+  static const std::string sections[] = {"capture",    "track",    "delta", "buffer", "memory",
+                                         "local",      "persistent", "pipeline", "log",  "trace"};
   std::string section_list;
   for (const std::string& section : sections) section_list += (section_list.empty() ? "" : ", ") + section;
   for (const auto& [section, node] : root) {

@@ -4,10 +4,13 @@
 // outcomes in the Catalog; restart() goes through restore.cpp. A background
 // failure is thrown by the next mutating call (or wait) on the store.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <set>
 
+#include "adjoint/prefetcher.h"
 #include "capture/capture.h"
 #include "core/catalog.h"
 #include "core/log.h"
@@ -20,6 +23,7 @@
 #include "pipeline/thread_pool.h"
 #include "resurgo/resurgo.hpp"
 #include "tier/directory_tier.h"
+#include "tier/memory_level.h"
 
 namespace resurgo {
 
@@ -30,6 +34,12 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point begin) { return std::chrono::duration<double>(Clock::now() - begin).count(); }
 
 std::string absolute(const std::string& path) { return std::filesystem::absolute(path).lexically_normal().string(); }
+
+std::uint64_t memory_capacity(const Config& config) {
+  if (config.memory.capacity > 0) return config.memory.capacity;
+  const std::uint64_t quarter = quarter_of_physical_memory();
+  return quarter > 0 ? quarter : std::uint64_t{1} << 30;
+}
 
 }  // namespace
 
@@ -48,6 +58,8 @@ class Store::Impl {
   int restart(int version);
   std::vector<VersionInfo> versions();
   std::vector<VersionStats> stats();
+  void prefetch(std::vector<int> versions);
+  void discard(int version);
 
   std::string name;
   Config config;
@@ -63,19 +75,24 @@ class Store::Impl {
   std::vector<Level*> levels() const;  // fastest first
   int newest_committed();
   bool takes_every_checkpoint(const Level& level) const;
+  void settle_before_restart(int version);
+  void check_not_discarded(int version, const char* call) const;
 
   std::shared_ptr<Env> env_;
   Logger log_;
   Trace trace_;
+  MemoryLevel memory_;
   DirectoryTier local_;
   DirectoryTier persistent_;
-  bool persistent_prepared_ = false;
+  std::atomic<bool> persistent_prepared_{false};  // read by the prefetch thread
   std::unique_ptr<FileLock> lock_;
   Registry registry_;
   Catalog catalog_;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<Capture> capture_;
   std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<Prefetcher> prefetcher_;  // made by the first prefetch()
+  std::set<int> discarded_;
   int newest_version_ = -1;
   long checkpoints_ = 0;
   long failures_seen_ = 0;  // catalog_.failure_count() at the previous checkpoint
@@ -89,12 +106,21 @@ Store::Impl::Impl(const std::string& store_name, const Config& store_config, std
       env_(env ? std::move(env) : Env::posix()),
       log_(store_name, store_config.log.level),
       trace_(store_config.trace.path),
+      memory_(store_name, comm->rank(), memory_capacity(store_config), store_config.memory.keep),
       local_(kL2, absolute(config.local.path.empty() ? Config::default_local_path() : config.local.path), store_name,
              comm->rank(), config.local.mode, config.local.keep, env_),
       persistent_(kL4, absolute(config.persistent.path), store_name, comm->rank(), config.persistent.mode,
                   config.persistent.keep, env_),
       catalog_(store_name) {
   validate_store_name(name);
+  if (config.memory.every > 0 && (config.capture.mode == CaptureMode::kFork || config.capture.mode == CaptureMode::kAuto)) {
+    throw ConfigError("store '" + name +
+                      "': capture.mode = fork (or auto) writes versions from a child process, which cannot fill the "
+                      "memory level that memory.every > 0 routes them to; use capture.mode = copy or delta");
+  }
+  catalog_.on_reached([this] {
+    if (prefetcher_) prefetcher_->poke();
+  });
   local_.prepare();
   // L4 is prepared (its directory created) only if it holds versions or a
   // version will go there: a store with L4 off leaves no ./checkpoints behind.
@@ -108,7 +134,8 @@ Store::Impl::Impl(const std::string& store_name, const Config& store_config, std
   newest_version_ = newest_committed();
   pool_ = std::make_unique<ThreadPool>(pipeline_thread_count(config) - 1);
   scheduler_ = std::make_unique<Scheduler>(
-      std::vector<Scheduler::Step>{{&local_, config.local.every}, {&persistent_, config.persistent.every}},
+      std::vector<Scheduler::Step>{
+          {&memory_, config.memory.every}, {&local_, config.local.every}, {&persistent_, config.persistent.every}},
       config.pipeline, *pool_, catalog_, log_, trace_);
   capture_ = make_capture(CaptureContext{config, *pool_, log_, [this](bool on) { scheduler_->set_capturing(on); }});
   log_.info("opened store '" + name + "' rank " + std::to_string(comm->rank()) + ": L2 " + local_.dir() +
@@ -131,6 +158,9 @@ void Store::Impl::check_open(const char* call) const {
 void Store::Impl::close() {
   if (closed_) return;
   scheduler_.reset();  // drains first
+  catalog_.on_reached(nullptr);
+  memory_.on_space_freed(nullptr);
+  prefetcher_.reset();
   capture_.reset();
   closed_ = true;
   lock_.reset();
@@ -146,11 +176,14 @@ Level* Store::Impl::level(int number) const {
 }
 
 bool Store::Impl::takes_every_checkpoint(const Level& level) const {
-  return (&level == &local_ ? config.local.every : config.persistent.every) == 1;
+  const int every = &level == &memory_  ? config.memory.every
+                    : &level == &local_ ? config.local.every
+                                        : config.persistent.every;
+  return every == 1;
 }
 
 std::vector<Level*> Store::Impl::levels() const {
-  std::vector<Level*> list{const_cast<DirectoryTier*>(&local_)};
+  std::vector<Level*> list{const_cast<MemoryLevel*>(&memory_), const_cast<DirectoryTier*>(&local_)};
   if (persistent_prepared_) list.push_back(const_cast<DirectoryTier*>(&persistent_));
   return list;
 }
@@ -301,8 +334,11 @@ int Store::Impl::newest_committed() {
 
 std::optional<int> Store::Impl::latest() {
   check_open("latest");
-  const int newest = newest_committed();
-  return newest < 0 ? std::nullopt : std::optional<int>(newest);
+  const std::map<int, std::vector<int>> committed = committed_versions(levels());
+  for (auto version = committed.rbegin(); version != committed.rend(); ++version) {
+    if (discarded_.count(version->first) == 0) return version->first;
+  }
+  return std::nullopt;
 }
 
 std::vector<VersionInfo> Store::Impl::versions() {
@@ -313,10 +349,14 @@ std::vector<VersionInfo> Store::Impl::versions() {
     VersionInfo& info = found[version];
     info.version = version;
     info.pending = true;
-    if (only_in_buffer) info.levels.insert(info.levels.begin(), kL1);
+    if (only_in_buffer && (info.levels.empty() || info.levels.front() != kL1)) {
+      info.levels.insert(info.levels.begin(), kL1);
+    }
   }
   std::vector<VersionInfo> list;
-  for (auto& [version, info] : found) list.push_back(std::move(info));
+  for (auto& [version, info] : found) {
+    if (discarded_.count(version) == 0) list.push_back(std::move(info));
+  }
   return list;
 }
 
@@ -327,19 +367,43 @@ std::vector<VersionStats> Store::Impl::stats() {
 
 // ------------------------------------------------------------------ restart
 
+void Store::Impl::check_not_discarded(int version, const char* call) const {
+  if (discarded_.count(version) == 0) return;
+  throw NotFoundError(std::string(call) + ": version " + std::to_string(version) + " of store '" + name +
+                      "' was discarded (consumed); restart another version, or checkpoint the state again");
+}
+
+// A restart of the newest version must see every pending one settled; a
+// restart of a given version waits only for that version's first write (an
+// adjoint's backward pass restores while later versions are still written).
+void Store::Impl::settle_before_restart(int version) {
+  if (version == kLatest) {
+    scheduler_->drain();
+  } else {
+    catalog_.wait_first_level(version);
+  }
+}
+
 int Store::Impl::restart(int version) {
   check_open("restart");
-  scheduler_->drain();
-  catalog_.report_failure([] { return std::string("restart not done: "); });
   if (version < 0 && version != kLatest) {
     throw InvalidArgumentError("restart: version " + std::to_string(version) + " is negative");
   }
+  if (version != kLatest) check_not_discarded(version, "restart");
+  settle_before_restart(version);
+  catalog_.report_failure([] { return std::string("restart not done: "); });
   if (registry_.empty()) throw InvalidArgumentError("restart of store '" + name + "': nothing is protected");
+  const std::optional<std::string> prefetch_failure =
+      prefetcher_ && version != kLatest ? prefetcher_->settle(version) : std::nullopt;
   const std::vector<Level*> held = levels();
   const RestoreContext context{name, comm->rank(), held, registry_, *pool_, log_, trace_};
   capture_->restarting(true);
   try {
     const int restored = restore_version(context, version, last_restart, metadata);
+    if (prefetch_failure) {
+      last_restart.skipped.push_back("version " + std::to_string(version) + ": " + *prefetch_failure +
+                                     "; read from L" + std::to_string(last_restart.level) + " instead");
+    }
     capture_->restarting(false);
     newest_version_ = newest_committed();  // quarantined versions may be written again
     return restored;
@@ -347,6 +411,49 @@ int Store::Impl::restart(int version) {
     capture_->restarting(false);
     throw;
   }
+}
+
+// ---------------------------------------------------------- adjoint staging
+
+void Store::Impl::prefetch(std::vector<int> versions) {
+  check_open("prefetch");
+  for (int version : versions) {
+    if (version < 0) throw InvalidArgumentError("prefetch: version " + std::to_string(version) + " is negative");
+    check_not_discarded(version, "prefetch");
+  }
+  if (!prefetcher_) {
+    auto sources = [this] {
+      std::vector<Level*> slower = levels();
+      slower.erase(slower.begin());  // the memory level itself
+      return slower;
+    };
+    prefetcher_ = std::make_unique<Prefetcher>(memory_, sources, log_, trace_);
+    memory_.on_space_freed([this] { prefetcher_->poke(); });
+  }
+  prefetcher_->set_order(std::move(versions));
+}
+
+void Store::Impl::discard(int version) {
+  check_open("discard");
+  if (version < 0) throw InvalidArgumentError("discard: version " + std::to_string(version) + " is negative");
+  if (discarded_.count(version) != 0) {
+    throw StateError("discard: version " + std::to_string(version) + " of store '" + name +
+                     "' was already discarded");
+  }
+  bool held = catalog_.known(version);
+  std::string where;
+  for (Level* level : levels()) {
+    held = held || level->holds(version);
+    where += (where.empty() ? "" : ", ") + level->where();
+  }
+  if (!held) {
+    throw NotFoundError("discard: store '" + name + "' has no version " + std::to_string(version) + " (looked in " +
+                        where + ")");
+  }
+  discarded_.insert(version);
+  if (prefetcher_) prefetcher_->forget(version);
+  memory_.remove(version);  // its room is free at once for the next prefetch
+  scheduler_->discard(version);
 }
 
 // ------------------------------------------------------------- public API
@@ -374,5 +481,7 @@ int Store::restart(int version) { return impl_->restart(version); }
 std::vector<VersionInfo> Store::versions() { return impl_->versions(); }
 std::vector<VersionStats> Store::stats() { return impl_->stats(); }
 RestartReport Store::last_restart() const { return impl_->last_restart; }
+void Store::prefetch(const std::vector<int>& versions) { impl_->prefetch(versions); }
+void Store::discard(int version) { impl_->discard(version); }
 
 }  // namespace resurgo

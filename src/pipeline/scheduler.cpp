@@ -42,7 +42,8 @@ Scheduler::Scheduler(std::vector<Step> steps, const Config::Pipeline& pipeline, 
     : steps_(std::move(steps)), pipeline_(pipeline), pool_(pool), catalog_(catalog), log_(log), trace_(trace) {
   const bool any = std::any_of(steps_.begin(), steps_.end(), [](const Step& step) { return step.every > 0; });
   if (!any) {
-    throw ConfigError("no level takes checkpoints: local.every and persistent.every are both 0; set one of them");
+    throw ConfigError(
+        "no level takes checkpoints: memory.every, local.every and persistent.every are all 0; set one of them");
   }
   bool earlier_takes_all = false;
   for (const Step& step : steps_) {
@@ -112,7 +113,7 @@ void Scheduler::drain() {
   changed_.wait(lock, [&] {
     const bool idle = std::all_of(workers_.begin(), workers_.end(),
                                   [](const auto& w) { return w->queue.empty() && !w->busy; });
-    return idle && !eviction_due_ && !evicting_;
+    return idle && !eviction_due_ && !evicting_ && discards_.empty();
   });
 }
 
@@ -206,12 +207,31 @@ void Scheduler::run(Job& job) {
   changed_.notify_all();
 }
 
+void Scheduler::discard(int version) {
+  {
+    std::lock_guard lock(mutex_);
+    discards_.push_back(version);
+  }
+  changed_.notify_all();
+}
+
 void Scheduler::evict_loop() {
   Trace::name_this_thread("evict");
   for (;;) {
     {
       std::unique_lock lock(mutex_);
-      changed_.wait(lock, [&] { return stopping_ || (eviction_due_ && !capturing_); });
+      changed_.wait(lock, [&] { return stopping_ || !discards_.empty() || (eviction_due_ && !capturing_); });
+      if (!discards_.empty()) {
+        const int version = discards_.front();
+        evicting_ = true;
+        lock.unlock();
+        remove_everywhere(version);
+        lock.lock();
+        discards_.pop_front();
+        evicting_ = false;
+        changed_.notify_all();
+        continue;
+      }
       if (!eviction_due_ || capturing_) return;  // stopping
       eviction_due_ = false;
       evicting_ = true;
@@ -222,6 +242,19 @@ void Scheduler::evict_loop() {
       evicting_ = false;
     }
     changed_.notify_all();
+  }
+}
+
+// A failure costs space, not data: it is logged.
+void Scheduler::remove_everywhere(int version) {
+  catalog_.wait_finished(version);
+  for (const Step& step : steps_) {
+    try {
+      if (step.level->holds(version)) step.level->remove(version);
+    } catch (const Error& error) {
+      log_.warn("removing discarded version " + std::to_string(version) + " from L" +
+                std::to_string(step.level->number()) + ": " + error.what());
+    }
   }
 }
 

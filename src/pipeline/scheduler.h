@@ -46,6 +46,9 @@ class Scheduler {
   void drain();
   // While true, evictions wait (they would compete with the capture).
   void set_capturing(bool capturing);
+  // Removes `version` from every level once its writes have settled, on the
+  // eviction thread: the caller (Store::discard) pays no file removal.
+  void discard(int version);
 
  private:
   struct Job {
@@ -70,6 +73,7 @@ class Scheduler {
   Worker& worker_of(const Level* level);
   void evict_loop();
   void evict();
+  void remove_everywhere(int version);
 
   std::vector<Step> steps_;
   Config::Pipeline pipeline_;
@@ -82,6 +86,7 @@ class Scheduler {
   std::condition_variable changed_;
   std::vector<std::unique_ptr<Worker>> workers_;
   bool eviction_due_ = false;
+  std::deque<int> discards_;
   bool evicting_ = false;
   bool capturing_ = false;
   bool stopping_ = false;

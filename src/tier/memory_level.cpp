@@ -1,0 +1,273 @@
+#include "tier/memory_level.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "format/container.h"
+#include "resurgo/errors.hpp"
+#include "tier/directory_tier.h"
+#include "tier/eviction.h"
+
+namespace resurgo {
+
+namespace {
+
+// 2 MiB: one transparent huge page per piece where the kernel offers them,
+// so a fresh piece costs one fault instead of 512.
+constexpr std::uint64_t kPieceBytes = 2u << 20;
+
+struct FreeDeleter {
+  void operator()(std::byte* piece) const { std::free(piece); }
+};
+using Piece = std::unique_ptr<std::byte[], FreeDeleter>;
+
+std::string mebibytes(std::uint64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
+
+// The pool ran out while a version was written; commit() says what to do.
+class MemoryFull : public StorageError {
+ public:
+  MemoryFull() : StorageError("the memory level is full") {}
+};
+
+}  // namespace
+
+class MemoryLevel::PiecePool {
+ public:
+  PiecePool(std::string store, std::uint64_t capacity)
+      : store_(std::move(store)), pieces_(std::max<std::uint64_t>(1, capacity / kPieceBytes)) {}
+
+  std::uint64_t capacity() const { return pieces_ * kPieceBytes; }
+  std::uint64_t free_bytes() {
+    std::lock_guard lock(mutex_);
+    return (pieces_ - out_) * kPieceBytes;
+  }
+
+  // A piece, reused when one is free; null when the capacity is exhausted.
+  Piece take() {
+    std::lock_guard lock(mutex_);
+    if (out_ == pieces_) return nullptr;
+    ++out_;
+    if (!free_.empty()) {
+      Piece piece = std::move(free_.back());
+      free_.pop_back();
+      return piece;
+    }
+    Piece piece(static_cast<std::byte*>(std::aligned_alloc(kPieceBytes, kPieceBytes)));
+    if (!piece) {
+      --out_;
+      throw StorageError("the L1 memory level of store '" + store_ + "' cannot allocate " + mebibytes(kPieceBytes) +
+                         " of memory; lower memory.capacity");
+    }
+    ::madvise(piece.get(), kPieceBytes, MADV_HUGEPAGE);  // a hint: without THP the piece works the same
+    return piece;
+  }
+
+  void give(std::vector<Piece>& pieces) {
+    if (pieces.empty()) return;
+    std::function<void()> listener;
+    {
+      std::lock_guard lock(mutex_);
+      out_ -= pieces.size();
+      for (Piece& piece : pieces) free_.push_back(std::move(piece));
+      listener = listener_;
+    }
+    pieces.clear();
+    if (listener) listener();
+  }
+
+  void set_listener(std::function<void()> listener) {
+    std::lock_guard lock(mutex_);
+    listener_ = std::move(listener);
+  }
+
+ private:
+  std::string store_;
+  const std::uint64_t pieces_;
+  std::mutex mutex_;
+  std::uint64_t out_ = 0;
+  std::vector<Piece> free_;
+  std::function<void()> listener_;
+};
+
+// One version's container bytes, in pieces; gives them back when destroyed.
+class MemoryLevel::Image {
+ public:
+  Image(std::shared_ptr<PiecePool> pool, std::string path) : pool_(std::move(pool)), path_(std::move(path)) {}
+  ~Image() { pool_->give(pieces_); }
+  Image(const Image&) = delete;
+  Image& operator=(const Image&) = delete;
+
+  const std::string& path() const { return path_; }
+  std::uint64_t size() const { return size_; }
+
+  // Throws MemoryFull when the pool is exhausted.
+  void append(const std::byte* data, std::uint64_t bytes) {
+    while (bytes > 0) {
+      const std::uint64_t used = size_ % kPieceBytes;
+      if (used == 0) {
+        Piece piece = pool_->take();
+        if (!piece) throw MemoryFull();
+        pieces_.push_back(std::move(piece));
+      }
+      const std::uint64_t part = std::min(bytes, kPieceBytes - used);
+      std::memcpy(pieces_.back().get() + used, data, part);
+      size_ += part;
+      data += part;
+      bytes -= part;
+    }
+  }
+
+  void read(std::uint64_t offset, std::byte* data, std::uint64_t bytes) const {
+    if (offset > size_ || bytes > size_ - offset) {
+      throw StorageError("read of " + std::to_string(bytes) + " bytes at offset " + std::to_string(offset) + " of '" +
+                         path_ + "' goes past its end (" + std::to_string(size_) + " bytes)");
+    }
+    while (bytes > 0) {
+      const std::uint64_t within = offset % kPieceBytes;
+      const std::uint64_t part = std::min(bytes, kPieceBytes - within);
+      std::memcpy(data, pieces_[offset / kPieceBytes].get() + within, part);
+      offset += part;
+      data += part;
+      bytes -= part;
+    }
+  }
+
+ private:
+  std::shared_ptr<PiecePool> pool_;
+  std::string path_;
+  std::vector<Piece> pieces_;
+  std::uint64_t size_ = 0;
+};
+
+namespace {
+
+class ImageWriter final : public WritableFile {
+ public:
+  explicit ImageWriter(MemoryLevel::Image& image) : image_(image) {}
+  void append(const void* data, std::size_t bytes) override {
+    image_.append(static_cast<const std::byte*>(data), bytes);
+  }
+  void sync() override {}
+  void close() override {}
+  const std::string& path() const override { return image_.path(); }
+
+ private:
+  MemoryLevel::Image& image_;
+};
+
+class ImageReader final : public ReadableFile {
+ public:
+  explicit ImageReader(std::shared_ptr<const MemoryLevel::Image> image) : image_(std::move(image)) {}
+  void read_at(std::uint64_t offset, void* data, std::size_t bytes) const override {
+    image_->read(offset, static_cast<std::byte*>(data), bytes);
+  }
+  std::uint64_t size() const override { return image_->size(); }
+  const std::string& path() const override { return image_->path(); }
+
+ private:
+  std::shared_ptr<const MemoryLevel::Image> image_;
+};
+
+}  // namespace
+
+MemoryLevel::MemoryLevel(const std::string& store, int rank, std::uint64_t capacity, int keep)
+    : store_(store), rank_(rank), keep_(keep), pool_(std::make_shared<PiecePool>(store, capacity)) {}
+
+MemoryLevel::~MemoryLevel() = default;
+
+Level::Features MemoryLevel::features() const {
+  Features features;
+  features.is_volatile = true;
+  features.node_local = true;
+  return features;
+}
+
+std::string MemoryLevel::where() const {
+  return "memory of store '" + store_ + "' (capacity " + mebibytes(pool_->capacity()) + ")";
+}
+
+std::uint64_t MemoryLevel::capacity() const { return pool_->capacity(); }
+std::uint64_t MemoryLevel::free_bytes() const { return pool_->free_bytes(); }
+std::uint64_t MemoryLevel::footprint(std::uint64_t file_bytes) const {
+  return (file_bytes + kPieceBytes - 1) / kPieceBytes * kPieceBytes;
+}
+void MemoryLevel::on_space_freed(std::function<void()> listener) { pool_->set_listener(std::move(listener)); }
+
+void MemoryLevel::commit(int version, const std::function<void(WritableFile&)>& write) {
+  const std::string path = "memory:" + store_ + "/" + container_file_name(version, rank_);
+  auto image = std::make_shared<Image>(pool_, path);
+  ImageWriter writer(*image);
+  try {
+    write(writer);
+  } catch (const MemoryFull&) {
+    std::string held;
+    for (int stored : versions()) held += (held.empty() ? "" : ", ") + std::to_string(stored);
+    throw StorageError("version " + std::to_string(version) + " does not fit in the L1 memory level of store '" +
+                       store_ + "': its capacity of " + mebibytes(pool_->capacity()) + " is held by versions [" +
+                       held + "]; raise memory.capacity, lower memory.keep, or discard consumed versions");
+  }
+  std::lock_guard lock(mutex_);
+  images_[version] = std::move(image);
+}
+
+void MemoryLevel::commit_copy(int version, const ReadableFile& source) {
+  const format::Container container = format::read_container(source);
+  format::check_identity(container, source.path(), "", version, rank_);
+  commit(version, [&](WritableFile& file) { format::copy_verified(source, container, file); });
+}
+
+std::vector<int> MemoryLevel::versions() {
+  std::lock_guard lock(mutex_);
+  std::vector<int> found;
+  for (const auto& [version, image] : images_) found.push_back(version);
+  return found;
+}
+
+bool MemoryLevel::holds(int version) {
+  std::lock_guard lock(mutex_);
+  return images_.count(version) != 0;
+}
+
+std::unique_ptr<ReadableFile> MemoryLevel::open(int version) {
+  std::lock_guard lock(mutex_);
+  const auto found = images_.find(version);
+  if (found == images_.end()) {
+    throw NotFoundError("version " + std::to_string(version) + " of store '" + store_ + "' is not in memory (L1)");
+  }
+  return std::make_unique<ImageReader>(found->second);
+}
+
+void MemoryLevel::quarantine(int version) { remove(version); }
+
+void MemoryLevel::remove(int version) {
+  std::shared_ptr<const Image> dropped;  // freed after the lock is released: the listener may call back
+  std::lock_guard lock(mutex_);
+  const auto found = images_.find(version);
+  if (found == images_.end()) return;
+  dropped = std::move(found->second);
+  images_.erase(found);
+}
+
+std::vector<int> MemoryLevel::evict(const std::function<bool(int)>& pinned, const std::map<int, int>& known_bases) {
+  const auto base = [&](int version) -> std::optional<int> {
+    const auto known = known_bases.find(version);
+    if (known != known_bases.end()) return known->second < 0 ? std::nullopt : std::optional<int>(known->second);
+    try {
+      const format::Header header = format::read_container(*open(version)).header;
+      return format::is_delta(header) ? std::optional<int>(static_cast<int>(header.base_version)) : std::nullopt;
+    } catch (const Error&) {
+      return std::nullopt;  // gone meanwhile, or damaged: it holds no chain up
+    }
+  };
+  std::vector<int> removed;
+  for (int version : versions_to_evict(versions(), keep_, pinned, base)) {
+    remove(version);
+    removed.insert(removed.begin(), version);
+  }
+  return removed;
+}
+
+}  // namespace resurgo

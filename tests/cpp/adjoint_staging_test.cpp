@@ -1,0 +1,232 @@
+// Adjoint staging through the Store (docs/adjoint.md): the memory route,
+// prefetch in restore order into room freed by discard, and the bad input
+// and faults the issue names (unknown and repeated discards, restart of a
+// discarded version, versions not written yet, a damaged file, a version
+// larger than the memory level, a full memory level).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <thread>
+
+#include "resurgo/resurgo.h"
+#include "resurgo/resurgo.hpp"
+#include "test_util.h"
+
+namespace resurgo {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Polls `condition` (background threads make it true) for up to 30 s.
+bool eventually(const std::function<bool()>& condition) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+class AdjointStagingTest : public ::testing::Test {
+ protected:
+  // 3 MiB of state: a version takes two 2 MiB pieces of the memory level.
+  static constexpr std::size_t kValues = (3u << 20) / sizeof(double);
+
+  Config config(std::map<std::string, std::string> extra) {
+    std::map<std::string, std::string> keys = {{"local.path", dir.path() + "/l2"},
+                                               {"persistent.path", dir.path() + "/l4"},
+                                               {"local.keep", "0"},
+                                               {"persistent.every", "0"},
+                                               {"log.level", "off"}};
+    for (auto& [key, value] : extra) keys[key] = value;
+    return Config::load("", keys);
+  }
+  std::map<std::string, std::string> memory_only() {
+    return {{"memory.every", "1"}, {"memory.keep", "0"}, {"local.every", "0"}, {"memory.capacity", "64MiB"}};
+  }
+  std::map<std::string, std::string> disk_with_prefetch(const std::string& capacity) {
+    return {{"memory.capacity", capacity}};
+  }
+  void fill(int version) {
+    for (std::size_t i = 0; i < u.size(); ++i) u[i] = version * 1e6 + static_cast<double>(i);
+  }
+  bool holds_state_of(int version) const {
+    for (std::size_t i = 0; i < u.size(); i += 4099) {
+      if (u[i] != version * 1e6 + static_cast<double>(i)) return false;
+    }
+    return true;
+  }
+  void checkpoints(Store& store, int first, int last) {
+    for (int version = first; version <= last; ++version) {
+      fill(version);
+      store.checkpoint(version);
+    }
+  }
+  static bool in_memory(Store& store, int version) {
+    for (const VersionInfo& info : store.versions()) {
+      if (info.version == version) return !info.levels.empty() && info.levels.front() == kL1 && !info.pending;
+    }
+    return false;
+  }
+  std::string l2(int version) const {
+    char name[64];
+    std::snprintf(name, sizeof name, "/l2/s/v%010d.r%06d.rsg", version, 0);
+    return dir.path() + name;
+  }
+
+  TempDir dir;
+  std::vector<double> u = std::vector<double>(kValues);
+};
+
+TEST_F(AdjointStagingTest, AMemoryOnlyRouteRestartsFromMemoryAndWritesNoVersionFile) {
+  Store store("s", config(memory_only()));
+  store.protect(0, u.data(), u.size() * sizeof(double), "u");
+  checkpoints(store, 1, 3);
+  store.wait(kAllVersions, kL1);
+  EXPECT_EQ(store.restart(2), 2);
+  EXPECT_TRUE(holds_state_of(2));
+  EXPECT_EQ(store.last_restart().level, kL1);
+  EXPECT_EQ(store.latest(), 3);
+  for (const auto& entry : fs::directory_iterator(dir.path() + "/l2/s")) {
+    EXPECT_EQ(entry.path().filename().string().rfind(".lock", 0), 0u) << entry.path();  // only the store's lock
+  }
+  EXPECT_THROW(store.wait(3, kL2), InvalidArgumentError);  // L2 is off
+}
+
+TEST_F(AdjointStagingTest, PrefetchFollowsTheRestoreOrderIntoTheRoomThatDiscardFrees) {
+  Store store("s", config(disk_with_prefetch("8MiB")));  // room for two versions
+  store.protect(0, u.data(), u.size() * sizeof(double), "u");
+  checkpoints(store, 1, 5);
+  store.wait();
+  store.prefetch({5, 4, 3, 2, 1});
+  for (int version = 5; version >= 1; --version) {
+    ASSERT_TRUE(eventually([&] { return in_memory(store, version); })) << "version " << version;
+    if (version >= 3) {
+      EXPECT_FALSE(in_memory(store, version - 2)) << "no room for it yet";
+    }
+    fill(0);
+    EXPECT_EQ(store.restart(version), version);
+    EXPECT_TRUE(holds_state_of(version));
+    EXPECT_EQ(store.last_restart().level, kL1);
+    store.discard(version);
+  }
+  store.close();  // waits for the removals the discards queued
+  for (int version = 1; version <= 5; ++version) EXPECT_FALSE(fs::exists(l2(version))) << version;
+}
+
+TEST_F(AdjointStagingTest, VersionsNamedBeforeTheyAreWrittenAreFetchedOnceWritten) {
+  Store store("s", config(disk_with_prefetch("64MiB")));
+  store.protect(0, u.data(), u.size() * sizeof(double), "u");
+  store.prefetch({2, 1});
+  checkpoints(store, 1, 2);
+  EXPECT_TRUE(eventually([&] { return in_memory(store, 1) && in_memory(store, 2); }));
+  EXPECT_EQ(store.restart(1), 1);
+  EXPECT_TRUE(holds_state_of(1));
+  EXPECT_EQ(store.last_restart().level, kL1);
+}
+
+TEST_F(AdjointStagingTest, DiscardAndRestartOfUnknownOrDiscardedVersionsFailClearly) {
+  Store store("s", config(memory_only()));
+  store.protect(0, u.data(), u.size() * sizeof(double), "u");
+  checkpoints(store, 1, 2);
+  store.wait(kAllVersions, kL1);
+  EXPECT_THROW(store.discard(7), NotFoundError);
+  EXPECT_THROW(store.discard(-1), InvalidArgumentError);
+  store.discard(2);
+  EXPECT_THROW(store.discard(2), StateError);
+  try {
+    store.restart(2);
+    FAIL() << "a discarded version was restarted";
+  } catch (const NotFoundError& error) {
+    EXPECT_NE(std::string(error.what()).find("discarded"), std::string::npos) << error.what();
+  }
+  EXPECT_THROW(store.prefetch({1, 2}), NotFoundError);
+  EXPECT_EQ(store.latest(), 1);
+  EXPECT_EQ(store.restart(), 1);
+  EXPECT_TRUE(holds_state_of(1));
+}
+
+TEST_F(AdjointStagingTest, ADamagedFileIsReportedAtTheRestartWhichReadsTheNextLevel) {
+  Store store("s", config({{"persistent.every", "1"}, {"persistent.keep", "0"}, {"memory.capacity", "64MiB"}}));
+  store.protect(0, u.data(), u.size() * sizeof(double), "u");
+  checkpoints(store, 1, 1);
+  store.wait(1, kL4);
+  flip_bit(l2(1), fs::file_size(l2(1)) / 2);
+  store.prefetch({1});
+  fill(0);
+  EXPECT_EQ(store.restart(1), 1);
+  EXPECT_TRUE(holds_state_of(1));
+  EXPECT_EQ(store.last_restart().level, kL4);
+  EXPECT_FALSE(store.last_restart().skipped.empty());
+  EXPECT_FALSE(in_memory(store, 1));  // a damaged copy never reaches memory
+}
+
+TEST_F(AdjointStagingTest, AVersionLargerThanTheMemoryLevelIsReadFromItsLevel) {
+  Store store("s", config(disk_with_prefetch("2MiB")));
+  store.protect(0, u.data(), u.size() * sizeof(double), "u");
+  checkpoints(store, 1, 1);
+  store.wait();
+  store.prefetch({1});
+  fill(0);
+  EXPECT_EQ(store.restart(1), 1);
+  EXPECT_TRUE(holds_state_of(1));
+  EXPECT_EQ(store.last_restart().level, kL2);
+}
+
+TEST_F(AdjointStagingTest, AFullMemoryRouteFailsTheVersionNamingTheCapacity) {
+  auto keys = memory_only();
+  keys["memory.capacity"] = "4MiB";
+  Store store("s", config(keys));
+  store.protect(0, u.data(), u.size() * sizeof(double), "u");
+  checkpoints(store, 1, 2);
+  try {
+    store.wait(2, kL1);
+    FAIL() << "version 2 fitted in a memory level that holds version 1";
+  } catch (const StorageError& error) {
+    EXPECT_NE(std::string(error.what()).find("memory.capacity"), std::string::npos) << error.what();
+  }
+  store.discard(1);
+  fill(3);
+  store.checkpoint(3);  // room again
+  store.wait(3, kL1);
+  EXPECT_EQ(store.restart(3), 3);
+}
+
+TEST_F(AdjointStagingTest, AForkCaptureCannotFeedTheMemoryLevel) {
+  auto keys = memory_only();
+  keys["capture.mode"] = "fork";
+  EXPECT_THROW(Store("s", config(keys)), ConfigError);
+}
+
+TEST_F(AdjointStagingTest, CApiPrefetchesAndDiscards) {
+  setenv("RESURGO_LOCAL_PATH", (dir.path() + "/l2").c_str(), 1);
+  setenv("RESURGO_PERSISTENT_EVERY", "0", 1);
+  setenv("RESURGO_MEMORY_CAPACITY", "64MiB", 1);
+  setenv("RESURGO_LOG_LEVEL", "off", 1);
+  rsg_store* store = nullptr;
+  ASSERT_EQ(rsg_open(nullptr, "c", &store), RSG_OK) << rsg_last_error();
+  ASSERT_EQ(rsg_protect(store, 0, u.data(), u.size() * sizeof(double), "u"), RSG_OK);
+  fill(1);
+  ASSERT_EQ(rsg_checkpoint(store, 1), RSG_OK);
+  const int order[] = {1};
+  EXPECT_EQ(rsg_prefetch(store, order, 1), RSG_OK);
+  EXPECT_EQ(rsg_prefetch(store, nullptr, 1), RSG_EINVAL);
+  int restored = -1;
+  fill(0);
+  EXPECT_EQ(rsg_restart(store, 1, &restored), RSG_OK);
+  EXPECT_TRUE(holds_state_of(1));
+  EXPECT_EQ(rsg_discard(store, 1), RSG_OK);
+  EXPECT_EQ(rsg_discard(store, 1), RSG_ESTATE);
+  EXPECT_EQ(rsg_discard(store, 9), RSG_ENOTFOUND);
+  EXPECT_EQ(rsg_restart(store, 1, &restored), RSG_ENOTFOUND);
+  EXPECT_EQ(rsg_close(store), RSG_OK);
+  for (const char* name : {"RESURGO_LOCAL_PATH", "RESURGO_PERSISTENT_EVERY", "RESURGO_MEMORY_CAPACITY",
+                           "RESURGO_LOG_LEVEL"}) {
+    unsetenv(name);
+  }
+}
+
+}  // namespace
+}  // namespace resurgo
