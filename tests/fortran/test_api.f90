@@ -99,6 +99,19 @@ program test_api
   call resurgo_get_metadata(store, meta, ierr)
   call check(ierr == RSG_OK .and. meta == 'step=10', 'metadata of version 10')
 
+  ! Adjoint staging: prefetch in restore order, consume, discard.
+  call resurgo_prefetch(store, [20, 10], ierr)
+  call check(ierr == RSG_OK, 'prefetch: ' // resurgo_last_error())
+  call resurgo_restart(store, 10, restored=restored, ierr=ierr)
+  call check(ierr == RSG_OK .and. restored == 10, 'restart 10 after prefetch: ' // resurgo_last_error())
+  call resurgo_discard(store, 10, ierr)
+  call check(ierr == RSG_OK, 'discard 10: ' // resurgo_last_error())
+  call resurgo_discard(store, 10, ierr)
+  call check(ierr == RSG_ESTATE, 'a second discard of 10 is RSG_ESTATE')
+  call resurgo_restart(store, 10, restored=restored, ierr=ierr)
+  call check(ierr == RSG_ENOTFOUND, 'restart of a discarded version is RSG_ENOTFOUND')
+  call check(index(resurgo_last_error(), 'discarded') > 0, 'and says so: ' // resurgo_last_error())
+
   restored = 777
   call resurgo_restart(store, 12345, restored=restored, ierr=ierr)
   call check(ierr == RSG_ENOTFOUND, 'restart of a missing version is RSG_ENOTFOUND')
