@@ -1,0 +1,175 @@
+"""pyrevolve with its checkpoints kept in Resurgo.
+
+pyrevolve's ``Revolver`` keeps its checkpoint slots in one preallocated NumPy
+array. :class:`ResurgoRevolver` is the same Revolver (same Revolve schedule,
+same calls to the user's Operators and Checkpoint) whose slots are versions
+of a Resurgo store: in memory only by default; with ``disk_path``, files in
+that node-local directory whose restores pyrevolve's schedule announces in
+advance, so that background threads bring them back into memory before the
+backward pass asks for them. A Devito user changes one line:
+
+    from pyrevolve import Revolver                                       # before
+    from resurgo.adjoint_pyrevolve import ResurgoRevolver as Revolver    # after
+
+and may add Resurgo settings to the call that builds it, e.g.
+``Revolver(cp, wrap_fw, wrap_rev, n_checkpoints, nt, disk_path="/local/scratch")``.
+The store closes when ``apply_reverse`` returns (a Revolver runs once).
+``MultiLevelRevolver`` users put :class:`ResurgoRevolveStorage` objects in its
+storage list instead (no prefetch there: H-Revolve's stack calls are not
+announced ahead).
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from typing import Any, ContextManager, Iterable, List, Optional, Sequence, Tuple
+
+import numpy as np
+from pyrevolve.pyrevolve import SingleLevelRevolver
+from pyrevolve.schedulers import Action
+from pyrevolve.storage import Storage
+
+from resurgo.adjoint import LOAD, SAVE, VersionMap, disk_store, memory_store
+from resurgo.errors import InvalidArgumentError
+from resurgo.store import Store
+
+__all__ = ["ResurgoRevolveStorage", "ResurgoRevolver", "slot_uses"]
+
+
+class ResurgoRevolveStorage(Storage):
+    """A pyrevolve storage whose ``n_ckp`` slots are versions of one Resurgo
+    store (memory-only, or files in ``disk_path`` prefetched into memory).
+
+    pyrevolve hands over different arrays at different time steps (Devito
+    checkpoints views into its time buffers), while a store restores fixed
+    memory, so every checkpoint passes through one staging array of
+    ``size_ckp`` entries, the size of one of NumpyStorage's slots."""
+
+    def __init__(
+        self,
+        size_ckp: int,
+        n_ckp: int,
+        dtype: Any,
+        profiler: Any = None,
+        *,
+        name: str = "pyrevolve",
+        disk_path: Optional[str] = None,
+        ram_capacity: Any = None,
+        prefetch: bool = True,
+        prefetch_capacity: Any = None,
+        wd: float = 0,
+        rd: float = 0,
+        **overrides: Any,
+    ) -> None:
+        super().__init__(size_ckp, n_ckp, dtype, profiler, wd=wd, rd=rd, name="ResurgoStorage")
+        self._staging = np.zeros(size_ckp, dtype=dtype)
+        state = {"checkpoint": self._staging}
+        if disk_path is None:
+            store = memory_store(name, state, ram_capacity, **overrides)
+        else:
+            store = disk_store(name, state, disk_path, prefetch_capacity, **overrides)
+        self._label = f"pyrevolve storage '{name}'"
+        self._prefetch = prefetch and disk_path is not None
+        self._slots: Optional[VersionMap] = VersionMap(store, self._label, "slot", "pyrevolve restores only slots it saved")
+
+    @property
+    def store(self) -> Optional[Store]:
+        """The Resurgo store (for its statistics); None once closed."""
+        return self._slots.store if self._slots is not None else None
+
+    def save(self, key: int, data_pointers: Sequence[np.ndarray]) -> None:
+        with self._timer("copy_save"):
+            offset = 0
+            for array in data_pointers:
+                flat = array.ravel()
+                np.copyto(self._staging_part(offset, flat.size, "save"), flat)  # NumpyStorage's casting
+                offset += flat.size
+            self._open_slots().save(key)
+
+    def load(self, key: int, locations: Sequence[np.ndarray]) -> None:
+        with self._timer("copy_load"):
+            self._open_slots().load(key, delete=False)
+            offset = 0
+            for array in locations:
+                np.copyto(array, self._staging_part(offset, array.size, "load").reshape(array.shape))
+                offset += array.size
+
+    def expect(self, uses: Iterable[Tuple[str, int]]) -> None:
+        """The future ``(SAVE | LOAD, slot)`` uses, in order: the versions the
+        loads will restore go to the store's prefetch (disk stores only)."""
+        if self._prefetch:
+            slots = self._open_slots()
+            slots.store.prefetch(slots.future_loads(uses))
+
+    def close(self) -> None:
+        """Discards the versions held and closes the store; twice is a no-op."""
+        slots, self._slots = self._slots, None
+        if slots is not None:
+            try:
+                slots.discard_all()
+            finally:
+                slots.store.close()
+
+    def _open_slots(self) -> VersionMap:
+        if self._slots is None:
+            raise InvalidArgumentError(f"{self._label} is closed")
+        return self._slots
+
+    def _staging_part(self, offset: int, size: int, what: str) -> np.ndarray:
+        if offset + size > self._staging.size:
+            raise InvalidArgumentError(
+                f"{what}: the checkpoint's arrays hold more than size_ckp={self._staging.size} entries; "
+                "Checkpoint.size must count every array that get_data returns"
+            )
+        return self._staging[offset:offset + size]
+
+    def _timer(self, action: str) -> ContextManager[Any]:
+        # pyrevolve's Revolvers hand their profiler over; a storage built alone may have none.
+        return self.profiler.get_timer("storage", action) if self.profiler is not None else nullcontext()
+
+
+def slot_uses(oplist: Iterable[Any]) -> List[Tuple[str, int]]:
+    """The slot saves and restores of a CRevolve operation list, in order."""
+    kinds = {Action.TAKESHOT: SAVE, Action.RESTORE: LOAD}
+    return [(kinds[action.type], action.ckp) for action in oplist if action.type in kinds]
+
+
+class ResurgoRevolver(SingleLevelRevolver):
+    """pyrevolve's ``Revolver`` (single-level Revolve) with its checkpoints in
+    Resurgo; the keyword arguments after ``profiler`` go to
+    :class:`ResurgoRevolveStorage`. The store is ``resurgo_storage.store``."""
+
+    def __init__(
+        self,
+        checkpoint: Any,
+        fwd_operator: Any,
+        rev_operator: Any,
+        n_checkpoints: Optional[int],
+        n_timesteps: int,
+        timings: Any = None,
+        profiler: Any = None,
+        **resurgo_options: Any,
+    ) -> None:
+        # SingleLevelRevolver.__init__ calls addNumpyStorage, which needs these.
+        self._resurgo_options = resurgo_options
+        self.resurgo_storage: Optional[ResurgoRevolveStorage] = None
+        super().__init__(checkpoint, fwd_operator, rev_operator, n_checkpoints, n_timesteps, timings=timings, profiler=profiler)
+
+    def addNumpyStorage(self, compression_params: Any = None) -> int:  # noqa: N802 (pyrevolve's name)
+        """SingleLevelRevolver's in-memory slots, kept in Resurgo instead
+        (``compression_params`` is pyrevolve's; Resurgo compresses in its
+        pipeline: ``pipeline_compress=...``)."""
+        self.resurgo_storage = ResurgoRevolveStorage(
+            self.checkpoint.size, self.n_checkpoints, self.checkpoint.dtype, self.profiler, **self._resurgo_options
+        )
+        self.addStorage(self.resurgo_storage)
+        return len(self.storage_list) - 1
+
+    def apply_forward(self) -> None:
+        # CRevolve computed its whole operation list up front: the future is known.
+        self.resurgo_storage.expect(slot_uses(self.scheduler.oplist))
+        super().apply_forward()
+
+    def apply_reverse(self) -> None:
+        super().apply_reverse()
+        self.resurgo_storage.close()
