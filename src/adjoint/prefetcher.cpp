@@ -8,9 +8,7 @@ namespace resurgo {
 
 Prefetcher::Prefetcher(MemoryLevel& memory, std::function<std::vector<Level*>()> sources, const Logger& log,
                        Trace& trace)
-    : memory_(memory), sources_(std::move(sources)), log_(log), trace_(trace) {
-  thread_ = std::thread([this] { run(); });
-}
+    : memory_(memory), sources_(std::move(sources)), log_(log), trace_(trace) {}
 
 Prefetcher::~Prefetcher() {
   {
@@ -18,7 +16,7 @@ Prefetcher::~Prefetcher() {
     stopping_ = true;
   }
   changed_.notify_all();
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
 }
 
 void Prefetcher::set_order(std::vector<int> versions) {
@@ -26,6 +24,7 @@ void Prefetcher::set_order(std::vector<int> versions) {
     std::lock_guard lock(mutex_);
     order_ = std::move(versions);
     look_again_ = true;
+    if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
   }
   changed_.notify_all();
 }

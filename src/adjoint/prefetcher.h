@@ -28,7 +28,7 @@ namespace resurgo {
 class Prefetcher {
  public:
   // `sources()`: the levels to copy from, fastest first (asked at each look,
-  // as levels appear).
+  // as levels appear). The thread starts with the first order.
   Prefetcher(MemoryLevel& memory, std::function<std::vector<Level*>()> sources, const Logger& log, Trace& trace);
   ~Prefetcher();  // a copy in flight finishes first
   Prefetcher(const Prefetcher&) = delete;

@@ -91,7 +91,7 @@ class Store::Impl {
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<Capture> capture_;
   std::unique_ptr<Scheduler> scheduler_;
-  std::unique_ptr<Prefetcher> prefetcher_;  // made by the first prefetch()
+  std::unique_ptr<Prefetcher> prefetcher_;
   std::set<int> discarded_;
   int newest_version_ = -1;
   long checkpoints_ = 0;
@@ -118,9 +118,18 @@ Store::Impl::Impl(const std::string& store_name, const Config& store_config, std
                       "': capture.mode = fork (or auto) writes versions from a child process, which cannot fill the "
                       "memory level that memory.every > 0 routes them to; use capture.mode = copy or delta");
   }
-  catalog_.on_reached([this] {
-    if (prefetcher_) prefetcher_->poke();
-  });
+  // Made at open, idle until the first prefetch(): the listeners below run
+  // on pipeline threads and may not race with its creation.
+  prefetcher_ = std::make_unique<Prefetcher>(
+      memory_,
+      [this] {
+        std::vector<Level*> slower = levels();
+        slower.erase(slower.begin());  // the memory level itself
+        return slower;
+      },
+      log_, trace_);
+  catalog_.on_reached([this] { prefetcher_->poke(); });
+  memory_.on_space_freed([this] { prefetcher_->poke(); });
   local_.prepare();
   // L4 is prepared (its directory created) only if it holds versions or a
   // version will go there: a store with L4 off leaves no ./checkpoints behind.
@@ -394,7 +403,7 @@ int Store::Impl::restart(int version) {
   catalog_.report_failure([] { return std::string("restart not done: "); });
   if (registry_.empty()) throw InvalidArgumentError("restart of store '" + name + "': nothing is protected");
   const std::optional<std::string> prefetch_failure =
-      prefetcher_ && version != kLatest ? prefetcher_->settle(version) : std::nullopt;
+      version != kLatest ? prefetcher_->settle(version) : std::nullopt;
   const std::vector<Level*> held = levels();
   const RestoreContext context{name, comm->rank(), held, registry_, *pool_, log_, trace_};
   capture_->restarting(true);
@@ -421,15 +430,6 @@ void Store::Impl::prefetch(std::vector<int> versions) {
     if (version < 0) throw InvalidArgumentError("prefetch: version " + std::to_string(version) + " is negative");
     check_not_discarded(version, "prefetch");
   }
-  if (!prefetcher_) {
-    auto sources = [this] {
-      std::vector<Level*> slower = levels();
-      slower.erase(slower.begin());  // the memory level itself
-      return slower;
-    };
-    prefetcher_ = std::make_unique<Prefetcher>(memory_, sources, log_, trace_);
-    memory_.on_space_freed([this] { prefetcher_->poke(); });
-  }
   prefetcher_->set_order(std::move(versions));
 }
 
@@ -451,7 +451,7 @@ void Store::Impl::discard(int version) {
                         where + ")");
   }
   discarded_.insert(version);
-  if (prefetcher_) prefetcher_->forget(version);
+  prefetcher_->forget(version);
   memory_.remove(version);  // its room is free at once for the next prefetch
   scheduler_->discard(version);
 }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "format/container.h"
 #include "pipeline/version_writer.h"
 #include "resurgo/errors.hpp"
 
@@ -245,17 +246,58 @@ void Scheduler::evict_loop() {
   }
 }
 
-// A failure costs space, not data: it is logged.
+// A discarded version stays on a level while a version kept there builds on
+// it (it is in that version's delta chain): removing it would break the
+// chain. The discard that frees it removes it. Newest first, as eviction,
+// so a crash part way leaves no delta without its base. A failure costs
+// space, not data: it is logged.
 void Scheduler::remove_everywhere(int version) {
   catalog_.wait_finished(version);
+  discarded_.insert(version);
+  const std::map<int, int> bases = catalog_.bases();
+  const std::vector<int> newest_first(discarded_.rbegin(), discarded_.rend());
+  for (int discarded : newest_first) {
+    if (remove_unless_needed(discarded, bases)) discarded_.erase(discarded);
+  }
+}
+
+// True when no level holds `version` any more.
+bool Scheduler::remove_unless_needed(int version, const std::map<int, int>& bases) {
+  bool held = false;
   for (const Step& step : steps_) {
     try {
-      if (step.level->holds(version)) step.level->remove(version);
+      if (!step.level->holds(version)) continue;
+      if (needed_on(*step.level, version, bases)) {
+        held = true;
+      } else {
+        step.level->remove(version);
+      }
     } catch (const Error& error) {
+      held = true;
       log_.warn("removing discarded version " + std::to_string(version) + " from L" +
                 std::to_string(step.level->number()) + ": " + error.what());
     }
   }
+  return !held;
+}
+
+// Whether a version on `level` that is not discarded has `base` in its chain.
+// Only newer versions can; the catalog knows the bases of this process's
+// versions, the others are read from their headers.
+bool Scheduler::needed_on(Level& level, int base, const std::map<int, int>& bases) {
+  const auto base_of = [&](int version) {
+    const auto known = bases.find(version);
+    if (known != bases.end()) return known->second;
+    const format::Header header = format::read_container(*level.open(version)).header;
+    return format::is_delta(header) ? static_cast<int>(header.base_version) : -1;
+  };
+  for (int version : level.versions()) {
+    if (version <= base || discarded_.count(version) != 0) continue;
+    for (int link = base_of(version); link >= base; link = base_of(link)) {
+      if (link == base) return true;
+    }
+  }
+  return false;
 }
 
 // A version that a later level still has to copy is pinned. An eviction

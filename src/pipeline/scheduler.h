@@ -10,8 +10,10 @@
 
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -47,7 +49,9 @@ class Scheduler {
   // While true, evictions wait (they would compete with the capture).
   void set_capturing(bool capturing);
   // Removes `version` from every level once its writes have settled, on the
-  // eviction thread: the caller (Store::discard) pays no file removal.
+  // eviction thread: the caller (Store::discard) pays no file removal. A
+  // level keeps it while a version there that is not discarded builds on it
+  // (delta chains); the discard that frees it removes it.
   void discard(int version);
 
  private:
@@ -74,6 +78,8 @@ class Scheduler {
   void evict_loop();
   void evict();
   void remove_everywhere(int version);
+  bool remove_unless_needed(int version, const std::map<int, int>& bases);
+  bool needed_on(Level& level, int base, const std::map<int, int>& bases);
 
   std::vector<Step> steps_;
   Config::Pipeline pipeline_;
@@ -87,6 +93,7 @@ class Scheduler {
   std::vector<std::unique_ptr<Worker>> workers_;
   bool eviction_due_ = false;
   std::deque<int> discards_;
+  std::set<int> discarded_;  // eviction thread: discarded, still on a level as another version's base
   bool evicting_ = false;
   bool capturing_ = false;
   bool stopping_ = false;
