@@ -5,11 +5,14 @@
 // larger than the memory level, a full memory level).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <filesystem>
 #include <functional>
 #include <thread>
 
+#include "io/fault_env.h"
 #include "resurgo/resurgo.h"
 #include "resurgo/resurgo.hpp"
 #include "test_util.h"
@@ -161,6 +164,42 @@ TEST_F(AdjointStagingTest, ADamagedFileIsReportedAtTheRestartWhichReadsTheNextLe
   EXPECT_EQ(store.last_restart().level, kL4);
   EXPECT_FALSE(store.last_restart().skipped.empty());
   EXPECT_FALSE(in_memory(store, 1));  // a damaged copy never reaches memory
+}
+
+TEST_F(AdjointStagingTest, AnIoErrorDuringPrefetchIsReportedAtTheRestartWhichReadsTheNextLevel) {
+  auto faults = std::make_shared<FaultEnv>();
+  Store store("s", config({{"persistent.every", "1"}, {"persistent.keep", "0"}, {"memory.capacity", "64MiB"}}),
+              faults);
+  store.protect(0, u.data(), u.size() * sizeof(double), "u");
+  checkpoints(store, 1, 1);
+  store.wait(1, kL4);
+  faults->inject({FaultEnv::Op::kRead, EIO, "/l2/", 0, -1});
+  store.prefetch({1});
+  ASSERT_TRUE(eventually([&] { return faults->failures() > 0; }));
+  fill(0);
+  EXPECT_EQ(store.restart(1), 1);  // waits for the failing prefetch to settle
+  EXPECT_TRUE(holds_state_of(1));
+  EXPECT_EQ(store.last_restart().level, kL4);
+  const std::vector<std::string>& skipped = store.last_restart().skipped;
+  EXPECT_TRUE(std::any_of(skipped.begin(), skipped.end(),
+                          [](const std::string& line) { return line.find("prefetch from L2 failed") != std::string::npos; }))
+      << ::testing::PrintToString(skipped);
+}
+
+TEST_F(AdjointStagingTest, ADiscardedBaseStaysWhileAKeptDeltaBuildsOnIt) {
+  Store store("s", config({{"capture.mode", "delta"}, {"track.method", "hash"}, {"delta.full_every", "10"}}));
+  store.protect(0, u.data(), u.size() * sizeof(double), "u");
+  checkpoints(store, 1, 3);
+  store.wait();
+  ASSERT_EQ(store.stats().back().base_version, 2);
+  store.discard(1);
+  store.discard(2);
+  EXPECT_EQ(store.restart(), 3);  // the newest: drains the pipeline and the removals first
+  EXPECT_TRUE(holds_state_of(3));
+  EXPECT_TRUE(fs::exists(l2(1)) && fs::exists(l2(2))) << "the chain of version 3 was broken";
+  store.discard(3);
+  store.close();
+  for (int version = 1; version <= 3; ++version) EXPECT_FALSE(fs::exists(l2(version))) << version;
 }
 
 TEST_F(AdjointStagingTest, AVersionLargerThanTheMemoryLevelIsReadFromItsLevel) {

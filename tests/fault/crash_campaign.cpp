@@ -12,7 +12,9 @@
 // quarantine and clean-up paths are killed too.
 //
 // Every trial draws its capture mode (copy, fork, auto, delta: with a
-// tracking method and a chain length) with the rest of its configuration. Under fork capture the first level is written by a forked
+// tracking method and a chain length) with the rest of its configuration; one
+// copy or delta trial in three routes versions through the memory level first
+// and discards older ones as an adjoint does. Under fork capture the first level is written by a forked
 // child, so the points on that path (write.chunk, L2.commit.*) are passed in
 // the child. The pass count is shared with the child (crash_point.h), and a
 // point that kills the child kills only the writer of one version: the
@@ -44,6 +46,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <deque>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -158,6 +161,8 @@ std::map<std::string, std::string> base_settings(const Layout& layout) {
     } catch (const NotFoundError&) {
     }
     int previous = -1;  // the last version taken, not yet reported
+    const bool discards = settings.count("memory.every") != 0;
+    std::deque<int> durable;  // reported versions of this process, oldest first
     for (int version = next;; ++version) {
       application.advance_to(store, version);
       bool taken = false;
@@ -173,6 +178,11 @@ std::map<std::string, std::string> base_settings(const Layout& layout) {
         try {
           store.wait(previous, 2);
           send(report, kDurable, previous);
+          durable.push_back(previous);
+          if (discards && durable.size() > 3) {  // the newest three stay: restart needs the newest
+            store.discard(durable.front());
+            durable.pop_front();
+          }
         } catch (const StorageError& error) {
           // wait() names the failure of `previous` even when checkpoint() just did.
           if (!reported_by_checkpoint || !crash_points::fired()) writer_killed(error, previous);
@@ -438,6 +448,14 @@ Trial plan(std::mt19937_64& random, const Layout& layout, long number) {
     trial.settings["track.method"] = kSanitized ? "hash" : pick(random, kTrackMethods);
     trial.settings["delta.full_every"] = std::to_string(2 + random() % 6);
   }
+  // One trial in three of the modes that can feed it keeps versions in the
+  // memory level first (memory -> L2 -> L4) and discards older versions as
+  // an adjoint's backward pass does (docs/adjoint.md).
+  if ((trial.capture_mode == "copy" || trial.capture_mode == "delta") && random() % 3 == 0) {
+    trial.settings["memory.every"] = "1";
+    trial.settings["memory.keep"] = "2";
+    trial.settings["memory.capacity"] = "32MiB";
+  }
   if (trial.damage == Damage::kNone && random() % 4 == 0) {
     static const Damage kDamages[] = {Damage::kRepairable, Damage::kWholeVersion, Damage::kStaleTemporary};
     trial.damage = pick(random, kDamages);
@@ -459,6 +477,7 @@ struct ModeTally {
 struct Tally {
   std::map<std::string, ModeTally> modes;
   long killed_in_writer = 0;
+  long memory_route = 0;  // trials through the memory level, with discards
   long trials = 0;
   long killed_at_point = 0;
   long killed_by_timer = 0;
@@ -490,6 +509,7 @@ class Campaign {
     reap_orphaned_writers();
     ModeTally& mode = tally_.modes[trial.capture_mode];
     ++mode.trials;
+    if (trial.settings.count("memory.every") != 0) ++tally_.memory_route;
     if (!killed(status)) {
       const bool wrong_bytes = WIFEXITED(status) && WEXITSTATUS(status) == kWrongBytes;
       fail(wrong_bytes ? tally_.bad_restores : tally_.other_failures, number, "the application " + describe(status));
@@ -529,6 +549,7 @@ class Campaign {
                   name, mode.trials, mode.killed_at_point, mode.killed_in_writer, mode.killed_by_timer,
                   mode.point_not_reached);
     }
+    std::printf("  through the memory level first, discarding older versions: %ld trials\n", tally_.memory_route);
     std::printf("  damage before the run: repairable %ld, whole version %ld, stale temporary %ld\n",
                 count(tally_.damages, Damage::kRepairable), count(tally_.damages, Damage::kWholeVersion),
                 count(tally_.damages, Damage::kStaleTemporary));
