@@ -141,10 +141,12 @@ class Store {
   RestartReport last_restart() const;
 
   // Adjoint staging (docs/adjoint.md). `versions` is the order in which the
-  // versions will be restored; a background thread copies the next ones
-  // from L2/L4 into the L1 memory level ([memory] capacity) in that order,
-  // as room allows, so that restart() of one reads memory. Versions not
-  // written yet are fetched once written. Replaces the previous order.
+  // versions will be restored (a version restored twice appears twice); a
+  // background thread copies the next ones from L2/L4 into the L1 memory
+  // level ([memory] capacity) in that order, as room allows, so that
+  // restart() of one reads memory. Each restart consumes the version's first
+  // use in the order. Versions not written yet are fetched once written.
+  // Replaces the previous order.
   void prefetch(const std::vector<int>& versions);
   // The version was consumed: it is dropped from memory at once and its
   // files are removed in the background. NotFoundError for a version the

@@ -208,15 +208,16 @@ class VersionMap:
         self._held.clear()
 
     def future_loads(self, uses: Iterable[tuple]) -> List[int]:
-        """The versions that the future ``(kind, key)`` uses will restore,
-        first need first; future saves get the versions they will be given."""
+        """The versions that the future ``(kind, key)`` uses will restore, in
+        order (a version loaded twice appears twice: the prefetcher keeps it
+        until its last use); future saves get the versions they will be given."""
         held, next_version, order = dict(self._held), self._next, []
         for kind, key in uses:
             if kind == SAVE:
                 held[key], next_version = next_version, next_version + 1
             elif key in held:  # a load of a key never saved fails when it comes
                 order.append(held[key])
-        return list(dict.fromkeys(order))
+        return order
 
     def _version(self, what: str, key: int) -> int:
         if key not in self._held:
@@ -244,6 +245,11 @@ def _protected_store(name: str, state: Mapping[str, Any], route: Dict[str, Any],
             f"store '{name}': {', '.join(fixed)} set by the adjoint storage itself; "
             "choose the memory sizes with ram_capacity / prefetch_capacity and the directory with disk_path"
         )
+    # One version in flight is enough between two saves of a schedule (they
+    # are a forward step apart or more); the default buffer (twice the state)
+    # would add its memory to every store.
+    state_bytes = sum(np.asarray(array).nbytes for array in state.values())
+    overrides = {"buffer_capacity": max(state_bytes, 1 << 20), **overrides}
     store = Store(name, **route, **overrides)
     try:
         for label, array in state.items():

@@ -35,6 +35,18 @@ void Prefetcher::forget(int version) {
     forgotten_.insert(version);
     order_.erase(std::remove(order_.begin(), order_.end(), version), order_.end());
     failures_.erase(version);
+    prefetched_.erase(version);
+  }
+  changed_.notify_all();
+}
+
+void Prefetcher::restored(int version) {
+  {
+    std::lock_guard lock(mutex_);
+    const auto use = std::find(order_.begin(), order_.end(), version);
+    if (use == order_.end()) return;
+    order_.erase(use);
+    look_again_ = true;
   }
   changed_.notify_all();
 }
@@ -71,28 +83,26 @@ void Prefetcher::run() {
 }
 
 // In order: a version already in memory, not written yet, or given up is
-// passed over; the first one due that does not fit waits for room, and so do
-// the ones after it (the order is the order of need).
+// passed over; the first one due that does not fit, even after dropping the
+// prefetched copies needed after it, waits for room, and so do the ones
+// after it (the order is the order of need).
 void Prefetcher::fetch_due() {
   std::vector<int> order;
   {
     std::lock_guard lock(mutex_);
     order = order_;
   }
-  for (int version : order) {
+  std::set<int> looked_at;
+  for (std::size_t position = 0; position < order.size(); ++position) {
+    const int version = order[position];
+    if (!looked_at.insert(version).second) continue;  // a later use of a version looked at
     {
       std::lock_guard lock(mutex_);
       if (stopping_) return;
       if (forgotten_.count(version) != 0 || given_up_.count(version) != 0) continue;
     }
     if (memory_.holds(version)) continue;
-    Level* source = nullptr;
-    for (Level* level : sources_()) {
-      if (level->holds(version)) {
-        source = level;
-        break;
-      }
-    }
+    Level* source = source_of(version);
     if (source == nullptr) continue;  // not written yet: a commit pokes us
     std::uint64_t bytes = 0;
     try {
@@ -107,8 +117,50 @@ void Prefetcher::fetch_due() {
       given_up_.insert(version);
       continue;
     }
-    if (bytes > memory_.free_bytes() || !fetch(version, *source, bytes)) return;  // memory freed pokes us
+    if (!make_room(order, position, bytes) || !fetch(version, *source, bytes)) return;  // memory freed pokes us
   }
+}
+
+Level* Prefetcher::source_of(int version) {
+  for (Level* level : sources_()) {
+    if (level->holds(version)) return level;
+  }
+  return nullptr;
+}
+
+// The future is known, so the replacement is Belady's: while `bytes` do not
+// fit, the prefetched copy needed last (or never again) goes, if it is
+// needed after the version at `position`. Its level still holds it.
+bool Prefetcher::make_room(const std::vector<int>& order, std::size_t position, std::uint64_t bytes) {
+  while (memory_.free_bytes() < bytes) {
+    const std::optional<int> victim = needed_last(order, position);
+    if (!victim) return false;
+    {
+      std::lock_guard lock(mutex_);
+      prefetched_.erase(*victim);
+    }
+    memory_.remove(*victim);
+  }
+  return true;
+}
+
+std::optional<int> Prefetcher::needed_last(const std::vector<int>& order, std::size_t position) {
+  std::set<int> candidates;
+  {
+    std::lock_guard lock(mutex_);
+    candidates = prefetched_;
+  }
+  std::optional<int> victim;
+  std::size_t victim_use = position;
+  for (int version : candidates) {
+    if (!memory_.holds(version)) continue;
+    const std::size_t next_use = static_cast<std::size_t>(std::find(order.begin(), order.end(), version) - order.begin());
+    if (next_use > victim_use) {
+      victim = version;
+      victim_use = next_use;
+    }
+  }
+  return victim;
 }
 
 bool Prefetcher::fetch(int version, Level& source, std::uint64_t bytes) {
@@ -138,6 +190,10 @@ bool Prefetcher::fetch(int version, Level& source, std::uint64_t bytes) {
   }
   changed_.notify_all();
   if (failure) log_.warn("version " + std::to_string(version) + ": " + *failure);
+  if (!failure && fitted && !dropped) {
+    std::lock_guard lock(mutex_);
+    prefetched_.insert(version);
+  }
   if (dropped) memory_.remove(version);  // discarded while it was copied
   return fitted;
 }

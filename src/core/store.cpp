@@ -409,6 +409,7 @@ int Store::Impl::restart(int version) {
   capture_->restarting(true);
   try {
     const int restored = restore_version(context, version, last_restart, metadata);
+    prefetcher_->restored(restored);
     if (prefetch_failure) {
       last_restart.skipped.push_back("version " + std::to_string(version) + ": " + *prefetch_failure +
                                      "; read from L" + std::to_string(last_restart.level) + " instead");

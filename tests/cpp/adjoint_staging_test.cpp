@@ -119,6 +119,30 @@ TEST_F(AdjointStagingTest, PrefetchFollowsTheRestoreOrderIntoTheRoomThatDiscardF
   for (int version = 1; version <= 5; ++version) EXPECT_FALSE(fs::exists(l2(version))) << version;
 }
 
+// Restores that keep their version (Copy, not Move) leave it in memory: a
+// copy needed later than the next version makes room for it, the one needed
+// last (or never again) first.
+TEST_F(AdjointStagingTest, APrefetchedCopyNeededLaterMakesRoomForTheNextVersion) {
+  Store store("s", config(disk_with_prefetch("8MiB")));  // room for two versions
+  store.protect(0, u.data(), u.size() * sizeof(double), "u");
+  checkpoints(store, 1, 3);
+  store.wait();
+  store.prefetch({3, 1, 2, 3});
+  ASSERT_TRUE(eventually([&] { return in_memory(store, 3) && in_memory(store, 1); }));
+  EXPECT_EQ(store.restart(3), 3);
+  ASSERT_TRUE(eventually([&] { return in_memory(store, 2); }));
+  EXPECT_FALSE(in_memory(store, 3)) << "3 is needed after 1 and 2: it made room for 2";
+  for (int version : {1, 2}) {
+    EXPECT_EQ(store.restart(version), version);
+    EXPECT_EQ(store.last_restart().level, kL1) << version;
+  }
+  ASSERT_TRUE(eventually([&] { return in_memory(store, 3); }));  // 1 is never needed again
+  fill(0);
+  EXPECT_EQ(store.restart(3), 3);
+  EXPECT_TRUE(holds_state_of(3));
+  EXPECT_EQ(store.last_restart().level, kL1);
+}
+
 TEST_F(AdjointStagingTest, VersionsNamedBeforeTheyAreWrittenAreFetchedOnceWritten) {
   Store store("s", config(disk_with_prefetch("64MiB")));
   store.protect(0, u.data(), u.size() * sizeof(double), "u");
