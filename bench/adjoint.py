@@ -1,0 +1,773 @@
+"""Adjoint checkpointing benchmark: the misfit gradient of the wave example
+(examples/adjoint_wave) with its checkpoints in NumPy memory, pyrevolve's
+storages, checkpoint_schedules with a dict or raw files, and Resurgo with and
+without schedule-driven prefetch. Writes results/adjoint.md and .png.
+
+    .venv/bin/python bench/adjoint.py                      # 64 MiB and 512 MiB per checkpoint
+    .venv/bin/python bench/adjoint.py --sizes 64MiB --rows resurgo_prefetch,cs_dict
+    .venv/bin/python bench/adjoint.py --smoke --repeats 2 --sizes 4MiB --steps 40 --snapshots 6 \\
+        --ram-snapshots 2 --disk-snapshots 4
+
+A checkpoint is the wave field's two time levels (two float64 arrays), so a
+size S means a grid of S / 16 points. Two cases per size:
+
+  memory  Revolve(steps, snapshots); every checkpoint fits in memory.
+  disk    MultistageCheckpointSchedule(steps, ram_snapshots, disk_snapshots):
+          the memory level holds ram_snapshots checkpoints, the rest go to
+          files in --dir (the "checkpoints exceed the memory capacity" case).
+
+Every row of every repeat runs in a fresh subprocess (this script with
+--worker), so its peak memory is that process's ru_maxrss; rows run in an
+order rotated by one at each repeat. Observed traces are zeros (J is half the
+energy of the synthetic traces): the cost of a step does not depend on them.
+All rows must produce the same gradient bit for bit; the script stops
+otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.util
+import json
+import math
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import (  # noqa: E402
+    HERE, MiB, Series, add_common_args, check_resources, finish_common_args,
+    grouped_bars, human, log, machine_description, machine_lines, mem_available, parse_sizes,
+    pyplot, report_header,
+)
+
+WAVE_PY = HERE.parent / "examples" / "adjoint_wave" / "wave.py"
+FIELDS_PER_CHECKPOINT = 2
+MODEL_FIELDS = 9  # state 2, scratch 1, velocity and c^2 2, adjoint 3, gradient sum 1
+MEMCPY_REPEATS = 7
+PIECE = 2 * MiB  # Resurgo's memory level holds each version in whole 2 MiB pieces
+TARGET_RESTORE_VS_MEMCPY = 1.2
+TARGET_WALL_VS_MEMORY = 1.05
+SHOT_SCHEDULE = (1000, 40)  # Revolve steps and snapshots of a shot-sized run, for comparison
+
+
+def load_wave():
+    """examples/adjoint_wave/wave.py under a name that cannot meet the
+    standard library's `wave` module."""
+    spec = importlib.util.spec_from_file_location("adjoint_wave_example", WAVE_PY)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up here
+    spec.loader.exec_module(module)
+    return module
+
+
+def grid_shape(nbytes: int) -> Tuple[int, int]:
+    """(ny, nx) of a grid whose checkpoint (two float64 fields) is nbytes: ny the
+    largest power of two <= sqrt(points), so 64 MiB is 2048 x 2048 and 512 MiB
+    4096 x 8192."""
+    points = nbytes // (8 * FIELDS_PER_CHECKPOINT)
+    ny = 1 << (points.bit_length() - 1) // 2
+    if points * 8 * FIELDS_PER_CHECKPOINT != nbytes or points % ny or ny < 8:
+        raise SystemExit(f"adjoint.py: a {human(nbytes)} checkpoint is not two float64 fields "
+                         f"of a grid with {ny} rows; choose a multiple of {16 * ny} bytes, "
+                         "e.g. a power of two of at least 1KiB")
+    return ny, points // ny
+
+
+# ==================================================================== worker
+@dataclass
+class Job:
+    """What one worker process runs: one row, one size."""
+
+    row: str
+    nbytes: int
+    steps: int
+    snapshots: int
+    ram_snapshots: int
+    disk_snapshots: int
+    prefetch_checkpoints: int
+    directory: str
+
+
+@dataclass
+class Measured:
+    """What one worker reports (JSON on its last stdout line)."""
+
+    wall: float = 0.0  # the adjoint run: forward, reverse and every storage call
+    save_seconds: Optional[float] = None  # blocked in saves; None: the row makes none
+    load_seconds: Optional[float] = None  # blocked in loads
+    saves: int = 0
+    loads: int = 0
+    forward_steps: int = 0  # recomputation included
+    load_times: List[float] = field(default_factory=list)  # each storage load, seconds
+    load_storages: List[str] = field(default_factory=list)  # its StorageType name (RAM, DISK)
+    load_levels: List[int] = field(default_factory=list)  # Resurgo level each load read (1: memory)
+    memcpy_seconds: float = 0.0  # np.copyto of one checkpoint's bytes, median
+    peak_rss: int = 0  # ru_maxrss, bytes
+    start_rss: int = 0  # ru_maxrss after the imports, before the model
+    model_bytes: int = 0  # the model's own arrays
+    gradient_sha256: str = ""
+
+
+class TimedStorage:
+    """A CheckpointStorage that times each load of the storage it wraps and
+    notes the level a Resurgo store read it from."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.load_times: List[float] = []
+        self.load_storages: List[str] = []
+        self.load_levels: List[int] = []
+
+    def save(self, step: int, storage: Any) -> None:
+        self.inner.save(step, storage)
+
+    def load(self, step: int, storage: Any, *, delete: bool) -> None:
+        started = time.perf_counter()
+        self.inner.load(step, storage, delete=delete)
+        self.load_times.append(time.perf_counter() - started)
+        self.load_storages.append(storage.name)
+        stores = getattr(self.inner, "stores", None)
+        if stores is not None:
+            self.load_levels.append(stores[storage].last_restart.level)
+
+    def delete(self, step: int, storage: Any) -> None:
+        self.inner.delete(step, storage)
+
+    def expect(self, transfers: Any) -> None:
+        self.inner.expect(transfers)
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def __enter__(self) -> "TimedStorage":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class RawFileStorage:
+    """The file baseline: RAM checkpoints in a DictStorage, DISK ones written
+    synchronously as raw files (one per field, `ndarray.tofile`, no fsync)
+    and read back straight into the state arrays (`readinto`)."""
+
+    def __init__(self, state: Dict[str, np.ndarray], directory: Path) -> None:
+        from resurgo.adjoint import DictStorage
+
+        self._state = state
+        self._ram = DictStorage(state)
+        self._directory = directory
+        directory.mkdir(parents=True, exist_ok=True)
+
+    def _path(self, step: int, label: str) -> Path:
+        return self._directory / f"step{step:08d}.{label}.raw"
+
+    def save(self, step: int, storage: Any) -> None:
+        if storage.name != "DISK":
+            return self._ram.save(step, storage)
+        for label, array in self._state.items():
+            with open(self._path(step, label), "wb") as f:
+                array.tofile(f)
+
+    def load(self, step: int, storage: Any, *, delete: bool) -> None:
+        if storage.name != "DISK":
+            return self._ram.load(step, storage, delete=delete)
+        for label, array in self._state.items():
+            with open(self._path(step, label), "rb") as f:
+                f.readinto(memoryview(array).cast("B"))
+        if delete:
+            self.delete(step, storage)
+
+    def delete(self, step: int, storage: Any) -> None:
+        if storage.name != "DISK":
+            return self._ram.delete(step, storage)
+        for label in self._state:
+            self._path(step, label).unlink()
+
+    def expect(self, transfers: Any) -> None:
+        """Synchronous: nothing to prepare."""
+
+    def close(self) -> None:
+        self._ram.close()
+        shutil.rmtree(self._directory, ignore_errors=True)
+
+
+def pyrevolve_parts(model: Any) -> Tuple[Any, Any, Any]:
+    """pyrevolve's Checkpoint and forward/reverse Operators around the model.
+    pyrevolve runs one forward step before each adjoint step, after which the
+    state is (u[n], u[n+1]): the reverse operator keeps u[n] from there."""
+    fields = [model.state["u_prev"], model.state["u_curr"]]
+
+    class Checkpoint:
+        dtype = np.float64
+        size = sum(a.size for a in fields)
+        nbytes = sum(a.nbytes for a in fields)
+
+        def get_data(self, timestep: int) -> List[np.ndarray]:
+            return fields
+
+        get_data_location = get_data
+
+    class Forward:
+        def apply(self, t_start: int, t_end: int) -> None:
+            model.forward(t_start, t_end, adj_deps=False)
+
+    class Reverse:
+        def apply(self, t_start: int, t_end: int) -> None:
+            model.keep_adj_dep_of_last_step(t_start)
+            model.reverse(t_end, t_start, clear_adj_deps=True)
+
+    return Checkpoint(), Forward(), Reverse()
+
+
+def pyrevolve_measured(revolver: Any) -> Measured:
+    """Blocking from pyrevolve's own profiler (milliseconds): saves are
+    takeshot; loads are restore, and remove (a multi-level pop loads too)."""
+    timings, counts = revolver.profiler.timings, revolver.profiler.counts
+
+    def total(table: Dict[str, Dict[str, float]], actions: List[Tuple[str, str]]) -> float:
+        return sum(table.get(section, {}).get(action, 0) for section, action in actions)
+
+    saves = [("forward", "takeshot"), ("reverse", "takeshot")]
+    loads = [("reverse", "restore"), ("reverse", "remove")]
+    return Measured(save_seconds=total(timings, saves) / 1e3, load_seconds=total(timings, loads) / 1e3,
+                    saves=int(total(counts, saves)), loads=int(total(counts, loads)))
+
+
+# ---------------------------------------------------------------- the rows
+def row_ideal(model: Any, job: Job) -> Measured:
+    model.forward(0, job.steps, adj_deps=True)
+    model.reverse(job.steps, 0, clear_adj_deps=True)
+    return Measured()
+
+
+def row_pyrevolve(model: Any, job: Job) -> Measured:
+    import pyrevolve
+
+    revolver = pyrevolve.Revolver(*pyrevolve_parts(model), job.snapshots, job.steps)
+    revolver.apply_forward()
+    revolver.apply_reverse()
+    return pyrevolve_measured(revolver)
+
+
+def row_pyrevolve_disk(model: Any, job: Job) -> Measured:
+    import pyrevolve
+    from pyrevolve.profiling import Profiler
+    from pyrevolve.storage import DiskStorage, NumpyStorage
+
+    checkpoint, forward, reverse = pyrevolve_parts(model)
+    profiler = Profiler()
+    levels = [NumpyStorage(checkpoint.size, job.ram_snapshots, checkpoint.dtype, profiler=profiler),
+              DiskStorage(checkpoint.size, job.disk_snapshots, checkpoint.dtype, profiler=profiler,
+                          filedir=job.directory + "/")]
+    revolver = pyrevolve.MultiLevelRevolver(checkpoint, forward, reverse, job.steps,
+                                            storage_list=levels, profiler=profiler)
+    revolver.apply_forward()
+    revolver.apply_reverse()
+    return pyrevolve_measured(revolver)
+
+
+def revolve(job: Job) -> Any:
+    from checkpoint_schedules import Revolve
+
+    return Revolve(job.steps, job.snapshots)
+
+
+def multistage(job: Job) -> Any:
+    from checkpoint_schedules import MultistageCheckpointSchedule
+
+    return MultistageCheckpointSchedule(job.steps, job.ram_snapshots, job.disk_snapshots)
+
+
+def dict_storage(model: Any, job: Job) -> Any:
+    from resurgo.adjoint import DictStorage
+
+    return DictStorage(model.state)
+
+
+def file_storage(model: Any, job: Job) -> Any:
+    return RawFileStorage(model.state, Path(job.directory) / "files")
+
+
+def resurgo_storage(prefetch: bool) -> Callable[[Any, Job], Any]:
+    def make(model: Any, job: Job) -> Any:
+        from resurgo.adjoint import ResurgoStorage
+
+        ram = job.snapshots if ROWS[job.row].case == "memory" else job.ram_snapshots
+        room = job.nbytes + PIECE  # one version, its container header rounded up to pieces
+        return ResurgoStorage("adjoint-bench", model.state, ram_capacity=(ram + 1) * room,
+                              disk_path=str(Path(job.directory) / "resurgo"), prefetch=prefetch,
+                              prefetch_capacity=job.prefetch_checkpoints * room)
+    return make
+
+
+def scheduled(schedule: Callable[[Job], Any], storage: Callable[[Any, Job], Any]):
+    """A row: checkpoint_schedules' `schedule` run by resurgo.adjoint.run on `storage`."""
+    def row(model: Any, job: Job) -> Measured:
+        from resurgo.adjoint import run
+
+        with TimedStorage(storage(model, job)) as timed:
+            stats = run(schedule(job), model, timed, n_steps=job.steps)
+        return Measured(save_seconds=stats.save_seconds, load_seconds=stats.load_seconds,
+                        saves=stats.saves, loads=stats.loads, load_times=timed.load_times,
+                        load_storages=timed.load_storages, load_levels=timed.load_levels)
+    return row
+
+
+@dataclass(frozen=True)
+class Row:
+    label: str
+    case: str  # "memory" or "disk"
+    role: str  # "ideal", "baseline" (in memory), "disk baseline" or "resurgo"
+    run: Callable[[Any, Job], Measured]
+
+
+ROWS: Dict[str, Row] = {
+    "ideal": Row("every u[n] kept in NumPy memory (no recomputation)", "memory", "ideal", row_ideal),
+    "pyrevolve": Row("pyrevolve Revolver, NumpyStorage", "memory", "baseline", row_pyrevolve),
+    "cs_dict": Row("checkpoint_schedules Revolve, DictStorage", "memory", "baseline",
+                   scheduled(revolve, dict_storage)),
+    "resurgo": Row("Revolve, ResurgoStorage(prefetch=False)", "memory", "resurgo",
+                   scheduled(revolve, resurgo_storage(False))),
+    "resurgo_prefetch": Row("Revolve, ResurgoStorage (prefetch)", "memory", "resurgo",
+                            scheduled(revolve, resurgo_storage(True))),
+    "ms_dict": Row("Multistage, DictStorage (RAM and DISK both in memory)", "disk", "baseline",
+                   scheduled(multistage, dict_storage)),
+    "pyrevolve_disk": Row("pyrevolve MultiLevelRevolver, NumpyStorage + DiskStorage", "disk",
+                          "disk baseline", row_pyrevolve_disk),
+    "ms_files": Row("Multistage, dict RAM + raw files DISK", "disk", "disk baseline",
+                    scheduled(multistage, file_storage)),
+    "ms_resurgo": Row("Multistage, ResurgoStorage(prefetch=False)", "disk", "resurgo",
+                      scheduled(multistage, resurgo_storage(False))),
+    "ms_resurgo_prefetch": Row("Multistage, ResurgoStorage (prefetch)", "disk", "resurgo",
+                               scheduled(multistage, resurgo_storage(True))),
+}
+CASES = {
+    "memory": "memory case: Revolve, every checkpoint in memory",
+    "disk": "disk case: Multistage, RAM snapshots in memory and DISK snapshots in files",
+}
+CASE_LOADS = {"memory": "RAM", "disk": "DISK"}  # the loads whose level each case reports
+
+
+def max_rss() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+
+
+def memcpy_seconds(state: Dict[str, np.ndarray]) -> float:
+    """Median time of np.copyto of one checkpoint's bytes into the (touched) state."""
+    sources = {label: array.copy() for label, array in state.items()}
+    times = []
+    for _ in range(MEMCPY_REPEATS):
+        started = time.perf_counter()
+        for label, array in state.items():
+            np.copyto(array, sources[label])
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def worker(job: Job) -> Measured:
+    wave = load_wave()
+    start_rss = max_rss()
+    shape = grid_shape(job.nbytes)
+    survey = wave.make_survey(shape, job.steps)
+    model = wave.WaveModel(survey, wave.layered_velocity(shape), xp=np)
+    started = time.perf_counter()
+    measured = ROWS[job.row].run(model, job)
+    measured.wall = time.perf_counter() - started
+    measured.peak_rss = max_rss()  # before memcpy_seconds allocates its sources
+    measured.start_rss = start_rss
+    measured.model_bytes = (MODEL_FIELDS * math.prod(shape) + 2 * model.traces.size) * 8
+    measured.forward_steps = model.steps_advanced
+    measured.gradient_sha256 = hashlib.sha256(model.gradient().tobytes()).hexdigest()
+    measured.memcpy_seconds = memcpy_seconds(model.state)
+    return measured
+
+
+def run_worker(job: Job) -> Tuple[Optional[Measured], str]:
+    """(result, "") or (None, why the worker failed)."""
+    done = subprocess.run([sys.executable, __file__, "--worker", json.dumps(asdict(job))],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        lines = (done.stderr or done.stdout).strip().splitlines() or [f"exit status {done.returncode}"]
+        return None, lines[-1]
+    return Measured(**json.loads(done.stdout.strip().splitlines()[-1])), ""
+
+
+# ==================================================================== parent
+@dataclass
+class RowResult:
+    key: str
+    runs: List[Measured] = field(default_factory=list)
+    failure: str = ""
+    skipped: str = ""
+
+    @property
+    def row(self) -> Row:
+        return ROWS[self.key]
+
+    def series(self, label: str, value: Callable[[Measured], Optional[float]]) -> Series:
+        values = [value(m) for m in self.runs]
+        return Series(label=self.row.label, times=[v for v in values if v is not None])
+
+
+def skip_reason(key: str, job: Job, available: Optional[int]) -> str:
+    """Why a row cannot run at this size, or ''."""
+    if key != "ideal" or available is None:
+        return ""
+    field_bytes = job.nbytes // FIELDS_PER_CHECKPOINT
+    needed = (job.steps + MODEL_FIELDS) * field_bytes
+    if needed > 0.8 * available:
+        return (f"needs about {human(needed)} ({job.steps} fields of {human(field_bytes)} plus the "
+                f"model) and {human(available)} of memory is available")
+    return ""
+
+
+def bench_size(nbytes: int, args, root: Path) -> Dict[str, RowResult]:
+    results = {key: RowResult(key) for key in args.rows}
+    jobs = {key: Job(key, nbytes, args.steps, args.snapshots, args.ram_snapshots,
+                     args.disk_snapshots, args.prefetch_checkpoints, str(root / key))
+            for key in args.rows}
+    available = mem_available()
+    for key, result in results.items():
+        result.skipped = skip_reason(key, jobs[key], available)
+    order = [key for key in args.rows if not results[key].skipped]
+    for repeat in range(args.repeats):
+        shift = repeat % len(order) if order else 0
+        for key in order[shift:] + order[:shift]:
+            result = results[key]
+            if result.failure:
+                continue
+            log(f"{human(nbytes)} repeat {repeat + 1}/{args.repeats}: {key}")
+            measured, why = run_worker(jobs[key])
+            shutil.rmtree(jobs[key].directory, ignore_errors=True)
+            if measured is None:
+                result.failure = why
+                log(f"  {key} failed: {why}")
+            else:
+                result.runs.append(measured)
+    check_same_gradient(results, nbytes)
+    return results
+
+
+def check_same_gradient(results: Dict[str, RowResult], nbytes: int) -> None:
+    digests = {m.gradient_sha256: key for key, r in results.items() for m in r.runs}
+    if len(digests) > 1:
+        raise SystemExit(f"adjoint.py: at {human(nbytes)} the rows computed different gradients "
+                         f"({', '.join(sorted(set(digests.values())))} disagree); the benchmark "
+                         "compares nothing until they agree bit for bit")
+
+
+# ------------------------------------------------------------------ figures
+def wall(result: RowResult) -> Series:
+    return result.series("wall", lambda m: m.wall)
+
+
+def best_baseline(results: Dict[str, RowResult], case: str, role: str) -> Optional[RowResult]:
+    candidates = [r for r in results.values()
+                  if r.row.case == case and r.row.role == role and r.runs]
+    return min(candidates, key=lambda r: wall(r).median, default=None)
+
+
+def prefetched_restore_ratio(result: RowResult, storage: str) -> Series:
+    """Per repeat: the median blocking of the loads of `storage` (RAM, DISK)
+    that Resurgo served from its memory level / the same process's memcpy of
+    one checkpoint. DISK loads served from memory are the prefetched ones."""
+    def ratio(m: Measured) -> Optional[float]:
+        times = [t for t, kind, level in zip(m.load_times, m.load_storages, m.load_levels)
+                 if kind == storage and level == 1]
+        return statistics.median(times) / m.memcpy_seconds if times else None
+    return result.series("restore / memcpy", ratio)
+
+
+def l1_share(m: Measured, storage: str) -> str:
+    """'served from memory / all' for the loads of `storage` (RAM, DISK)."""
+    levels = [level for kind, level in zip(m.load_storages, m.load_levels) if kind == storage]
+    if not levels:
+        return "—"
+    return f"{sum(1 for level in levels if level == 1)}/{len(levels)}"
+
+
+def storage_rss(m: Measured) -> float:
+    """Peak RSS less the interpreter and the model's own arrays: what the
+    checkpoints (and the storage's buffers) held at the peak."""
+    return max(0.0, m.peak_rss - m.start_rss - m.model_bytes)
+
+
+def fmt_bytes(value: float) -> str:
+    return human(value) if value >= 1024 else f"{value:.0f}B"
+
+
+def case_table(results: Dict[str, RowResult], case: str) -> List[str]:
+    rows = [r for r in results.values() if r.row.case == case]
+    if not rows:
+        return []
+    best = best_baseline(results, case, "baseline")
+    lines = [f"### {CASES[case]}", "",
+             "| row | forward blocking (saves) | backward blocking (loads) | total wall | "
+             "wall / best in-memory baseline | peak RSS | peak RSS − interpreter − model | "
+             f"forward steps | saves / loads | {CASE_LOADS[case]} loads from Resurgo memory |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if r.skipped or not r.runs:
+            why = f"skipped: {r.skipped}" if r.skipped else f"failed: {r.failure}"
+            lines.append(f"| {r.row.label} | {why} |" + " |" * 8)
+            continue
+        first = r.runs[0]
+        ratio = "—"
+        if best is not None:
+            ratio = wall_ratio(r, best).cell(lambda v: f"{v:.3f}")
+        lines.append(
+            f"| {r.row.label} | {r.series('save', lambda m: m.save_seconds).cell()} | "
+            f"{r.series('load', lambda m: m.load_seconds).cell()} | {wall(r).cell()} | {ratio} | "
+            f"{r.series('rss', lambda m: m.peak_rss).cell(fmt_bytes)} | "
+            f"{r.series('extra', storage_rss).cell(fmt_bytes)} | {first.forward_steps} | "
+            f"{first.saves} / {first.loads} | {l1_share(first, CASE_LOADS[case])} |")
+    if best is not None:
+        lines += ["", f"Best in-memory baseline: {best.row.label}."]
+    lines += [f"- {r.row.label}: failed after {len(r.runs)} repeats: {r.failure}"
+              for r in rows if r.failure and r.runs]
+    return lines + [""]
+
+
+def wall_ratio(result: RowResult, best: RowResult) -> Series:
+    """Per repeat: this row's wall / the median wall of `best`."""
+    return result.series("wall ratio", lambda m: m.wall / wall(best).median)
+
+
+def target_row(what: str, series: Series, op: str, limit: float) -> str:
+    if not series.times:
+        verdict = "not measured"
+    else:
+        ok = series.median < limit if op == "<" else series.median <= limit
+        verdict = "met" if ok else "**missed**"
+    return f"| {what} {op} {limit:g} | {series.cell(lambda v: f'{v:.3f}')} | {verdict} |"
+
+
+def configured_memory(result: RowResult, args, nbytes: int) -> int:
+    """The memory a Resurgo row configured: ram_capacity, plus
+    prefetch_capacity in the disk case (see resurgo_storage), plus one
+    staging buffer per store (ResurgoStorage sets buffer.capacity to the
+    state's bytes; the disk case opens two stores)."""
+    room = nbytes + PIECE
+    if result.row.case == "memory":
+        return (args.snapshots + 1) * room + nbytes
+    return (args.ram_snapshots + 1 + args.prefetch_checkpoints) * room + 2 * nbytes
+
+
+def target_lines(results: Dict[str, RowResult], args, nbytes: int) -> List[str]:
+    lines = ["| target | measured (median [min–max] over repeats) | verdict |", "|---|---|---|"]
+    for key, storage in (("resurgo_prefetch", "RAM"), ("ms_resurgo_prefetch", "DISK")):
+        r = results.get(key)
+        if r and r.runs:
+            lines.append(target_row(f"{r.row.label}: {storage} restore from memory / memcpy of the "
+                                    "same bytes", prefetched_restore_ratio(r, storage), "≤",
+                                    TARGET_RESTORE_VS_MEMCPY))
+    for key, case, role, op, limit in (
+            ("resurgo_prefetch", "memory", "baseline", "≤", TARGET_WALL_VS_MEMORY),
+            ("ms_resurgo_prefetch", "disk", "disk baseline", "<", 1.0)):
+        r, best = results.get(key), best_baseline(results, case, role)
+        if r and r.runs and best is not None:
+            lines.append(target_row(f"{r.row.label}: wall / best {role} ({best.row.label})",
+                                    wall_ratio(r, best), op, limit))
+    for r in results.values():
+        if r.row.role == "resurgo" and r.runs:
+            configured = configured_memory(r, args, nbytes)
+            lines.append(target_row(f"{r.row.label}: peak RSS − interpreter − model / configured memory "
+                                    f"levels and buffers ({human(configured)})",
+                                    r.series("", lambda m: storage_rss(m) / configured), "≤", 1.0))
+    return lines + [""]
+
+
+def memcpy_line(results: Dict[str, RowResult]) -> str:
+    memcpy = Series("memcpy", times=[m.memcpy_seconds for r in results.values() for m in r.runs])
+    return (f"memcpy of one checkpoint (np.copyto of both fields into the touched state, median of "
+            f"{MEMCPY_REPEATS} in each worker; over all workers): {memcpy.cell()}.")
+
+
+def schedule_regime(steps: int, snapshots: int) -> Tuple[float, float, float]:
+    """Forward steps, saves and loads per step of Revolve(steps, snapshots)."""
+    from checkpoint_schedules import Copy, EndReverse, Forward, Move, Revolve
+
+    forward = saves = loads = 0
+    for action in Revolve(steps, snapshots):
+        if isinstance(action, Forward):
+            forward += action.n1 - action.n0
+            saves += action.write_ics
+        elif isinstance(action, (Copy, Move)):
+            loads += 1
+        elif isinstance(action, EndReverse):
+            break
+    return forward / steps, saves / steps, loads / steps
+
+
+def scale_note(args) -> str:
+    ours, shot = schedule_regime(args.steps, args.snapshots), schedule_regime(*SHOT_SCHEDULE)
+
+    def regime(name: str, figures: Tuple[float, float, float]) -> str:
+        return (f"`{name}` runs {figures[0]:.2f} forward steps per step and makes {figures[1]:.2f} "
+                f"saves and {figures[2]:.2f} loads per step")
+
+    return (f"**Scale.** An RTM shot runs thousands of steps with a few tens of snapshots; this run "
+            f"is scaled down so that all rows and repeats finish in a sensible time on a small "
+            f"machine. What the storage sees per step is set by the schedule's regime, not its "
+            f"length: {regime(f'Revolve({args.steps}, {args.snapshots})', ours)}; "
+            f"{regime('Revolve(%d, %d)' % SHOT_SCHEDULE, shot)}. The ratio of copying to computing "
+            f"is set by the grid (the checkpoint size), not by the number of steps.")
+
+
+def write_markdown(path: Path, machine: Dict[str, str], by_size: Dict[int, Dict[str, RowResult]],
+                   args, plot_name: str) -> None:
+    lines = report_header("Adjoint checkpointing benchmark", "adjoint.py", args)
+    lines += machine_lines(machine)
+    lines += ["## What is measured", "",
+              f"The gradient of the wave example (`examples/adjoint_wave/wave.py`: 2-D acoustic "
+              f"wave equation, leapfrog, exact discrete adjoint) over {args.steps} steps. Memory "
+              f"case: `Revolve({args.steps}, {args.snapshots})`; disk case: "
+              f"`MultistageCheckpointSchedule({args.steps}, {args.ram_snapshots}, "
+              f"{args.disk_snapshots})` (pyrevolve rows: its own CRevolve / HRevolve schedule "
+              "with the same snapshot counts, so their forward step counts differ slightly).", "",
+              scale_note(args), "",
+              "- **forward blocking**: seconds blocked in all saves (forward sweep and recomputation "
+              "sweeps); **backward blocking**: seconds blocked in all loads. checkpoint_schedules "
+              "rows: `RunStats` of `resurgo.adjoint.run`; pyrevolve rows: its profiler (takeshot; "
+              "restore + remove, since a multi-level pop also loads).",
+              "- **total wall**: the whole adjoint run in the worker (forward, reverse, storage "
+              "calls, closing the storage); the ratio is to the best in-memory baseline of the same "
+              "case, measured in the same run.",
+              "- **peak RSS**: the worker's `ru_maxrss`; the next column subtracts the RSS after "
+              "the imports and the model's own arrays (9 grid fields), leaving what the "
+              "checkpoints and the storage's buffers held.",
+              "- **loads from Resurgo memory**: RAM loads (memory case) or DISK loads (disk case: "
+              "the prefetched ones) whose `Store.last_restart.level` was 1, of all such loads "
+              "(first repeat).",
+              f"- Resurgo stores: RAM `ram_capacity` = snapshots + 1 versions; DISK store under "
+              f"`--dir` with `prefetch_capacity` = {args.prefetch_checkpoints} versions; a version "
+              "is counted as a checkpoint plus 2 MiB, since the memory level holds each in whole "
+              "2 MiB pieces. `buffer.capacity` is the checkpoint's bytes (ResurgoStorage's "
+              "choice: one version in flight per store); other settings are the defaults. "
+              "Raw files and pyrevolve's DiskStorage write without fsync; nothing evicts the page "
+              "cache, so their reads may be served from memory.", ""]
+    for nbytes, results in by_size.items():
+        ny, nx = grid_shape(nbytes)
+        lines += [f"## Checkpoint {human(nbytes)} (grid {ny} x {nx})", ""]
+        for case in CASES:
+            lines += case_table(results, case)
+        lines += ["### Targets", ""] + target_lines(results, args, nbytes) + [memcpy_line(results), ""]
+    lines += [f"![wall time, blocking and peak memory per row]({plot_name})", ""]
+    path.write_text("\n".join(lines))
+
+
+def write_plot(path: Path, by_size: Dict[int, Dict[str, RowResult]]) -> None:
+    plt = pyplot()
+    fig, axes = plt.subplots(len(by_size), 3, figsize=(20, 5.5 * len(by_size)), squeeze=False)
+    for (nbytes, results), (ax_mem, ax_disk, ax_rss) in zip(by_size.items(), axes):
+        for ax, case in ((ax_mem, "memory"), (ax_disk, "disk")):
+            rows = [r for r in results.values() if r.row.case == case and r.runs]
+            groups = [(name, {r.key: r.series(name, value) for r in rows}) for name, value in (
+                ("total wall", lambda m: m.wall),
+                ("forward blocking", lambda m: m.save_seconds),
+                ("backward blocking", lambda m: m.load_seconds))]
+            grouped_bars(ax, groups)
+            ax.set_ylabel("seconds (median, bars: min–max)")
+            ax.set_title(f"{human(nbytes)} checkpoints, {CASES[case].split(':')[0]}")
+            ax.legend(fontsize=7, loc="upper right")
+        # Bars keyed by the row's place in its case, so that each bar has the
+        # colour of the same row in that case's panel.
+        rss_groups = [(case, {f"place {i}": r.series("rss", lambda m: m.peak_rss / MiB)
+                              for i, r in enumerate(r for r in results.values()
+                                                    if r.row.case == case and r.runs)})
+                      for case in CASES]
+        grouped_bars(ax_rss, rss_groups, log_scale=False)
+        ax_rss.set_ylabel("peak RSS, MiB (colours: the rows of each case's panel)")
+        ax_rss.set_title(f"{human(nbytes)} checkpoints: peak memory per row")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+
+# ------------------------------------------------------------------- main
+def parse_args(argv: List[str]):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="64MiB,512MiB", help="bytes per checkpoint (default %(default)s)")
+    ap.add_argument("--steps", type=int, default=64, help="time steps per shot (default %(default)s)")
+    ap.add_argument("--snapshots", type=int, default=8,
+                    help="Revolve snapshots, memory case (default %(default)s)")
+    ap.add_argument("--ram-snapshots", type=int, default=3,
+                    help="RAM snapshots, disk case (default %(default)s)")
+    ap.add_argument("--disk-snapshots", type=int, default=5,
+                    help="DISK snapshots, disk case (default %(default)s)")
+    ap.add_argument("--prefetch-checkpoints", type=int, default=2,
+                    help="Resurgo prefetch_capacity in checkpoints, disk case (default %(default)s)")
+    ap.add_argument("--rows", default=",".join(ROWS),
+                    help="rows to run, comma-separated (default: all): " + ", ".join(ROWS))
+    add_common_args(ap, "adjoint", "directory of the DISK checkpoints (node-local disk); "
+                    "default: a fresh directory under /tmp")
+    args = ap.parse_args(argv)
+    args.argv = argv
+    finish_common_args(ap, args)
+    args.rows = [key.strip() for key in args.rows.split(",") if key.strip()]
+    unknown = [key for key in args.rows if key not in ROWS]
+    if unknown:
+        ap.error(f"unknown rows {unknown}; choose from {', '.join(ROWS)}")
+    if min(args.snapshots, args.ram_snapshots, args.disk_snapshots, args.prefetch_checkpoints) < 1:
+        ap.error("snapshot and prefetch counts must be at least 1")
+    args.sizes = parse_sizes(args.sizes, multiple=16)
+    for nbytes in args.sizes:
+        grid_shape(nbytes)
+    return args
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--worker"]:
+        print(json.dumps(asdict(worker(Job(**json.loads(argv[1]))))))
+        return 0
+    args = parse_args(argv)
+    import resurgo
+
+    created = args.dir is None
+    root = Path(tempfile.mkdtemp(prefix="resurgo-adjoint-", dir="/tmp")) if created else args.dir
+    root.mkdir(parents=True, exist_ok=True)
+    root = root.resolve()
+    for nbytes in args.sizes:
+        # Model (9 fields) + the most any row but the ideal keeps (Revolve's
+        # snapshots + one in flight); disk: the DISK snapshots, twice for slack.
+        check_resources("adjoint.py", root, f"checkpoints of {human(nbytes)}",
+                        (MODEL_FIELDS / 2 + args.snapshots + 2) * nbytes, 2 * args.disk_snapshots * nbytes)
+    machine = machine_description(root, resurgo)
+    log(f"DISK checkpoints in {machine['target directory']}; sizes {[human(s) for s in args.sizes]}, "
+        f"{args.repeats} repeats, rows {args.rows}")
+    by_size: Dict[int, Dict[str, RowResult]] = {}
+    try:
+        for nbytes in args.sizes:
+            by_size[nbytes] = bench_size(nbytes, args, root)
+    finally:
+        if created and not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    md, png = args.out / "adjoint.md", args.out / "adjoint.png"
+    write_plot(png, by_size)
+    write_markdown(md, machine, by_size, args, png.name)
+    for nbytes, results in by_size.items():
+        print(f"checkpoint {human(nbytes)}:")
+        for line in target_lines(results, args, nbytes)[2:-1]:
+            print("  " + line.strip("|").replace(" | ", ": ", 1))
+    print(f"wrote {md} and {png}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
