@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import importlib.util
 import json
 import math
 import resource
@@ -52,7 +51,7 @@ from _common import (  # noqa: E402
     pyplot, report_header,
 )
 
-WAVE_PY = HERE.parent / "examples" / "adjoint_wave" / "wave.py"
+EXAMPLE_DIR = HERE.parent / "examples" / "adjoint_wave"  # acoustic.py, the model
 FIELDS_PER_CHECKPOINT = 2
 MODEL_FIELDS = 9  # state 2, scratch 1, velocity and c^2 2, adjoint 3, gradient sum 1
 MEMCPY_REPEATS = 7
@@ -60,16 +59,6 @@ PIECE = 2 * MiB  # Resurgo's memory level holds each version in whole 2 MiB piec
 TARGET_RESTORE_VS_MEMCPY = 1.2
 TARGET_WALL_VS_MEMORY = 1.05
 SHOT_SCHEDULE = (1000, 40)  # Revolve steps and snapshots of a shot-sized run, for comparison
-
-
-def load_wave():
-    """examples/adjoint_wave/wave.py under a name that cannot meet the
-    standard library's `wave` module."""
-    spec = importlib.util.spec_from_file_location("adjoint_wave_example", WAVE_PY)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up here
-    spec.loader.exec_module(module)
-    return module
 
 
 def grid_shape(nbytes: int) -> Tuple[int, int]:
@@ -378,7 +367,8 @@ def memcpy_seconds(state: Dict[str, np.ndarray]) -> float:
 
 
 def worker(job: Job) -> Measured:
-    wave = load_wave()
+    sys.path.insert(0, str(EXAMPLE_DIR))
+    import acoustic as wave
     start_rss = max_rss()
     shape = grid_shape(job.nbytes)
     survey = wave.make_survey(shape, job.steps)
@@ -632,7 +622,7 @@ def write_markdown(path: Path, machine: Dict[str, str], by_size: Dict[int, Dict[
     lines = report_header("Adjoint checkpointing benchmark", "adjoint.py", args)
     lines += machine_lines(machine)
     lines += ["## What is measured", "",
-              f"The gradient of the wave example (`examples/adjoint_wave/wave.py`: 2-D acoustic "
+              f"The gradient of the wave example (`examples/adjoint_wave/acoustic.py`: 2-D acoustic "
               f"wave equation, leapfrog, exact discrete adjoint) over {args.steps} steps. Memory "
               f"case: `Revolve({args.steps}, {args.snapshots})`; disk case: "
               f"`MultistageCheckpointSchedule({args.steps}, {args.ram_snapshots}, "

@@ -21,7 +21,7 @@ import numpy as np
 from checkpoint_schedules import MultistageCheckpointSchedule, Revolve
 
 from resurgo.adjoint import DictStorage, ResurgoStorage, run
-from wave import WaveModel, layered_velocity, make_survey, record, store_everything_gradient, with_anomaly
+from acoustic import WaveModel, layered_velocity, make_survey, record, store_everything_gradient, with_anomaly
 
 PIECE = 2 << 20  # Resurgo's memory level holds each version in whole 2 MiB pieces
 
