@@ -154,7 +154,7 @@ std::optional<int> Prefetcher::needed_last(const std::vector<int>& order, std::s
   std::size_t victim_use = position;
   for (int version : candidates) {
     if (!memory_.holds(version)) continue;
-    const std::size_t next_use = static_cast<std::size_t>(std::find(order.begin(), order.end(), version) - order.begin());
+    const auto next_use = static_cast<std::size_t>(std::find(order.begin(), order.end(), version) - order.begin());
     if (next_use > victim_use) {
       victim = version;
       victim_use = next_use;

@@ -205,9 +205,10 @@ TEST_F(AdjointStagingTest, AnIoErrorDuringPrefetchIsReportedAtTheRestartWhichRea
   EXPECT_TRUE(holds_state_of(1));
   EXPECT_EQ(store.last_restart().level, kL4);
   const std::vector<std::string>& skipped = store.last_restart().skipped;
-  EXPECT_TRUE(std::any_of(skipped.begin(), skipped.end(),
-                          [](const std::string& line) { return line.find("prefetch from L2 failed") != std::string::npos; }))
-      << ::testing::PrintToString(skipped);
+  const auto names_the_prefetch = [](const std::string& line) {
+    return line.find("prefetch from L2 failed") != std::string::npos;
+  };
+  EXPECT_TRUE(std::any_of(skipped.begin(), skipped.end(), names_the_prefetch)) << ::testing::PrintToString(skipped);
 }
 
 TEST_F(AdjointStagingTest, ADiscardedBaseStaysWhileAKeptDeltaBuildsOnIt) {
