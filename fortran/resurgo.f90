@@ -91,7 +91,7 @@ module resurgo
   ! ---- The C API, bound one to one ------------------------------------------
   public :: rsg_open, rsg_close, rsg_protect, rsg_unprotect, rsg_set_metadata, &
             rsg_get_metadata, rsg_checkpoint, rsg_wait, rsg_latest_version, rsg_restart, &
-            rsg_prefetch, rsg_discard, &
+            rsg_prefetch, rsg_discard, rsg_need_checkpoint, &
             rsg_last_error, rsg_appic_open, rsg_appic_register, rsg_appic_write, rsg_appic_read, &
             rsg_appic_version, rsg_appic_close, rsg_appic_finalize
 
@@ -197,6 +197,13 @@ module resurgo
       integer(c_int) :: rc
     end function rsg_discard
 
+    function rsg_need_checkpoint(s, need) bind(C, name="rsg_need_checkpoint") result(rc)
+      import :: c_ptr, c_int
+      type(c_ptr), value :: s
+      integer(c_int), intent(inout) :: need
+      integer(c_int) :: rc
+    end function rsg_need_checkpoint
+
     ! Thread-local message of the last failure (a C string; see
     ! resurgo_last_error for a Fortran one).
     function rsg_last_error() bind(C, name="rsg_last_error") result(msg)
@@ -256,6 +263,7 @@ module resurgo
   public :: resurgo_open, resurgo_close, resurgo_protect, resurgo_protect_bytes, &
             resurgo_unprotect, resurgo_set_metadata, resurgo_get_metadata, &
             resurgo_checkpoint, resurgo_wait, resurgo_latest, resurgo_restart, resurgo_prefetch, resurgo_discard, &
+            resurgo_need_checkpoint, &
             resurgo_last_error
 
   public :: appic_open, appic_register, appic_write, appic_read, appic_version, appic_close, &
@@ -589,6 +597,17 @@ contains
     integer, intent(out), optional :: ierr
     call finish(rsg_discard(store%handle, int(version, c_int)), 'resurgo_discard', ierr)
   end subroutine resurgo_discard
+
+  ! Whether a checkpoint is due by the [interval] policy (docs/interval.md).
+  subroutine resurgo_need_checkpoint(store, need, ierr)
+    type(resurgo_store), intent(in) :: store
+    logical, intent(out) :: need
+    integer, intent(out), optional :: ierr
+    integer(c_int) :: flag
+    flag = 0
+    call finish(rsg_need_checkpoint(store%handle, flag), 'resurgo_need_checkpoint', ierr)
+    need = flag /= 0
+  end subroutine resurgo_need_checkpoint
 
   ! ---- Appicpr's calls ------------------------------------------------------
 

@@ -18,6 +18,7 @@ enum class Codec : std::uint8_t { kNone = 0, kLz4 = 1, kZstd = 2, kBloscLz4 = 3,
 enum class Shuffle : std::uint8_t { kNone = 0, kByte = 1, kBit = 2 };
 enum class CaptureMode : std::uint8_t { kCopy = 0, kFork = 1, kAuto = 2, kDelta = 3 };
 enum class LogLevel : int { kOff = 0, kError = 1, kWarn = 2, kInfo = 3, kDebug = 4 };
+enum class IntervalPolicy : std::uint8_t { kNone = 0, kSeconds = 1, kOverhead = 2, kYoungDaly = 3 };
 
 struct Config {
   struct Capture {  // how checkpoint() takes the protected bytes
@@ -61,6 +62,13 @@ struct Config {
     Shuffle shuffle = Shuffle::kByte;  // used by the blosc codecs only
     std::uint64_t chunk_size = 4u << 20;
   } pipeline;
+  struct Interval {  // Store::need_checkpoint() (docs/interval.md)
+    // none | seconds | overhead | young-daly
+    IntervalPolicy policy = IntervalPolicy::kNone;
+    double seconds = 0;          // policy seconds: the interval
+    double max_overhead = 0.05;  // policy overhead: checkpoint cost / interval, at most
+    double mtbf = 86400;         // policy young-daly: mean time between failures, seconds
+  } interval;
   struct Log {
     LogLevel level = LogLevel::kWarn;
   } log;

@@ -96,6 +96,10 @@ int rsg_restart(rsg_store *s, int version, int *restored);
  * version, RSG_ESTATE for one already discarded). */
 int rsg_prefetch(rsg_store *s, const int *versions, size_t count);
 int rsg_discard(rsg_store *s, int version);
+
+/* *need = 1 when a checkpoint is due by the [interval] policy
+ * (docs/interval.md), else 0; RSG_ESTATE when interval.policy is none. */
+int rsg_need_checkpoint(rsg_store *s, int *need);
 /* Statistics of `version` (RSG_ENOTFOUND when the store keeps none for it:
  * only recent versions of this process are kept). */
 int rsg_stats(rsg_store *s, int version, rsg_version_stats *out);

@@ -154,6 +154,17 @@ class Store {
   // version can no longer be restarted or prefetched.
   void discard(int version);
 
+  // Whether a checkpoint is due by the `[interval]` policy (docs/interval.md):
+  // the seconds since the last checkpoint() returned (or since open) against
+  // the interval the policy gives for the measured cost, the time
+  // checkpoint() blocked (a moving average). Under a cost-based policy the
+  // first call is true: the first checkpoint measures the cost. StateError
+  // when interval.policy is none.
+  bool need_checkpoint();
+  // The policy's current interval in seconds; none before a cost is measured
+  // (or with no policy).
+  std::optional<double> checkpoint_interval() const;
+
   class Impl;
 
  private:

@@ -385,6 +385,18 @@ class Store:
         does not hold and StateError for one already discarded."""
         self._core.discard(_version_arg(version, "discard"))
 
+    def need_checkpoint(self) -> bool:
+        """Whether a checkpoint is due by the ``interval_policy`` (``seconds``,
+        ``overhead`` or ``young-daly``; docs/interval.md). Raises StateError
+        when no policy is configured."""
+        return self._core.need_checkpoint()
+
+    @property
+    def checkpoint_interval(self) -> Optional[float]:
+        """The policy's current interval in seconds; None before the first
+        checkpoint measured its cost (or with no policy)."""
+        return self._core.checkpoint_interval()
+
     def versions(self) -> List[VersionInfo]:
         return [
             VersionInfo(version=v, levels=tuple(levels), pending=bool(pending))

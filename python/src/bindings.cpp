@@ -422,7 +422,9 @@ NB_MODULE(_core, m) {
       .def("prefetch",
            [](PyStore& s, std::vector<int> versions) { without_gil([&] { s.store().prefetch(versions); }); },
            "versions"_a)
-      .def("discard", [](PyStore& s, int v) { without_gil([&] { s.store().discard(v); }); }, "version"_a);
+      .def("discard", [](PyStore& s, int v) { without_gil([&] { s.store().discard(v); }); }, "version"_a)
+      .def("need_checkpoint", [](PyStore& s) { return s.store().need_checkpoint(); })
+      .def("checkpoint_interval", [](PyStore& s) { return s.store().checkpoint_interval(); });
 
   m.def(
       "parse_container_file_name",

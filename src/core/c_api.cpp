@@ -105,6 +105,11 @@ int rsg_discard(rsg_store* s, int version) {
   return guarded([&] { s->store.discard(version); });
 }
 
+int rsg_need_checkpoint(rsg_store* s, int* need) {
+  if (s == nullptr || need == nullptr) return invalid("rsg_need_checkpoint: store and need must not be NULL");
+  return guarded([&] { *need = s->store.need_checkpoint() ? 1 : 0; });
+}
+
 int rsg_stats(rsg_store* s, int version, rsg_version_stats* out) {
   if (s == nullptr || out == nullptr) return invalid("rsg_stats: store and out must not be NULL");
   return guarded([&] {

@@ -6,6 +6,7 @@
 #include <bit>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <string_view>
@@ -84,6 +85,54 @@ Enum parse_choice(const std::string& key, const std::string& text,
   throw ConfigError("configuration key '" + key + "': '" + text + "' is not one of " + allowed);
 }
 
+// "90", "90s", "15min", "2h", "1d" -> seconds (> 0).
+double parse_duration(const std::string& key, const std::string& text) {
+  const std::string t = lower(trim(text));
+  static const std::pair<const char*, double> units[] = {{"min", 60}, {"s", 1}, {"h", 3600}, {"d", 86400}};
+  double scale = 1;
+  std::string number = t;
+  for (const auto& [suffix, seconds] : units) {
+    const std::string unit = suffix;
+    if (t.size() > unit.size() && t.compare(t.size() - unit.size(), unit.size(), unit) == 0) {
+      scale = seconds;
+      number = trim(t.substr(0, t.size() - unit.size()));
+      break;
+    }
+  }
+  std::size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(number, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (number.empty() || used != number.size() || !std::isfinite(value) || value <= 0) {
+    throw ConfigError("configuration key '" + key + "': '" + text +
+                      "' is not a positive duration; give seconds or a unit: \"90s\", \"15min\", \"2h\", \"1d\"");
+  }
+  return value * scale;
+}
+
+// "0.05" or "5%" -> a fraction in (0, 1].
+double parse_fraction(const std::string& key, const std::string& text) {
+  std::string t = trim(text);
+  const bool percent = !t.empty() && t.back() == '%';
+  if (percent) t = trim(t.substr(0, t.size() - 1));
+  std::size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(t, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (percent) value /= 100;
+  if (t.empty() || used != t.size() || !(value > 0 && value <= 1)) {
+    throw ConfigError("configuration key '" + key + "': '" + text +
+                      "' is not a fraction in (0, 1]; give e.g. 0.05 or \"5%\"");
+  }
+  return value;
+}
+
 using Setter = std::function<void(Config&, const std::string& key, const std::string& value)>;
 
 const std::vector<std::pair<std::string, Setter>>& setters() {
@@ -130,6 +179,20 @@ const std::vector<std::pair<std::string, Setter>>& setters() {
        [](Config& c, const std::string& k, const std::string& v) {
          c.memory.capacity = lower(trim(v)) == "auto" ? 0 : parse_size(k, v);
        }},
+      {"interval.policy",
+       [](Config& c, const std::string& k, const std::string& v) {
+         c.interval.policy = parse_choice<IntervalPolicy>(k, v,
+                                                          {{"none", IntervalPolicy::kNone},
+                                                           {"seconds", IntervalPolicy::kSeconds},
+                                                           {"overhead", IntervalPolicy::kOverhead},
+                                                           {"young-daly", IntervalPolicy::kYoungDaly}});
+       }},
+      {"interval.seconds",
+       [](Config& c, const std::string& k, const std::string& v) { c.interval.seconds = parse_duration(k, v); }},
+      {"interval.max_overhead",
+       [](Config& c, const std::string& k, const std::string& v) { c.interval.max_overhead = parse_fraction(k, v); }},
+      {"interval.mtbf",
+       [](Config& c, const std::string& k, const std::string& v) { c.interval.mtbf = parse_duration(k, v); }},
       {"local.path", [](Config& c, const std::string&, const std::string& v) { c.local.path = v; }},
       {"local.keep",
        [](Config& c, const std::string& k, const std::string& v) {
@@ -219,6 +282,11 @@ std::string toml_value_text(const std::string& key, const toml::node& node) {
   if (auto i = node.value_exact<int64_t>()) return std::to_string(*i);
   if (auto d = node.value_exact<double>()) {
     if (std::floor(*d) == *d && std::abs(*d) < 9.0e15) return std::to_string(static_cast<long long>(*d));
+    if (key.rfind("interval.", 0) == 0) {  // fractions and durations
+      char text[32];
+      std::snprintf(text, sizeof text, "%.17g", *d);
+      return text;
+    }
   }
   throw ConfigError("configuration key '" + key + "' has a value of an unsupported type");
 }
@@ -232,8 +300,8 @@ void apply_file(Config& config, const std::string& path) {
     throw ConfigError("configuration file '" + path + "' line " + std::to_string(where.line) +
                       ": " + std::string(error.description()));
   }
-  static const std::string sections[] = {"capture",    "track",    "delta", "buffer", "memory",
-                                         "local",      "persistent", "pipeline", "log",  "trace"};
+  static const std::string sections[] = {"capture", "track",    "delta",    "buffer",   "memory", "local",
+                                         "persistent", "pipeline", "interval", "log", "trace"};
   std::string section_list;
   for (const std::string& section : sections) section_list += (section_list.empty() ? "" : ", ") + section;
   for (const auto& [section, node] : root) {

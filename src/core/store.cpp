@@ -13,6 +13,7 @@
 #include "adjoint/prefetcher.h"
 #include "capture/capture.h"
 #include "core/catalog.h"
+#include "core/checkpoint_timer.h"
 #include "core/log.h"
 #include "core/names.h"
 #include "core/registry.h"
@@ -60,6 +61,8 @@ class Store::Impl {
   std::vector<VersionStats> stats();
   void prefetch(std::vector<int> versions);
   void discard(int version);
+  bool need_checkpoint();
+  std::optional<double> checkpoint_interval() const;
 
   std::string name;
   Config config;
@@ -93,6 +96,9 @@ class Store::Impl {
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<Prefetcher> prefetcher_;
   std::set<int> discarded_;
+  CheckpointTimer timer_;
+  Clock::time_point last_checkpoint_end_ = Clock::now();  // or the open
+  std::optional<double> checkpoint_cost_;  // seconds checkpoint() blocks, averaged
   int newest_version_ = -1;
   long checkpoints_ = 0;
   long failures_seen_ = 0;  // catalog_.failure_count() at the previous checkpoint
@@ -111,9 +117,14 @@ Store::Impl::Impl(const std::string& store_name, const Config& store_config, std
              comm->rank(), config.local.mode, config.local.keep, env_),
       persistent_(kL4, absolute(config.persistent.path), store_name, comm->rank(), config.persistent.mode,
                   config.persistent.keep, env_),
-      catalog_(store_name) {
+      catalog_(store_name),
+      timer_(store_config.interval) {
   validate_store_name(name);
-  if (config.memory.every > 0 && (config.capture.mode == CaptureMode::kFork || config.capture.mode == CaptureMode::kAuto)) {
+  if (config.interval.policy == IntervalPolicy::kSeconds && config.interval.seconds <= 0) {
+    throw ConfigError("store '" + name + "': interval.policy = seconds needs interval.seconds (e.g. \"15min\")");
+  }
+  const bool forks = config.capture.mode == CaptureMode::kFork || config.capture.mode == CaptureMode::kAuto;
+  if (config.memory.every > 0 && forks) {
     throw ConfigError("store '" + name +
                       "': capture.mode = fork (or auto) writes versions from a child process, which cannot fill the "
                       "memory level that memory.every > 0 routes them to; use capture.mode = copy or delta");
@@ -303,7 +314,12 @@ void Store::Impl::checkpoint(int version) {
   const int first_level = route.front()->number();
   scheduler_->submit(version, std::move(route), std::move(snapshot));
   if (synchronous) catalog_.wait(version, first_level);
-  catalog_.set_blocking(version, seconds_since(started));
+  const double blocked = seconds_since(started);
+  catalog_.set_blocking(version, blocked);
+  // A moving average (a quarter on the newest) so that one slow checkpoint
+  // does not swing the interval.
+  checkpoint_cost_ = checkpoint_cost_ ? 0.75 * *checkpoint_cost_ + 0.25 * blocked : blocked;
+  last_checkpoint_end_ = Clock::now();
 }
 
 // ------------------------------------------------------------------ queries
@@ -457,6 +473,20 @@ void Store::Impl::discard(int version) {
   scheduler_->discard(version);
 }
 
+// ------------------------------------------------------- checkpoint interval
+
+bool Store::Impl::need_checkpoint() {
+  check_open("need_checkpoint");
+  if (config.interval.policy == IntervalPolicy::kNone) {
+    throw StateError("need_checkpoint: store '" + name +
+                     "' has no checkpoint interval policy; set interval.policy to seconds, overhead or young-daly "
+                     "(docs/interval.md)");
+  }
+  return timer_.due(seconds_since(last_checkpoint_end_), checkpoint_cost_);
+}
+
+std::optional<double> Store::Impl::checkpoint_interval() const { return timer_.interval(checkpoint_cost_); }
+
 // ------------------------------------------------------------- public API
 
 Store::Store(const std::string& name, const Config& config, std::shared_ptr<Env> env)
@@ -484,5 +514,7 @@ std::vector<VersionStats> Store::stats() { return impl_->stats(); }
 RestartReport Store::last_restart() const { return impl_->last_restart; }
 void Store::prefetch(const std::vector<int>& versions) { impl_->prefetch(versions); }
 void Store::discard(int version) { impl_->discard(version); }
+bool Store::need_checkpoint() { return impl_->need_checkpoint(); }
+std::optional<double> Store::checkpoint_interval() const { return impl_->checkpoint_interval(); }
 
 }  // namespace resurgo

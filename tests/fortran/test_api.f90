@@ -25,6 +25,7 @@ program test_api
   real(real64), target :: big(8, 8)  ! through resurgo_protect_bytes
   character(len=:), allocatable :: meta
   integer :: ierr, version, restored
+  logical :: need
 
   allocate(r4_1(33), r4_2(5, 4), r4_3(2, 3, 4), r8_1(100), r8_2(7, 9), r8_3(3, 4, 5), &
            i4_1(17), i4_2(3, 11), i4_3(4, 2, 3), i8_1(12), i8_2(6, 2), i8_3(2, 2, 7), &
@@ -111,6 +112,11 @@ program test_api
   call resurgo_restart(store, 10, restored=restored, ierr=ierr)
   call check(ierr == RSG_ENOTFOUND, 'restart of a discarded version is RSG_ENOTFOUND')
   call check(index(resurgo_last_error(), 'discarded') > 0, 'and says so: ' // resurgo_last_error())
+
+  ! No [interval] policy configured: the question is an error.
+  call resurgo_need_checkpoint(store, need, ierr)
+  call check(ierr == RSG_ESTATE, 'need_checkpoint without a policy is RSG_ESTATE')
+  call check(index(resurgo_last_error(), 'interval.policy') > 0, 'and names the key')
 
   restored = 777
   call resurgo_restart(store, 12345, restored=restored, ierr=ierr)
