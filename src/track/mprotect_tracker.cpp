@@ -15,7 +15,9 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <new>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace resurgo::track {
@@ -33,6 +35,34 @@ namespace {
 // only after the slot left the active state and no handler is inside it
 // (`users`, taken by a handler before it revalidates the state).
 using Bits = std::atomic<std::uint64_t>;
+
+// The written-page bits of one region, in pages of their own (mmap), never
+// in the heap: the signal handler sets them, and a heap page can be the
+// first or last page of a watched region, which the tracker write-protects.
+// The handler then faulted on its own bitmap (the crash campaign saw it,
+// the regions being std::vectors).
+class PageBits {
+ public:
+  explicit PageBits(std::size_t pages) : bytes_(std::max<std::size_t>((pages + 63) / 64, 1) * sizeof(Bits)) {
+    void* memory = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (memory == MAP_FAILED) throw std::bad_alloc();
+    words_ = new (memory) Bits[bytes_ / sizeof(Bits)]{};
+  }
+  ~PageBits() {
+    if (words_ != nullptr) ::munmap(words_, bytes_);
+  }
+  PageBits(PageBits&& other) noexcept : words_(std::exchange(other.words_, nullptr)), bytes_(other.bytes_) {}
+  PageBits& operator=(PageBits&&) = delete;
+  PageBits(const PageBits&) = delete;
+  PageBits& operator=(const PageBits&) = delete;
+
+  Bits* get() const { return words_; }
+  Bits& operator[](std::size_t word) const { return words_[word]; }
+
+ private:
+  Bits* words_ = nullptr;
+  std::size_t bytes_;
+};
 static_assert(Bits::is_always_lock_free);
 static_assert(std::atomic<std::size_t>::is_always_lock_free);
 
@@ -351,7 +381,7 @@ class MprotectTracker final : public Tracker {
     const std::byte* base;
     std::size_t bytes;
     PageRange pages;
-    std::unique_ptr<Bits[]> bits;
+    PageBits bits;
   };
 
   Region& find(int id);
@@ -400,7 +430,7 @@ void MprotectTracker::watch(int id, std::byte* base, std::size_t bytes) {
                       " regions are watched already in this process; set track.method = uffd, "
                       "soft-dirty or hash");
   }
-  auto bits = std::make_unique<Bits[]>((page_count + 63) / 64);
+  PageBits bits(page_count);
   set_bits(bits.get(), 0, page_count);  // every page counts as written until the first collect
   publish(*slot, pages, bits.get());
   regions_.emplace(id, Region{slot, base, bytes, pages, std::move(bits)});

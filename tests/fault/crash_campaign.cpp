@@ -499,6 +499,7 @@ class Campaign {
 
   void run_trial(long number) {
     Trial trial = plan(random_, layout_, number);
+    current_ = trial;
     apply_damage(trial);
     Child application = start([&](int report) {
       run_application(layout_, trial.settings, trial.crash_point, trial.hit, report);
@@ -584,9 +585,15 @@ class Campaign {
     }
   }
 
+  // Prints the trial's draw with the failure, so that it can be run again.
   void fail(long& counter, long trial, const std::string& what) {
     ++counter;
-    std::fprintf(stderr, "crash campaign: trial %ld: %s\n", trial, what.c_str());
+    std::string draw = current_.crash_point.empty() ? "killed after a delay" : "point " + current_.crash_point +
+                                                                                  " hit " + std::to_string(current_.hit);
+    for (const auto& [key, value] : current_.settings) {
+      if (key != "local.path" && key != "persistent.path" && key != "log.level") draw += ", " + key + "=" + value;
+    }
+    std::fprintf(stderr, "crash campaign: trial %ld: %s (%s)\n", trial, what.c_str(), draw.c_str());
   }
 
   void apply_damage(Trial& trial) {
@@ -692,6 +699,7 @@ class Campaign {
   int newest_durable_ = -1;
   std::set<std::string> damaged_on_purpose_;
   Tally tally_;
+  Trial current_;  // the trial running, for failure messages
 };
 
 }  // namespace
