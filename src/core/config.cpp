@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <optional>
 #include <string_view>
 #include <toml++/toml.h>
 
@@ -85,6 +86,17 @@ Enum parse_choice(const std::string& key, const std::string& text,
   throw ConfigError("configuration key '" + key + "': '" + text + "' is not one of " + allowed);
 }
 
+// The whole of `text` as a finite number, or none.
+std::optional<double> parse_number(const std::string& text) {
+  std::size_t used = 0;
+  try {
+    const double value = std::stod(text, &used);
+    if (used == text.size() && std::isfinite(value)) return value;
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
+}
+
 // "90", "90s", "15min", "2h", "1d" -> seconds (> 0).
 double parse_duration(const std::string& key, const std::string& text) {
   const std::string t = lower(trim(text));
@@ -99,18 +111,12 @@ double parse_duration(const std::string& key, const std::string& text) {
       break;
     }
   }
-  std::size_t used = 0;
-  double value = 0;
-  try {
-    value = std::stod(number, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (number.empty() || used != number.size() || !std::isfinite(value) || value <= 0) {
+  const std::optional<double> value = parse_number(number);
+  if (!value || *value <= 0) {
     throw ConfigError("configuration key '" + key + "': '" + text +
                       "' is not a positive duration; give seconds or a unit: \"90s\", \"15min\", \"2h\", \"1d\"");
   }
-  return value * scale;
+  return *value * scale;
 }
 
 // "0.05" or "5%" -> a fraction in (0, 1].
@@ -118,19 +124,13 @@ double parse_fraction(const std::string& key, const std::string& text) {
   std::string t = trim(text);
   const bool percent = !t.empty() && t.back() == '%';
   if (percent) t = trim(t.substr(0, t.size() - 1));
-  std::size_t used = 0;
-  double value = 0;
-  try {
-    value = std::stod(t, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (percent) value /= 100;
-  if (t.empty() || used != t.size() || !(value > 0 && value <= 1)) {
+  std::optional<double> value = parse_number(t);
+  if (value && percent) *value /= 100;
+  if (!value || !(*value > 0 && *value <= 1)) {
     throw ConfigError("configuration key '" + key + "': '" + text +
                       "' is not a fraction in (0, 1]; give e.g. 0.05 or \"5%\"");
   }
-  return value;
+  return *value;
 }
 
 using Setter = std::function<void(Config&, const std::string& key, const std::string& value)>;
