@@ -13,20 +13,10 @@
 #         -P restart_test.cmake
 cmake_minimum_required(VERSION 3.25)
 
-foreach(var PROGRAM WORKDIR)
-  if(NOT DEFINED ${var})
-    message(FATAL_ERROR "restart_test.cmake: -D${var}= is required")
-  endif()
-endforeach()
+include(${CMAKE_CURRENT_LIST_DIR}/../restart_check.cmake)
+require_defined(PROGRAM WORKDIR)
 # 63 interior slices in ranges of 8: 8 ranges a sweep; 67 = 8 sweeps + 3 ranges.
-foreach(pair NX=33 NY=33 NZ=65 SWEEPS=12 S=8 N=3 STOP_AFTER=67)
-  string(REPLACE "=" ";" pair "${pair}")
-  list(GET pair 0 name)
-  list(GET pair 1 value)
-  if(NOT DEFINED ${name})
-    set(${name} ${value})
-  endif()
-endforeach()
+default_values(NX=33 NY=33 NZ=65 SWEEPS=12 S=8 N=3 STOP_AFTER=67)
 
 file(REMOVE_RECURSE "${WORKDIR}")
 
@@ -37,37 +27,14 @@ function(himeno tag tree stop_after)
   set(dir "${WORKDIR}/${tree}")
   file(MAKE_DIRECTORY "${dir}")
   set(output "${dir}/final.bin")
-  execute_process(COMMAND "${PROGRAM}" ${NX} ${NY} ${NZ} ${SWEEPS} ${S} ${N} "${dir}/checkpoints/himeno"
-                          "${output}" ${stop_after}
-    WORKING_DIRECTORY "${dir}"
-    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  message(STATUS "${tag}: exit ${rc}\n${out}${err}")
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "${tag}: ${PROGRAM} failed with exit status ${rc}")
-  endif()
-  if(NOT out MATCHES "RESULT ({[^\n]*})")
-    message(FATAL_ERROR "${tag}: no RESULT line")
-  endif()
-  set(RESULT_${tag} "${CMAKE_MATCH_1}" PARENT_SCOPE)
+  run_for_result(${tag} "${dir}" "${PROGRAM}" ${NX} ${NY} ${NZ} ${SWEEPS} ${S} ${N} "${dir}/checkpoints/himeno"
+                 "${output}" ${stop_after})
+  set(RESULT_${tag} "${RESULT_${tag}}" PARENT_SCOPE)
   set(GOSA_${tag} "" PARENT_SCOPE)
-  if(out MATCHES "gosa ([^\n]*)")
+  if(STDOUT_${tag} MATCHES "gosa ([^\n]*)")
     set(GOSA_${tag} "${CMAKE_MATCH_1}" PARENT_SCOPE)
   endif()
   set(OUTPUT_${tag} "${output}" PARENT_SCOPE)
-endfunction()
-
-# Value of the JSON field `key` of run `tag`, into `out`.
-function(field tag key out)
-  string(JSON value GET "${RESULT_${tag}}" ${key})
-  set(${out} ${value} PARENT_SCOPE)
-endfunction()
-
-# Fails unless the JSON field `key` of run `tag` equals `expected`.
-function(expect tag key expected)
-  field(${tag} ${key} value)
-  if(NOT value EQUAL expected)
-    message(FATAL_ERROR "${tag}: ${key} is ${value}, expected ${expected}")
-  endif()
 endfunction()
 
 himeno(full full -1)
@@ -93,15 +60,6 @@ endif()
 if(NOT GOSA_full OR NOT GOSA_full STREQUAL GOSA_resumed)
   message(FATAL_ERROR "gosa differs: uninterrupted '${GOSA_full}', resumed '${GOSA_resumed}'")
 endif()
-file(SIZE "${OUTPUT_full}" bytes)
 math(EXPR expected_bytes "(${NX} * ${NY} * ${NZ} + 1) * 4")
-if(NOT bytes EQUAL expected_bytes)
-  message(FATAL_ERROR "${OUTPUT_full} has ${bytes} bytes, expected ${expected_bytes}")
-endif()
-execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files "${OUTPUT_full}" "${OUTPUT_resumed}"
-  RESULT_VARIABLE differ)
-if(NOT differ EQUAL 0)
-  message(FATAL_ERROR "the resumed run ended with other bytes than the uninterrupted one:\n"
-                      "  ${OUTPUT_full}\n  ${OUTPUT_resumed}")
-endif()
+expect_same_bytes("${OUTPUT_full}" "${OUTPUT_resumed}" ${expected_bytes})
 message(STATUS "identical p and gosa (${GOSA_full}) after restart from version ${taken}")
