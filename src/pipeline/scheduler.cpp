@@ -5,7 +5,6 @@
 
 #include <algorithm>
 
-#include "format/container.h"
 #include "pipeline/version_writer.h"
 #include "resurgo/errors.hpp"
 
@@ -285,16 +284,11 @@ bool Scheduler::remove_unless_needed(int version, const std::map<int, int>& base
 // Only newer versions can; the catalog knows the bases of this process's
 // versions, the others are read from their headers.
 bool Scheduler::needed_on(Level& level, int base, const std::map<int, int>& bases) {
-  const auto base_of = [&](int version) {
-    const auto known = bases.find(version);
-    if (known != bases.end()) return known->second;
-    const format::Header header = format::read_container(*level.open(version)).header;
-    return format::is_delta(header) ? static_cast<int>(header.base_version) : -1;
-  };
   for (int version : level.versions()) {
     if (version <= base || discarded_.count(version) != 0) continue;
-    for (int link = base_of(version); link >= base; link = base_of(link)) {
-      if (link == base) return true;
+    for (std::optional<int> link = level.base_of(version, bases); link && *link >= base;
+         link = level.base_of(*link, bases)) {
+      if (*link == base) return true;
     }
   }
   return false;

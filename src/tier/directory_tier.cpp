@@ -171,28 +171,10 @@ void DirectoryTier::quarantine(int version) {
   env_->sync_dir(dir_);
 }
 
-std::optional<int> DirectoryTier::base_of(int version) {
-  try {
-    const format::Container container = format::read_container(*open(version));
-    if (!format::is_delta(container.header)) return std::nullopt;
-    return static_cast<int>(container.header.base_version);
-  } catch (const NotFoundError&) {
-    return std::nullopt;
-  } catch (const CorruptionError&) {
-    return std::nullopt;
-  } catch (const FormatError&) {
-    return std::nullopt;
-  }
-}
-
 std::vector<int> DirectoryTier::evict(const std::function<bool(int)>& pinned, const std::map<int, int>& known_bases) {
   // A damaged file names no base and pins nothing; an unreadable one throws
   // before anything is removed.
-  const auto base = [&](int version) -> std::optional<int> {
-    const auto known = known_bases.find(version);
-    if (known == known_bases.end()) return base_of(version);
-    return known->second < 0 ? std::nullopt : std::optional<int>(known->second);
-  };
+  const auto base = [&](int version) { return base_of(version, known_bases); };
   std::vector<int> removed;
   for (int version : versions_to_evict(versions(), keep_, pinned, base)) {
     env_->remove(path(version));

@@ -55,10 +55,6 @@ class DirectoryTier final : public Level {
   // listing missed versions committed meanwhile: the stress campaign saw an
   // L2 file removed before its L4 copy.)
   std::vector<int> evict(const std::function<bool(int)>& pinned, const std::map<int, int>& known_bases = {}) override;
-  // The base of a delta version, read from its file; none for a full
-  // version, or for a file that is gone or damaged (its chain is broken
-  // already). Throws StorageError when the file cannot be read.
-  std::optional<int> base_of(int version);
 
  private:
   std::string temporary_path(int version) const;

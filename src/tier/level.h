@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,12 @@ class Level {
   // -1 for a full version) spares reading the files of versions the caller
   // wrote: an I/O error there would stop the eviction.
   virtual std::vector<int> evict(const std::function<bool(int)>& pinned, const std::map<int, int>& known_bases = {}) = 0;
+
+  // The base of a delta version: from `known_bases` (version -> base, -1 for
+  // a full version) when it names the version, else read from the copy here.
+  // None for a full version, or for a copy that is gone or damaged (its
+  // chain is broken already). Throws StorageError when the copy cannot be read.
+  std::optional<int> base_of(int version, const std::map<int, int>& known_bases = {});
 };
 
 }  // namespace resurgo

@@ -252,16 +252,7 @@ void MemoryLevel::remove(int version) {
 }
 
 std::vector<int> MemoryLevel::evict(const std::function<bool(int)>& pinned, const std::map<int, int>& known_bases) {
-  const auto base = [&](int version) -> std::optional<int> {
-    const auto known = known_bases.find(version);
-    if (known != known_bases.end()) return known->second < 0 ? std::nullopt : std::optional<int>(known->second);
-    try {
-      const format::Header header = format::read_container(*open(version)).header;
-      return format::is_delta(header) ? std::optional<int>(static_cast<int>(header.base_version)) : std::nullopt;
-    } catch (const Error&) {
-      return std::nullopt;  // gone meanwhile, or damaged: it holds no chain up
-    }
-  };
+  const auto base = [&](int version) { return base_of(version, known_bases); };
   std::vector<int> removed;
   for (int version : versions_to_evict(versions(), keep_, pinned, base)) {
     remove(version);

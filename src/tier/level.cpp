@@ -1,0 +1,25 @@
+#include "tier/level.h"
+
+#include "format/container.h"
+#include "resurgo/errors.hpp"
+
+namespace resurgo {
+
+std::optional<int> Level::base_of(int version, const std::map<int, int>& known_bases) {
+  if (const auto known = known_bases.find(version); known != known_bases.end()) {
+    return known->second < 0 ? std::nullopt : std::optional<int>(known->second);
+  }
+  try {
+    const format::Header header = format::read_container(*open(version)).header;
+    if (!format::is_delta(header)) return std::nullopt;
+    return static_cast<int>(header.base_version);
+  } catch (const NotFoundError&) {
+    return std::nullopt;
+  } catch (const CorruptionError&) {
+    return std::nullopt;
+  } catch (const FormatError&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace resurgo
