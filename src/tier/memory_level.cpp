@@ -15,8 +15,8 @@ namespace resurgo {
 
 namespace {
 
-// 2 MiB: one transparent huge page per piece where the kernel offers them,
-// so a fresh piece costs one fault instead of 512.
+// 2 MiB, aligned: one transparent huge page per piece where the kernel
+// backs the hint, one fault for a fresh piece instead of 512.
 constexpr std::uint64_t kPieceBytes = 2u << 20;
 
 struct FreeDeleter {
