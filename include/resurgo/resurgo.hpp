@@ -96,6 +96,21 @@ struct RestartReport {
   std::vector<int> chain;
 };
 
+// A region as a version's region table records it.
+struct RegionDescription {
+  int id = 0;
+  std::string label;
+  std::uint64_t bytes = 0;
+  ElementType type;
+};
+
+// What a version holds, read from its header without reading its data.
+struct VersionDescription {
+  int version = -1;
+  std::vector<RegionDescription> regions;
+  std::vector<std::byte> metadata;
+};
+
 class Store {
  public:
   // Opens the store `name` (letters, digits, '.', '-', '_'; no path
@@ -135,6 +150,18 @@ class Store {
   // Restores `version` (or the newest intact one for kLatest, falling back
   // past damaged versions) into the protected regions; returns the version.
   int restart(int version = kLatest);
+
+  // The region table and metadata of a committed `version`, from the
+  // fastest level whose copy has an intact header and index (its chunks are
+  // not read: restart still verifies them). NotFoundError when no level
+  // holds it; CorruptionError when every copy is damaged. Layers above the
+  // store use it to protect the regions a version holds before restart.
+  VersionDescription describe(int version);
+  // Copies the committed `version` (with the bases a delta needs) from the
+  // fastest level holding it to `level` (kL2 or kL4), chunk by chunk,
+  // verifying each, and returns once it is durable there. For versions kept
+  // only in memory: a termination handler persists the newest before exit.
+  void persist(int version, int level);
 
   std::vector<VersionInfo> versions();
   std::vector<VersionStats> stats();

@@ -19,6 +19,7 @@
 #include "core/registry.h"
 #include "core/restore.h"
 #include "core/trace.h"
+#include "format/container.h"
 #include "mpi/comm.h"
 #include "pipeline/scheduler.h"
 #include "pipeline/thread_pool.h"
@@ -57,6 +58,8 @@ class Store::Impl {
   void wait(int version, int level);
   std::optional<int> latest();
   int restart(int version);
+  VersionDescription describe(int version);
+  void persist(int version, int level);
   std::vector<VersionInfo> versions();
   std::vector<VersionStats> stats();
   void prefetch(std::vector<int> versions);
@@ -80,6 +83,7 @@ class Store::Impl {
   bool takes_every_checkpoint(const Level& level) const;
   void settle_before_restart(int version);
   void check_not_discarded(int version, const char* call) const;
+  void copy_with_bases(int version, Level& target);
 
   std::shared_ptr<Env> env_;
   Logger log_;
@@ -439,6 +443,64 @@ int Store::Impl::restart(int version) {
   }
 }
 
+// -------------------------------------------------- describe and persist
+
+VersionDescription Store::Impl::describe(int version) {
+  check_open("describe");
+  check_not_discarded(version, "describe");
+  if (catalog_.known(version)) catalog_.wait_first_level(version);
+  std::string damage;
+  for (Level* candidate : levels()) {
+    if (!candidate->holds(version)) continue;
+    try {
+      const std::unique_ptr<ReadableFile> file = candidate->open(version);
+      const format::Container container = format::read_container(*file);
+      format::check_identity(container, file->path(), name, version, comm->rank());
+      VersionDescription description{version, {}, container.header.metadata};
+      for (const format::RegionEntry& entry : container.header.regions) {
+        description.regions.push_back({entry.id, entry.label, entry.bytes, ElementType{entry.dtype, entry.shape}});
+      }
+      return description;
+    } catch (const Error& error) {
+      if (error.code() != ErrorCode::kCorrupt && error.code() != ErrorCode::kFormat) throw;
+      damage += (damage.empty() ? "" : "; ") + std::string(error.what());
+    }
+  }
+  if (damage.empty()) {
+    throw NotFoundError("describe: store '" + name + "' has no version " + std::to_string(version));
+  }
+  throw CorruptionError("describe: every copy of version " + std::to_string(version) + " of store '" + name +
+                        "' is damaged: " + damage);
+}
+
+// A delta's bases go first: `target` never holds a delta it cannot restore.
+void Store::Impl::copy_with_bases(int version, Level& target) {
+  if (target.holds(version)) return;
+  for (Level* source : levels()) {
+    if (source == &target || !source->holds(version)) continue;
+    if (const std::optional<int> base = source->base_of(version)) copy_with_bases(*base, target);
+    target.commit_copy(version, *source->open(version));
+    return;
+  }
+  throw NotFoundError("persist: store '" + name + "' holds no copy of version " + std::to_string(version) +
+                      " to copy to " + target.where());
+}
+
+void Store::Impl::persist(int version, int level_number) {
+  check_open("persist");
+  if (level_number != kL2 && level_number != kL4) {
+    throw InvalidArgumentError("persist: level " + std::to_string(level_number) +
+                               " is not a directory level; use 2 (local) or 4 (persistent)");
+  }
+  check_not_discarded(version, "persist");
+  if (catalog_.known(version)) catalog_.wait_first_level(version);
+  if (level_number == kL4 && !persistent_prepared_) {
+    persistent_.prepare();
+    persistent_prepared_ = true;
+  }
+  copy_with_bases(version, level_number == kL2 ? static_cast<Level&>(local_) : persistent_);
+}
+
 // ---------------------------------------------------------- adjoint staging
 
 void Store::Impl::prefetch(std::vector<int> versions) {
@@ -509,6 +571,8 @@ void Store::checkpoint(int version) { impl_->checkpoint(version); }
 void Store::wait(int version, int level) { impl_->wait(version, level); }
 std::optional<int> Store::latest() { return impl_->latest(); }
 int Store::restart(int version) { return impl_->restart(version); }
+VersionDescription Store::describe(int version) { return impl_->describe(version); }
+void Store::persist(int version, int level) { impl_->persist(version, level); }
 std::vector<VersionInfo> Store::versions() { return impl_->versions(); }
 std::vector<VersionStats> Store::stats() { return impl_->stats(); }
 RestartReport Store::last_restart() const { return impl_->last_restart; }

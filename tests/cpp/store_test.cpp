@@ -71,6 +71,63 @@ TEST_F(StoreTest, NewStoreInstanceRestartsFromFilesOfAnEarlierOne) {
   EXPECT_EQ(fresh, u);
 }
 
+TEST_F(StoreTest, DescribeReadsARegionTableAndMetadataWithoutTheData) {
+  std::vector<double> u = field(100, 1);
+  std::vector<float> v(7, 2.0f);
+  Store store("s", config());
+  store.protect(0, u.data(), u.size() * sizeof(double), "u", {"float64", {10, 10}});
+  store.protect(5, v.data(), v.size() * sizeof(float), "v");
+  const std::string note = "step 12";
+  store.set_metadata(note.data(), note.size());
+  store.checkpoint(4);
+  const VersionDescription description = store.describe(4);
+  EXPECT_EQ(description.version, 4);
+  ASSERT_EQ(description.regions.size(), 2u);
+  EXPECT_EQ(description.regions[0].label, "u");
+  EXPECT_EQ(description.regions[0].bytes, 800u);
+  EXPECT_EQ(description.regions[0].type.shape, (std::vector<std::int64_t>{10, 10}));
+  EXPECT_EQ(description.regions[1].id, 5);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(description.metadata.data()), description.metadata.size()), note);
+  EXPECT_THROW(store.describe(9), NotFoundError);
+}
+
+TEST_F(StoreTest, DescribeSkipsADamagedCopyAndFailsWhenEveryCopyIsDamaged) {
+  std::vector<double> u = field(100, 1);
+  {
+    Store store("s", config());
+    store.protect(0, u.data(), u.size() * sizeof(double), "u");
+    store.checkpoint(2);
+  }
+  flip_bit(l2(2), 10);  // inside the header
+  Store store("s", config());
+  EXPECT_EQ(store.describe(2).regions.at(0).label, "u");  // from L4
+  flip_bit(l4(2), 10);
+  EXPECT_THROW(store.describe(2), CorruptionError);
+}
+
+TEST_F(StoreTest, PersistCopiesAVersionKeptOnlyInMemoryToDisk) {
+  std::vector<double> u = field(3000, 3);
+  const Config memory_only =
+      config({{"memory.every", "1"}, {"local.every", "0"}, {"persistent.every", "0"}, {"memory.keep", "1"}});
+  {
+    Store store("s", memory_only);
+    store.protect(0, u.data(), u.size() * sizeof(double), "u");
+    store.checkpoint(1);
+    store.checkpoint(2);
+    EXPECT_FALSE(fs::exists(l2(2)));
+    EXPECT_THROW(store.persist(2, kL1), InvalidArgumentError);
+    store.persist(2, kL2);
+    EXPECT_TRUE(fs::exists(l2(2)));
+    store.persist(2, kL2);  // already there: nothing to do
+    EXPECT_THROW(store.persist(7, kL2), NotFoundError);
+  }
+  std::vector<double> fresh(3000, 0.0);
+  Store store("s", memory_only);
+  store.protect(0, fresh.data(), fresh.size() * sizeof(double), "u");
+  EXPECT_EQ(store.restart(), 2);
+  EXPECT_EQ(fresh, u);
+}
+
 TEST_F(StoreTest, CompressedVersionsRoundTrip) {
   for (const char* codec : {"lz4", "zstd"}) {
     std::vector<std::int64_t> values(200000);
