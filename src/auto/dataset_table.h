@@ -1,0 +1,79 @@
+// The datasets an application declared to the automatic runtime. A dataset
+// with a halo is two parts, interior and ring, each with its own
+// ever-written flag (Algorithm 1's ever_written), so that a ring rewritten
+// by a halo update before it is read need not be saved.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "auto/halo_ring.h"
+#include "resurgo/auto.hpp"
+
+namespace resurgo::autockpt {
+
+inline constexpr int kInteriorPart = 0;  // the whole dataset when it has no halo
+inline constexpr int kRingPart = 1;
+
+struct Dataset {
+  std::string name;
+  std::byte* data = nullptr;
+  std::uint64_t bytes = 0;
+  ElementType type;
+  int halo = 0;
+  std::optional<HaloRing> ring;
+  bool ever_written[2] = {false, false};
+
+  int parts() const { return ring ? 2 : 1; }
+  std::uint64_t part_bytes(int part) const {
+    if (!ring) return bytes;
+    return part == kRingPart ? ring->bytes() : bytes - ring->bytes();
+  }
+  std::size_t element_bytes() const;
+};
+
+inline bool reads(Access access) { return access != Access::kWrite; }
+inline bool writes(Access access) { return access != Access::kRead; }
+
+// What one loop does to one part of a dataset, all its arguments together.
+struct PartAccess {
+  int dataset = 0;
+  int part = 0;
+  bool read = false;
+  bool written = false;
+};
+
+class DatasetTable {
+ public:
+  // Validates the name (a region label, not a reserved one, not declared
+  // yet), the pointer, and the shape a halo needs.
+  int add(const std::string& name, void* data, std::size_t bytes, const ElementType& type, int halo);
+  Dataset& operator[](int id) { return datasets_[static_cast<std::size_t>(id)]; }
+  const Dataset& operator[](int id) const { return datasets_[static_cast<std::size_t>(id)]; }
+  std::size_t size() const { return datasets_.size(); }
+  const std::vector<Dataset>& all() const { return datasets_; }
+  // The id of `name`, or -1.
+  int find(std::string_view name) const;
+
+  // The parts a loop's arguments touch, merged per part (a part read by one
+  // argument and written by another is read). Throws InvalidArgumentError
+  // naming the loop for an unknown dataset or a halo range on a dataset
+  // without a halo.
+  void accesses(std::span<const Arg> args, std::string_view loop, std::uint64_t loop_index,
+                std::vector<PartAccess>& out) const;
+  // Marks the written parts as ever written.
+  void mark_written(std::span<const PartAccess> accesses);
+  // initphase_done: what the initialisation wrote counts as never written.
+  void forget_writes();
+  std::uint64_t ever_written_bytes() const;
+
+ private:
+  std::vector<Dataset> datasets_;
+};
+
+}  // namespace resurgo::autockpt
