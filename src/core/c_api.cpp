@@ -6,12 +6,7 @@
 #include <string>
 
 #include "core/c_status.h"
-#include "resurgo/resurgo.h"
-#include "resurgo/resurgo.hpp"
-
-struct rsg_store {
-  resurgo::Store store;
-};
+#include "core/c_store.h"
 
 using resurgo::c_api::guarded;
 using resurgo::c_api::invalid;
