@@ -59,9 +59,11 @@ struct Options {
   std::uint64_t interval_loops = 0;
   double interval_seconds = 0;
   // Loops a checkpointing region may span: when it is reached, the datasets
-  // not met yet are saved and the region closes (Algorithm 1's timeout). Also
-  // the window over which the location statistics are gathered.
-  std::uint64_t region_timeout_loops = 1000;
+  // not met yet are saved and the region closes (Algorithm 1's timeout). A
+  // region also closes when the loop it started at comes round again (a
+  // whole period of the application). The location statistics use the same
+  // windows.
+  std::uint64_t region_timeout_loops = 20000;
   // 0: silent; 1: a line per checkpoint and per restore; 2: also the
   // checkpoint location chosen and the statistics behind it; 3: also every
   // dataset's decision (saved, dropped, halo only) in each region.
@@ -71,6 +73,9 @@ struct Options {
   // runtime, and throws MismatchError naming the loop and the dataset when
   // the loop changed it.
   bool check_access = false;
+  // MPI jobs: loops between the ranks' exchanges of whether a checkpoint is
+  // due (one small collective each time; a job of one never exchanges).
+  std::uint64_t agreement_loops = 64;
   // When the store keeps versions only in memory ([memory] every > 0,
   // local.every = persistent.every = 0): on SIGTERM or SIGINT the newest
   // automatic checkpoint is written to L2 before the signal takes its usual

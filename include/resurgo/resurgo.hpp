@@ -18,6 +18,8 @@
 
 namespace resurgo {
 
+class Comm;  // the job's communicator (src/mpi/comm.h), for the layers above the store
+
 inline constexpr int kAllVersions = -1;  // wait(): every pending version
 inline constexpr int kLatest = -1;       // restart(): newest intact version
 
@@ -195,6 +197,7 @@ class Store {
   class Impl;
 
  private:
+  friend Comm& comm_of(Store& store);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -5,57 +5,69 @@
 
 namespace resurgo::autockpt {
 
-LocationStrategy::LocationStrategy(std::uint64_t window_loops)
-    : window_loops_(std::max<std::uint64_t>(window_loops, 1)), window_(window_loops_ + 1) {}
+LocationStrategy::LocationStrategy(std::uint64_t timeout_loops) : timeout_loops_(std::max<std::uint64_t>(timeout_loops, 1)) {}
 
 void LocationStrategy::reset() {
-  std::fill(window_.begin(), window_.end(), Start{});
   loops_.clear();
-  std::fill(last_access_.begin(), last_access_.end(), 0);
-  first_index_ = 0;
-  dropped_ = 0;
+  open_.clear();
+  history_.clear();
 }
 
-std::uint64_t& LocationStrategy::last_access(const PartAccess& access) {
+std::deque<LocationStrategy::Access>& LocationStrategy::history(const PartAccess& access) {
   const std::size_t index = static_cast<std::size_t>(access.dataset) * 2 + static_cast<std::size_t>(access.part);
-  if (index >= last_access_.size()) last_access_.resize(index + 1, 0);
-  return last_access_[index];
+  if (index >= history_.size()) history_.resize(index + 1);
+  return history_[index];
 }
 
-// The start `loop_index` has seen its whole window: what it would save is
-// what was ever written, less what its window overwrote first.
-void LocationStrategy::finish_start(std::uint64_t loop_index, const DatasetTable& datasets) {
-  Start& start = slot(loop_index);
-  dropped_ += start.difference;
-  if (start.loop != nullptr) {
-    const double saved = static_cast<double>(datasets.ever_written_bytes()) - static_cast<double>(dropped_);
-    LoopStatistics& loop = *start.loop;
-    if (loop.occurrences++ == 0) loop.first_index = loop_index;
-    loop.last_index = loop_index;
-    loop.sum += saved;
-    loop.sum_of_squares += saved * saved;
+// What a region entered at `start` saves: every part ever written, less
+// those whose first access in the window was a write.
+void LocationStrategy::finish(const Start& start, const DatasetTable& datasets) {
+  double saved = 0;
+  for (std::size_t index = 0; index < history_.size(); ++index) {
+    const Dataset& dataset = datasets[static_cast<int>(index / 2)];
+    const int part = static_cast<int>(index % 2);
+    if (part >= dataset.parts() || !dataset.ever_written[part]) continue;
+    const std::deque<Access>& accesses = history_[index];
+    const auto first = std::lower_bound(accesses.begin(), accesses.end(), start.loop_index,
+                                        [](const Access& a, std::uint64_t at) { return a.loop_index < at; });
+    if (first == accesses.end() || !first->write_first) saved += static_cast<double>(dataset.part_bytes(part));
   }
-  start = Start{};
+  for (std::size_t index = history_.size(); index < datasets.size() * 2; ++index) {
+    const Dataset& dataset = datasets[static_cast<int>(index / 2)];
+    const int part = static_cast<int>(index % 2);
+    if (part < dataset.parts() && dataset.ever_written[part]) saved += static_cast<double>(dataset.part_bytes(part));
+  }
+  LoopStatistics& loop = *start.loop;
+  if (loop.occurrences++ == 0) loop.first_index = start.loop_index;
+  loop.last_index = start.loop_index;
+  loop.sum += saved;
+  loop.sum_of_squares += saved * saved;
+  loop.open_start = 0;
 }
 
-void LocationStrategy::observe(std::string_view loop, std::uint64_t loop_index, std::span<const PartAccess> accesses,
+void LocationStrategy::observe(std::string_view name, std::uint64_t loop_index, std::span<const PartAccess> accesses,
                                const DatasetTable& datasets) {
-  if (first_index_ == 0) first_index_ = loop_index;
-  if (loop_index >= first_index_ + window_loops_) finish_start(loop_index - window_loops_, datasets);
-  auto found = loops_.find(loop);
-  if (found == loops_.end()) found = loops_.emplace(std::string(loop), LoopStatistics{}).first;
-  slot(loop_index).loop = &found->second;
-  const std::uint64_t oldest_open = loop_index + 1 > window_loops_ ? loop_index + 1 - window_loops_ : 1;
-  for (const PartAccess& access : accesses) {
-    std::uint64_t& previous = last_access(access);
-    if (access.written && !access.read) {
-      const std::uint64_t from = std::max({previous + 1, oldest_open, first_index_});
-      const auto bytes = static_cast<std::int64_t>(datasets[access.dataset].part_bytes(access.part));
-      slot(from).difference += bytes;
-      slot(loop_index + 1).difference -= bytes;
-    }
-    previous = loop_index;
+  auto found = loops_.find(name);
+  if (found == loops_.end()) found = loops_.emplace(std::string(name), LoopStatistics{}).first;
+  LoopStatistics& loop = found->second;
+  // Windows end before this loop: the previous start of the same name (a
+  // period), and those that reached the timeout.
+  if (loop.open_start != 0) {
+    const auto same = std::find_if(open_.begin(), open_.end(), [&](const Start& s) { return s.loop == &loop; });
+    finish(*same, datasets);
+    open_.erase(same);
   }
+  while (!open_.empty() && loop_index - open_.front().loop_index >= timeout_loops_) {
+    finish(open_.front(), datasets);
+    open_.pop_front();
+  }
+  open_.push_back({loop_index, &loop});
+  loop.open_start = loop_index;
+  const std::uint64_t oldest = open_.front().loop_index;
+  for (std::deque<Access>& accesses_of_part : history_) {
+    while (!accesses_of_part.empty() && accesses_of_part.front().loop_index < oldest) accesses_of_part.pop_front();
+  }
+  for (const PartAccess& access : accesses) history(access).push_back({loop_index, access.written && !access.read});
 }
 
 std::vector<LocationCandidate> LocationStrategy::ranking() const {
@@ -64,7 +76,7 @@ std::vector<LocationCandidate> LocationStrategy::ranking() const {
     if (loop.occurrences < 2) continue;
     const double n = static_cast<double>(loop.occurrences);
     const double spacing = static_cast<double>(loop.last_index - loop.first_index) / (n - 1);
-    if (spacing > static_cast<double>(window_loops_)) continue;
+    if (spacing > static_cast<double>(timeout_loops_)) continue;
     const double mean = loop.sum / n;
     const double variance = std::max(0.0, loop.sum_of_squares / n - mean * mean);
     list.push_back({name, loop.occurrences, mean, std::sqrt(variance), spacing});
@@ -78,8 +90,15 @@ std::vector<LocationCandidate> LocationStrategy::ranking() const {
   return list;
 }
 
+std::vector<std::string> LocationStrategy::loops() const {
+  std::vector<std::string> names;
+  for (const auto& [name, loop] : loops_) names.push_back(name);
+  return names;
+}
+
 std::uint64_t LocationStrategy::bookkeeping_bytes() const {
-  std::uint64_t bytes = window_.size() * sizeof(Start) + last_access_.size() * sizeof(std::uint64_t);
+  std::uint64_t bytes = open_.size() * sizeof(Start);
+  for (const std::deque<Access>& accesses : history_) bytes += accesses.size() * sizeof(Access);
   for (const auto& [name, loop] : loops_) bytes += name.size() + sizeof loop + 32;
   return bytes;
 }

@@ -5,14 +5,16 @@
 // chosen.
 //
 // A region entered before loop s saves every ever-written part except those
-// whose first access in [s, s + window) is a write without a read. Rather
-// than simulate a region per loop, each write-first access of a part at loop
-// i credits its bytes to every start in (previous access of the part, i]: a
-// difference array over the open window makes that O(1) per access, and a
-// start's total is final once the window has passed it.
+// whose first access in its window is a write without a read. The window
+// ends where the region would close at the latest: when loop s's name comes
+// round again (a whole period of the application has passed; a part not met
+// by then is not met at all) or after `timeout_loops` loops. Each part keeps
+// the accesses of the open windows, so a start's total is found with one
+// binary search per part when its window ends.
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <span>
 #include <string>
@@ -34,7 +36,7 @@ struct LocationCandidate {
 
 class LocationStrategy {
  public:
-  explicit LocationStrategy(std::uint64_t window_loops);
+  explicit LocationStrategy(std::uint64_t timeout_loops);
 
   // Loop `loop_index` (consecutive from one call to the next) with its
   // merged part accesses.
@@ -42,38 +44,41 @@ class LocationStrategy {
                const DatasetTable& datasets);
   // Starts over (after initphase_done: what was written before no longer counts).
   void reset();
-  // The loops seen at least twice, at most a window apart on average,
-  // least bytes first (then smaller spread, then more frequent).
+  // The loops whose windows ended at least twice, recurring within the
+  // timeout, least bytes first (then smaller spread, then more frequent).
   std::vector<LocationCandidate> ranking() const;
+  std::vector<std::string> loops() const;  // every loop name observed
   std::uint64_t bookkeeping_bytes() const;
 
  private:
   struct LoopStatistics {
-    std::uint64_t occurrences = 0;
+    std::uint64_t occurrences = 0;  // windows ended
     double sum = 0;
     double sum_of_squares = 0;
     std::uint64_t first_index = 0;
     std::uint64_t last_index = 0;
+    std::uint64_t open_start = 0;  // the start of this name whose window is open; 0 = none
   };
   struct Start {
+    std::uint64_t loop_index = 0;
     LoopStatistics* loop = nullptr;
-    std::int64_t difference = 0;  // of the dropped bytes, at this start
+  };
+  struct Access {
+    std::uint64_t loop_index = 0;
+    bool write_first = false;
   };
   struct TransparentHash {
     using is_transparent = void;
     std::size_t operator()(std::string_view text) const { return std::hash<std::string_view>{}(text); }
   };
 
-  Start& slot(std::uint64_t loop_index) { return window_[loop_index % window_.size()]; }
-  void finish_start(std::uint64_t loop_index, const DatasetTable& datasets);
-  std::uint64_t& last_access(const PartAccess& access);
+  void finish(const Start& start, const DatasetTable& datasets);
+  std::deque<Access>& history(const PartAccess& access);
 
-  std::uint64_t window_loops_;
-  std::vector<Start> window_;  // window + 1 slots: the open starts and the one closing
+  std::uint64_t timeout_loops_;
   std::unordered_map<std::string, LoopStatistics, TransparentHash, std::equal_to<>> loops_;
-  std::vector<std::uint64_t> last_access_;  // per part (dataset * 2 + part), 0 = none
-  std::uint64_t first_index_ = 0;  // first loop observed since the last reset
-  std::int64_t dropped_ = 0;       // running sum of the differences up to the start closing
+  std::deque<Start> open_;                   // ascending loop index
+  std::vector<std::deque<Access>> history_;  // per part (dataset * 2 + part), within the open windows
 };
 
 }  // namespace resurgo::autockpt

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "auto/agreement.h"
 #include "auto/checkpoint_record.h"
 #include "auto/checkpoint_region.h"
 #include "auto/dataset_table.h"
@@ -100,6 +101,7 @@ class Runtime::Impl {
   // A dataset a loop declared read-only, with its hash before the loop.
   struct ReadCheck {
     int dataset = 0;
+    int part = 0;
     std::uint64_t hash = 0;
     std::string loop;
     std::uint64_t loop_index = 0;
@@ -128,6 +130,7 @@ class Runtime::Impl {
   QueryLog log_;
   LocationStrategy strategy_;
   StagingBuffers buffers_;
+  Agreement agreement_;
   std::vector<PartAccess> accesses_;  // of the current loop
   std::string last_loop_;             // name of the current loop, for messages
 
@@ -166,12 +169,13 @@ Runtime::Impl::Impl(Store& store, Options options)
     : store_(store),
       options_(std::move(options)),
       store_what_("store '" + store.name() + "'"),
-      strategy_(options_.region_timeout_loops) {
+      strategy_(options_.region_timeout_loops),
+      agreement_(comm_of(store), options_.agreement_loops) {
   if (options_.region_timeout_loops == 0) {
     throw InvalidArgumentError("automatic checkpointing of " + store_what_ + ": region_timeout_loops must be > 0");
   }
   const std::optional<int> latest = store_.latest();
-  next_version_ = latest ? *latest + 1 : 0;
+  next_version_ = -static_cast<int>(agreement_.smallest(-(latest ? *latest + 1 : 0)));  // the largest over ranks
   attach_restore();
   if (options_.flush_on_termination && keeps_only_memory(store_.config())) {
     flush_ = std::make_unique<TerminationFlush>([this](int signal) { flush_on_signal(signal); });
@@ -219,7 +223,10 @@ bool Runtime::Impl::loop(std::string_view name, std::span<const Arg> args) {
   datasets_.mark_written(accesses_);
   if (restore_) return replay_loop(name);
   if (!user_location_ && !location_chosen_) strategy_.observe(name, loop_index_, accesses_, datasets_);
-  if (!region_ && !due_ && is_due()) become_due();
+  if (region_ && region_record_.kind == CheckpointKind::kRegion && name == region_record_.location) {
+    close_region();  // a whole period passed: what was not met is not met at all
+  }
+  if (!region_ && !due_ && agreement_.due_at_loop(loop_index_, is_due())) become_due();
   if (!region_ && due_ && !user_location_ && (location_.empty() || name == location_)) {
     start_checkpoint(CheckpointKind::kRegion, std::string(name), nullptr, 0);
     region_.emplace(datasets_, buffers_, options_.region_timeout_loops, options_.diagnostics >= 3);
@@ -272,7 +279,16 @@ void Runtime::Impl::initphase_done() {
 void Runtime::Impl::attach_restore() {
   std::vector<VersionInfo> versions = store_.versions();
   for (auto version = versions.rbegin(); version != versions.rend(); ++version) {
-    if (!version->pending && read_version(version->version)) return;
+    if (!version->pending && read_version(version->version)) break;
+  }
+  // Every rank restores the same version: the newest all of them can read.
+  const int mine = restore_ ? restore_->version : -1;
+  const auto agreed = static_cast<int>(agreement_.smallest(mine));
+  if (agreed == mine) return;
+  restore_.reset();
+  if (agreed >= 0 && !read_version(agreed)) {
+    throw CorruptionError("version " + std::to_string(agreed) + " of " + store_what_ +
+                          ", the newest every rank holds, cannot be read on this rank");
   }
 }
 
@@ -425,12 +441,14 @@ void Runtime::Impl::become_due() {
   due_ = true;
   if (user_location_ || location_chosen_) return;
   const std::vector<LocationCandidate> ranking = strategy_.ranking();
-  if (ranking.empty()) {
+  const std::optional<std::string> chosen =
+      agreement_.location(ranking.empty() ? std::nullopt : std::optional(ranking.front().loop), strategy_.loops());
+  if (!chosen) {
     report(2, "checkpoint due at loop " + std::to_string(loop_index_) +
-                  " before any loop was seen to recur; the region starts here");
+                  " before the statistics covered two periods of any loop; the region starts here");
     return;
   }
-  location_ = ranking.front().loop;
+  location_ = *chosen;
   location_chosen_ = true;
   std::string table;
   for (std::size_t i = 0; i < ranking.size() && i < 5; ++i) {
@@ -524,8 +542,9 @@ bool Runtime::Impl::fastfw(void* payload, std::size_t bytes) {
     return true;
   }
   user_location_ = true;
-  if (!region_ && !due_ && is_due()) due_ = true;
-  if (region_ || !due_) return false;
+  if (region_) close_region();  // a whole period passed since the region opened here
+  if (!due_ && agreement_.due_now(is_due())) due_ = true;
+  if (!due_) return false;
   start_checkpoint(CheckpointKind::kFastForward, "fastfw", payload, bytes);
   region_.emplace(datasets_, buffers_, options_.region_timeout_loops, options_.diagnostics >= 3);
   return false;
@@ -550,7 +569,8 @@ bool Runtime::Impl::datlist(std::span<const int> ids, void* payload, std::size_t
     return true;
   }
   user_location_ = true;
-  if (region_ || (!due_ && !is_due())) return false;
+  if (!region_ && !due_ && agreement_.due_now(is_due())) due_ = true;
+  if (region_ || !due_) return false;
   start_checkpoint(CheckpointKind::kDatlist, "datlist", payload, bytes);
   commit(pieces, region_record_, CheckpointReport{});
   return false;
@@ -558,12 +578,26 @@ bool Runtime::Impl::datlist(std::span<const int> ids, void* payload, std::size_t
 
 // ------------------------------------------------------- access checking
 
+// A hash of one part of a dataset: the ring packed, or the dataset with its
+// ring zeroed (a debugging aid: the copies do not matter).
+static std::uint64_t part_hash(const Dataset& dataset, int part) {
+  if (!dataset.ring) return format::checksum(dataset.data, dataset.bytes);
+  if (part == kRingPart) {
+    std::vector<std::byte> ring(dataset.ring->bytes());
+    dataset.ring->pack(dataset.data, ring.data());
+    return format::checksum(ring.data(), ring.size());
+  }
+  std::vector<std::byte> interior(dataset.data, dataset.data + dataset.bytes);
+  const std::vector<std::byte> zeros(dataset.ring->bytes());
+  dataset.ring->unpack(zeros.data(), interior.data());
+  return format::checksum(interior.data(), interior.size());
+}
+
 void Runtime::Impl::record_read_checks(std::string_view name) {
   for (const PartAccess& access : accesses_) {
-    if (access.written || access.part != kInteriorPart) continue;
-    const Dataset& dataset = datasets_[access.dataset];
-    read_checks_.push_back({access.dataset, format::checksum(dataset.data, dataset.bytes), std::string(name),
-                            loop_index_});
+    if (access.written) continue;
+    read_checks_.push_back({access.dataset, access.part, part_hash(datasets_[access.dataset], access.part),
+                            std::string(name), loop_index_});
   }
 }
 
@@ -573,9 +607,11 @@ void Runtime::Impl::verify_read_checks() {
   checks.swap(read_checks_);
   for (const ReadCheck& check : checks) {
     const Dataset& dataset = datasets_[check.dataset];
-    if (format::checksum(dataset.data, dataset.bytes) == check.hash) continue;
-    throw MismatchError("loop " + std::to_string(check.loop_index) + " '" + check.loop + "' declared dataset '" +
-                        dataset.name + "' read-only but changed it; declare it read_write (or write) there");
+    if (part_hash(dataset, check.part) == check.hash) continue;
+    throw MismatchError("loop " + std::to_string(check.loop_index) + " '" + check.loop + "' declared " +
+                        (dataset.ring ? (check.part == kRingPart ? "the halo of " : "the interior of ") : "") +
+                        "dataset '" + dataset.name +
+                        "' read-only but changed it; declare it read_write (or write) there");
   }
 }
 

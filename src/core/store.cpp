@@ -557,6 +557,8 @@ Store::~Store() = default;
 Store::Store(Store&&) noexcept = default;
 Store& Store::operator=(Store&&) noexcept = default;
 
+Comm& comm_of(Store& store) { return *store.impl_->comm; }
+
 const std::string& Store::name() const { return impl_->name; }
 const Config& Store::config() const { return impl_->config; }
 int Store::rank() const { return impl_->comm->rank(); }

@@ -23,6 +23,11 @@ class Comm {
   virtual void receive(int from_rank, void* data, std::size_t bytes) = 0;
 };
 
+class Store;
+// The communicator of `store`'s job: the layers above the store (auto,
+// matrix) agree through it.
+Comm& comm_of(Store& store);
+
 // The rank named by the launcher (OMPI_COMM_WORLD_RANK, PMI_RANK,
 // PMIX_RANK, SLURM_PROCID), 0 when run alone; a job of one.
 std::unique_ptr<Comm> self_comm();

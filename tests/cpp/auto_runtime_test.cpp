@@ -284,13 +284,15 @@ TEST_F(AutoRuntime, WithoutAnInitialisationPhaseItsDatasetsAreSavedToo) {
   });
   ASSERT_TRUE(last_checkpoint_);
   // grid and unused were written (by the initialisation loops) and are never
-  // met again in the region: they are saved when it times out, with the
-  // one field the chosen location needs (u or next).
+  // met again in the region: they are saved when its start loop comes round
+  // again (a whole step later), with the one field the chosen location needs
+  // (u or next).
   const std::vector<std::string>& saved = last_checkpoint_->saved;
   ASSERT_EQ(saved.size(), 3u);
   EXPECT_NE(std::find(saved.begin(), saved.end(), "grid"), saved.end());
   EXPECT_NE(std::find(saved.begin(), saved.end(), "unused"), saved.end());
-  EXPECT_TRUE(last_checkpoint_->timed_out);
+  EXPECT_FALSE(last_checkpoint_->timed_out);
+  EXPECT_LE(last_checkpoint_->region_loops, 4u);  // one step
 }
 
 TEST_F(AutoRuntime, AKilledRunRestartedByReplayEndsWithTheSameBytes) {
@@ -430,20 +432,19 @@ TEST_F(AutoRuntime, AReplayThatTakesAnotherPathFailsNamingTheLoop) {
 
 TEST_F(AutoRuntime, ARunStoppedInsideARegionRestoresThePreviousCheckpoint) {
   const std::vector<double> reference = run(40, {}, false, kEveryStep);
-  // Without an initialisation phase a region lasts until its timeout (the
-  // initial datasets are never met again): the second one is still open
-  // when the run stops.
-  Options options;
-  options.region_timeout_loops = 40;
-  run(40, options, false, [](int step, Runtime& runtime) {
+  // The second region opens during step 20 and would close when its start
+  // loop comes round in step 21: the run stops before that.
+  std::optional<int> first_version;
+  run(40, {}, false, [&](int step, Runtime& runtime) {
     if (step == 5 || step == 20) runtime.trigger();
-    return step < 30;
+    if (step == 19) first_version = runtime.last_checkpoint()->version;
+    return step < 21;
   });
-  ASSERT_TRUE(last_checkpoint_);
-  const int first_version = last_checkpoint_->version;
-  const std::vector<double> resumed = run(40, options, false, kEveryStep);
+  ASSERT_TRUE(first_version);
+  EXPECT_EQ(last_checkpoint_->version, *first_version);  // the second never closed
+  const std::vector<double> resumed = run(40, {}, false, kEveryStep);
   ASSERT_TRUE(last_restore_);
-  EXPECT_EQ(last_restore_->version, first_version);
+  EXPECT_EQ(last_restore_->version, *first_version);
   EXPECT_EQ(std::memcmp(resumed.data(), reference.data(), reference.size() * 8), 0);
 }
 
