@@ -59,6 +59,7 @@ typedef struct rsg_auto_options {
   unsigned long long interval_loops;
   double interval_seconds;
   unsigned long long region_timeout_loops; /* loops a checkpointing region may span */
+  unsigned long long agreement_loops;      /* MPI jobs: loops between the ranks' exchanges of "due?" */
   int diagnostics;                         /* 0 silent .. 3 every dataset's decision */
   int check_access;                        /* 1: hash read-only datasets to catch lying access modes */
   int flush_on_termination;                /* 1: in-memory stores write the newest to L2 on SIGTERM/SIGINT */

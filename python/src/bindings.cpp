@@ -1,5 +1,6 @@
-// resurgo._core: nanobind bindings of the C++ API (resurgo/resurgo.hpp) and of
-// the container reader (format/container.h) used by the command-line tool.
+// resurgo._core: nanobind bindings of the C++ API (resurgo/resurgo.hpp,
+// resurgo/auto.hpp) and of the container reader (format/container.h) used by
+// the command-line tool.
 // The typed Python layer (python/resurgo/*.py) is the public surface; this
 // module stays thin: it converts types, releases the GIL around blocking
 // calls and translates resurgo::Error into the Python exception classes.
@@ -28,6 +29,7 @@
 #include "format/codec.h"
 #include "format/container.h"
 #include "tier/directory_tier.h"
+#include "resurgo/auto.hpp"
 #include "resurgo/resurgo.hpp"
 
 namespace nb = nanobind;
@@ -364,6 +366,120 @@ nb::dict verify(const std::string& path, nb::object progress) {
   return d;
 }
 
+// ---------------------------------------------------------------------------
+// Automatic checkpointing. The Python layer (resurgo/auto.py) hands over flat
+// uint8 views of C-contiguous arrays; noconvert() makes sure that nanobind
+// never substitutes a converted copy, whose memory the runtime would keep.
+
+using ByteView = nb::ndarray<std::uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+class PyRuntime {
+ public:
+  PyRuntime(PyStore& store, resurgo::autockpt::Options options) {
+    runtime_ = without_gil(
+        [&] { return std::make_unique<resurgo::autockpt::Runtime>(store.store(), std::move(options)); });
+  }
+
+  // Detaches (the runtime's destructor); later calls raise StateError.
+  void close() {
+    without_gil([&] { runtime_.reset(); });
+  }
+
+  resurgo::autockpt::Runtime& runtime() {
+    if (!runtime_) raise(resurgo::ErrorCode::kState, "the automatic checkpointing runtime is closed");
+    return *runtime_;
+  }
+
+  int dataset(const std::string& name, ByteView data, const std::string& dtype, std::vector<std::int64_t> shape,
+              int halo) {
+    return runtime().dataset(name, data.data(), data.size(), resurgo::ElementType{dtype, std::move(shape)}, halo);
+  }
+
+  bool loop(const std::string& name, const std::vector<std::tuple<int, int, int>>& args) {
+    args_.clear();
+    for (const auto& [dataset, access, range] : args) args_.push_back(arg(name, dataset, access, range));
+    return without_gil([&] { return runtime().loop(name, args_); });
+  }
+
+  bool fastfw(ByteView payload) {
+    return without_gil([&] { return runtime().fastfw(payload.data(), payload.size()); });
+  }
+
+  bool datlist(const std::vector<int>& datasets, std::optional<ByteView> payload) {
+    return without_gil([&] {
+      return payload ? runtime().datlist(datasets, payload->data(), payload->size()) : runtime().datlist(datasets);
+    });
+  }
+
+ private:
+  static resurgo::autockpt::Arg arg(const std::string& loop, int dataset, int access, int range) {
+    using resurgo::autockpt::Access;
+    using resurgo::autockpt::Range;
+    if (access < static_cast<int>(Access::kRead) || access > static_cast<int>(Access::kIncrement))
+      raise(resurgo::ErrorCode::kInvalidArgument,
+            "loop '" + loop + "': unknown access " + std::to_string(access) + " (resurgo.auto.Access)");
+    if (range < static_cast<int>(Range::kAll) || range > static_cast<int>(Range::kHalo))
+      raise(resurgo::ErrorCode::kInvalidArgument,
+            "loop '" + loop + "': unknown range " + std::to_string(range) + " (resurgo.auto.Range)");
+    return {dataset, static_cast<Access>(access), static_cast<Range>(range)};
+  }
+
+  std::unique_ptr<resurgo::autockpt::Runtime> runtime_;
+  std::vector<resurgo::autockpt::Arg> args_;  // loop()'s conversion, reused
+};
+
+template <class Container>
+nb::tuple string_tuple(const Container& strings) {
+  nb::list out;
+  for (const std::string& s : strings) out.append(nb::str(s.c_str(), s.size()));
+  return nb::tuple(out);
+}
+
+nb::object checkpoint_report_dict(const std::optional<resurgo::autockpt::CheckpointReport>& r) {
+  if (!r) return nb::none();
+  nb::dict d;
+  d["version"] = r->version;
+  d["loop_index"] = r->loop_index;
+  d["location"] = r->location;
+  d["saved"] = string_tuple(r->saved);
+  d["halos"] = string_tuple(r->halos);
+  d["dataset_bytes"] = r->dataset_bytes;
+  d["query_log_bytes"] = r->query_log_bytes;
+  d["payload_bytes"] = r->payload_bytes;
+  d["staged_bytes"] = r->staged_bytes;
+  d["region_loops"] = r->region_loops;
+  d["timed_out"] = r->timed_out;
+  d["blocking_seconds"] = r->blocking_seconds;
+  return std::move(d);
+}
+
+nb::object restore_report_dict(const std::optional<resurgo::autockpt::RestoreReport>& r) {
+  if (!r) return nb::none();
+  nb::dict d;
+  d["version"] = r->version;
+  d["loop_index"] = r->loop_index;
+  d["skipped_loops"] = r->skipped_loops;
+  d["replayed_queries"] = r->replayed_queries;
+  d["fast_forward"] = r->fast_forward;
+  d["read_seconds"] = r->read_seconds;
+  d["replay_seconds"] = r->replay_seconds;
+  return std::move(d);
+}
+
+resurgo::autockpt::Options auto_options(std::uint64_t interval_loops, double interval_seconds,
+                                        std::uint64_t region_timeout_loops, std::uint64_t agreement_loops,
+                                        int diagnostics, bool check_access, bool flush_on_termination) {
+  resurgo::autockpt::Options options;
+  options.interval_loops = interval_loops;
+  options.interval_seconds = interval_seconds;
+  options.region_timeout_loops = region_timeout_loops;
+  options.agreement_loops = agreement_loops;
+  options.diagnostics = diagnostics;
+  options.check_access = check_access;
+  options.flush_on_termination = flush_on_termination;
+  return options;
+}
+
 }  // namespace
 
 NB_MODULE(_core, m) {
@@ -452,4 +568,34 @@ NB_MODULE(_core, m) {
   m.def("verify", &verify, "path"_a, "progress"_a = nb::none(),
         "Reads every chunk of a container file and checks its checksum; "
         "progress(done, total) is called about every 64 MiB and at the end.");
+
+  nb::class_<PyRuntime>(m, "AutoRuntime")
+      .def(
+          "__init__",
+          [](PyRuntime* self, PyStore& store, std::uint64_t interval_loops, double interval_seconds,
+             std::uint64_t region_timeout_loops, std::uint64_t agreement_loops, int diagnostics, bool check_access,
+             bool flush_on_termination) {
+            new (self) PyRuntime(store, auto_options(interval_loops, interval_seconds, region_timeout_loops,
+                                                     agreement_loops, diagnostics, check_access,
+                                                     flush_on_termination));
+          },
+          "store"_a, "interval_loops"_a, "interval_seconds"_a, "region_timeout_loops"_a, "agreement_loops"_a,
+          "diagnostics"_a,
+          "check_access"_a, "flush_on_termination"_a, nb::keep_alive<1, 2>())
+      .def("close", &PyRuntime::close)
+      .def("dataset", &PyRuntime::dataset, "name"_a, "data"_a.noconvert(), "dtype"_a, "shape"_a, "halo"_a)
+      .def("loop", &PyRuntime::loop, "name"_a, "args"_a)
+      .def(
+          "query", [](PyRuntime& r, ByteView data) { r.runtime().query(data.data(), data.size()); },
+          "data"_a.noconvert())
+      .def("initphase_done", [](PyRuntime& r) { r.runtime().initphase_done(); })
+      .def("fastfw", &PyRuntime::fastfw, "payload"_a.noconvert())
+      .def("datlist", &PyRuntime::datlist, "datasets"_a, "payload"_a.noconvert().none())
+      .def("trigger", [](PyRuntime& r) { r.runtime().trigger(); })
+      .def_prop_ro("restoring", [](PyRuntime& r) { return r.runtime().restoring(); })
+      .def_prop_ro("loop_index", [](PyRuntime& r) { return r.runtime().loop_index(); })
+      .def_prop_ro("location", [](PyRuntime& r) { return r.runtime().location(); })
+      .def("last_checkpoint", [](PyRuntime& r) { return checkpoint_report_dict(r.runtime().last_checkpoint()); })
+      .def("last_restore", [](PyRuntime& r) { return restore_report_dict(r.runtime().last_restore()); })
+      .def_prop_ro("bookkeeping_bytes", [](PyRuntime& r) { return r.runtime().bookkeeping_bytes(); });
 }

@@ -32,6 +32,7 @@ autockpt::Options options_from(const rsg_auto_options& c) {
   options.interval_loops = c.interval_loops;
   options.interval_seconds = c.interval_seconds;
   options.region_timeout_loops = c.region_timeout_loops;
+  options.agreement_loops = c.agreement_loops;
   options.diagnostics = c.diagnostics;
   options.check_access = c.check_access != 0;
   options.flush_on_termination = c.flush_on_termination != 0;
@@ -80,6 +81,7 @@ int rsg_auto_options_init(rsg_auto_options* options) {
   options->interval_loops = defaults.interval_loops;
   options->interval_seconds = defaults.interval_seconds;
   options->region_timeout_loops = defaults.region_timeout_loops;
+  options->agreement_loops = defaults.agreement_loops;
   options->diagnostics = defaults.diagnostics;
   options->check_access = defaults.check_access ? 1 : 0;
   options->flush_on_termination = defaults.flush_on_termination ? 1 : 0;
