@@ -295,6 +295,25 @@ TEST_F(AutoRuntime, WithoutAnInitialisationPhaseItsDatasetsAreSavedToo) {
   EXPECT_LE(last_checkpoint_->region_loops, 4u);  // one step
 }
 
+TEST_F(AutoRuntime, ARegionThatNeverClosesSavesTheRestAtItsTimeout) {
+  const std::vector<double> reference = run(30, {}, false, kEveryStep);
+  Options options;
+  options.region_timeout_loops = 2;  // shorter than a step: the region cannot meet every dataset
+  run(30, options, false, [](int step, Runtime& runtime) {
+    if (step == 10) runtime.trigger();
+    return step < 15;
+  });
+  ASSERT_TRUE(last_checkpoint_);
+  EXPECT_TRUE(last_checkpoint_->timed_out);
+  EXPECT_EQ(last_checkpoint_->region_loops, 2u);
+  const std::vector<std::string>& saved = last_checkpoint_->saved;
+  EXPECT_NE(std::find(saved.begin(), saved.end(), "grid"), saved.end());
+  EXPECT_NE(std::find(saved.begin(), saved.end(), "unused"), saved.end());
+  const std::vector<double> resumed = run(30, options, false, kEveryStep);
+  ASSERT_TRUE(last_restore_);
+  EXPECT_EQ(std::memcmp(resumed.data(), reference.data(), reference.size() * 8), 0);
+}
+
 TEST_F(AutoRuntime, AKilledRunRestartedByReplayEndsWithTheSameBytes) {
   for (const bool init_phase : {false, true}) {
     SCOPED_TRACE(init_phase ? "with an initialisation phase" : "without one");
