@@ -43,6 +43,7 @@ struct Payload {
   std::fprintf(stderr,
                "%s: %s\nusage: %s [--store NAME] [--dir DIR] [--size N] [--steps S]\n"
                "       [--mode none|noinfo|initphase|fastfw|datlist|trigger] [--checkpoint-step K]\n"
+               "       [--checkpoint-every E]\n"
                "       [--kill-step K] [--term-step K] [--in-memory] [--synchronous] [--diagnostics D]\n"
                "       [--dump FILE]\n",
                app.c_str(), why.c_str(), app.c_str());
@@ -98,6 +99,13 @@ std::unique_ptr<Field> make_field(const std::string& name, int nx, int ny, int h
 }
 
 std::uint64_t bytes_of(const Field& field) { return field.values.size() * sizeof(double); }
+
+// Whether a checkpoint is requested in `step`: step K, then every E steps.
+bool checkpoint_requested(int step, const RunOptions& options) {
+  if (options.checkpoint_step < 0 || step < options.checkpoint_step) return false;
+  const int since = step - options.checkpoint_step;
+  return since == 0 || (options.checkpoint_every > 0 && since % options.checkpoint_every == 0);
+}
 
 // A checkpoint asked for while replaying would only repeat the one restored.
 void request_checkpoint(Runtime& runtime) {
@@ -193,6 +201,7 @@ RunOptions parse(const std::string& app, int argc, char** argv) {
     else if (option == "--steps") o.steps = parse_int(app, option, value, 0);
     else if (option == "--mode") o.mode = parse_mode(app, value);
     else if (option == "--checkpoint-step") o.checkpoint_step = parse_int(app, option, value, -1);
+    else if (option == "--checkpoint-every") o.checkpoint_every = parse_int(app, option, value, 0);
     else if (option == "--kill-step") o.kill_step = parse_int(app, option, value, -1);
     else if (option == "--term-step") o.term_step = parse_int(app, option, value, -1);
     else if (option == "--diagnostics") o.diagnostics = parse_int(app, option, value, 0);
@@ -255,7 +264,7 @@ bool Driver::step_begins(int& step, double& time, std::span<Field* const> minima
   if (due_to_die(step, options_.term_step, runtime_.get(), options_)) die_when_durable(store_.get(), options_, SIGTERM);
   bool restored = false;
   if (runtime_) {
-    if (options_.mode == Mode::kTrigger && step == options_.checkpoint_step) request_checkpoint(*runtime_);
+    if (options_.mode == Mode::kTrigger && checkpoint_requested(step, options_)) request_checkpoint(*runtime_);
     Payload payload{time, step};
     if (options_.mode == Mode::kFastForward || options_.mode == Mode::kTrigger) {
       restored = runtime_->fastfw(&payload, sizeof payload);
@@ -274,13 +283,17 @@ bool Driver::step_begins(int& step, double& time, std::span<Field* const> minima
 }
 
 void Driver::first_loop_done(int step) {
-  if (runtime_ && options_.mode != Mode::kTrigger && step == options_.checkpoint_step) {
+  if (runtime_ && options_.mode != Mode::kTrigger && checkpoint_requested(step, options_)) {
     request_checkpoint(*runtime_);
   }
 }
 
 void Driver::step_ends(double seconds) {
   if (!replaying_step_) step_seconds_.push_back(seconds);
+  const auto checkpoint = runtime_ ? runtime_->last_checkpoint() : std::nullopt;
+  if (checkpoint && (checkpoints_.empty() || checkpoints_.back()["version"] != checkpoint->version)) {
+    checkpoints_.push_back(to_json(*checkpoint));
+  }
 }
 
 void Driver::finish(std::uint64_t hand_minimal_bytes) {
@@ -300,6 +313,7 @@ void Driver::finish(std::uint64_t hand_minimal_bytes) {
                                    {"hand_minimal_bytes", hand_minimal_bytes}};
   if (runtime_) {
     if (const auto checkpoint = runtime_->last_checkpoint()) result["checkpoint"] = to_json(*checkpoint);
+    if (!checkpoints_.empty()) result["checkpoints"] = checkpoints_;
     if (const auto restore = runtime_->last_restore()) result["restore"] = to_json(*restore);
     runtime_.reset();
     store_->close();  // a background error of the checkpoint fails the run here

@@ -22,6 +22,7 @@
 //                      trigger mode calls trigger() at the top of the step,
 //                      the other modes call it after the step's first loop,
 //                      so the runtime itself finds where to start (-1: none)
+//   --checkpoint-every E  and again every E steps after step K   (0: once)
 //   --kill-step K      at the top of step K the run waits until the
 //                      checkpoint is durable at L2 and kills itself with
 //                      SIGKILL; when the runtime has not closed the
@@ -43,7 +44,8 @@
 // "all_dataset_bytes", "hand_minimal_bytes", and when a checkpoint was taken
 // "checkpoint": {version, loop_index, location, saved, halos, dataset_bytes,
 // query_log_bytes, payload_bytes, staged_bytes, region_loops, timed_out,
-// blocking_seconds}, and when the run restored "restore": {version,
+// blocking_seconds} (the last one) and "checkpoints" (every one taken, in
+// order, the same fields), and when the run restored "restore": {version,
 // loop_index, skipped_loops, replayed_queries, fast_forward, read_seconds,
 // replay_seconds}.
 #pragma once
@@ -54,6 +56,8 @@
 #include <span>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "resurgo/auto.hpp"
 
@@ -69,6 +73,7 @@ struct RunOptions {
   int steps = 0;  // 0: the app's default
   Mode mode = Mode::kInitPhase;
   int checkpoint_step = -1;
+  int checkpoint_every = 0;
   int kill_step = -1;
   int term_step = -1;
   bool in_memory = false;
@@ -139,6 +144,7 @@ class Driver {
   std::vector<std::unique_ptr<Field>> fields_;  // every dataset in declaration order; an array is one row
   std::vector<double> step_seconds_;
   bool replaying_step_ = false;  // the current step began in replay: not timed
+  nlohmann::ordered_json checkpoints_ = nlohmann::ordered_json::array();  // every checkpoint taken, in order
 };
 
 }  // namespace mini

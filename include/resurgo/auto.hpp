@@ -109,7 +109,8 @@ struct RestoreReport {
   std::uint64_t replayed_queries = 0;
   bool fast_forward = false;        // resumed at fastfw()/datlist() from the payload
   double read_seconds = 0;          // reading the version (at attach)
-  double replay_seconds = 0;        // from the end of the read to the resume point
+  double replay_seconds = 0;        // from the end of the read (or of the initialisation phase,
+                                    // which a run from scratch executes too) to the resume point
 };
 
 class Runtime {

@@ -137,6 +137,13 @@ class Store {
                const ElementType& type = {});
   void unprotect(int id);
 
+  // Sizes the capture buffer for a protected state of `bytes` now, its
+  // pages faulted in while the application computes, for codes that
+  // protect their regions one at a time or change them between checkpoints
+  // (each protect would otherwise grow the buffer anew). The buffer never
+  // shrinks while the store is open.
+  void reserve(std::uint64_t bytes);
+
   void set_metadata(const void* data, std::size_t bytes);
   const std::vector<std::byte>& metadata() const;
 

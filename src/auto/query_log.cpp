@@ -34,46 +34,71 @@ std::string describe_query(std::uint64_t number, std::uint64_t loop_index, std::
          std::to_string(loop_index);
 }
 
-constexpr std::size_t kCountBytes = 8;
+constexpr std::size_t kMinimumBuffer = 4096;
+
+std::uint64_t get_u64(const std::vector<std::byte>& in, std::size_t at) {
+  std::uint64_t value = 0;
+  for (std::size_t i = 0; i < 8; ++i) value |= static_cast<std::uint64_t>(in[at + i]) << (8 * i);
+  return value;
+}
 
 }  // namespace
 
-QueryLog::QueryLog() : encoded_(kCountBytes) {}
+QueryLog::QueryLog() : buffer_(kMinimumBuffer) {}
 
-void QueryLog::put_count(std::uint64_t count) {
-  for (std::size_t i = 0; i < kCountBytes; ++i) encoded_[i] = static_cast<std::byte>(count >> (8 * i));
+void QueryLog::put_header(std::uint64_t count, std::uint64_t used) {
+  for (std::size_t i = 0; i < 8; ++i) {
+    buffer_[i] = static_cast<std::byte>(count >> (8 * i));
+    buffer_[8 + i] = static_cast<std::byte>(used >> (8 * i));
+  }
 }
 
 void QueryLog::append(std::uint64_t loop_index, std::uint32_t sequence, const void* data, std::size_t bytes) {
-  put_varint(encoded_, loop_index - last_loop_index_);
-  put_varint(encoded_, bytes);
-  for (int shift = 0; shift < 32; shift += 8) encoded_.push_back(static_cast<std::byte>(sequence >> shift));
-  const auto* begin = static_cast<const std::byte*>(data);
-  encoded_.insert(encoded_.end(), begin, begin + bytes);
+  std::vector<std::byte> record;
+  put_varint(record, loop_index - last_loop_index_);
+  put_varint(record, bytes);
+  for (int shift = 0; shift < 32; shift += 8) record.push_back(static_cast<std::byte>(sequence >> shift));
+  const std::size_t needed = used_ + record.size() + bytes;
+  if (needed > buffer_.size()) {
+    std::size_t size = buffer_.size();
+    while (size < needed) size *= 2;
+    buffer_.resize(size);
+  }
+  std::memcpy(buffer_.data() + used_, record.data(), record.size());
+  if (bytes > 0) std::memcpy(buffer_.data() + used_ + record.size(), data, bytes);
+  used_ = needed;
   last_loop_index_ = loop_index;
-  put_count(++count_);
+  put_header(++count_, used_);
 }
 
 void QueryLog::clear() {
-  encoded_.assign(kCountBytes, std::byte{0});
-  encoded_.shrink_to_fit();
+  buffer_.assign(kMinimumBuffer, std::byte{0});
+  buffer_.shrink_to_fit();
+  used_ = kHeaderBytes;
   count_ = 0;
   last_loop_index_ = 0;
 }
 
 void QueryLog::assign(std::vector<std::byte> encoded, std::uint64_t count, std::uint64_t last_loop_index) {
-  encoded_ = std::move(encoded);
+  used_ = static_cast<std::size_t>(get_u64(encoded, 8));
+  buffer_ = std::move(encoded);
+  std::fill(buffer_.begin() + static_cast<long>(used_), buffer_.end(), std::byte{0});
   count_ = count;
   last_loop_index_ = last_loop_index;
 }
 
 QueryReplay::QueryReplay(std::vector<std::byte> encoded, std::string_view what) : encoded_(std::move(encoded)) {
-  if (encoded_.size() < kCountBytes) {
-    throw CorruptionError("the query log of " + std::string(what) + " is damaged: it has no record count");
+  if (encoded_.size() < QueryLog::kHeaderBytes) {
+    throw CorruptionError("the query log of " + std::string(what) + " is damaged: it has no header");
   }
-  std::uint64_t count = 0;
-  for (std::size_t i = 0; i < kCountBytes; ++i) count |= static_cast<std::uint64_t>(encoded_[i]) << (8 * i);
-  std::uint64_t position = kCountBytes;
+  const std::uint64_t count = get_u64(encoded_, 0);
+  const std::uint64_t used = get_u64(encoded_, 8);
+  if (used < QueryLog::kHeaderBytes || used > encoded_.size()) {
+    throw CorruptionError("the query log of " + std::string(what) + " is damaged: it claims " + std::to_string(used) +
+                          " bytes of a region of " + std::to_string(encoded_.size()));
+  }
+  encoded_.resize(used);
+  std::uint64_t position = QueryLog::kHeaderBytes;
   std::uint64_t loop_index = 0;
   const auto damaged = [&](const std::string& why) {
     return CorruptionError("the query log of " + std::string(what) + " is damaged: " + why + " at record " +

@@ -5,7 +5,7 @@
 // there, so that a replay taking another path is caught at the first query
 // it asks differently. Only queries are recorded, never loops: the log grows
 // with the bytes queried, not with the number of loops. The encoded log
-// starts with the record count (u64, little-endian), so that it is never
+// starts with a header (record count, bytes used), so that it is never
 // empty: a checkpoint always holds it as a region.
 #pragma once
 
@@ -21,31 +21,39 @@ class QueryLog {
   QueryLog();
   // How far the log reached at some point (a checkpoint's restore point).
   struct Mark {
-    std::size_t bytes = 8;
+    std::size_t bytes = kHeaderBytes;
     std::uint64_t count = 0;
   };
 
   void append(std::uint64_t loop_index, std::uint32_t sequence, const void* data, std::size_t bytes);
-  Mark mark() const { return {encoded_.size(), count_}; }
+  Mark mark() const { return {used_, count_}; }
   // Calls `use(bytes, size)` with the log as it was at `mark` (the queries
-  // asked since are not in it); the bytes are valid only during the call.
+  // asked since lie past its end and are not read back); the bytes are valid
+  // only during the call. The size is the buffer's, a power of two that
+  // changes only when the log doubles: a checkpoint that protects it keeps
+  // the store's protected size (and its buffer) from one version to the next.
   template <class Use>
   void as_of(const Mark& mark, Use&& use) {
-    put_count(mark.count);
-    use(encoded_.data(), mark.bytes);
-    put_count(count_);
+    put_header(mark.count, mark.bytes);
+    use(buffer_.data(), buffer_.size());
+    put_header(count_, used_);
   }
   void clear();
-  // The encoded records (what a checkpoint saves).
-  const std::vector<std::byte>& encoded() const { return encoded_; }
+  // The header and records (what a replay reads).
+  std::vector<std::byte> encoded() const { return {buffer_.begin(), buffer_.begin() + static_cast<long>(used_)}; }
   std::uint64_t count() const { return count_; }
+  std::uint64_t memory_bytes() const { return buffer_.capacity(); }
   // Adopts a log read from a checkpoint (validated by QueryReplay first).
   void assign(std::vector<std::byte> encoded, std::uint64_t count, std::uint64_t last_loop_index);
 
- private:
-  void put_count(std::uint64_t count);
+  // count (u64) and the bytes used, header included (u64), little-endian.
+  static constexpr std::size_t kHeaderBytes = 16;
 
-  std::vector<std::byte> encoded_;
+ private:
+  void put_header(std::uint64_t count, std::uint64_t used);
+
+  std::vector<std::byte> buffer_;  // zero past used_
+  std::size_t used_ = kHeaderBytes;
   std::uint64_t count_ = 0;
   std::uint64_t last_loop_index_ = 0;
 };

@@ -3,6 +3,7 @@
 // checkpointing region per due checkpoint, entered at the chosen location);
 // restore mode runs Algorithm 2 (loops skipped and queries answered from the
 // checkpoint's log until its loop, where the datasets are restored).
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -96,7 +97,16 @@ class Runtime::Impl {
     bool skipping = false;  // loops are skipped and queries replayed
     std::uint64_t skipped = 0;
     double read_seconds = 0;
-    Clock::time_point read_end;
+    // Where the replay began: the end of the read, or the end of the
+    // initialisation phase (which a run from scratch executes too).
+    Clock::time_point replay_start;
+  };
+  // A region protected in the store.
+  struct Protected {
+    int id = 0;
+    std::string label;
+    const void* data = nullptr;
+    std::uint64_t bytes = 0;
   };
   // A dataset a loop declared read-only, with its hash before the loop.
   struct ReadCheck {
@@ -121,7 +131,9 @@ class Runtime::Impl {
   void record_read_checks(std::string_view name);
   void verify_read_checks();
   void flush_on_signal(int signal);
-  void unprotect_all();
+  void protect_exactly(std::vector<Piece> pieces);
+  std::string capture_breakdown(int version);
+  void unprotect_all() { protect_exactly({}); }
 
   Store& store_;
   Options options_;
@@ -145,6 +157,7 @@ class Runtime::Impl {
   bool user_location_ = false;   // fastfw()/datlist() name the location
   bool location_chosen_ = false;
   std::string location_;
+  std::uint64_t expected_bytes_ = 0;  // what a region at the location saves, by the statistics
 
   std::optional<CheckpointRegion> region_;
   CheckpointRecord region_record_;
@@ -153,7 +166,8 @@ class Runtime::Impl {
   double region_blocking_ = 0;
 
   std::mutex store_mutex_;  // the application thread and the termination watcher
-  std::vector<int> protected_ids_;
+  std::vector<Protected> protected_;  // what the store holds protected now
+  int next_region_id_ = 0;
   int next_version_ = 0;
   std::optional<int> newest_version_;
   long checkpoints_ = 0;
@@ -184,12 +198,10 @@ Runtime::Impl::Impl(Store& store, Options options)
 
 Runtime::Impl::~Impl() {
   flush_.reset();
-  for (const int id : protected_ids_) {
-    try {
-      store_.unprotect(id);  // the pieces point into this runtime's buffers
-    } catch (const std::exception&) {
-      // the store was closed first: nothing of ours is left protected
-    }
+  try {
+    unprotect_all();  // the pieces point into this runtime's buffers
+  } catch (const std::exception&) {
+    // the store was closed first: nothing of ours is left protected
   }
 }
 
@@ -230,6 +242,15 @@ bool Runtime::Impl::loop(std::string_view name, std::span<const Arg> args) {
   if (!region_ && due_ && !user_location_ && (location_.empty() || name == location_)) {
     start_checkpoint(CheckpointKind::kRegion, std::string(name), nullptr, 0);
     region_.emplace(datasets_, buffers_, options_.region_timeout_loops, options_.diagnostics >= 3);
+    if (expected_bytes_ > 0) {
+      // The store's buffer is made (and faulted in) while the region's loops
+      // run; a quarter more than the statistics expect, so that a region
+      // saving a little more does not make it again at the close.
+      const Clock::time_point started = Clock::now();
+      std::lock_guard lock(store_mutex_);
+      store_.reserve(expected_bytes_ + expected_bytes_ / 4 + log_.memory_bytes());
+      region_blocking_ += seconds_since(started);
+    }
   }
   if (region_) {
     const Clock::time_point started = Clock::now();
@@ -270,6 +291,7 @@ void Runtime::Impl::initphase_done() {
                         " in the run that wrote version " + std::to_string(restore_->version));
   }
   restore_->skipping = !record.has_payload;
+  restore_->replay_start = Clock::now();
 }
 
 // ------------------------------------------------------------------ restore
@@ -305,12 +327,12 @@ bool Runtime::Impl::read_version(int version) {
     }
     restore.record = *record;
     restore.regions = std::move(description.regions);
+    std::vector<Piece> pieces;
     for (const RegionDescription& region : restore.regions) {
       restore.contents.emplace_back(region.bytes);
-      store_.protect(static_cast<int>(protected_ids_.size()), restore.contents.back().data(), region.bytes,
-                     region.label, region.type);
-      protected_ids_.push_back(static_cast<int>(protected_ids_.size()));
+      pieces.push_back({region.label, restore.contents.back().data(), region.bytes, region.type});
     }
+    protect_exactly(std::move(pieces));
     store_.restart(version);
     unprotect_all();
   } catch (const Error& error) {
@@ -325,7 +347,7 @@ bool Runtime::Impl::read_version(int version) {
   if (!restore.replay) throw CorruptionError(what + " holds no query log region '" + kQueryLogLabel + "'");
   restore.skipping = !restore.record.has_payload && !restore.record.init_end;
   restore.read_seconds = seconds_since(started);
-  restore.read_end = Clock::now();
+  restore.replay_start = Clock::now();
   restore_ = std::move(restore);
   report(1, "restoring " + what + ": taken before loop " + std::to_string(restore_->record.loop_index) + " ('" +
                 restore_->record.location + "')");
@@ -375,7 +397,7 @@ void Runtime::Impl::finish_restore(std::string_view where, void* payload, std::s
     std::memcpy(payload, restore.contents[i].data(), payload_bytes);
   }
   RestoreReport done{restore.version, loop_index_, restore.skipped, restore.replay->replayed(), !restore.skipping,
-                     restore.read_seconds, seconds_since(restore.read_end)};
+                     restore.read_seconds, seconds_since(restore.replay_start)};
   if (restore.skipping) {
     log_.assign(restore.replay->release(), done.replayed_queries, restore.replay->last_loop_index());
   } else {
@@ -422,9 +444,29 @@ void Runtime::Impl::restore_datasets() {
 
 // ------------------------------------------------------------- checkpoints
 
-void Runtime::Impl::unprotect_all() {
-  for (const int id : protected_ids_) store_.unprotect(id);
-  protected_ids_.clear();
+// Changes the store's protected set to `pieces`, touching only what
+// differs: from one checkpoint to the next the pieces are mostly the same
+// (the same datasets in place, the same reused buffers), so the store keeps
+// its buffer. Removals go first and additions largest first, so that the
+// protected total grows as little as it can on the way.
+void Runtime::Impl::protect_exactly(std::vector<Piece> pieces) {
+  const auto same = [](const Protected& held, const Piece& piece) {
+    return held.label == piece.label && held.data == piece.data && held.bytes == piece.bytes;
+  };
+  std::erase_if(protected_, [&](const Protected& held) {
+    const bool kept = std::any_of(pieces.begin(), pieces.end(), [&](const Piece& p) { return same(held, p); });
+    if (!kept) store_.unprotect(held.id);
+    return !kept;
+  });
+  std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.bytes > b.bytes; });
+  for (const Piece& piece : pieces) {
+    if (std::any_of(protected_.begin(), protected_.end(), [&](const Protected& held) { return same(held, piece); })) {
+      continue;
+    }
+    const int id = next_region_id_++;
+    store_.protect(id, const_cast<std::byte*>(piece.data), piece.bytes, piece.label, piece.type);
+    protected_.push_back({id, piece.label, piece.data, piece.bytes});
+  }
 }
 
 bool Runtime::Impl::is_due() {
@@ -450,6 +492,9 @@ void Runtime::Impl::become_due() {
   }
   location_ = *chosen;
   location_chosen_ = true;
+  for (const LocationCandidate& candidate : ranking) {
+    if (candidate.loop == location_) expected_bytes_ = static_cast<std::uint64_t>(candidate.mean_bytes);
+  }
   std::string table;
   for (std::size_t i = 0; i < ranking.size() && i < 5; ++i) {
     const LocationCandidate& c = ranking[i];
@@ -487,27 +532,39 @@ void Runtime::Impl::close_region() {
   commit(pieces, region_record_, made);
 }
 
+// Where the store's part of the blocking went, for the diagnostics.
+std::string Runtime::Impl::capture_breakdown(int version) {
+  if (options_.diagnostics < 1) return {};
+  for (const VersionStats& stats : store_.stats()) {
+    if (stats.version != version) continue;
+    char text[160];
+    std::snprintf(text, sizeof text, " (store: %.3f ms, of which copy %.3f, first touch %.3f, waiting %.3f)",
+                  stats.blocking_seconds * 1e3, stats.copy_seconds * 1e3, stats.first_touch_seconds * 1e3,
+                  stats.backpressure_seconds * 1e3);
+    return text;
+  }
+  return {};
+}
+
 void Runtime::Impl::commit(const std::vector<Piece>& pieces, CheckpointRecord record, CheckpointReport made) {
   const Clock::time_point started = Clock::now();
   std::lock_guard lock(store_mutex_);
-  unprotect_all();
-  const auto protect = [&](const std::string& label, const void* data, std::uint64_t bytes, const ElementType& type) {
-    const int id = static_cast<int>(protected_ids_.size());
-    store_.protect(id, const_cast<void*>(data), bytes, label, type);
-    protected_ids_.push_back(id);
-  };
   for (const Piece& piece : pieces) {
-    protect(piece.label, piece.data, piece.bytes, piece.type);
     (piece.label.ends_with(kRingSuffix) ? made.halos : made.saved).push_back(piece.label);
     made.dataset_bytes += piece.bytes;
   }
-  if (!region_payload_.empty()) protect(kPayloadLabel, region_payload_.data(), region_payload_.size(), {});
   const std::vector<std::byte> metadata = encode(record);
   store_.set_metadata(metadata.data(), metadata.size());
   // The store copies the regions before checkpoint() returns: the log may
   // show its state at the restore point only for that long.
   log_.as_of(region_log_, [&](const std::byte* log, std::size_t log_bytes) {
-    protect(kQueryLogLabel, log, log_bytes, ElementType{"uint8", {}});
+    std::vector<Piece> all = pieces;
+    all.push_back({kQueryLogLabel, log, log_bytes, ElementType{"uint8", {}}});
+    if (!region_payload_.empty()) all.push_back({kPayloadLabel, region_payload_.data(), region_payload_.size(), {}});
+    std::uint64_t total = 0;
+    for (const Piece& piece : all) total += piece.bytes;
+    store_.reserve(total);  // one buffer for the whole set, not one per region protected
+    protect_exactly(std::move(all));
     store_.checkpoint(next_version_);
   });
   made.version = next_version_;
@@ -527,7 +584,7 @@ void Runtime::Impl::commit(const std::vector<Piece>& pieces, CheckpointRecord re
                 " of datasets, query log " + std::to_string(made.query_log_bytes) + " B, staged " +
                 mib(made.staged_bytes) + ", region of " + std::to_string(made.region_loops) + " loops" +
                 (made.timed_out ? " (timed out)" : "") + ", blocked " +
-                std::to_string(made.blocking_seconds * 1e3) + " ms");
+                std::to_string(made.blocking_seconds * 1e3) + " ms" + capture_breakdown(made.version));
   last_checkpoint_ = std::move(made);
 }
 
@@ -631,7 +688,7 @@ void Runtime::Impl::flush_on_signal(int signal) {
 }
 
 std::uint64_t Runtime::Impl::bookkeeping_bytes() const {
-  std::uint64_t bytes = log_.encoded().capacity() + strategy_.bookkeeping_bytes() + buffers_.bytes();
+  std::uint64_t bytes = log_.memory_bytes() + strategy_.bookkeeping_bytes() + buffers_.bytes();
   if (restore_) {
     for (const auto& content : restore_->contents) bytes += content.capacity();
   }

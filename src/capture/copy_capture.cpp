@@ -40,10 +40,14 @@ const char* CopyCapture::mode(std::uint64_t state_bytes) const { return fits(sta
 
 // The buffer is (re)made as soon as the protected set is known so that its
 // pages are faulted in while the application computes, not during capture.
-// It can only be remade once every block in it was written.
+// It can only be remade once every block in it was written, and is remade
+// only when too small: a protected set that changes region by region
+// between two checkpoints (a layer above the store swapping one piece for
+// another) keeps its buffer and its faulted-in pages, and never waits for
+// the writes. It does not shrink while the store is open.
 void CopyCapture::resize(std::uint64_t state_bytes) {
   const std::uint64_t wanted = wanted_capacity(state_bytes);
-  if (state_bytes == 0 || (buffer_ && buffer_->capacity() == wanted)) return;
+  if (state_bytes == 0 || (buffer_ && buffer_->capacity() >= wanted)) return;
   if (buffer_) buffer_->wait_empty();
   buffer_.reset();
   buffer_ = std::make_shared<HostBuffer>(wanted);

@@ -53,6 +53,7 @@ class Store::Impl {
   void close();
   void protect(Region region);
   void unprotect(int id);
+  void reserve(std::uint64_t bytes);
   void set_metadata(const void* data, std::size_t bytes);
   void checkpoint(int version);
   void wait(int version, int level);
@@ -225,6 +226,11 @@ void Store::Impl::unprotect(int id) {
   registry_.remove(id);
   capture_->unprotected(id);
   capture_->resize(registry_.total_bytes());
+}
+
+void Store::Impl::reserve(std::uint64_t bytes) {
+  check_open("reserve");
+  capture_->resize(std::max(bytes, registry_.total_bytes()));
 }
 
 void Store::Impl::set_metadata(const void* data, std::size_t bytes) {
@@ -567,6 +573,7 @@ void Store::protect(int id, void* data, std::size_t bytes, const std::string& la
   impl_->protect(Region{id, label, static_cast<std::byte*>(data), bytes, type});
 }
 void Store::unprotect(int id) { impl_->unprotect(id); }
+void Store::reserve(std::uint64_t bytes) { impl_->reserve(bytes); }
 void Store::set_metadata(const void* data, std::size_t bytes) { impl_->set_metadata(data, bytes); }
 const std::vector<std::byte>& Store::metadata() const { return impl_->metadata; }
 void Store::checkpoint(int version) { impl_->checkpoint(version); }
