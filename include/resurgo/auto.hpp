@@ -108,7 +108,7 @@ struct RestoreReport {
   std::uint64_t skipped_loops = 0;  // loops replayed without executing them
   std::uint64_t replayed_queries = 0;
   bool fast_forward = false;        // resumed at fastfw()/datlist() from the payload
-  double read_seconds = 0;          // reading the version (at attach)
+  double read_seconds = 0;          // reading the version (its log at attach, its datasets at the resume point)
   double replay_seconds = 0;        // from the end of the read (or of the initialisation phase,
                                     // which a run from scratch executes too) to the resume point
 };
@@ -117,7 +117,8 @@ class Runtime {
  public:
   // Attaches to `store`, which must outlive the runtime. When the store
   // holds an automatic checkpoint, the runtime starts in restore mode: the
-  // newest intact one is read now and restored at its loop.
+  // newest one's query log and payload are read now, its datasets at its
+  // loop, straight into their memory.
   explicit Runtime(Store& store, Options options = {});
   ~Runtime();
   Runtime(const Runtime&) = delete;

@@ -20,7 +20,11 @@ namespace resurgo {
 
 class Comm;  // the job's communicator (src/mpi/comm.h), for the layers above the store
 
-inline constexpr int kAllVersions = -1;  // wait(): every pending version
+inline constexpr int kAllVersions = -1;
+
+// Which regions restart() fills: exactly the version's (the protected set
+// must be the version's region table), or those of them that are protected.
+enum class RestartScope { kExactRegions, kProtectedRegions };  // wait(): every pending version
 inline constexpr int kLatest = -1;       // restart(): newest intact version
 
 // Optional description of a region's elements, recorded in the region table
@@ -158,7 +162,10 @@ class Store {
   std::optional<int> latest();
   // Restores `version` (or the newest intact one for kLatest, falling back
   // past damaged versions) into the protected regions; returns the version.
-  int restart(int version = kLatest);
+  // With kProtectedRegions, regions of the version that are not protected
+  // are not read (a version read in parts); every protected region must
+  // still be in it.
+  int restart(int version = kLatest, RestartScope scope = RestartScope::kExactRegions);
 
   // The region table and metadata of a committed `version`, from the
   // fastest level whose copy has an intact header and index (its chunks are

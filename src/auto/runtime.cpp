@@ -91,8 +91,8 @@ class Runtime::Impl {
   struct Restore {
     int version = -1;
     CheckpointRecord record;
-    std::vector<RegionDescription> regions;
-    std::vector<std::vector<std::byte>> contents;  // per region
+    std::vector<RegionDescription> regions;  // the version's region table
+    std::vector<std::byte> payload;
     std::optional<QueryReplay> replay;
     bool skipping = false;  // loops are skipped and queries replayed
     std::uint64_t skipped = 0;
@@ -122,6 +122,7 @@ class Runtime::Impl {
   bool read_version(int version);
   bool replay_loop(std::string_view name);
   void finish_restore(std::string_view where, void* payload, std::size_t payload_bytes);
+  void read_control(Restore& restore, const std::string& what);
   void restore_datasets();
   bool is_due();
   void become_due();
@@ -296,8 +297,9 @@ void Runtime::Impl::initphase_done() {
 
 // ------------------------------------------------------------------ restore
 
-// The newest intact automatic checkpoint, read whole now (the datasets are
-// declared later, and the replay needs the query log from the first loop).
+// The newest automatic checkpoint whose control part (record, query log,
+// payload) reads intact; its datasets are read at the restore point, once
+// the application declared them.
 void Runtime::Impl::attach_restore() {
   std::vector<VersionInfo> versions = store_.versions();
   for (auto version = versions.rbegin(); version != versions.rend(); ++version) {
@@ -327,24 +329,13 @@ bool Runtime::Impl::read_version(int version) {
     }
     restore.record = *record;
     restore.regions = std::move(description.regions);
-    std::vector<Piece> pieces;
-    for (const RegionDescription& region : restore.regions) {
-      restore.contents.emplace_back(region.bytes);
-      pieces.push_back({region.label, restore.contents.back().data(), region.bytes, region.type});
-    }
-    protect_exactly(std::move(pieces));
-    store_.restart(version);
-    unprotect_all();
+    read_control(restore, what);
   } catch (const Error& error) {
     unprotect_all();
     if (error.code() != ErrorCode::kCorrupt && error.code() != ErrorCode::kStorage) throw;
     report(0, "skipping " + what + ": " + error.what());
     return false;
   }
-  for (std::size_t i = 0; i < restore.regions.size(); ++i) {
-    if (restore.regions[i].label == kQueryLogLabel) restore.replay.emplace(std::move(restore.contents[i]), what);
-  }
-  if (!restore.replay) throw CorruptionError(what + " holds no query log region '" + kQueryLogLabel + "'");
   restore.skipping = !restore.record.has_payload && !restore.record.init_end;
   restore.read_seconds = seconds_since(started);
   restore.replay_start = Clock::now();
@@ -352,6 +343,27 @@ bool Runtime::Impl::read_version(int version) {
   report(1, "restoring " + what + ": taken before loop " + std::to_string(restore_->record.loop_index) + " ('" +
                 restore_->record.location + "')");
   return true;
+}
+
+// Reads the query log and the payload of the version now: the replay needs
+// them from the first loop. The datasets are read at the restore point,
+// straight into their memory (restore_datasets).
+void Runtime::Impl::read_control(Restore& restore, const std::string& what) {
+  std::vector<std::byte> log;
+  std::vector<Piece> pieces;
+  for (const RegionDescription& region : restore.regions) {
+    std::vector<std::byte>* into = region.label == kQueryLogLabel ? &log
+                                   : region.label == kPayloadLabel ? &restore.payload
+                                                                   : nullptr;
+    if (into == nullptr) continue;
+    into->resize(region.bytes);
+    pieces.push_back({region.label, into->data(), region.bytes, region.type});
+  }
+  if (log.empty()) throw CorruptionError(what + " holds no query log region '" + kQueryLogLabel + "'");
+  protect_exactly(std::move(pieces));
+  store_.restart(restore.version, RestartScope::kProtectedRegions);
+  unprotect_all();
+  restore.replay.emplace(std::move(log), what);
 }
 
 bool Runtime::Impl::replay_loop(std::string_view name) {
@@ -362,7 +374,7 @@ bool Runtime::Impl::replay_loop(std::string_view name) {
     finish_restore(name, nullptr, 0);
     return true;
   }
-  if (loop_index_ >= record.loop_index) {
+  if (loop_index_ > record.loop_index) {  // a datlist checkpoint follows its loop
     throw MismatchError("replay diverged: loop " + std::to_string(loop_index_) + " '" + std::string(name) +
                         "' is past the point of version " + std::to_string(restore.version) + " (" +
                         record.location + " at loop " + std::to_string(record.loop_index) + ") without reaching it");
@@ -386,18 +398,17 @@ void Runtime::Impl::finish_restore(std::string_view where, void* payload, std::s
                           std::to_string(restore.replay->count()) + " the run that wrote it asked");
     }
   }
-  restore_datasets();
-  for (std::size_t i = 0; i < restore.regions.size(); ++i) {
-    if (restore.regions[i].label != kPayloadLabel) continue;
-    if (restore.contents[i].size() != payload_bytes) {
-      throw MismatchError("the payload of version " + std::to_string(restore.version) + " has " +
-                          std::to_string(restore.contents[i].size()) + " bytes but " + std::string(where) +
-                          " was given " + std::to_string(payload_bytes));
-    }
-    std::memcpy(payload, restore.contents[i].data(), payload_bytes);
+  if (restore.record.has_payload && restore.payload.size() != payload_bytes) {
+    throw MismatchError("the payload of version " + std::to_string(restore.version) + " has " +
+                        std::to_string(restore.payload.size()) + " bytes but " + std::string(where) + " was given " +
+                        std::to_string(payload_bytes));
   }
-  RestoreReport done{restore.version, loop_index_, restore.skipped, restore.replay->replayed(), !restore.skipping,
-                     restore.read_seconds, seconds_since(restore.replay_start)};
+  const double replay_seconds = seconds_since(restore.replay_start);
+  const Clock::time_point read_started = Clock::now();
+  restore_datasets();
+  if (payload_bytes > 0) std::memcpy(payload, restore.payload.data(), payload_bytes);
+  RestoreReport done{restore.version, loop_index_,    restore.skipped, restore.replay->replayed(), !restore.skipping,
+                     restore.read_seconds + seconds_since(read_started), replay_seconds};
   if (restore.skipping) {
     log_.assign(restore.replay->release(), done.replayed_queries, restore.replay->last_loop_index());
   } else {
@@ -414,30 +425,54 @@ void Runtime::Impl::finish_restore(std::string_view where, void* payload, std::s
                 " loops skipped, " + std::to_string(done.replayed_queries) + " queries replayed)");
 }
 
+// Reads the version's datasets straight into their memory (halo rings
+// through a packed buffer). A version damaged on every level is discarded,
+// so that the next run falls back to the one before.
 void Runtime::Impl::restore_datasets() {
   const Restore& restore = *restore_;
-  for (std::size_t i = 0; i < restore.regions.size(); ++i) {
-    const std::string& label = restore.regions[i].label;
+  const std::string version = "version " + std::to_string(restore.version);
+  std::vector<Piece> pieces;
+  std::vector<std::pair<const Dataset*, std::vector<std::byte>>> rings;
+  rings.reserve(restore.regions.size());
+  std::vector<std::pair<int, bool>> restored;  // dataset id, ring only
+  for (const RegionDescription& region : restore.regions) {
+    const std::string& label = region.label;
     if (label == kQueryLogLabel || label == kPayloadLabel) continue;
-    const bool ring = label.size() > std::strlen(kRingSuffix) &&
-                      label.compare(label.size() - std::strlen(kRingSuffix), std::string::npos, kRingSuffix) == 0;
+    const bool ring = label.ends_with(kRingSuffix);
     const std::string name = ring ? label.substr(0, label.size() - std::strlen(kRingSuffix)) : label;
     const int id = datasets_.find(name);
     if (id < 0) {
-      throw MismatchError("version " + std::to_string(restore.version) + " holds dataset '" + name +
+      throw MismatchError(version + " holds dataset '" + name +
                           "', which this run did not declare; declare the same datasets as the run that wrote it");
     }
-    Dataset& dataset = datasets_[id];
+    const Dataset& dataset = datasets_[id];
     const std::uint64_t expected = ring ? (dataset.ring ? dataset.ring->bytes() : 0) : dataset.bytes;
-    if (restore.contents[i].size() != expected) {
-      throw MismatchError("version " + std::to_string(restore.version) + " holds " +
-                          std::to_string(restore.contents[i].size()) + " bytes of '" + label + "' but dataset '" +
-                          name + "' has " + std::to_string(expected) + (ring ? " bytes of halo ring" : " bytes"));
+    if (region.bytes != expected) {
+      throw MismatchError(version + " holds " + std::to_string(region.bytes) + " bytes of '" + label +
+                          "' but dataset '" + name + "' has " + std::to_string(expected) +
+                          (ring ? " bytes of halo ring" : " bytes"));
     }
-    if (ring) {
-      dataset.ring->unpack(restore.contents[i].data(), dataset.data);
-    } else {
-      std::memcpy(dataset.data, restore.contents[i].data(), dataset.bytes);
+    std::byte* into = dataset.data;
+    if (ring) into = rings.emplace_back(&dataset, std::vector<std::byte>(region.bytes)).second.data();
+    restored.emplace_back(id, ring);
+    pieces.push_back({label, into, region.bytes, region.type});
+  }
+  std::lock_guard lock(store_mutex_);
+  protect_exactly(std::move(pieces));
+  try {
+    store_.restart(restore.version, RestartScope::kProtectedRegions);
+  } catch (const CorruptionError& error) {
+    store_.discard(restore.version);
+    throw CorruptionError(std::string(error.what()) + "; " + version +
+                          " was discarded: run the application again to restore the checkpoint before it");
+  }
+  for (const auto& [dataset, packed] : rings) dataset->ring->unpack(packed.data(), dataset->data);
+  // What was restored was written before the checkpoint: later regions must
+  // save it too (after a fast-forward no replayed loop marked it).
+  for (const auto& [id, ring] : restored) {
+    Dataset& dataset = datasets_[id];
+    for (int part = 0; part < dataset.parts(); ++part) {
+      if (!ring || part == kRingPart) dataset.ever_written[part] = true;
     }
   }
 }
@@ -689,9 +724,7 @@ void Runtime::Impl::flush_on_signal(int signal) {
 
 std::uint64_t Runtime::Impl::bookkeeping_bytes() const {
   std::uint64_t bytes = log_.memory_bytes() + strategy_.bookkeeping_bytes() + buffers_.bytes();
-  if (restore_) {
-    for (const auto& content : restore_->contents) bytes += content.capacity();
-  }
+  if (restore_) bytes += restore_->payload.capacity();
   return bytes;
 }
 

@@ -22,10 +22,13 @@ std::string describe(int version) { return version == kLatest ? "any version" : 
 
 std::string level_name(const Level& level) { return "L" + std::to_string(level.number()); }
 
-const Region& region_for(const RestoreContext& context, const format::RegionEntry& entry, const std::string& where) {
+// The protected region `entry` goes to; nullptr for a region that is not
+// protected when the restart reads only the protected ones.
+const Region* region_for(const RestoreContext& context, const format::RegionEntry& entry, const std::string& where) {
   const auto& regions = context.registry.regions();
   const auto it = std::find_if(regions.begin(), regions.end(), [&](const Region& r) { return r.label == entry.label; });
   if (it == regions.end()) {
+    if (context.scope == RestartScope::kProtectedRegions) return nullptr;
     throw MismatchError("the checkpoint holds region '" + entry.label + "' (" + std::to_string(entry.bytes) +
                         " bytes) that is not protected" + where + "; protect it before restart");
   }
@@ -40,16 +43,20 @@ const Region& region_for(const RestoreContext& context, const format::RegionEntr
   if (!it->type.shape.empty() && !entry.shape.empty() && it->type.shape != entry.shape) {
     throw MismatchError("region '" + entry.label + "' is protected with another shape than the checkpoint holds" + where);
   }
-  return *it;
+  return &*it;
 }
 
-// Where each region of the container goes; the protected set must be exactly
-// the checkpoint's.
+// Where each region of the container goes (nullptr: not read); every
+// protected region must be in the checkpoint, and with kExactRegions the
+// protected set must be exactly the checkpoint's.
 std::vector<std::byte*> destinations(const RestoreContext& context, const format::Container& container,
                                      const std::string& path, int version) {
   const std::string where = " (version " + std::to_string(version) + ", " + path + ")";
   std::vector<std::byte*> list;
-  for (const format::RegionEntry& entry : container.header.regions) list.push_back(region_for(context, entry, where).data);
+  for (const format::RegionEntry& entry : container.header.regions) {
+    const Region* region = region_for(context, entry, where);
+    list.push_back(region != nullptr ? region->data : nullptr);
+  }
   for (const Region& region : context.registry.regions()) {
     const bool held = std::any_of(container.header.regions.begin(), container.header.regions.end(),
                                   [&](const format::RegionEntry& e) { return e.label == region.label; });
@@ -230,7 +237,7 @@ class ChainRestorer {
     TraceSpan span(context_.trace, "restore from " + level_name(*newest.level), newest.version);
     const std::vector<std::byte*> targets =
         destinations(context_, newest.container, newest.file->path(), newest.version);
-    const std::vector<ChunkRead> plan = plan_reads(chain);
+    const std::vector<ChunkRead> plan = plan_reads(chain, targets);
     const std::vector<std::pair<std::size_t, std::size_t>> runs = runs_of(plan);
     context_.pool.parallel_for(runs.size(), [&](std::size_t i) {
       const auto [first, count] = runs[i];
@@ -248,11 +255,12 @@ class ChainRestorer {
     metadata = newest.container.header.metadata;
   }
 
-  static std::vector<ChunkRead> plan_reads(const std::vector<Link>& chain) {
+  static std::vector<ChunkRead> plan_reads(const std::vector<Link>& chain, const std::vector<std::byte*>& targets) {
     std::vector<ByteRanges> claimed(chain.front().container.header.regions.size());
     std::vector<ChunkRead> plan;
     for (std::size_t l = 0; l < chain.size(); ++l) {
       for (const format::ChunkRecord& chunk : chain[l].container.chunks) {
+        if (targets[chunk.region] == nullptr) continue;  // a region this restart does not read
         std::vector<ByteRange> parts = claimed[chunk.region].claim(chunk.offset, chunk.offset + chunk.raw_length);
         if (parts.empty()) continue;  // newer links hold all of it
         if (parts.size() == 1 && parts[0].size() == chunk.raw_length) parts.clear();
@@ -340,7 +348,9 @@ class ChainRestorer {
     report_.version = newest.version;
     report_.level = newest.level->number();
     report_.bytes = 0;
-    for (const format::RegionEntry& entry : newest.container.header.regions) report_.bytes += entry.bytes;
+    for (const format::RegionEntry& entry : newest.container.header.regions) {
+      if (region_for(context_, entry, "") != nullptr) report_.bytes += entry.bytes;  // the regions restored
+    }
     report_.chain.clear();
     for (const Link& link : chain) report_.chain.push_back(link.version);
     report_.seconds = std::chrono::duration<double>(Clock::now() - started).count();

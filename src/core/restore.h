@@ -27,6 +27,7 @@ struct RestoreContext {
   ThreadPool& pool;
   const Logger& log;
   Trace& trace;
+  RestartScope scope = RestartScope::kExactRegions;
 };
 
 // Committed versions of this rank, each with the levels holding a copy.

@@ -58,7 +58,7 @@ class Store::Impl {
   void checkpoint(int version);
   void wait(int version, int level);
   std::optional<int> latest();
-  int restart(int version);
+  int restart(int version, RestartScope scope);
   VersionDescription describe(int version);
   void persist(int version, int level);
   std::vector<VersionInfo> versions();
@@ -419,7 +419,7 @@ void Store::Impl::settle_before_restart(int version) {
   }
 }
 
-int Store::Impl::restart(int version) {
+int Store::Impl::restart(int version, RestartScope scope) {
   check_open("restart");
   if (version < 0 && version != kLatest) {
     throw InvalidArgumentError("restart: version " + std::to_string(version) + " is negative");
@@ -431,7 +431,7 @@ int Store::Impl::restart(int version) {
   const std::optional<std::string> prefetch_failure =
       version != kLatest ? prefetcher_->settle(version) : std::nullopt;
   const std::vector<Level*> held = levels();
-  const RestoreContext context{name, comm->rank(), held, registry_, *pool_, log_, trace_};
+  const RestoreContext context{name, comm->rank(), held, registry_, *pool_, log_, trace_, scope};
   capture_->restarting(true);
   try {
     const int restored = restore_version(context, version, last_restart, metadata);
@@ -579,7 +579,7 @@ const std::vector<std::byte>& Store::metadata() const { return impl_->metadata; 
 void Store::checkpoint(int version) { impl_->checkpoint(version); }
 void Store::wait(int version, int level) { impl_->wait(version, level); }
 std::optional<int> Store::latest() { return impl_->latest(); }
-int Store::restart(int version) { return impl_->restart(version); }
+int Store::restart(int version, RestartScope scope) { return impl_->restart(version, scope); }
 VersionDescription Store::describe(int version) { return impl_->describe(version); }
 void Store::persist(int version, int level) { impl_->persist(version, level); }
 std::vector<VersionInfo> Store::versions() { return impl_->versions(); }

@@ -389,16 +389,24 @@ TEST_F(AutoRuntime, FastForwardResumesAtThePayloadsStepWithoutReplay) {
   EXPECT_EQ(last_checkpoint_->location, "fastfw");
   EXPECT_EQ(last_checkpoint_->payload_bytes, sizeof(int));
   EXPECT_EQ(last_checkpoint_->query_log_bytes, QueryLog::kHeaderBytes);  // no records: no replay needed
-  const std::vector<double> resumed = run_fastfw(40, -1);
+  // Resumed at step 17, checkpointed again at step 30, stopped: the second
+  // checkpoint must hold u, which no loop wrote since the restore.
+  run_fastfw(33, 30);
   ASSERT_TRUE(last_restore_);
   EXPECT_TRUE(last_restore_->fast_forward);
   EXPECT_EQ(last_restore_->skipped_loops, 0u);
+  ASSERT_TRUE(last_checkpoint_);
+  EXPECT_EQ(last_checkpoint_->saved, std::vector<std::string>{"u"});
+  const int second = last_checkpoint_->version;
+  const std::vector<double> resumed = run_fastfw(40, -1);
+  ASSERT_TRUE(last_restore_);
+  EXPECT_EQ(last_restore_->version, second);
   EXPECT_EQ(std::memcmp(resumed.data(), reference.data(), reference.size() * 8), 0);
 }
 
 TEST_F(AutoRuntime, DatlistSavesExactlyTheListedDatasetsAndRestoresThem) {
   const std::vector<double> reference = run(40, {}, true, kEveryStep);
-  const auto run_datlist = [&](int stop_at, int trigger_at) {
+  const auto run_datlist = [&](int stop_at, int trigger_at, bool with_payload) {
     Store store("app", config());
     Runtime runtime(store, {});
     App app;
@@ -408,7 +416,8 @@ TEST_F(AutoRuntime, DatlistSavesExactlyTheListedDatasetsAndRestoresThem) {
       if (step == trigger_at) runtime.trigger();
       int payload = step;
       const int listed[] = {app.ui};
-      if (runtime.datlist(listed, &payload, sizeof payload)) step = payload;
+      if (with_payload && runtime.datlist(listed, &payload, sizeof payload)) step = payload;
+      if (!with_payload) runtime.datlist(listed);  // a restarted run replays up to here
       if (step >= stop_at) break;
       app.step(runtime);
     }
@@ -417,13 +426,18 @@ TEST_F(AutoRuntime, DatlistSavesExactlyTheListedDatasetsAndRestoresThem) {
     last_restore_ = runtime.last_restore();
     return app.u;
   };
-  run_datlist(25, 17);
-  ASSERT_TRUE(last_checkpoint_);
-  EXPECT_EQ(last_checkpoint_->saved, std::vector<std::string>{"u"});
-  EXPECT_EQ(last_checkpoint_->staged_bytes, 0u);
-  const std::vector<double> resumed = run_datlist(40, -1);
-  ASSERT_TRUE(last_restore_);
-  EXPECT_EQ(std::memcmp(resumed.data(), reference.data(), reference.size() * 8), 0);
+  for (const bool with_payload : {true, false}) {
+    SCOPED_TRACE(with_payload ? "with a payload" : "without one: by replay");
+    start_over();
+    run_datlist(25, 17, with_payload);
+    ASSERT_TRUE(last_checkpoint_);
+    EXPECT_EQ(last_checkpoint_->saved, std::vector<std::string>{"u"});
+    EXPECT_EQ(last_checkpoint_->staged_bytes, 0u);
+    const std::vector<double> resumed = run_datlist(40, -1, with_payload);
+    ASSERT_TRUE(last_restore_);
+    EXPECT_EQ(last_restore_->fast_forward, with_payload);
+    EXPECT_EQ(std::memcmp(resumed.data(), reference.data(), reference.size() * 8), 0);
+  }
 }
 
 TEST_F(AutoRuntime, AReplayThatTakesAnotherPathFailsNamingTheLoop) {

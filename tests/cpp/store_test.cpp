@@ -105,6 +105,26 @@ TEST_F(StoreTest, DescribeSkipsADamagedCopyAndFailsWhenEveryCopyIsDamaged) {
   EXPECT_THROW(store.describe(2), CorruptionError);
 }
 
+TEST_F(StoreTest, ARestartOfTheProtectedRegionsReadsAVersionInParts) {
+  std::vector<double> u = field(4000, 1), v = field(3000, 2);
+  {
+    Store store("s", config());
+    store.protect(0, u.data(), u.size() * sizeof(double), "u");
+    store.protect(1, v.data(), v.size() * sizeof(double), "v");
+    store.checkpoint(1);
+  }
+  Store store("s", config());
+  std::vector<double> only_v(3000, 0.0);
+  store.protect(7, only_v.data(), only_v.size() * sizeof(double), "v");
+  EXPECT_THROW(store.restart(1), MismatchError);  // the exact set is u and v
+  EXPECT_EQ(store.restart(1, RestartScope::kProtectedRegions), 1);
+  EXPECT_EQ(only_v, v);
+  EXPECT_EQ(store.last_restart().bytes, v.size() * sizeof(double));  // u was not read
+  std::vector<double> w(10);
+  store.protect(8, w.data(), w.size() * sizeof(double), "w");
+  EXPECT_THROW(store.restart(1, RestartScope::kProtectedRegions), MismatchError);  // w is not in the version
+}
+
 TEST_F(StoreTest, PersistCopiesAVersionKeptOnlyInMemoryToDisk) {
   std::vector<double> u = field(3000, 3);
   const Config memory_only =
