@@ -36,9 +36,12 @@ namespace {
 
 using mini::Driver;
 using mini::Field;
-using resurgo::autockpt::Access;
-using resurgo::autockpt::Arg;
-using resurgo::autockpt::Range;
+using mini::Arg;
+using mini::Axis;
+using mini::Range;
+using mini::reads;
+using mini::updates;
+using mini::writes;
 
 constexpr int kDefaultSize = 256;
 constexpr int kDefaultSteps = 150;
@@ -61,20 +64,6 @@ struct State {
 };
 constexpr std::array<State, 2> kStates{{{0.2, 1.0, 0, kExtent, 0, kExtent}, {1.0, 2.5, 0.0, 5.0, 0.0, 2.0}}};
 
-Arg reads(const Field& f, Range range = Range::kInterior) { return {f.id, Access::kRead, range}; }
-Arg writes(const Field& f, Range range = Range::kInterior) { return {f.id, Access::kWrite, range}; }
-Arg updates(const Field& f) { return {f.id, Access::kReadWrite, Range::kInterior}; }
-
-// A 1-D geometry array along one axis, with the halo: entry i, from -kHalo, at [i + kHalo].
-struct Axis {
-  std::vector<double>& values;
-  int id;
-  double& operator[](int i) { return values[static_cast<std::size_t>(i + kHalo)]; }
-  double operator[](int i) const { return values[static_cast<std::size_t>(i + kHalo)]; }
-};
-
-Arg reads(const Axis& a) { return {a.id, Access::kRead, Range::kAll}; }
-Arg writes(const Axis& a) { return {a.id, Access::kWrite, Range::kAll}; }
 
 // Calls body(j, k) for j in [j0, j1), k in [k0, k1), row by row.
 template <class Body>
@@ -129,7 +118,6 @@ class CloverLeaf {
   Field& nodes(const char* name) { return driver_.field(name, nx_ + 1, ny_ + 1, kHalo); }
   Field& x_faces(const char* name) { return driver_.field(name, nx_ + 1, ny_, kHalo); }
   Field& y_faces(const char* name) { return driver_.field(name, nx_, ny_ + 1, kHalo); }
-  Axis axis(const char* name, int count);
 
   Field& vol_flux(Dir d) { return d == Dir::kX ? vol_flux_x_ : vol_flux_y_; }
   Field& mass_flux(Dir d) { return d == Dir::kX ? mass_flux_x_ : mass_flux_y_; }
@@ -205,19 +193,14 @@ CloverLeaf::CloverLeaf(Driver& driver)
       yarea_(y_faces("yarea")),
       vol_flux_y_(y_faces("vol_flux_y")),
       mass_flux_y_(y_faces("mass_flux_y")),
-      cellx_(axis("cellx", nx_ + 2 * kHalo)),
-      celldx_(axis("celldx", nx_ + 2 * kHalo)),
-      vertexx_(axis("vertexx", nx_ + 2 * kHalo + 1)),
-      vertexdx_(axis("vertexdx", nx_ + 2 * kHalo + 1)),
-      celly_(axis("celly", ny_ + 2 * kHalo)),
-      celldy_(axis("celldy", ny_ + 2 * kHalo)),
-      vertexy_(axis("vertexy", ny_ + 2 * kHalo + 1)),
-      vertexdy_(axis("vertexdy", ny_ + 2 * kHalo + 1)) {}
-
-Axis CloverLeaf::axis(const char* name, int count) {
-  std::vector<double>& values = driver_.array(name, static_cast<std::size_t>(count));
-  return {values, driver_.id(values)};
-}
+      cellx_(driver_.axis("cellx", nx_ + 2 * kHalo, kHalo)),
+      celldx_(driver_.axis("celldx", nx_ + 2 * kHalo, kHalo)),
+      vertexx_(driver_.axis("vertexx", nx_ + 2 * kHalo + 1, kHalo)),
+      vertexdx_(driver_.axis("vertexdx", nx_ + 2 * kHalo + 1, kHalo)),
+      celly_(driver_.axis("celly", ny_ + 2 * kHalo, kHalo)),
+      celldy_(driver_.axis("celldy", ny_ + 2 * kHalo, kHalo)),
+      vertexy_(driver_.axis("vertexy", ny_ + 2 * kHalo + 1, kHalo)),
+      vertexdy_(driver_.axis("vertexdy", ny_ + 2 * kHalo + 1, kHalo)) {}
 
 void CloverLeaf::run() {
   initialise();

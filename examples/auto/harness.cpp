@@ -249,6 +249,11 @@ int Driver::id(const std::vector<double>& array) const {
   throw std::invalid_argument("Driver::id: the array was not declared by Driver::array");
 }
 
+Axis Driver::axis(const std::string& name, int count, int halo) {
+  std::vector<double>& values = array(name, static_cast<std::size_t>(count));
+  return {values, id(values), halo};
+}
+
 bool Driver::loop(std::string_view name, std::initializer_list<resurgo::autockpt::Arg> args) {
   return runtime_ ? runtime_->loop(name, args) : true;
 }

@@ -97,6 +97,27 @@ struct Field {
   }
 };
 
+// A 1-D array along one axis of the mesh (coordinates, spacings), with
+// `halo` entries before the first cell: entry i, from -halo, at [i + halo].
+struct Axis {
+  std::vector<double>& values;
+  int id = -1;  // the runtime's dataset id (-1 in mode none)
+  int halo = 0;
+  double& operator[](int i) { return values[static_cast<std::size_t>(i + halo)]; }
+  double operator[](int i) const { return values[static_cast<std::size_t>(i + halo)]; }
+};
+
+// Loop arguments: fields are computed over their interior unless a range
+// says otherwise; axes are read or written whole.
+using resurgo::autockpt::Access;
+using resurgo::autockpt::Arg;
+using resurgo::autockpt::Range;
+inline Arg reads(const Field& f, Range range = Range::kInterior) { return {f.id, Access::kRead, range}; }
+inline Arg writes(const Field& f, Range range = Range::kInterior) { return {f.id, Access::kWrite, range}; }
+inline Arg updates(const Field& f) { return {f.id, Access::kReadWrite, Range::kInterior}; }
+inline Arg reads(const Axis& a) { return {a.id, Access::kRead, Range::kAll}; }
+inline Arg writes(const Axis& a) { return {a.id, Access::kWrite, Range::kAll}; }
+
 // The app's side of one run: owns the store and the runtime, and answers the
 // app's calls in the way its mode asks.
 class Driver {
@@ -113,6 +134,8 @@ class Driver {
   // The runtime's dataset id of an array returned by array() (-1 in mode none),
   // for loop arguments.
   int id(const std::vector<double>& array) const;
+  // An axis of `count` entries, `halo` of them before the first cell.
+  Axis axis(const std::string& name, int count, int halo);
 
   // Whether to execute the loop (false while replaying; true in mode none).
   bool loop(std::string_view name, std::initializer_list<resurgo::autockpt::Arg> args);

@@ -21,9 +21,12 @@
 namespace {
 
 using mini::Field;
-using resurgo::autockpt::Access;
-using resurgo::autockpt::Arg;
-using resurgo::autockpt::Range;
+using mini::Arg;
+using mini::Axis;
+using mini::Range;
+using mini::reads;
+using mini::updates;
+using mini::writes;
 
 constexpr int kDefaultSize = 256;       // with kDefaultSteps, about 1.3 s on one core
 constexpr int kDefaultSteps = 10;
@@ -48,24 +51,6 @@ constexpr std::array<State, 5> kStates{{{100.0, 0.0001, 0, kExtent, 0, kExtent},
                                         {0.1, 0.1, 5.0, 6.0, 1.0, 8.0},
                                         {0.1, 0.1, 5.0, 10.0, 7.0, 8.0}}};
 
-Arg reads(const Field& f, Range range = Range::kInterior) { return {f.id, Access::kRead, range}; }
-Arg writes(const Field& f, Range range = Range::kInterior) { return {f.id, Access::kWrite, range}; }
-Arg updates(const Field& f) { return {f.id, Access::kReadWrite, Range::kInterior}; }
-
-// A 1-D geometry array along one axis, with the halo: entry k, from -kHalo, at [k + kHalo].
-struct Axis {
-  std::vector<double>& values;
-  int id;
-  double& operator[](int k) { return values[static_cast<std::size_t>(k + kHalo)]; }
-};
-
-Arg reads(const Axis& a) { return {a.id, Access::kRead, Range::kAll}; }
-Arg writes(const Axis& a) { return {a.id, Access::kWrite, Range::kAll}; }
-
-Axis axis(mini::Driver& driver, const std::string& name, int count) {
-  std::vector<double>& values = driver.array(name, static_cast<std::size_t>(count));
-  return {values, driver.id(values)};
-}
 
 // Reflective boundary: the interior index that index k (of 0..n-1 with the ring) mirrors.
 int mirror(int k, int n) { return k < 0 ? -1 - k : (k >= n ? 2 * n - 1 - k : k); }
@@ -134,14 +119,14 @@ TeaLeaf::TeaLeaf(mini::Driver& driver)
       volume_(field("volume")),
       xarea_(field("xarea")),
       yarea_(field("yarea")),
-      cellx_(axis(driver, "cellx", n_ + 2 * kHalo)),
-      celly_(axis(driver, "celly", n_ + 2 * kHalo)),
-      vertexx_(axis(driver, "vertexx", n_ + 2 * kHalo + 1)),
-      vertexy_(axis(driver, "vertexy", n_ + 2 * kHalo + 1)),
-      celldx_(axis(driver, "celldx", n_ + 2 * kHalo)),
-      celldy_(axis(driver, "celldy", n_ + 2 * kHalo)),
-      vertexdx_(axis(driver, "vertexdx", n_ + 2 * kHalo + 1)),
-      vertexdy_(axis(driver, "vertexdy", n_ + 2 * kHalo + 1)) {}
+      cellx_(driver.axis("cellx", n_ + 2 * kHalo, kHalo)),
+      celly_(driver.axis("celly", n_ + 2 * kHalo, kHalo)),
+      vertexx_(driver.axis("vertexx", n_ + 2 * kHalo + 1, kHalo)),
+      vertexy_(driver.axis("vertexy", n_ + 2 * kHalo + 1, kHalo)),
+      celldx_(driver.axis("celldx", n_ + 2 * kHalo, kHalo)),
+      celldy_(driver.axis("celldy", n_ + 2 * kHalo, kHalo)),
+      vertexdx_(driver.axis("vertexdx", n_ + 2 * kHalo + 1, kHalo)),
+      vertexdy_(driver.axis("vertexdy", n_ + 2 * kHalo + 1, kHalo)) {}
 
 void TeaLeaf::run() {
   initialise();

@@ -177,6 +177,9 @@ class Store {
   // fastest level holding it to `level` (kL2 or kL4), chunk by chunk,
   // verifying each, and returns once it is durable there. For versions kept
   // only in memory: a termination handler persists the newest before exit.
+  // Unlike the other calls it may run on another thread while the
+  // application thread is inside checkpoint() or wait() (not close() or
+  // discard()).
   void persist(int version, int level);
 
   std::vector<VersionInfo> versions();

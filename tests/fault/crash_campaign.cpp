@@ -62,6 +62,7 @@
 
 #include "application.h"
 #include "campaign_main.h"
+#include "child_process.h"
 #include "core/crash_point.h"
 #include "format/container.h"
 #include "resurgo/env.hpp"
@@ -261,40 +262,7 @@ int restart_and_compare(const Layout& layout, int& restored) {
   _exit(kFailed);
 }
 
-struct Child {
-  pid_t pid = -1;
-  int messages = -1;
-};
-
-template <class Body>
-Child start(Body&& body) {
-  int fds[2];
-  if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
-  std::fflush(nullptr);
-  const pid_t pid = ::fork();
-  if (pid < 0) throw std::runtime_error("fork failed");
-  if (pid == 0) {
-    ::close(fds[0]);
-    body(fds[1]);
-  }
-  ::close(fds[1]);
-  return {pid, fds[0]};
-}
-
-// Reaps the child and returns its wait status.
-int finish(Child& child) {
-  int status = 0;
-  ::waitpid(child.pid, &status, 0);
-  ::close(child.messages);
-  return status;
-}
-
 bool killed(int status) { return WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL; }
-
-std::string describe(int status) {
-  if (WIFSIGNALED(status)) return "died of signal " + std::to_string(WTERMSIG(status));
-  return "exited with status " + std::to_string(WEXITSTATUS(status));
-}
 
 // ------------------------------------------------------------------ damage
 
