@@ -90,6 +90,12 @@ std::vector<LocationCandidate> LocationStrategy::ranking() const {
   return list;
 }
 
+std::optional<double> LocationStrategy::mean_bytes(std::string_view name) const {
+  const auto found = loops_.find(name);
+  if (found == loops_.end() || found->second.occurrences == 0) return std::nullopt;
+  return found->second.sum / static_cast<double>(found->second.occurrences);
+}
+
 std::vector<std::string> LocationStrategy::loops() const {
   std::vector<std::string> names;
   for (const auto& [name, loop] : loops_) names.push_back(name);

@@ -48,6 +48,8 @@ class LocationStrategy {
   // timeout, least bytes first (then smaller spread, then more frequent).
   std::vector<LocationCandidate> ranking() const;
   std::vector<std::string> loops() const;  // every loop name observed
+  // The mean bytes of the windows of `loop` that ended; none before one did.
+  std::optional<double> mean_bytes(std::string_view loop) const;
   std::uint64_t bookkeeping_bytes() const;
 
  private:

@@ -123,6 +123,7 @@ class Runtime::Impl {
   bool replay_loop(std::string_view name);
   void finish_restore(std::string_view where, void* payload, std::size_t payload_bytes);
   void read_control(Restore& restore, const std::string& what);
+  void size_store_buffer(std::string_view first_loop);
   void restore_datasets();
   bool is_due();
   void become_due();
@@ -158,7 +159,7 @@ class Runtime::Impl {
   bool user_location_ = false;   // fastfw()/datlist() name the location
   bool location_chosen_ = false;
   std::string location_;
-  std::uint64_t expected_bytes_ = 0;  // what a region at the location saves, by the statistics
+  bool store_buffer_sized_ = false;  // the store's capture buffer was made for our checkpoints
 
   std::optional<CheckpointRegion> region_;
   CheckpointRecord region_record_;
@@ -235,7 +236,7 @@ bool Runtime::Impl::loop(std::string_view name, std::span<const Arg> args) {
   sequence_hash_ = mix_loop(sequence_hash_, name, args);
   datasets_.mark_written(accesses_);
   if (restore_) return replay_loop(name);
-  if (!user_location_ && !location_chosen_) strategy_.observe(name, loop_index_, accesses_, datasets_);
+  if (!location_chosen_ || !store_buffer_sized_) strategy_.observe(name, loop_index_, accesses_, datasets_);
   if (region_ && region_record_.kind == CheckpointKind::kRegion && name == region_record_.location) {
     close_region();  // a whole period passed: what was not met is not met at all
   }
@@ -243,18 +244,10 @@ bool Runtime::Impl::loop(std::string_view name, std::span<const Arg> args) {
   if (!region_ && due_ && !user_location_ && (location_.empty() || name == location_)) {
     start_checkpoint(CheckpointKind::kRegion, std::string(name), nullptr, 0);
     region_.emplace(datasets_, buffers_, options_.region_timeout_loops, options_.diagnostics >= 3);
-    if (expected_bytes_ > 0) {
-      // The store's buffer is made (and faulted in) while the region's loops
-      // run; a quarter more than the statistics expect, so that a region
-      // saving a little more does not make it again at the close.
-      const Clock::time_point started = Clock::now();
-      std::lock_guard lock(store_mutex_);
-      store_.reserve(expected_bytes_ + expected_bytes_ / 4 + log_.memory_bytes());
-      region_blocking_ += seconds_since(started);
-    }
   }
   if (region_) {
     const Clock::time_point started = Clock::now();
+    if (region_->loops() == 0) size_store_buffer(name);
     const bool complete = region_->before_loop(name, accesses_);
     region_blocking_ += seconds_since(started);
     if (complete) close_region();
@@ -329,6 +322,13 @@ bool Runtime::Impl::read_version(int version) {
     }
     restore.record = *record;
     restore.regions = std::move(description.regions);
+    // The store's buffer for the next checkpoints is made now, and faulted
+    // in while the initialisation and the replay run, not during the
+    // restore point's read.
+    std::uint64_t total = 0;
+    for (const RegionDescription& region : restore.regions) total += region.bytes;
+    store_.reserve(total);
+    store_buffer_sized_ = true;
     read_control(restore, what);
   } catch (const Error& error) {
     unprotect_all();
@@ -527,9 +527,6 @@ void Runtime::Impl::become_due() {
   }
   location_ = *chosen;
   location_chosen_ = true;
-  for (const LocationCandidate& candidate : ranking) {
-    if (candidate.loop == location_) expected_bytes_ = static_cast<std::uint64_t>(candidate.mean_bytes);
-  }
   std::string table;
   for (std::size_t i = 0; i < ranking.size() && i < 5; ++i) {
     const LocationCandidate& c = ranking[i];
@@ -539,6 +536,20 @@ void Runtime::Impl::become_due() {
   }
   report(2, "checkpoint location: before loop '" + location_ + "', the recurring loop that saves least (of " +
                 std::to_string(ranking.size()) + "):" + table);
+}
+
+// The first region's store buffer is made (and faulted in) while its loops
+// run, from what the statistics expect a region entered at its first loop
+// to save, a quarter more so that a region saving a little more does not
+// make it again at the close. Later checkpoints reuse it.
+void Runtime::Impl::size_store_buffer(std::string_view first_loop) {
+  if (store_buffer_sized_) return;
+  const std::optional<double> expected = strategy_.mean_bytes(first_loop);
+  if (!expected) return;
+  const auto bytes = static_cast<std::uint64_t>(*expected);
+  std::lock_guard lock(store_mutex_);
+  store_.reserve(bytes + bytes / 4 + log_.memory_bytes());
+  store_buffer_sized_ = true;
 }
 
 // The restore point of the checkpoint about to be made: here, with the
@@ -599,6 +610,7 @@ void Runtime::Impl::commit(const std::vector<Piece>& pieces, CheckpointRecord re
     std::uint64_t total = 0;
     for (const Piece& piece : all) total += piece.bytes;
     store_.reserve(total);  // one buffer for the whole set, not one per region protected
+    store_buffer_sized_ = true;
     protect_exactly(std::move(all));
     store_.checkpoint(next_version_);
   });
