@@ -301,12 +301,21 @@ void Runtime::Impl::attach_restore() {
   // Every rank restores the same version: the newest all of them can read.
   const int mine = restore_ ? restore_->version : -1;
   const auto agreed = static_cast<int>(agreement_.smallest(mine));
-  if (agreed == mine) return;
-  restore_.reset();
-  if (agreed >= 0 && !read_version(agreed)) {
-    throw CorruptionError("version " + std::to_string(agreed) + " of " + store_what_ +
-                          ", the newest every rank holds, cannot be read on this rank");
+  if (agreed != mine) {
+    restore_.reset();
+    if (agreed >= 0 && !read_version(agreed)) {
+      throw CorruptionError("version " + std::to_string(agreed) + " of " + store_what_ +
+                            ", the newest every rank holds, cannot be read on this rank");
+    }
   }
+  if (!restore_) return;
+  // The store's buffer for the next checkpoints is made now, and faulted in
+  // while the initialisation and the replay run, not during the restore
+  // point's read.
+  std::uint64_t total = 0;
+  for (const RegionDescription& region : restore_->regions) total += region.bytes;
+  store_.reserve(total);
+  store_buffer_sized_ = true;
 }
 
 bool Runtime::Impl::read_version(int version) {
@@ -322,13 +331,6 @@ bool Runtime::Impl::read_version(int version) {
     }
     restore.record = *record;
     restore.regions = std::move(description.regions);
-    // The store's buffer for the next checkpoints is made now, and faulted
-    // in while the initialisation and the replay run, not during the
-    // restore point's read.
-    std::uint64_t total = 0;
-    for (const RegionDescription& region : restore.regions) total += region.bytes;
-    store_.reserve(total);
-    store_buffer_sized_ = true;
     read_control(restore, what);
   } catch (const Error& error) {
     unprotect_all();
