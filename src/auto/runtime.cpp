@@ -459,6 +459,7 @@ void Runtime::Impl::restore_datasets() {
     restored.emplace_back(id, ring);
     pieces.push_back({label, into, region.bytes, region.type});
   }
+  if (pieces.empty()) return;  // checkpointed before any loop wrote a dataset: nothing to read
   std::lock_guard lock(store_mutex_);
   protect_exactly(std::move(pieces));
   try {

@@ -295,6 +295,20 @@ TEST_F(AutoRuntime, WithoutAnInitialisationPhaseItsDatasetsAreSavedToo) {
   EXPECT_LE(last_checkpoint_->region_loops, 4u);  // one step
 }
 
+TEST_F(AutoRuntime, ACheckpointBeforeAnyLoopWroteADatasetHoldsNoneAndRestores) {
+  const std::vector<double> reference = run(30, {}, true, kEveryStep);
+  run(30, {}, true, [](int step, Runtime& runtime) {
+    if (step == 0) runtime.trigger();  // right after the initialisation phase: nothing written since
+    return step < 3;
+  });
+  ASSERT_TRUE(last_checkpoint_);
+  EXPECT_TRUE(last_checkpoint_->saved.empty());
+  EXPECT_EQ(last_checkpoint_->dataset_bytes, 0u);
+  const std::vector<double> resumed = run(30, {}, true, kEveryStep);
+  ASSERT_TRUE(last_restore_);
+  EXPECT_EQ(std::memcmp(resumed.data(), reference.data(), reference.size() * 8), 0);
+}
+
 TEST_F(AutoRuntime, ARegionThatNeverClosesSavesTheRestAtItsTimeout) {
   const std::vector<double> reference = run(30, {}, false, kEveryStep);
   Options options;
