@@ -154,7 +154,7 @@ class CloverLeaf {
   Field &node_flux_, &node_mass_post_, &node_mass_pre_, &mom_flux_, &ener_flux_;
   // On the faces.
   Field &xarea_, &vol_flux_x_, &mass_flux_x_, &yarea_, &vol_flux_y_, &mass_flux_y_;
-  Axis cellx_, celldx_, vertexx_, vertexdx_, celly_, celldy_, vertexy_, vertexdy_;
+  mini::Geometry geometry_;
   double time_ = 0;
 };
 
@@ -193,14 +193,7 @@ CloverLeaf::CloverLeaf(Driver& driver)
       yarea_(y_faces("yarea")),
       vol_flux_y_(y_faces("vol_flux_y")),
       mass_flux_y_(y_faces("mass_flux_y")),
-      cellx_(driver_.axis("cellx", nx_ + 2 * kHalo, kHalo)),
-      celldx_(driver_.axis("celldx", nx_ + 2 * kHalo, kHalo)),
-      vertexx_(driver_.axis("vertexx", nx_ + 2 * kHalo + 1, kHalo)),
-      vertexdx_(driver_.axis("vertexdx", nx_ + 2 * kHalo + 1, kHalo)),
-      celly_(driver_.axis("celly", ny_ + 2 * kHalo, kHalo)),
-      celldy_(driver_.axis("celldy", ny_ + 2 * kHalo, kHalo)),
-      vertexy_(driver_.axis("vertexy", ny_ + 2 * kHalo + 1, kHalo)),
-      vertexdy_(driver_.axis("vertexdy", ny_ + 2 * kHalo + 1, kHalo)) {}
+      geometry_(driver_.geometry(nx_, ny_, kHalo)) {}
 
 void CloverLeaf::run() {
   initialise();
@@ -229,13 +222,13 @@ void CloverLeaf::run() {
 // CloverLeaf's initialise_chunk and generate_chunk: the geometry and the
 // initial state, run again by a restarted run from mode initphase on.
 void CloverLeaf::initialise() {
-  initialise_axis("initialise_chunk_x", vertexx_, vertexdx_, cellx_, celldx_, nx_);
-  initialise_axis("initialise_chunk_y", vertexy_, vertexdy_, celly_, celldy_, ny_);
-  if (driver_.loop("initialise_chunk_volume", {reads(celldx_), reads(celldy_), writes(volume_, Range::kAll),
+  initialise_axis("initialise_chunk_x", geometry_.vertexx, geometry_.vertexdx, geometry_.cellx, geometry_.celldx, nx_);
+  initialise_axis("initialise_chunk_y", geometry_.vertexy, geometry_.vertexdy, geometry_.celly, geometry_.celldy, ny_);
+  if (driver_.loop("initialise_chunk_volume", {reads(geometry_.celldx), reads(geometry_.celldy), writes(volume_, Range::kAll),
                                                writes(xarea_, Range::kAll), writes(yarea_, Range::kAll)})) {
-    over(-kHalo, nx_ + kHalo, -kHalo, ny_ + kHalo, [&](int j, int k) { volume_.at(k, j) = celldx_[j] * celldy_[k]; });
-    over(-kHalo, nx_ + 1 + kHalo, -kHalo, ny_ + kHalo, [&](int j, int k) { xarea_.at(k, j) = celldy_[k]; });
-    over(-kHalo, nx_ + kHalo, -kHalo, ny_ + 1 + kHalo, [&](int j, int k) { yarea_.at(k, j) = celldx_[j]; });
+    over(-kHalo, nx_ + kHalo, -kHalo, ny_ + kHalo, [&](int j, int k) { volume_.at(k, j) = geometry_.celldx[j] * geometry_.celldy[k]; });
+    over(-kHalo, nx_ + 1 + kHalo, -kHalo, ny_ + kHalo, [&](int j, int k) { xarea_.at(k, j) = geometry_.celldy[k]; });
+    over(-kHalo, nx_ + kHalo, -kHalo, ny_ + 1 + kHalo, [&](int j, int k) { yarea_.at(k, j) = geometry_.celldx[j]; });
   }
   generate_chunk();
 }
@@ -257,13 +250,13 @@ void CloverLeaf::initialise_axis(const char* loop, Axis& vertex, Axis& vertexd, 
 // Each state overrides the ones before in the cells whose centre it covers;
 // the gas starts at rest.
 void CloverLeaf::generate_chunk() {
-  if (!driver_.loop("generate_chunk", {reads(cellx_), reads(celly_), writes(density0_), writes(energy0_),
+  if (!driver_.loop("generate_chunk", {reads(geometry_.cellx), reads(geometry_.celly), writes(density0_), writes(energy0_),
                                        writes(xvel0_), writes(yvel0_)})) {
     return;
   }
   over(0, nx_, 0, ny_, [&](int j, int k) {
     for (const State& s : kStates) {
-      if (cellx_[j] >= s.xmin && cellx_[j] < s.xmax && celly_[k] >= s.ymin && celly_[k] < s.ymax) {
+      if (geometry_.cellx[j] >= s.xmin && geometry_.cellx[j] < s.xmax && geometry_.celly[k] >= s.ymin && geometry_.celly[k] < s.ymax) {
         density0_.at(k, j) = s.density;
         energy0_.at(k, j) = s.energy;
       }
@@ -315,21 +308,21 @@ void CloverLeaf::ideal_gas(const char* loop, const Field& density, const Field& 
 // CloverLeaf's viscosity_kernel: a quadratic artificial viscosity, on only
 // in cells under compression along the pressure gradient.
 void CloverLeaf::viscosity() {
-  if (!driver_.loop("viscosity", {reads(xvel0_), reads(yvel0_), reads(celldx_), reads(celldy_),
+  if (!driver_.loop("viscosity", {reads(xvel0_), reads(yvel0_), reads(geometry_.celldx), reads(geometry_.celldy),
                                   reads(pressure_, Range::kAll), reads(density0_), writes(viscosity_)})) {
     return;
   }
   over(0, nx_, 0, ny_, [&](int j, int k) {
     const double ugrad = (xvel0_.at(k, j + 1) + xvel0_.at(k + 1, j + 1)) - (xvel0_.at(k, j) + xvel0_.at(k + 1, j));
     const double vgrad = (yvel0_.at(k + 1, j) + yvel0_.at(k + 1, j + 1)) - (yvel0_.at(k, j) + yvel0_.at(k, j + 1));
-    const double div = celldx_[j] * ugrad + celldy_[k] * vgrad;
+    const double div = geometry_.celldx[j] * ugrad + geometry_.celldy[k] * vgrad;
     const double strain2 =
-        0.5 * (xvel0_.at(k + 1, j) + xvel0_.at(k + 1, j + 1) - xvel0_.at(k, j) - xvel0_.at(k, j + 1)) / celldy_[k] +
-        0.5 * (yvel0_.at(k, j + 1) + yvel0_.at(k + 1, j + 1) - yvel0_.at(k, j) - yvel0_.at(k + 1, j)) / celldx_[j];
-    double pgradx = (pressure_.at(k, j + 1) - pressure_.at(k, j - 1)) / (celldx_[j] + celldx_[j + 1]);
-    double pgrady = (pressure_.at(k + 1, j) - pressure_.at(k - 1, j)) / (celldy_[k] + celldy_[k + 1]);
+        0.5 * (xvel0_.at(k + 1, j) + xvel0_.at(k + 1, j + 1) - xvel0_.at(k, j) - xvel0_.at(k, j + 1)) / geometry_.celldy[k] +
+        0.5 * (yvel0_.at(k, j + 1) + yvel0_.at(k + 1, j + 1) - yvel0_.at(k, j) - yvel0_.at(k + 1, j)) / geometry_.celldx[j];
+    double pgradx = (pressure_.at(k, j + 1) - pressure_.at(k, j - 1)) / (geometry_.celldx[j] + geometry_.celldx[j + 1]);
+    double pgrady = (pressure_.at(k + 1, j) - pressure_.at(k - 1, j)) / (geometry_.celldy[k] + geometry_.celldy[k + 1]);
     const double pgradx2 = pgradx * pgradx, pgrady2 = pgrady * pgrady;
-    const double limiter = ((0.5 * ugrad / celldx_[j]) * pgradx2 + (0.5 * vgrad / celldy_[k]) * pgrady2 +
+    const double limiter = ((0.5 * ugrad / geometry_.celldx[j]) * pgradx2 + (0.5 * vgrad / geometry_.celldy[k]) * pgrady2 +
                             strain2 * pgradx * pgrady) /
                            std::max(pgradx2 + pgrady2, kSmall);
     if (limiter > 0 || div >= 0) {
@@ -339,7 +332,7 @@ void CloverLeaf::viscosity() {
     pgradx = std::copysign(std::max(kSmall, std::abs(pgradx)), pgradx);
     pgrady = std::copysign(std::max(kSmall, std::abs(pgrady)), pgrady);
     const double pgrad = std::sqrt(pgradx * pgradx + pgrady * pgrady);
-    const double grad = std::min(std::abs(celldx_[j] * pgrad / pgradx), std::abs(celldy_[k] * pgrad / pgrady));
+    const double grad = std::min(std::abs(geometry_.celldx[j] * pgrad / pgradx), std::abs(geometry_.celldy[k] * pgrad / pgrady));
     viscosity_.at(k, j) = 2 * density0_.at(k, j) * grad * grad * limiter * limiter;
   });
 }
@@ -348,7 +341,7 @@ void CloverLeaf::viscosity() {
 // and divergence limits over all cells, a reduction the step then uses.
 double CloverLeaf::calc_dt() {
   double dt_min = kBig;
-  if (driver_.loop("calc_dt", {reads(celldx_), reads(celldy_), reads(soundspeed_), reads(viscosity_),
+  if (driver_.loop("calc_dt", {reads(geometry_.celldx), reads(geometry_.celldy), reads(soundspeed_), reads(viscosity_),
                                reads(density0_), reads(xvel0_), reads(yvel0_), reads(xarea_), reads(yarea_),
                                reads(volume_)})) {
     over(0, nx_, 0, ny_, [&](int j, int k) {
@@ -356,7 +349,7 @@ double CloverLeaf::calc_dt() {
       const double cc = std::max(
           std::sqrt(soundspeed_.at(k, j) * soundspeed_.at(k, j) + 2 * viscosity_.at(k, j) / density0_.at(k, j)),
           kSmall);
-      const double dtct = kSoundSafe * std::min(celldx_[j], celldy_[k]) / cc;
+      const double dtct = kSoundSafe * std::min(geometry_.celldx[j], geometry_.celldy[k]) / cc;
       double dv1 = (xvel0_.at(k, j) + xvel0_.at(k + 1, j)) * xarea_.at(k, j);
       double dv2 = (xvel0_.at(k, j + 1) + xvel0_.at(k + 1, j + 1)) * xarea_.at(k, j + 1);
       double div = dv2 - dv1;

@@ -254,6 +254,14 @@ Axis Driver::axis(const std::string& name, int count, int halo) {
   return {values, id(values), halo};
 }
 
+Geometry Driver::geometry(int nx, int ny, int halo) {
+  const int cells_x = nx + 2 * halo, cells_y = ny + 2 * halo;
+  return {axis("cellx", cells_x, halo), axis("celldx", cells_x, halo),
+          axis("vertexx", cells_x + 1, halo), axis("vertexdx", cells_x + 1, halo),
+          axis("celly", cells_y, halo), axis("celldy", cells_y, halo),
+          axis("vertexy", cells_y + 1, halo), axis("vertexdy", cells_y + 1, halo)};
+}
+
 bool Driver::loop(std::string_view name, std::initializer_list<resurgo::autockpt::Arg> args) {
   return runtime_ ? runtime_->loop(name, args) : true;
 }

@@ -107,6 +107,13 @@ struct Axis {
   double operator[](int i) const { return values[static_cast<std::size_t>(i + halo)]; }
 };
 
+// The 1-D geometry of a structured 2-D mesh, named as OPS's TeaLeaf and
+// CloverLeaf name it: cell centres and widths, vertices and their spacings,
+// along x and y.
+struct Geometry {
+  Axis cellx, celldx, vertexx, vertexdx, celly, celldy, vertexy, vertexdy;
+};
+
 // Loop arguments: fields are computed over their interior unless a range
 // says otherwise; axes are read or written whole.
 using resurgo::autockpt::Access;
@@ -136,6 +143,8 @@ class Driver {
   int id(const std::vector<double>& array) const;
   // An axis of `count` entries, `halo` of them before the first cell.
   Axis axis(const std::string& name, int count, int halo);
+  // The eight axes of an nx x ny mesh with a halo of `halo` cells.
+  Geometry geometry(int nx, int ny, int halo);
 
   // Whether to execute the loop (false while replaying; true in mode none).
   bool loop(std::string_view name, std::initializer_list<resurgo::autockpt::Arg> args);

@@ -94,7 +94,7 @@ class TeaLeaf {
   Field &density_, &energy0_, &energy1_, &u_, &u0_;
   Field &r_, &Mi_, &w_, &z_, &Kx_, &Ky_, &p_, &sd_, &rtemp_;
   Field &volume_, &xarea_, &yarea_;
-  Axis cellx_, celly_, vertexx_, vertexy_, celldx_, celldy_, vertexdx_, vertexdy_;
+  mini::Geometry geometry_;
   double time_ = 0;
   std::array<double, 4> summary_{};  // volume, mass, internal energy, temperature: the last field summary
 };
@@ -119,14 +119,7 @@ TeaLeaf::TeaLeaf(mini::Driver& driver)
       volume_(field("volume")),
       xarea_(field("xarea")),
       yarea_(field("yarea")),
-      cellx_(driver.axis("cellx", n_ + 2 * kHalo, kHalo)),
-      celly_(driver.axis("celly", n_ + 2 * kHalo, kHalo)),
-      vertexx_(driver.axis("vertexx", n_ + 2 * kHalo + 1, kHalo)),
-      vertexy_(driver.axis("vertexy", n_ + 2 * kHalo + 1, kHalo)),
-      celldx_(driver.axis("celldx", n_ + 2 * kHalo, kHalo)),
-      celldy_(driver.axis("celldy", n_ + 2 * kHalo, kHalo)),
-      vertexdx_(driver.axis("vertexdx", n_ + 2 * kHalo + 1, kHalo)),
-      vertexdy_(driver.axis("vertexdy", n_ + 2 * kHalo + 1, kHalo)) {}
+      geometry_(driver.geometry(n_, n_, kHalo)) {}
 
 void TeaLeaf::run() {
   initialise();
@@ -151,36 +144,36 @@ void TeaLeaf::run() {
 void TeaLeaf::initialise() {
   const double dx = kExtent / n_;
   const int vertices = n_ + kHalo;  // the last vertex index
-  if (driver_.loop("init_vertex_x", {writes(vertexx_), writes(vertexdx_)})) {
+  if (driver_.loop("init_vertex_x", {writes(geometry_.vertexx), writes(geometry_.vertexdx)})) {
     for (int k = -kHalo; k <= vertices; ++k) {
-      vertexx_[k] = k * dx;
-      vertexdx_[k] = dx;
+      geometry_.vertexx[k] = k * dx;
+      geometry_.vertexdx[k] = dx;
     }
   }
-  if (driver_.loop("init_vertex_y", {writes(vertexy_), writes(vertexdy_)})) {
+  if (driver_.loop("init_vertex_y", {writes(geometry_.vertexy), writes(geometry_.vertexdy)})) {
     for (int k = -kHalo; k <= vertices; ++k) {
-      vertexy_[k] = k * dx;
-      vertexdy_[k] = dx;
+      geometry_.vertexy[k] = k * dx;
+      geometry_.vertexdy[k] = dx;
     }
   }
-  if (driver_.loop("init_cell_x", {reads(vertexx_), writes(cellx_), writes(celldx_)})) {
+  if (driver_.loop("init_cell_x", {reads(geometry_.vertexx), writes(geometry_.cellx), writes(geometry_.celldx)})) {
     for (int k = -kHalo; k < vertices; ++k) {
-      cellx_[k] = (vertexx_[k] + vertexx_[k + 1]) / 2;
-      celldx_[k] = vertexx_[k + 1] - vertexx_[k];
+      geometry_.cellx[k] = (geometry_.vertexx[k] + geometry_.vertexx[k + 1]) / 2;
+      geometry_.celldx[k] = geometry_.vertexx[k + 1] - geometry_.vertexx[k];
     }
   }
-  if (driver_.loop("init_cell_y", {reads(vertexy_), writes(celly_), writes(celldy_)})) {
+  if (driver_.loop("init_cell_y", {reads(geometry_.vertexy), writes(geometry_.celly), writes(geometry_.celldy)})) {
     for (int k = -kHalo; k < vertices; ++k) {
-      celly_[k] = (vertexy_[k] + vertexy_[k + 1]) / 2;
-      celldy_[k] = vertexy_[k + 1] - vertexy_[k];
+      geometry_.celly[k] = (geometry_.vertexy[k] + geometry_.vertexy[k + 1]) / 2;
+      geometry_.celldy[k] = geometry_.vertexy[k + 1] - geometry_.vertexy[k];
     }
   }
-  if (driver_.loop("init_volume_area", {reads(celldx_), reads(celldy_), writes(volume_, Range::kAll),
+  if (driver_.loop("init_volume_area", {reads(geometry_.celldx), reads(geometry_.celldy), writes(volume_, Range::kAll),
                                         writes(xarea_, Range::kAll), writes(yarea_, Range::kAll)})) {
     over_all(n_, [&](int j, int i) {
-      volume_.at(j, i) = celldx_[i] * celldy_[j];
-      xarea_.at(j, i) = celldy_[j];
-      yarea_.at(j, i) = celldx_[i];
+      volume_.at(j, i) = geometry_.celldx[i] * geometry_.celldy[j];
+      xarea_.at(j, i) = geometry_.celldy[j];
+      yarea_.at(j, i) = geometry_.celldx[i];
     });
   }
   generate_chunk();
@@ -193,10 +186,10 @@ void TeaLeaf::initialise() {
 
 // Each state overrides the ones before in the cells whose centre it covers.
 void TeaLeaf::generate_chunk() {
-  if (!driver_.loop("generate_chunk", {reads(cellx_), reads(celly_), writes(density_), writes(energy0_)})) return;
+  if (!driver_.loop("generate_chunk", {reads(geometry_.cellx), reads(geometry_.celly), writes(density_), writes(energy0_)})) return;
   over_interior(n_, [&](int j, int i) {
     for (const State& s : kStates) {
-      if (cellx_[i] >= s.xmin && cellx_[i] < s.xmax && celly_[j] >= s.ymin && celly_[j] < s.ymax) {
+      if (geometry_.cellx[i] >= s.xmin && geometry_.cellx[i] < s.xmax && geometry_.celly[j] >= s.ymin && geometry_.celly[j] < s.ymax) {
         density_.at(j, i) = s.density;
         energy0_.at(j, i) = s.energy;
       }
@@ -235,11 +228,11 @@ void TeaLeaf::solve() {
     over_all(n_, [&](int j, int i) { w_.at(j, i) = density_.at(j, i); });
   }
   if (driver_.loop("tea_leaf_init_Kx_Ky", {reads(w_, Range::kAll), reads(xarea_), reads(yarea_), reads(volume_),
-                                           reads(celldx_), reads(celldy_), writes(Kx_), writes(Ky_)})) {
+                                           reads(geometry_.celldx), reads(geometry_.celldy), writes(Kx_), writes(Ky_)})) {
     over_interior(n_, [&](int j, int i) {
       const double w = w_.at(j, i), west = w_.at(j, i - 1), south = w_.at(j - 1, i);
-      const double rx = kTimeStep * xarea_.at(j, i) / (celldx_[i] * volume_.at(j, i));
-      const double ry = kTimeStep * yarea_.at(j, i) / (celldy_[j] * volume_.at(j, i));
+      const double rx = kTimeStep * xarea_.at(j, i) / (geometry_.celldx[i] * volume_.at(j, i));
+      const double ry = kTimeStep * yarea_.at(j, i) / (geometry_.celldy[j] * volume_.at(j, i));
       Kx_.at(j, i) = rx * (west + w) / (2 * west * w);
       Ky_.at(j, i) = ry * (south + w) / (2 * south * w);
     });

@@ -75,7 +75,6 @@ namespace fs = std::filesystem;
 
 constexpr char kStore[] = "auto-campaign";
 constexpr int kReportsBeforeGivingUp = 10;  // versions reported before an armed point counts as not reached
-constexpr int kSilenceLimitMs = 60000;      // a child silent this long hangs
 constexpr long kMemoryEvery = 6;            // one trial in six keeps its versions in memory
 
 // Exit codes of the children besides 0 and the signals.
@@ -262,16 +261,7 @@ struct Message {
 
 void send(int fd, Kind kind, int value, int extra = 0) {
   const Message message{kind, value, extra};
-  if (::write(fd, &message, sizeof message) != static_cast<ssize_t>(sizeof message)) _exit(4);
-}
-
-enum class Received { kMessage, kEnd, kSilent };
-
-Received receive(int fd, Message& message) {
-  pollfd watched{fd, POLLIN, 0};
-  if (::poll(&watched, 1, kSilenceLimitMs) == 0) return Received::kSilent;
-  const ssize_t got = ::read(fd, &message, sizeof message);
-  return got == static_cast<ssize_t>(sizeof message) ? Received::kMessage : Received::kEnd;
+  send_message(fd, message);
 }
 
 // ---------------------------------------------------------------- children

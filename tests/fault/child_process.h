@@ -2,6 +2,7 @@
 // reports to the driver, reaped into a wait status the summary can describe.
 #pragma once
 
+#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -38,6 +39,26 @@ inline int finish(Child& child) {
   ::waitpid(child.pid, &status, 0);
   ::close(child.messages);
   return status;
+}
+
+// A child silent this long on its pipe is taken to hang.
+inline constexpr int kSilenceLimitMs = 60000;
+
+// Writes one fixed-size message on the report pipe; a child that cannot
+// report exits with status 4.
+template <class Message>
+void send_message(int fd, const Message& message) {
+  if (::write(fd, &message, sizeof message) != static_cast<ssize_t>(sizeof message)) _exit(4);
+}
+
+enum class Received { kMessage, kEnd, kSilent };
+
+template <class Message>
+Received receive(int fd, Message& message) {
+  pollfd watched{fd, POLLIN, 0};
+  if (::poll(&watched, 1, kSilenceLimitMs) == 0) return Received::kSilent;
+  const ssize_t got = ::read(fd, &message, sizeof message);
+  return got == static_cast<ssize_t>(sizeof message) ? Received::kMessage : Received::kEnd;
 }
 
 inline std::string describe(int status) {

@@ -77,7 +77,6 @@ namespace fs = std::filesystem;
 
 constexpr char kStore[] = "campaign";
 constexpr int kReportsBeforeGivingUp = 12;  // durable versions before a point counts as not reached
-constexpr int kSilenceLimitMs = 60000;      // a child silent this long hangs
 
 // Exit codes of the children besides 0 and SIGKILL.
 constexpr int kWrongBytes = 3;  // restored bytes differ, or a visible file is damaged
@@ -93,16 +92,7 @@ struct Message {
 
 void send(int fd, Kind kind, int version) {
   const Message message{kind, version};
-  if (::write(fd, &message, sizeof message) != static_cast<ssize_t>(sizeof message)) _exit(4);
-}
-
-enum class Received { kMessage, kEnd, kSilent };
-
-Received receive(int fd, Message& message) {
-  pollfd watched{fd, POLLIN, 0};
-  if (::poll(&watched, 1, kSilenceLimitMs) == 0) return Received::kSilent;
-  const ssize_t got = ::read(fd, &message, sizeof message);
-  return got == static_cast<ssize_t>(sizeof message) ? Received::kMessage : Received::kEnd;
+  send_message(fd, message);
 }
 
 // ------------------------------------------------------------ the layout
