@@ -94,8 +94,8 @@ typedef struct rsg_auto_restore_report {
   unsigned long long skipped_loops;   /* loops replayed without executing them */
   unsigned long long replayed_queries;
   int fast_forward;                   /* 1: resumed at fastfw/datlist from the payload */
-  double read_seconds;                /* reading the version (at attach) */
-  double replay_seconds;              /* from the end of the read (or of the initialisation phase) to the resume point */
+  double read_seconds;   /* reading the version: its query log at attach, its datasets at the resume point */
+  double replay_seconds; /* from the end of the first read (or of the initialisation phase) to the resume point */
 } rsg_auto_restore_report;
 
 int rsg_auto_options_init(rsg_auto_options *options);

@@ -134,8 +134,8 @@ class RestoreReport:
     skipped_loops: int  # loops replayed without executing them
     replayed_queries: int
     fast_forward: bool  # resumed at fastfw()/datlist() from the payload
-    read_seconds: float
-    replay_seconds: float
+    read_seconds: float  # the query log at attach, the datasets at the resume point
+    replay_seconds: float  # from the end of the first read (or of the initialisation phase) to the resume point
 
 
 def _count(value: Any, what: str) -> int:
