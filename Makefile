@@ -84,9 +84,10 @@ define sanitized_tests
 	cmake -S . -B $(1) -DCMAKE_BUILD_TYPE=Debug -DRESURGO_BUILD_EXAMPLES=OFF -DRESURGO_BUILD_FORTRAN=OFF \
 	  -DCMAKE_CXX_FLAGS="-fsanitize=$(2) -fno-omit-frame-pointer -fno-sanitize-recover=all -O1 -g" \
 	  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=$(2)" -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=$(2)"
-	cmake --build $(1) -j$(JOBS) --target resurgo_tests crash_campaign stress_campaign power_tests power_campaign
+	cmake --build $(1) -j$(JOBS) --target resurgo_tests crash_campaign auto_crash_campaign stress_campaign power_tests power_campaign
 	$(3) $(1)/tests/cpp/resurgo_tests
 	$(3) $(1)/tests/fault/crash_campaign --trials 60
+	$(3) $(1)/tests/fault/auto_crash_campaign --trials 20
 	$(3) $(1)/tests/fault/stress_campaign --seconds 5
 	$(3) $(1)/tests/power/power_tests
 	$(3) $(1)/tests/power/power_campaign --states 800
