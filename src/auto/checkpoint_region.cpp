@@ -74,18 +74,21 @@ bool CheckpointRegion::undecided_left() const {
   return false;
 }
 
+// A region that closes here closes before the loop runs: what it is about to
+// write still holds the entry values, and is read in place, not staged.
 bool CheckpointRegion::before_loop(std::string_view loop, std::span<const PartAccess> accesses) {
   ++loops_;
   for (const PartAccess& access : accesses) decide(loop, access);
+  if (!undecided_left()) return true;
+  timed_out_ = loops_ >= timeout_loops_;
+  if (timed_out_) return true;
   for (const PartAccess& access : accesses) {
     const Entry& entry = entries_[static_cast<std::size_t>(access.dataset)];
     if (access.written && entry.part[access.part] == State::kSaved && entry.staged == Staged::kNo) {
       stage(access.dataset);
     }
   }
-  if (!undecided_left()) return true;
-  timed_out_ = loops_ >= timeout_loops_;
-  return timed_out_;
+  return false;
 }
 
 std::vector<Piece> CheckpointRegion::close() {
