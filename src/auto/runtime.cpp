@@ -63,9 +63,10 @@ Runtime::Impl::Impl(Store& store, Options options)
   if (options_.region_timeout_loops == 0) {
     throw InvalidArgumentError("automatic checkpointing of " + store_what_ + ": region_timeout_loops must be > 0");
   }
-  const std::optional<int> latest = store_.latest();
-  next_version_ = -static_cast<int>(agreement_.smallest(-(latest ? *latest + 1 : 0)));  // the largest over ranks
-  attach_restore();
+  const std::vector<VersionInfo> versions = store_.versions();
+  const int next = versions.empty() ? 0 : versions.back().version + 1;
+  next_version_ = -static_cast<int>(agreement_.smallest(-next));  // the largest over ranks
+  attach_restore(versions);
   if (options_.flush_on_termination && keeps_only_memory(store_.config())) {
     flush_ = std::make_unique<TerminationFlush>([this](int signal) { flush_on_signal(signal); });
   }
@@ -105,10 +106,12 @@ bool Runtime::Impl::loop(std::string_view name, std::span<const Arg> args) {
   verify_read_checks();
   datasets_.accesses(args, name, loop_index_ + 1, accesses_);
   ++loop_index_;
-  last_loop_.assign(name);
   sequence_hash_ = mix_loop(sequence_hash_, name, args);
   datasets_.mark_written(accesses_);
-  if (restore_) return replay_loop(name);
+  if (restore_) {
+    restore_->loop_name.assign(name);  // for the messages of a diverging replay
+    return replay_loop(name);
+  }
   if (!location_chosen_ || !store_buffer_sized_) strategy_.observe(name, loop_index_, accesses_, datasets_);
   if (region_ && region_record_.kind == CheckpointKind::kRegion && name == region_record_.location) {
     close_region();  // a whole period passed: what was not met is not met at all
@@ -134,7 +137,7 @@ void Runtime::Impl::query(void* data, std::size_t bytes) {
   if (bytes > 0 && data == nullptr) throw InvalidArgumentError("query: the pointer is null");
   const auto sequence = static_cast<std::uint32_t>(sequence_hash_);
   if (restore_ && restore_->skipping) {
-    restore_->replay->next(loop_index_, sequence, last_loop_, data, bytes);
+    restore_->replay->next(loop_index_, sequence, restore_->loop_name, data, bytes);
     return;
   }
   log_.append(loop_index_, sequence, data, bytes);
@@ -262,20 +265,6 @@ void Runtime::Impl::close_region() {
   commit(pieces, region_record_, made);
 }
 
-// Where the store's part of the blocking went, for the diagnostics.
-std::string Runtime::Impl::capture_breakdown(int version) {
-  if (options_.diagnostics < 1) return {};
-  for (const VersionStats& stats : store_.stats()) {
-    if (stats.version != version) continue;
-    char text[160];
-    std::snprintf(text, sizeof text, " (store: %.3f ms, of which copy %.3f, first touch %.3f, waiting %.3f)",
-                  stats.blocking_seconds * 1e3, stats.copy_seconds * 1e3, stats.first_touch_seconds * 1e3,
-                  stats.backpressure_seconds * 1e3);
-    return text;
-  }
-  return {};
-}
-
 void Runtime::Impl::commit(const std::vector<Piece>& pieces, CheckpointRecord record, CheckpointReport made) {
   const Clock::time_point started = Clock::now();
   std::lock_guard lock(store_mutex_);
@@ -304,18 +293,16 @@ void Runtime::Impl::commit(const std::vector<Piece>& pieces, CheckpointRecord re
   made.query_log_bytes = region_log_.bytes;
   made.payload_bytes = region_payload_.size();
   made.blocking_seconds += seconds_since(started);
-  newest_version_ = next_version_++;
-  ++checkpoints_;
+  ++next_version_;
   if (record.has_payload) log_.clear();  // a restart resumes at the payload's location: no replay
   last_checkpoint_loop_ = loop_index_;
   last_checkpoint_time_ = Clock::now();
-  report(1, "checkpoint " + std::to_string(checkpoints_) + " (version " + std::to_string(made.version) +
-                ") before loop " + std::to_string(made.loop_index) + " '" + made.location + "': saved " +
+  report(1, "checkpoint (version " + std::to_string(made.version) + ") before loop " + std::to_string(made.loop_index) + " '" + made.location + "': saved " +
                 join(made.saved) + "; halo rings " + join(made.halos) + "; " + mib(made.dataset_bytes) +
                 " of datasets, query log " + std::to_string(made.query_log_bytes) + " B, staged " +
                 mib(made.staged_bytes) + ", region of " + std::to_string(made.region_loops) + " loops" +
                 (made.timed_out ? " (timed out)" : "") + ", blocked " +
-                std::to_string(made.blocking_seconds * 1e3) + " ms" + capture_breakdown(made.version));
+                std::to_string(made.blocking_seconds * 1e3) + " ms");
   last_checkpoint_ = std::move(made);
 }
 
@@ -407,14 +394,15 @@ void Runtime::Impl::verify_read_checks() {
 
 void Runtime::Impl::flush_on_signal(int signal) {
   std::lock_guard lock(store_mutex_);
-  if (!newest_version_) return;
+  if (!last_checkpoint_) return;
+  const int version = last_checkpoint_->version;
   try {
-    store_.persist(*newest_version_, kL2);
-    report(1, "signal " + std::to_string(signal) + ": version " + std::to_string(*newest_version_) +
+    store_.persist(version, kL2);
+    report(1, "signal " + std::to_string(signal) + ": version " + std::to_string(version) +
                   " written to L2 before terminating");
   } catch (const std::exception& error) {
-    std::fprintf(stderr, "resurgo auto: signal %d: could not write version %d to L2: %s\n", signal,
-                 *newest_version_, error.what());
+    std::fprintf(stderr, "resurgo auto: signal %d: could not write version %d to L2: %s\n", signal, version,
+                 error.what());
   }
 }
 

@@ -61,6 +61,7 @@ class Runtime::Impl {
     std::vector<std::byte> payload;
     std::optional<QueryReplay> replay;
     bool skipping = false;  // loops are skipped and queries replayed
+    std::string loop_name;  // of the current loop
     std::uint64_t skipped = 0;
     double read_seconds = 0;
     // Where the replay began: the end of the read, or the end of the
@@ -84,7 +85,7 @@ class Runtime::Impl {
   };
 
   void report(int level, const std::string& message) const;
-  void attach_restore();
+  void attach_restore(const std::vector<VersionInfo>& versions);
   bool read_version(int version);
   bool replay_loop(std::string_view name);
   void finish_restore(std::string_view where, void* payload, std::size_t payload_bytes);
@@ -100,7 +101,6 @@ class Runtime::Impl {
   void verify_read_checks();
   void flush_on_signal(int signal);
   void protect_exactly(std::vector<Piece> pieces);
-  std::string capture_breakdown(int version);
   void unprotect_all() { protect_exactly({}); }
 
   Store& store_;
@@ -112,7 +112,6 @@ class Runtime::Impl {
   StagingBuffers buffers_;
   Agreement agreement_;
   std::vector<PartAccess> accesses_;  // of the current loop
-  std::string last_loop_;             // name of the current loop, for messages
 
   std::uint64_t loop_index_ = 0;
   std::uint64_t sequence_hash_ = kFnvOffset;
@@ -137,8 +136,6 @@ class Runtime::Impl {
   std::vector<Protected> protected_;  // what the store holds protected now
   int next_region_id_ = 0;
   int next_version_ = 0;
-  std::optional<int> newest_version_;
-  long checkpoints_ = 0;
   std::optional<CheckpointReport> last_checkpoint_;
 
   std::optional<Restore> restore_;

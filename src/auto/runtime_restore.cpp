@@ -11,8 +11,7 @@ namespace resurgo::autockpt {
 // The newest automatic checkpoint whose control part (record, query log,
 // payload) reads intact; its datasets are read at the restore point, once
 // the application declared them.
-void Runtime::Impl::attach_restore() {
-  std::vector<VersionInfo> versions = store_.versions();
+void Runtime::Impl::attach_restore(const std::vector<VersionInfo>& versions) {
   for (auto version = versions.rbegin(); version != versions.rend(); ++version) {
     if (!version->pending && read_version(version->version)) break;
   }
