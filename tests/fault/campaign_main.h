@@ -5,6 +5,8 @@
 
 #include <stdlib.h>
 
+#include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -85,6 +87,23 @@ int campaign_main(const char* campaign, int argc, char** argv, std::set<std::str
     std::fprintf(stderr, "%s campaign: %s\n", campaign, error.what());
     return 2;
   }
+}
+
+// The main of a campaign of numbered trials: --trials (default 200) and
+// --seed (default: the clock, printed in the report so a run can be
+// repeated); Campaign(directory, seed) runs run_trial(n) and
+// report(seconds, seed), which returns whether every trial passed.
+template <class Campaign>
+int trials_main(const char* campaign, int argc, char** argv) {
+  return campaign_main(campaign, argc, argv, {"--trials", "--seed"}, [](const Flags& flags, const std::string& dir) {
+    const long trials = std::stol(flags.get("--trials", "200"));
+    const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
+    const std::uint64_t seed = std::stoull(flags.get("--seed", std::to_string(now)));
+    Campaign runner(dir, seed);
+    const auto started = std::chrono::steady_clock::now();
+    for (long trial = 0; trial < trials; ++trial) runner.run_trial(trial);
+    return runner.report(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(), seed);
+  });
 }
 
 }  // namespace resurgo::fault

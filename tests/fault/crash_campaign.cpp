@@ -663,15 +663,4 @@ class Campaign {
 }  // namespace
 }  // namespace resurgo::fault
 
-int main(int argc, char** argv) {
-  using namespace resurgo::fault;
-  return campaign_main("crash", argc, argv, {"--trials", "--seed"}, [](const Flags& flags, const std::string& dir) {
-    const long trials = std::stol(flags.get("--trials", "200"));
-    const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
-    const std::uint64_t seed = std::stoull(flags.get("--seed", std::to_string(now)));
-    Campaign campaign(dir, seed);
-    const auto started = std::chrono::steady_clock::now();
-    for (long trial = 0; trial < trials; ++trial) campaign.run_trial(trial);
-    return campaign.report(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(), seed);
-  });
-}
+int main(int argc, char** argv) { return resurgo::fault::trials_main<resurgo::fault::Campaign>("crash", argc, argv); }
