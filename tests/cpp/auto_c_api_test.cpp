@@ -13,7 +13,7 @@
 #include "resurgo/auto.h"
 #include "resurgo/auto.hpp"
 #include "resurgo/resurgo.h"
-#include "test_util.h"
+#include "levels_in_temp_dir.h"
 
 namespace {
 
@@ -140,16 +140,8 @@ bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
 }
 
-class AutoCApiTest : public ::testing::Test {
+class AutoCApiTest : public LevelsInTempDirTest {
  protected:
-  void SetUp() override {
-    setenv("RESURGO_LOCAL_PATH", (dir.path() + "/l2").c_str(), 1);
-    setenv("RESURGO_PERSISTENT_PATH", (dir.path() + "/l4").c_str(), 1);
-  }
-  void TearDown() override {
-    unsetenv("RESURGO_LOCAL_PATH");
-    unsetenv("RESURGO_PERSISTENT_PATH");
-  }
 
   rsg_store* open_store() {
     rsg_store* store = nullptr;
@@ -201,8 +193,6 @@ class AutoCApiTest : public ::testing::Test {
     ASSERT_EQ(rsg_auto_detach(rt), RSG_OK);
     ASSERT_EQ(rsg_close(store), RSG_OK) << rsg_last_error();
   }
-
-  TempDir dir;
 };
 
 TEST_F(AutoCApiTest, TriggeredCheckpointRestoresByReplay) {

@@ -6,22 +6,11 @@
 #include <vector>
 
 #include "resurgo/resurgo.h"
-#include "test_util.h"
+#include "levels_in_temp_dir.h"
 
 namespace {
 
-class CApiTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    setenv("RESURGO_LOCAL_PATH", (dir.path() + "/l2").c_str(), 1);
-    setenv("RESURGO_PERSISTENT_PATH", (dir.path() + "/l4").c_str(), 1);
-  }
-  void TearDown() override {
-    unsetenv("RESURGO_LOCAL_PATH");
-    unsetenv("RESURGO_PERSISTENT_PATH");
-  }
-  TempDir dir;
-};
+using CApiTest = LevelsInTempDirTest;
 
 TEST_F(CApiTest, FiveCallsCheckpointAndRestart) {
   std::vector<double> u(1000, 1.5);
