@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List
+from typing import Callable, List, Tuple
 
 import numpy as np
 
@@ -62,3 +65,34 @@ def flip_chunk_byte(path: Path, chunk: int = 0) -> None:
 def bits_equal(a: np.ndarray, b: np.ndarray) -> bool:
     """Bit-for-bit equality (NaN payloads and -0.0 included)."""
     return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
+
+
+def kill_after_lines(command: List[str], enough: Callable[[List[str]], bool],
+                     timeout: float) -> Tuple[List[str], int, str]:
+    """Runs `command`, reads the lines it prints until `enough(lines)` holds,
+    then kills it with SIGKILL (a child whose output ends first is left to
+    exit). Returns the lines, its return code and its standard error. A
+    watchdog kills a child still running after `timeout` seconds."""
+    proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    watchdog = threading.Timer(timeout, proc.kill)
+    watchdog.start()
+    lines: List[str] = []
+    try:
+        while not enough(lines):
+            line = proc.stdout.readline()
+            if not line:
+                break
+            lines.append(line.rstrip("\n"))
+        else:
+            os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    finally:
+        watchdog.cancel()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        stderr = proc.stderr.read()
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            stream.close()
+    return lines, proc.returncode, stderr

@@ -8,18 +8,17 @@ Run as a script, this file is that child (see child_main)."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import struct
 import subprocess
 import sys
-import threading
 from typing import Callable, List, Optional
 
 import numpy as np
 import pytest
 
 import resurgo
+from helpers import kill_after_lines
 from resurgo import auto
 
 CELLS = 16  # interior cells per side; the halo ring makes it 18
@@ -241,25 +240,11 @@ def run_child(dirs, tag: str) -> dict:
 
 
 def test_restart_after_sigkill_matches_an_uninterrupted_run(dirs):
-    proc = subprocess.Popen(child_command(dirs, "killed", "kill"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    watchdog = threading.Timer(120, proc.kill)  # bounds the test if the child hangs
-    watchdog.start()
-    try:
-        line = proc.stdout.readline()
-        if line.startswith("durable "):
-            os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-    finally:
-        watchdog.cancel()
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        stderr = proc.stderr.read()
-        for stream in (proc.stdin, proc.stdout, proc.stderr):
-            stream.close()
+    lines, returncode, stderr = kill_after_lines(child_command(dirs, "killed", "kill"), lambda lines: bool(lines),
+                                                 timeout=120)
+    line = lines[0] if lines else ""
     assert line.startswith("durable "), f"the child died before its checkpoint was durable: {stderr}"
-    assert proc.returncode == -signal.SIGKILL
+    assert returncode == -signal.SIGKILL
     durable = int(line.split()[1])
 
     assert run_child(dirs, "killed") == {"restored": durable}

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
 import textwrap
-import threading
 
 import numpy as np
 import pytest
 
 import resurgo
+from helpers import kill_after_lines
 
 SIZE = 1 << 17  # int64 elements: 1 MiB per version
 
@@ -46,30 +45,12 @@ def expected(version: int) -> np.ndarray:
 
 @pytest.mark.parametrize("lines_before_kill", [3, 12])
 def test_restart_after_sigkill(dirs, lines_before_kill):
-    proc = subprocess.Popen(
+    lines, returncode, stderr = kill_after_lines(
         [sys.executable, "-c", CHILD, str(dirs.l2), str(dirs.l4), str(SIZE)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    watchdog = threading.Timer(60, proc.kill)  # bounds the test if the child hangs
-    watchdog.start()
-    reported = []
-    try:
-        while len(reported) < lines_before_kill:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            reported.append(int(line))
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-    finally:
-        watchdog.cancel()
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        stderr = proc.stderr.read()
-        proc.stdout.close()
-        proc.stderr.close()
+        lambda lines: len(lines) >= lines_before_kill, timeout=60)
+    reported = [int(line) for line in lines]
     assert len(reported) == lines_before_kill, f"child died early: {stderr}"
-    assert proc.returncode == -signal.SIGKILL
+    assert returncode == -signal.SIGKILL
     assert reported == list(range(lines_before_kill))
     durable = reported[-1]
 
