@@ -232,26 +232,14 @@ Field& Driver::field(const std::string& name, int nx, int ny, int halo) {
   return *fields_.back();
 }
 
-std::vector<double>& Driver::array(const std::string& name, std::size_t count) {
-  std::unique_ptr<Field> field = make_field(name, static_cast<int>(count), 1, 0);
+Axis Driver::axis(const std::string& name, int count, int halo) {
+  std::unique_ptr<Field> field = make_field(name, count, 1, 0);
   if (runtime_) {
-    const resurgo::ElementType type{"float64", {static_cast<std::int64_t>(count)}};
+    const resurgo::ElementType type{"float64", {count}};
     field->id = runtime_->dataset(name, field->values.data(), bytes_of(*field), type);
   }
   fields_.push_back(std::move(field));
-  return fields_.back()->values;
-}
-
-int Driver::id(const std::vector<double>& array) const {
-  for (const auto& field : fields_) {
-    if (&field->values == &array) return field->id;
-  }
-  throw std::invalid_argument("Driver::id: the array was not declared by Driver::array");
-}
-
-Axis Driver::axis(const std::string& name, int count, int halo) {
-  std::vector<double>& values = array(name, static_cast<std::size_t>(count));
-  return {values, id(values), halo};
+  return {fields_.back()->values, fields_.back()->id, halo};
 }
 
 Geometry Driver::geometry(int nx, int ny, int halo) {

@@ -136,12 +136,8 @@ class Driver {
 
   // Declares `field` (allocated here, zero-filled) as a dataset.
   Field& field(const std::string& name, int nx, int ny, int halo);
-  // A dataset that is not a field (a 1-D array of coordinates, a small table).
-  std::vector<double>& array(const std::string& name, std::size_t count);
-  // The runtime's dataset id of an array returned by array() (-1 in mode none),
-  // for loop arguments.
-  int id(const std::vector<double>& array) const;
-  // An axis of `count` entries, `halo` of them before the first cell.
+  // A 1-D dataset (a row of `count` values) as an axis of the mesh, `halo`
+  // of its entries before the first cell.
   Axis axis(const std::string& name, int count, int halo);
   // The eight axes of an nx x ny mesh with a halo of `halo` cells.
   Geometry geometry(int nx, int ny, int halo);
@@ -173,7 +169,7 @@ class Driver {
   RunOptions options_;
   std::unique_ptr<resurgo::Store> store_;
   std::unique_ptr<resurgo::autockpt::Runtime> runtime_;
-  std::vector<std::unique_ptr<Field>> fields_;  // every dataset in declaration order; an array is one row
+  std::vector<std::unique_ptr<Field>> fields_;  // every dataset in declaration order; an axis is one row
   std::vector<double> step_seconds_;
   bool replaying_step_ = false;  // the current step began in replay: not timed
   nlohmann::ordered_json checkpoints_ = nlohmann::ordered_json::array();  // every checkpoint taken, in order

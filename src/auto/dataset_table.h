@@ -56,7 +56,6 @@ class DatasetTable {
   Dataset& operator[](int id) { return datasets_[static_cast<std::size_t>(id)]; }
   const Dataset& operator[](int id) const { return datasets_[static_cast<std::size_t>(id)]; }
   std::size_t size() const { return datasets_.size(); }
-  const std::vector<Dataset>& all() const { return datasets_; }
   // The id of `name`, or -1.
   int find(std::string_view name) const;
 
