@@ -44,7 +44,9 @@ struct Config {
     std::uint64_t capacity = 0; // bytes; 0 = auto (a quarter of physical memory); also bounds prefetch
   } memory;
   struct Local {  // L2: node-local directory
-    std::string path;  // "" = $TMPDIR/resurgo-<uid> (or /tmp/resurgo-<uid>)
+    // "" = $TMPDIR/resurgo-<uid> (or /tmp/resurgo-<uid>); "{node}" in it is
+    // replaced by the rank's node number (MPI stores, docs/mpi.md)
+    std::string path;
     int keep = 2;      // versions kept; 0 = all
     int every = 1;     // every n-th checkpoint goes to L2; 0 = never
     unsigned mode = 0600;
@@ -69,6 +71,15 @@ struct Config {
     double max_overhead = 0.05;  // policy overhead: checkpoint cost / interval, at most
     double mtbf = 86400;         // policy young-daly: mean time between failures, seconds
   } interval;
+  struct Mpi {  // stores of MPI jobs (docs/mpi.md)
+    // seconds the ranks wait for each other at checkpoint() before every
+    // rank that came fails, naming the ranks that did not
+    double timeout = 300;
+    // > 0: fake nodes of this many consecutive ranks (node = rank / n), so
+    // that a job on one machine runs as several nodes (tests, benchmarks);
+    // 0: the nodes MPI reports (MPI_Comm_split_type)
+    int ranks_per_node = 0;
+  } mpi;
   struct Log {
     LogLevel level = LogLevel::kWarn;
   } log;

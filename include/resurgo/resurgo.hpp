@@ -18,7 +18,7 @@
 
 namespace resurgo {
 
-class Comm;  // the job's communicator (src/mpi/comm.h), for the layers above the store
+class Comm;  // the job's communicator (resurgo/comm.hpp; resurgo/mpi.hpp makes one for MPI)
 
 inline constexpr int kAllVersions = -1;
 
@@ -33,6 +33,16 @@ inline constexpr int kLatest = -1;       // restart(): newest intact version
 struct ElementType {
   std::string dtype;
   std::vector<std::int64_t> shape;
+};
+
+// A region that is one rank's block of a global array (MPI stores): the
+// global array's shape and the block's element offset in it, row-major; the
+// block's own shape is ElementType::shape. Restart on another number of ranks
+// reads, for each new block, the pieces of the old blocks it overlaps
+// (docs/mpi.md). Empty: a region of its rank alone.
+struct GlobalBlock {
+  std::vector<std::int64_t> global_shape;
+  std::vector<std::int64_t> offset;
 };
 
 struct VersionInfo {
@@ -92,7 +102,11 @@ struct RestartReport {
   int version = -1;  // version restored
   int level = -1;    // level its newest link (the version itself) was read from
   double seconds = 0;
-  std::uint64_t bytes = 0;
+  std::uint64_t bytes = 0;  // bytes of the regions restored
+  // Restart on another number of ranks: stored bytes of the chunks read from
+  // the old ranks' files (compare with `bytes`); 0 otherwise.
+  std::uint64_t bytes_read = 0;
+  int written_by_ranks = 0;  // the rank count of the job that wrote the version; 0 = this job's
   // One line per damaged copy skipped or repaired (version, level, path,
   // chunk, cause), and one per newer version whose chain is broken below it
   // (its base missing, damaged everywhere, or with another region table).
@@ -124,6 +138,11 @@ class Store {
   explicit Store(const std::string& name, const Config& config = Config::load(),
                  std::shared_ptr<Env> env = nullptr);
   ~Store();  // close(), ignoring errors (they are logged)
+  // A store of an MPI job (or of any job `comm` describes): every rank of
+  // `comm` opens it and then calls checkpoint, wait, latest, restart and
+  // close together; a version exists for restart only once every rank has
+  // committed it and the job's manifest says so (docs/mpi.md). Collective.
+  Store(const std::string& name, const Config& config, std::shared_ptr<Comm> comm, std::shared_ptr<Env> env = nullptr);
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
   Store(Store&&) noexcept;
@@ -137,8 +156,10 @@ class Store {
   // background error not yet reported. Further calls throw StateError.
   void close();
 
+  // `block`: the region is this rank's block of a global array (MPI stores;
+  // `type.shape` then gives the block's shape and `type.dtype` its elements).
   void protect(int id, void* data, std::size_t bytes, const std::string& label = "",
-               const ElementType& type = {});
+               const ElementType& type = {}, const GlobalBlock& block = {});
   void unprotect(int id);
 
   // Sizes the capture buffer for a protected state of `bytes` now, its

@@ -108,6 +108,15 @@ bool Catalog::pinned(int version, int level) {
   return at != e.route.end() && at + 1 != e.route.end() && e.settled_levels < e.route.size();
 }
 
+std::optional<int> Catalog::outcome(int version, int level) {
+  std::lock_guard lock(mutex_);
+  const auto it = entries_.find(version);
+  if (it == entries_.end()) return std::nullopt;
+  const Entry& e = it->second;
+  if (std::find(e.reached.begin(), e.reached.end(), level) != e.reached.end()) return 1;
+  return e.finished() ? -1 : 0;
+}
+
 bool Catalog::routed(int version, int level) {
   std::lock_guard lock(mutex_);
   const auto it = entries_.find(version);

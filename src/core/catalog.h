@@ -44,6 +44,9 @@ class Catalog {
   // reached yet: the copy at `level` is its source and must not be evicted.
   bool pinned(int version, int level);
   bool routed(int version, int level);
+  // 1 when `version` reached `level`, -1 when it failed there (or gave up),
+  // 0 while it is still on its way; none for a version the catalog does not know.
+  std::optional<int> outcome(int version, int level);
   bool known(int version);
   // Every version has reached or given up every level of its route.
   bool all_finished();

@@ -193,6 +193,12 @@ const std::vector<std::pair<std::string, Setter>>& setters() {
        [](Config& c, const std::string& k, const std::string& v) { c.interval.max_overhead = parse_fraction(k, v); }},
       {"interval.mtbf",
        [](Config& c, const std::string& k, const std::string& v) { c.interval.mtbf = parse_duration(k, v); }},
+      {"mpi.timeout",
+       [](Config& c, const std::string& k, const std::string& v) { c.mpi.timeout = parse_duration(k, v); }},
+      {"mpi.ranks_per_node",
+       [](Config& c, const std::string& k, const std::string& v) {
+         c.mpi.ranks_per_node = static_cast<int>(parse_integer(k, v, 0, 1 << 24));
+       }},
       {"local.path", [](Config& c, const std::string&, const std::string& v) { c.local.path = v; }},
       {"local.keep",
        [](Config& c, const std::string& k, const std::string& v) {
@@ -301,7 +307,7 @@ void apply_file(Config& config, const std::string& path) {
                       ": " + std::string(error.description()));
   }
   static const std::string sections[] = {"capture", "track",    "delta",    "buffer",   "memory", "local",
-                                         "persistent", "pipeline", "interval", "log", "trace"};
+                                         "persistent", "pipeline", "interval", "mpi", "log", "trace"};
   std::string section_list;
   for (const std::string& section : sections) section_list += (section_list.empty() ? "" : ", ") + section;
   for (const auto& [section, node] : root) {

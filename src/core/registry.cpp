@@ -4,8 +4,46 @@
 
 #include "core/names.h"
 #include "format/container.h"
+#include "format/element_size.h"
 
 namespace resurgo {
+
+namespace {
+
+// A block of a global array must say where it lies and tile its bytes
+// exactly: restart on another rank count computes byte offsets from it.
+void check_block(const Region& region) {
+  const GlobalBlock& block = region.block;
+  if (block.global_shape.empty() && block.offset.empty()) return;
+  const auto refuse = [&](const std::string& why) {
+    throw InvalidArgumentError("cannot protect region '" + region.label + "' as a block of a global array: " + why);
+  };
+  const std::size_t axes = block.global_shape.size();
+  if (axes == 0 || block.offset.size() != axes || region.type.shape.size() != axes) {
+    refuse("the global shape, the offset and the block's shape (ElementType::shape) need one entry per axis; got " +
+           std::to_string(axes) + ", " + std::to_string(block.offset.size()) + " and " +
+           std::to_string(region.type.shape.size()));
+  }
+  if (axes > format::kMaxShapeRank) refuse("more than " + std::to_string(format::kMaxShapeRank) + " axes");
+  std::uint64_t elements = 1;
+  for (std::size_t axis = 0; axis < axes; ++axis) {
+    const std::int64_t offset = block.offset[axis];
+    const std::int64_t extent = region.type.shape[axis];
+    if (offset < 0 || extent < 0 || block.global_shape[axis] < 0 || offset + extent > block.global_shape[axis]) {
+      refuse("on axis " + std::to_string(axis) + " the block [" + std::to_string(offset) + ", " +
+             std::to_string(offset + extent) + ") does not lie inside [0, " + std::to_string(block.global_shape[axis]) +
+             ")");
+    }
+    elements *= static_cast<std::uint64_t>(extent);
+  }
+  const std::size_t element = format::element_size(region.type.dtype);
+  if (region.type.dtype.empty() || elements * element != region.bytes) {
+    refuse("its dtype '" + region.type.dtype + "' and shape give " + std::to_string(elements * element) +
+           " bytes, the region has " + std::to_string(region.bytes) + " (set ElementType's dtype and shape)");
+  }
+}
+
+}  // namespace
 
 void Registry::add(Region region) {
   if (region.label.empty()) region.label = "region-" + std::to_string(region.id);
@@ -21,6 +59,7 @@ void Registry::add(Region region) {
                                std::to_string(format::kMaxShapeRank) + " and a dtype name of at most " +
                                std::to_string(format::kMaxDtypeBytes) + " bytes are supported");
   }
+  check_block(region);
   for (const Region& other : regions_) {
     if (other.id == region.id) {
       throw InvalidArgumentError("cannot protect region '" + region.label + "': id " + std::to_string(region.id) +

@@ -16,6 +16,7 @@ struct Region {
   std::byte* data = nullptr;
   std::uint64_t bytes = 0;
   ElementType type;
+  GlobalBlock block;  // empty unless a block of a global array
 };
 
 class Registry {

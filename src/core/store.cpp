@@ -20,7 +20,9 @@
 #include "core/restore.h"
 #include "core/trace.h"
 #include "format/container.h"
+#include "mpi/collective_versions.h"
 #include "mpi/comm.h"
+#include "mpi/redistribution.h"
 #include "pipeline/scheduler.h"
 #include "pipeline/thread_pool.h"
 #include "resurgo/resurgo.hpp"
@@ -37,6 +39,22 @@ double seconds_since(Clock::time_point begin) { return std::chrono::duration<dou
 
 std::string absolute(const std::string& path) { return std::filesystem::absolute(path).lexically_normal().string(); }
 
+// L2's directory: "{node}" in local.path becomes the rank's node number, so
+// that the nodes of a job faked on one machine keep apart what real nodes
+// would (docs/mpi.md).
+std::string local_root(const Config& config, int node) {
+  std::string path = config.local.path.empty() ? Config::default_local_path() : config.local.path;
+  for (auto at = path.find("{node}"); at != std::string::npos; at = path.find("{node}", at)) {
+    path.replace(at, 6, std::to_string(node));
+  }
+  return absolute(path);
+}
+
+// The rank's node: faked by mpi.ranks_per_node, else the communicator's.
+int node_of(const Config& config, const Comm& comm) {
+  return config.mpi.ranks_per_node > 0 ? comm.rank() / config.mpi.ranks_per_node : comm.node();
+}
+
 std::uint64_t memory_capacity(const Config& config) {
   if (config.memory.capacity > 0) return config.memory.capacity;
   const std::uint64_t quarter = quarter_of_physical_memory();
@@ -47,7 +65,8 @@ std::uint64_t memory_capacity(const Config& config) {
 
 class Store::Impl {
  public:
-  Impl(const std::string& name, const Config& config, std::shared_ptr<Env> env);
+  // `job`: the communicator of an MPI store; none for a process alone.
+  Impl(const std::string& name, const Config& config, std::shared_ptr<Comm> job, std::shared_ptr<Env> env);
   ~Impl();
 
   void close();
@@ -70,7 +89,7 @@ class Store::Impl {
 
   std::string name;
   Config config;
-  std::unique_ptr<Comm> comm;
+  std::shared_ptr<Comm> comm;
   std::vector<std::byte> metadata;
   RestartReport last_restart;
 
@@ -85,6 +104,18 @@ class Store::Impl {
   void settle_before_restart(int version);
   void check_not_discarded(int version, const char* call) const;
   void copy_with_bases(int version, Level& target);
+  int restore_locally(int version, RestartScope scope);
+  void local_checks_before_checkpoint(int version);
+
+  // MPI stores (collective_ set): the job's side of each call.
+  void agree_before_checkpoint(int version);
+  void expect_manifests(int version, const std::vector<Level*>& route);
+  void progress_job(bool settle);
+  std::optional<std::string> job_version_problem(int version);
+  std::vector<int> job_candidates(std::vector<std::string>& skipped);
+  std::map<int, format::Manifest> redistribution_candidates(std::vector<std::string>& skipped);
+  int redistribute_version(const format::Manifest& manifest);
+  int restart_job(int version, RestartScope scope);
 
   std::shared_ptr<Env> env_;
   Logger log_;
@@ -100,6 +131,7 @@ class Store::Impl {
   std::unique_ptr<Capture> capture_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<Prefetcher> prefetcher_;
+  std::unique_ptr<CollectiveVersions> collective_;  // MPI stores only
   std::set<int> discarded_;
   CheckpointTimer timer_;
   Clock::time_point last_checkpoint_end_ = Clock::now();  // or the open
@@ -110,21 +142,22 @@ class Store::Impl {
   bool closed_ = false;
 };
 
-Store::Impl::Impl(const std::string& store_name, const Config& store_config, std::shared_ptr<Env> env)
+Store::Impl::Impl(const std::string& store_name, const Config& store_config, std::shared_ptr<Comm> job,
+                  std::shared_ptr<Env> env)
     : name(store_name),
       config(store_config),
-      comm(self_comm()),
+      comm(job ? job : std::shared_ptr<Comm>(self_comm())),
       env_(env ? std::move(env) : Env::posix()),
       log_(store_name, store_config.log.level),
       trace_(store_config.trace.path),
       memory_(store_name, comm->rank(), memory_capacity(store_config), store_config.memory.keep),
-      local_(kL2, absolute(config.local.path.empty() ? Config::default_local_path() : config.local.path), store_name,
-             comm->rank(), config.local.mode, config.local.keep, env_),
+      local_(kL2, local_root(store_config, node_of(store_config, *comm)), store_name, comm->rank(), config.local.mode, config.local.keep, env_),
       persistent_(kL4, absolute(config.persistent.path), store_name, comm->rank(), config.persistent.mode,
                   config.persistent.keep, env_),
       catalog_(store_name),
       timer_(store_config.interval) {
   validate_store_name(name);
+  const bool job_store = job != nullptr;
   if (config.interval.policy == IntervalPolicy::kSeconds && config.interval.seconds <= 0) {
     throw ConfigError("store '" + name + "': interval.policy = seconds needs interval.seconds (e.g. \"15min\")");
   }
@@ -163,6 +196,11 @@ Store::Impl::Impl(const std::string& store_name, const Config& store_config, std
           {&memory_, config.memory.every}, {&local_, config.local.every}, {&persistent_, config.persistent.every}},
       config.pipeline, *pool_, catalog_, log_, trace_);
   capture_ = make_capture(CaptureContext{config, *pool_, log_, [this](bool on) { scheduler_->set_capturing(on); }});
+  if (job_store) {
+    local_.set_collective();
+    persistent_.set_collective();
+    collective_ = std::make_unique<CollectiveVersions>(*comm, node_of(config, *comm), name, log_, config.mpi.timeout);
+  }
   log_.info("opened store '" + name + "' rank " + std::to_string(comm->rank()) + ": L2 " + local_.dir() +
             (config.persistent.every > 0 ? ", L4 " + persistent_.dir() : ", L4 disabled"));
 }
@@ -182,6 +220,17 @@ void Store::Impl::check_open(const char* call) const {
 
 void Store::Impl::close() {
   if (closed_) return;
+  std::exception_ptr job_failure;
+  if (collective_) {
+    try {
+      progress_job(true);
+      collective_->flush();
+      scheduler_->request_eviction();  // the manifests just written free older versions
+    } catch (...) {
+      job_failure = std::current_exception();
+    }
+    collective_.reset();
+  }
   scheduler_.reset();  // drains first
   catalog_.on_reached(nullptr);
   memory_.on_space_freed(nullptr);
@@ -191,6 +240,7 @@ void Store::Impl::close() {
   lock_.reset();
   if (trace_.enabled()) trace_.write(*env_);
   catalog_.report_failure([] { return std::string("store closed, but "); });
+  if (job_failure) std::rethrow_exception(job_failure);
 }
 
 Level* Store::Impl::level(int number) const {
@@ -275,16 +325,24 @@ void Store::Impl::check_new_version(int version) const {
   }
 }
 
+void Store::Impl::local_checks_before_checkpoint(int version) {
+  catalog_.report_failure([&] {
+    return "checkpoint " + std::to_string(version) + " not taken (the store keeps working; call checkpoint again): ";
+  });
+  check_new_version(version);
+}
+
 void Store::Impl::checkpoint(int version) {
   const Clock::time_point started = Clock::now();
   check_open("checkpoint");
   const long failures = catalog_.failure_count();
   if (failures != failures_seen_) capture_->start_new_chain("an earlier version failed");
   failures_seen_ = failures;
-  catalog_.report_failure([&] {
-    return "checkpoint " + std::to_string(version) + " not taken (the store keeps working; call checkpoint again): ";
-  });
-  check_new_version(version);
+  if (collective_) {
+    agree_before_checkpoint(version);
+  } else {
+    local_checks_before_checkpoint(version);
+  }
   std::vector<Level*> route = scheduler_->route(checkpoints_ + 1);
   if (!persistent_prepared_ && std::count(route.begin(), route.end(), &persistent_) > 0) {
     persistent_.prepare();
@@ -322,8 +380,10 @@ void Store::Impl::checkpoint(int version) {
   catalog_.add(version, started, route_numbers, captured);
   const bool synchronous = snapshot.synchronous;
   const int first_level = route.front()->number();
+  if (collective_) expect_manifests(version, route);
   scheduler_->submit(version, std::move(route), std::move(snapshot));
   if (synchronous) catalog_.wait(version, first_level);
+  if (collective_) progress_job(false);
   const double blocked = seconds_since(started);
   catalog_.set_blocking(version, blocked);
   // A moving average (a quarter on the newest) so that one slow checkpoint
@@ -346,7 +406,18 @@ void Store::Impl::wait(int version, int level_number) {
   if (level_number == kL2 && config.local.every == 0) {
     throw InvalidArgumentError("wait: level 2 is disabled for store '" + name + "' (local.every = 0)");
   }
-  if (version == kAllVersions) return catalog_.wait_all(level_number);
+  if (collective_) {
+    progress_job(true);
+    collective_->flush();
+  }
+  if (version == kAllVersions) {
+    catalog_.wait_all(level_number);
+    if (collective_ && collective_->take_failures(level_number)) {
+      throw StorageError("wait: a version of store '" + name + "' did not reach L" + std::to_string(level_number) +
+                         " on every rank; the ranks where it failed say why");
+    }
+    return;
+  }
   if (!catalog_.known(version)) {
     Level* held = level(level_number);
     if (held != nullptr && held->holds(version)) return;
@@ -360,6 +431,10 @@ void Store::Impl::wait(int version, int level_number) {
                                "-th checkpoint does (" + (level_number == kL4 ? "persistent" : "local") + ".every)");
   }
   catalog_.wait(version, level_number);
+  if (collective_ && collective_->failed(version, level_number)) {
+    throw StorageError("wait: version " + std::to_string(version) + " of store '" + name + "' did not reach L" +
+                       std::to_string(level_number) + " on every rank; the ranks where it failed say why");
+  }
 }
 
 int Store::Impl::newest_committed() {
@@ -369,6 +444,15 @@ int Store::Impl::newest_committed() {
 
 std::optional<int> Store::Impl::latest() {
   check_open("latest");
+  if (collective_) {
+    progress_job(false);
+    collective_->flush();
+    std::vector<std::string> skipped;
+    std::vector<int> candidates = job_candidates(skipped);
+    for (const auto& [version, manifest] : redistribution_candidates(skipped)) candidates.push_back(version);
+    const int agreed = collective_->agree_newest(candidates);
+    return agreed < 0 ? std::nullopt : std::optional<int>(agreed);
+  }
   const std::map<int, std::vector<int>> committed = committed_versions(levels());
   for (auto version = committed.rbegin(); version != committed.rend(); ++version) {
     if (discarded_.count(version->first) == 0) return version->first;
@@ -425,9 +509,14 @@ int Store::Impl::restart(int version, RestartScope scope) {
     throw InvalidArgumentError("restart: version " + std::to_string(version) + " is negative");
   }
   if (version != kLatest) check_not_discarded(version, "restart");
+  if (collective_) return restart_job(version, scope);
   settle_before_restart(version);
   catalog_.report_failure([] { return std::string("restart not done: "); });
   if (registry_.empty()) throw InvalidArgumentError("restart of store '" + name + "': nothing is protected");
+  return restore_locally(version, scope);
+}
+
+int Store::Impl::restore_locally(int version, RestartScope scope) {
   const std::optional<std::string> prefetch_failure =
       version != kLatest ? prefetcher_->settle(version) : std::nullopt;
   const std::vector<Level*> held = levels();
@@ -443,6 +532,196 @@ int Store::Impl::restart(int version, RestartScope scope) {
     capture_->restarting(false);
     newest_version_ = newest_committed();  // quarantined versions may be written again
     return restored;
+  } catch (...) {
+    capture_->restarting(false);
+    throw;
+  }
+}
+
+// ------------------------------------------------------------ MPI job
+// The store's side of CollectiveVersions: what every rank checks and
+// reports at the calls the job makes together.
+
+// Each rank checks locally, then the job agrees: a version is taken on every
+// rank or on none, so the ranks' sequences of versions stay the same.
+void Store::Impl::agree_before_checkpoint(int version) {
+  collective_->agree_on_version(version);
+  std::exception_ptr failure;
+  try {
+    local_checks_before_checkpoint(version);
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  if (collective_->on_every_rank(!failure)) return;
+  if (failure) std::rethrow_exception(failure);
+  throw StateError("checkpoint " + std::to_string(version) + " of store '" + name +
+                   "' not taken: another rank could not take it (its error says why); the store keeps working");
+}
+
+void Store::Impl::expect_manifests(int version, const std::vector<Level*>& route) {
+  std::vector<format::ManifestRegion> layout;
+  for (const Region& region : registry_.regions()) {
+    layout.push_back({comm->rank(), region.id, region.label, region.type.dtype, region.bytes, region.type.shape,
+                      region.block.global_shape, region.block.offset});
+  }
+  for (Level* level : route) {
+    if (level == &local_ || level == &persistent_) {
+      collective_->expect(version, *static_cast<DirectoryTier*>(level), layout);
+    }
+  }
+}
+
+void Store::Impl::progress_job(bool settle) {
+  const auto outcome = [this](int version, int level_number) {
+    if (const std::optional<int> known = catalog_.outcome(version, level_number)) return *known;
+    return level(level_number)->holds(version) ? 1 : -1;
+  };
+  if (settle) {
+    collective_->progress(outcome, [this](int version, int) { catalog_.wait_finished(version); });
+  } else {
+    collective_->progress(outcome);
+  }
+}
+
+// Empty when `version` is a version of the job this rank can restore: a
+// directory level holds its manifest for this job size, and a copy here is
+// the file the manifest names (same header+index checksum). Else why not;
+// none when the version was written by another rank count (which
+// redistribution_candidates() judges).
+std::optional<std::string> Store::Impl::job_version_problem(int version) {
+  std::string problem = "no job manifest (the job did not commit it: a rank failed before every rank had written it)";
+  for (DirectoryTier* directory : {&local_, &persistent_}) {
+    if (directory == &persistent_ && !persistent_prepared_) continue;
+    try {
+      const std::optional<std::string> text = directory->read_manifest(version);
+      if (!text) continue;
+      const format::Manifest manifest =
+          format::decode_manifest(*text, directory->dir() + "/" + format::manifest_file_name(version));
+      if (manifest.ranks != comm->size()) return std::nullopt;
+      const std::uint64_t expected = manifest.files[static_cast<std::size_t>(comm->rank())].checksum;
+      for (Level* copy : levels()) {
+        if (!copy->holds(version)) continue;
+        try {
+          if (format::read_container(*copy->open(version)).checksum == expected) return "";
+        } catch (const Error&) {
+        }
+      }
+      problem = "this rank's files differ from the one the job committed (files of another job?)";
+    } catch (const Error& error) {
+      problem = error.what();
+    }
+  }
+  return problem;
+}
+
+std::vector<int> Store::Impl::job_candidates(std::vector<std::string>& skipped) {
+  std::vector<int> candidates;
+  for (const auto& [version, held] : committed_versions(levels())) {
+    if (discarded_.count(version) != 0) continue;
+    const std::optional<std::string> problem = job_version_problem(version);
+    if (problem && problem->empty()) {
+      candidates.push_back(version);
+    } else if (problem) {
+      skipped.push_back("version " + std::to_string(version) + " (rank " + std::to_string(comm->rank()) +
+                        "): " + *problem);
+    }
+  }
+  return candidates;
+}
+
+// The newest version every rank can restore, restored on every rank; a
+// version some rank fails to restore is dropped by all and the next one
+// tried (kLatest), or fails on every rank (a given version).
+int Store::Impl::restart_job(int version, RestartScope scope) {
+  settle_before_restart(kLatest);
+  progress_job(true);
+  collective_->flush();
+  std::vector<std::string> skipped;
+  std::vector<int> candidates = job_candidates(skipped);
+  const std::map<int, format::Manifest> other_rank_count = redistribution_candidates(skipped);
+  for (const auto& [other, manifest] : other_rank_count) candidates.push_back(other);
+  if (version != kLatest) {
+    candidates.assign(std::count(candidates.begin(), candidates.end(), version), version);
+  }
+  for (;;) {
+    const int agreed = collective_->agree_newest(candidates);
+    if (agreed < 0) {
+      std::string why;
+      for (const std::string& line : skipped) why += "; " + line;
+      throw NotFoundError("restart of store '" + name + "': " +
+                          (version == kLatest ? std::string("no version") : "version " + std::to_string(version) + " is not one") +
+                          " that every rank of the job can restore" + why);
+    }
+    std::exception_ptr failure;
+    std::string cause = "another rank could not restore it";
+    int restored = -1;
+    try {
+      if (registry_.empty()) throw InvalidArgumentError("restart of store '" + name + "': nothing is protected");
+      const auto written_by_others = other_rank_count.find(agreed);
+      restored = written_by_others == other_rank_count.end() ? restore_locally(agreed, scope)
+                                                             : redistribute_version(written_by_others->second);
+    } catch (const std::exception& error) {
+      failure = std::current_exception();
+      cause = error.what();
+    }
+    if (collective_->on_every_rank(!failure)) {
+      last_restart.skipped.insert(last_restart.skipped.begin(), skipped.begin(), skipped.end());
+      return restored;
+    }
+    if (version != kLatest) {
+      if (failure) std::rethrow_exception(failure);
+      throw StateError("restart of store '" + name + "': version " + std::to_string(version) +
+                       " could not be restored on every rank (" + cause + ")");
+    }
+    skipped.push_back("version " + std::to_string(agreed) + ": not restorable on every rank (" + cause + ")");
+    candidates.erase(std::remove(candidates.begin(), candidates.end(), agreed), candidates.end());
+  }
+}
+
+// Versions whose L4 manifest names another rank count and whose regions
+// hold every region protected here as a block of the same global array.
+std::map<int, format::Manifest> Store::Impl::redistribution_candidates(std::vector<std::string>& skipped) {
+  std::map<int, format::Manifest> candidates;
+  if (!persistent_prepared_) return candidates;
+  for (int version : persistent_.manifest_versions()) {
+    if (discarded_.count(version) != 0) continue;
+    const std::string path = persistent_.dir() + "/" + format::manifest_file_name(version);
+    try {
+      const std::optional<std::string> text = persistent_.read_manifest(version);
+      if (!text) continue;
+      format::Manifest manifest = format::decode_manifest(*text, path);
+      if (manifest.ranks == comm->size()) continue;  // a version of this rank count: job_candidates()
+      const std::string problem = redistribution_problem(manifest, registry_.regions());
+      if (problem.empty()) {
+        candidates.emplace(version, std::move(manifest));
+      } else {
+        skipped.push_back("version " + std::to_string(version) + " (written by " + std::to_string(manifest.ranks) +
+                          " ranks): " + problem);
+      }
+    } catch (const Error& error) {
+      skipped.push_back("version " + std::to_string(version) + ": " + error.what());
+    }
+  }
+  return candidates;
+}
+
+int Store::Impl::redistribute_version(const format::Manifest& manifest) {
+  const Clock::time_point started = Clock::now();
+  capture_->restarting(true);
+  try {
+    const RedistributionReport report = redistribute(manifest, persistent_.dir(), registry_.regions(), *env_);
+    capture_->restarting(false);
+    metadata = report.metadata;
+    last_restart = RestartReport{};
+    last_restart.version = manifest.version;
+    last_restart.level = kL4;
+    last_restart.seconds = seconds_since(started);
+    last_restart.bytes = report.bytes_restored;
+    last_restart.bytes_read = report.bytes_read;
+    last_restart.written_by_ranks = manifest.ranks;
+    last_restart.chain = {manifest.version};
+    newest_version_ = std::max(newest_committed(), manifest.version);  // the next version must be newer
+    return manifest.version;
   } catch (...) {
     capture_->restarting(false);
     throw;
@@ -558,7 +837,11 @@ std::optional<double> Store::Impl::checkpoint_interval() const { return timer_.i
 // ------------------------------------------------------------- public API
 
 Store::Store(const std::string& name, const Config& config, std::shared_ptr<Env> env)
-    : impl_(std::make_unique<Impl>(name, config, std::move(env))) {}
+    : impl_(std::make_unique<Impl>(name, config, nullptr, std::move(env))) {}
+Store::Store(const std::string& name, const Config& config, std::shared_ptr<Comm> comm, std::shared_ptr<Env> env)
+    : impl_(std::make_unique<Impl>(name, config, std::move(comm), std::move(env))) {
+  if (!impl_->comm) throw InvalidArgumentError("store '" + name + "': the communicator is null");
+}
 Store::~Store() = default;
 Store::Store(Store&&) noexcept = default;
 Store& Store::operator=(Store&&) noexcept = default;
@@ -569,8 +852,9 @@ const std::string& Store::name() const { return impl_->name; }
 const Config& Store::config() const { return impl_->config; }
 int Store::rank() const { return impl_->comm->rank(); }
 void Store::close() { impl_->close(); }
-void Store::protect(int id, void* data, std::size_t bytes, const std::string& label, const ElementType& type) {
-  impl_->protect(Region{id, label, static_cast<std::byte*>(data), bytes, type});
+void Store::protect(int id, void* data, std::size_t bytes, const std::string& label, const ElementType& type,
+                    const GlobalBlock& block) {
+  impl_->protect(Region{id, label, static_cast<std::byte*>(data), bytes, type, block});
 }
 void Store::unprotect(int id) { impl_->unprotect(id); }
 void Store::reserve(std::uint64_t bytes) { impl_->reserve(bytes); }

@@ -299,6 +299,7 @@ Container read_container(const ReadableFile& file) {
   Container container;
   container.file_size = size;
   container.index_offset = index_offset;
+  container.checksum = expected_checksum;
   container.header = parse_header(file, header_bytes);
   container.chunks = parse_index(file, index_bytes);
   check_layout(file, container, header_length);

@@ -62,6 +62,7 @@ struct Container {
   std::vector<ChunkRecord> chunks;  // in file order
   std::uint64_t file_size = 0;
   std::uint64_t index_offset = 0;
+  std::uint64_t checksum = 0;  // of header and index, from the footer: identifies the file's content
 };
 
 // Streams one container into `file`. Call add_chunk for the chunks of every

@@ -1,27 +1,13 @@
-// Comm: what the store needs from the job it runs in (DESIGN.md, "Data flow
-// and modules"): its rank, the job's size, agreement on a value, a barrier
-// and point-to-point bytes. SelfComm serves a process running alone (or one
-// rank of a job whose ranks checkpoint independently): its rank comes from
-// the launcher's environment, and collectives are trivial. An MPI Comm plugs
-// in here.
+// The store's side of the Comm seam (include/resurgo/comm.hpp): the job of
+// one a process running alone gets, and the communicator of a store for the
+// layers above it.
 #pragma once
 
-#include <cstddef>
 #include <memory>
 
-namespace resurgo {
+#include "resurgo/comm.hpp"
 
-class Comm {
- public:
-  virtual ~Comm() = default;
-  virtual int rank() const = 0;
-  virtual int size() const = 0;
-  // The smallest `value` over every rank.
-  virtual long allreduce_min(long value) = 0;
-  virtual void barrier() = 0;
-  virtual void send(int to_rank, const void* data, std::size_t bytes) = 0;
-  virtual void receive(int from_rank, void* data, std::size_t bytes) = 0;
-};
+namespace resurgo {
 
 class Store;
 // The communicator of `store`'s job: the layers above the store (auto,
@@ -29,7 +15,8 @@ class Store;
 Comm& comm_of(Store& store);
 
 // The rank named by the launcher (OMPI_COMM_WORLD_RANK, PMI_RANK,
-// PMIX_RANK, SLURM_PROCID), 0 when run alone; a job of one.
+// PMIX_RANK, SLURM_PROCID), 0 when run alone; a job of one. Its ranks
+// checkpoint independently: each is a job of its own.
 std::unique_ptr<Comm> self_comm();
 
 }  // namespace resurgo

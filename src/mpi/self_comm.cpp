@@ -7,6 +7,20 @@
 
 namespace resurgo {
 
+// Gathers at rank 0 over point-to-point messages, then sends the list back.
+std::vector<long> Comm::allgather(long value, double) {
+  std::vector<long> values(static_cast<std::size_t>(size()));
+  if (rank() == 0) {
+    values[0] = value;
+    for (int from = 1; from < size(); ++from) receive(from, &values[static_cast<std::size_t>(from)], sizeof(long));
+    for (int to = 1; to < size(); ++to) send(to, values.data(), values.size() * sizeof(long));
+  } else {
+    send(0, &value, sizeof value);
+    receive(0, values.data(), values.size() * sizeof(long));
+  }
+  return values;
+}
+
 namespace {
 
 int launcher_rank() {
@@ -18,13 +32,15 @@ int launcher_rank() {
 
 class SelfComm final : public Comm {
  public:
-  SelfComm() : rank_(launcher_rank()) {}
+  explicit SelfComm(int rank) : rank_(rank) {}
   int rank() const override { return rank_; }
   int size() const override { return 1; }
   long allreduce_min(long value) override { return value; }
   void barrier() override {}
   void send(int to_rank, const void*, std::size_t) override { refuse(to_rank); }
   void receive(int from_rank, void*, std::size_t) override { refuse(from_rank); }
+  std::unique_ptr<Comm> duplicate() override { return std::make_unique<SelfComm>(rank_); }
+  std::vector<long> allgather(long value, double) override { return {value}; }
 
  private:
   [[noreturn]] void refuse(int other) const {
@@ -36,6 +52,6 @@ class SelfComm final : public Comm {
 
 }  // namespace
 
-std::unique_ptr<Comm> self_comm() { return std::make_unique<SelfComm>(); }
+std::unique_ptr<Comm> self_comm() { return std::make_unique<SelfComm>(launcher_rank()); }
 
 }  // namespace resurgo

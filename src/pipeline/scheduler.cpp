@@ -215,6 +215,14 @@ void Scheduler::discard(int version) {
   changed_.notify_all();
 }
 
+void Scheduler::request_eviction() {
+  {
+    std::lock_guard lock(mutex_);
+    eviction_due_ = true;
+  }
+  changed_.notify_all();
+}
+
 void Scheduler::evict_loop() {
   Trace::name_this_thread("evict");
   for (;;) {

@@ -46,6 +46,9 @@ class Scheduler {
   void submit(int version, std::vector<Level*> route, Snapshot snapshot);
   // Until every submitted version has settled and no eviction is due or running.
   void drain();
+  // Runs an eviction soon, though no version reached a level: an MPI
+  // store's levels keep versions until the job completes newer ones.
+  void request_eviction();
   // While true, evictions wait (they would compete with the capture).
   void set_capturing(bool capturing);
   // Removes `version` from every level once its writes have settled, on the

@@ -11,6 +11,7 @@
 
 #include "core/crash_point.h"
 #include "format/container.h"
+#include "format/manifest.h"
 #include "resurgo/errors.hpp"
 #include "tier/eviction.h"
 
@@ -97,7 +98,8 @@ void DirectoryTier::prepare() {
   const std::string rank_part = container_file_name(0, rank_).substr(11);  // ".r000003.rsg"
   for (const std::string& name : env_->list_dir(dir_)) {
     const auto marker = name.find(kTemporaryMarker);
-    if (name[0] != '.' || marker == std::string::npos || name.find(rank_part) == std::string::npos) continue;
+    const bool ours = name.find(rank_part) != std::string::npos || name.find(".job-r") != std::string::npos;
+    if (name[0] != '.' || marker == std::string::npos || !ours) continue;
     const int pid = std::atoi(name.c_str() + marker + std::strlen(kTemporaryMarker));
     const bool owner_alive = pid != ::getpid() && process_alive(pid);
     if (owner_alive) continue;
@@ -107,7 +109,11 @@ void DirectoryTier::prepare() {
 }
 
 void DirectoryTier::commit(int version, const std::function<void(WritableFile&)>& write) {
-  const std::string temporary = temporary_path(version);
+  commit_file(path(version), temporary_path(version), write);
+}
+
+void DirectoryTier::commit_file(const std::string& final_path, const std::string& temporary,
+                                const std::function<void(WritableFile&)>& write) {
   bool renamed = false;
   try {
     std::unique_ptr<WritableFile> file = env_->create(temporary, mode_);
@@ -117,7 +123,7 @@ void DirectoryTier::commit(int version, const std::function<void(WritableFile&)>
     file->sync();
     file->close();
     RESURGO_CRASH_POINT("commit.synced", level_);
-    env_->rename(temporary, path(version));
+    env_->rename(temporary, final_path);
     renamed = true;
     RESURGO_CRASH_POINT("commit.renamed", level_);
     env_->sync_dir(dir_);
@@ -126,7 +132,7 @@ void DirectoryTier::commit(int version, const std::function<void(WritableFile&)>
     // A failed commit must not leave a version whose durability is unknown
     // visible; a leftover temporary is invisible and prepare() removes it.
     try {
-      env_->remove(renamed ? path(version) : temporary);
+      env_->remove(renamed ? final_path : temporary);
     } catch (const Error&) {
     }
     throw;
@@ -136,6 +142,7 @@ void DirectoryTier::commit(int version, const std::function<void(WritableFile&)>
 Level::Features DirectoryTier::features() const {
   Features features;
   features.node_local = level_ <= 2;
+  features.collective = collective_;
   return features;
 }
 
@@ -175,15 +182,67 @@ std::vector<int> DirectoryTier::evict(const std::function<bool(int)>& pinned, co
   // A damaged file names no base and pins nothing; an unreadable one throws
   // before anything is removed.
   const auto base = [&](int version) { return base_of(version, known_bases); };
+  const std::vector<int> listed = versions();
+  std::function<bool(int)> kept = pinned;
+  if (collective_) {
+    const std::vector<int> manifests = manifest_versions();
+    const int newest_complete = manifests.empty() ? -1 : manifests.back();
+    kept = [&](int version) { return version >= newest_complete || pinned(version); };
+  }
   std::vector<int> removed;
-  for (int version : versions_to_evict(versions(), keep_, pinned, base)) {
+  for (int version : versions_to_evict(listed, keep_, kept, base)) {
     env_->remove(path(version));
     RESURGO_CRASH_POINT("evict.removed", level_);
     removed.insert(removed.begin(), version);
+  }
+  // The manifests of versions older than every one this rank keeps go too
+  // (the other ranks remove their files in their own evictions).
+  const auto oldest_kept = std::find_if(listed.begin(), listed.end(), [&](int version) {
+    return std::find(removed.begin(), removed.end(), version) == removed.end();
+  });
+  if (collective_ && !removed.empty() && oldest_kept != listed.end()) {
+    for (int version : manifest_versions()) {
+      if (version < *oldest_kept) remove_manifest(version);
+    }
   }
   // No directory fsync: an evicted file that reappears after a crash is an
   // intact older version, harmless, and the next eviction removes it.
   return removed;
 }
+
+void DirectoryTier::commit_manifest(int version, const std::string& text) {
+  const std::string name = format::manifest_file_name(version);
+  // The rank in the temporary's name keeps apart the writers of one
+  // directory (fake nodes sharing it, or ranks that are threads).
+  char writer[16];
+  std::snprintf(writer, sizeof writer, "-r%06d", rank_);
+  commit_file(dir_ + "/" + name, dir_ + "/." + name + writer + kTemporaryMarker + std::to_string(::getpid()),
+              [&](WritableFile& file) { file.append(text.data(), text.size()); });
+}
+
+std::optional<std::string> DirectoryTier::read_manifest(int version) {
+  const std::string manifest_path = dir_ + "/" + format::manifest_file_name(version);
+  if (!env_->exists(manifest_path)) return std::nullopt;
+  const std::unique_ptr<ReadableFile> file = env_->open(manifest_path);
+  if (file->size() > format::kMaxManifestBytes) {
+    throw CorruptionError("job manifest '" + manifest_path + "' is " + std::to_string(file->size()) +
+                          " bytes, more than any manifest can be");
+  }
+  std::string text(file->size(), '\0');
+  file->read_at(0, text.data(), text.size());
+  return text;
+}
+
+std::vector<int> DirectoryTier::manifest_versions() {
+  std::vector<int> found;
+  for (const std::string& name : env_->list_dir(dir_)) {
+    int version = 0;
+    if (format::parse_manifest_file_name(name, version)) found.push_back(version);
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+void DirectoryTier::remove_manifest(int version) { env_->remove(dir_ + "/" + format::manifest_file_name(version)); }
 
 }  // namespace resurgo

@@ -56,7 +56,27 @@ class DirectoryTier final : public Level {
   // L2 file removed before its L4 copy.)
   std::vector<int> evict(const std::function<bool(int)>& pinned, const std::map<int, int>& known_bases = {}) override;
 
+  // The directory of an MPI store: a version here is complete only once the
+  // job's manifest says so, and evict() keeps every version from the newest
+  // complete one on (an older complete version stays until a newer one is
+  // complete on every rank, not only here).
+  void set_collective() { collective_ = true; }
+
+  // Job manifests of an MPI store (format/manifest.h), committed as
+  // atomically as versions: one writer per directory (rank 0 of the job or
+  // of the node) writes them; any rank reads them.
+  void commit_manifest(int version, const std::string& text);
+  // The manifest's text, or none when the directory holds none for `version`.
+  // CorruptionError for one larger than any manifest can be.
+  std::optional<std::string> read_manifest(int version);
+  std::vector<int> manifest_versions();  // ascending
+  void remove_manifest(int version);
+
  private:
+  // Writes `final_path` through a temporary `temporary` (fsync, rename,
+  // directory fsync); on failure nothing is visible.
+  void commit_file(const std::string& final_path, const std::string& temporary,
+                   const std::function<void(WritableFile&)>& write);
   std::string temporary_path(int version) const;
   void create_directory_durably();
 
@@ -65,6 +85,7 @@ class DirectoryTier final : public Level {
   int rank_;
   unsigned mode_;
   int keep_;
+  bool collective_ = false;
   std::shared_ptr<Env> env_;
 };
 

@@ -1,76 +1,24 @@
 // How the ranks of a job agree on automatic checkpoints (src/auto/agreement.h),
 // with a communicator of threads standing in for MPI ranks.
-#include <condition_variable>
 #include <functional>
-#include <mutex>
-#include <thread>
 
 #include <gtest/gtest.h>
 
 #include "auto/agreement.h"
 #include "resurgo/errors.hpp"
+#include "thread_job.h"
 
 namespace resurgo::autockpt {
 namespace {
 
-// The collectives of `size` ranks, each a thread holding a RankComm.
-class ThreadJob {
- public:
-  explicit ThreadJob(int size) : size_(size) {}
-  int size() const { return size_; }
-
-  long allreduce_min(long value) {
-    std::unique_lock lock(mutex_);
-    const long generation = generation_;
-    smallest_ = arrived_ == 0 ? value : std::min(smallest_, value);
-    if (++arrived_ == size_) {
-      result_ = smallest_;
-      arrived_ = 0;
-      ++generation_;
-      changed_.notify_all();
-    } else {
-      changed_.wait(lock, [&] { return generation_ != generation; });
-    }
-    return result_;
-  }
-
- private:
-  const int size_;
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  int arrived_ = 0;
-  long generation_ = 0;
-  long smallest_ = 0;
-  long result_ = 0;
-};
-
-class RankComm : public Comm {
- public:
-  RankComm(ThreadJob& job, int rank) : job_(job), rank_(rank) {}
-  int rank() const override { return rank_; }
-  int size() const override { return job_.size(); }
-  long allreduce_min(long value) override { return job_.allreduce_min(value); }
-  void barrier() override { job_.allreduce_min(0); }
-  void send(int, const void*, std::size_t) override { ADD_FAILURE() << "agreement sends nothing point to point"; }
-  void receive(int, void*, std::size_t) override { ADD_FAILURE() << "agreement receives nothing point to point"; }
-
- private:
-  ThreadJob& job_;
-  int rank_;
-};
-
 // Runs `body(rank, agreement)` on `size` threads.
 void run_ranks(int size, std::uint64_t every_loops, const std::function<void(int, Agreement&)>& body) {
-  ThreadJob job(size);
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < size; ++rank) {
-    threads.emplace_back([&, rank] {
-      RankComm comm(job, rank);
-      Agreement agreement(comm, every_loops);
-      body(rank, agreement);
-    });
-  }
-  for (std::thread& thread : threads) thread.join();
+  testing::ThreadJob job(size);
+  testing::run_ranks(job, [&](int rank) {
+    testing::ThreadComm comm(job, rank);
+    Agreement agreement(comm, every_loops);
+    body(rank, agreement);
+  });
 }
 
 TEST(Agreement, EveryRankEntersTheRegionAtTheSameLoopWhenOneIsDue) {
@@ -123,8 +71,8 @@ TEST(Agreement, TheRanksRestoreTheNewestVersionEveryOneHolds) {
 }
 
 TEST(Agreement, AJobOfOneNeverCallsTheCommunicator) {
-  ThreadJob job(1);
-  RankComm comm(job, 0);
+  testing::ThreadJob job(1);
+  testing::ThreadComm comm(job, 0);
   Agreement agreement(comm, 8);
   EXPECT_TRUE(agreement.alone());
   EXPECT_TRUE(agreement.due_at_loop(3, true));  // not only at multiples of 8
