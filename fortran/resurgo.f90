@@ -50,6 +50,15 @@
 ! attribute (allocatable, target :: u(:,:)) and pass the whole array. A
 ! strided section is refused (RSG_EINVAL): the store must hold the user's
 ! memory, not a copy made for the call.
+!
+! MPI jobs (resurgo/resurgo_mpi.h, docs/mpi.md), when libresurgo was built
+! with MPI: every rank opens the store with resurgo_open_mpi(name, comm,
+! store) (comm: MPI_COMM_WORLD of `use mpi`, or comm%mpi_val of `use
+! mpi_f08`) and makes every later call together with the other ranks.
+! resurgo_protect_global(store, id, u, label, global_shape, offset) protects
+! u as this rank's block of a global array, for restart on another number of
+! ranks; global_shape and offset are in Fortran's axis order (see
+! protect_global_array for how the row-major library sees them).
 module resurgo
   use, intrinsic :: iso_c_binding
   use, intrinsic :: iso_fortran_env, only: real32, real64, int32, int64, error_unit
@@ -94,6 +103,9 @@ module resurgo
             rsg_prefetch, rsg_discard, rsg_need_checkpoint, &
             rsg_last_error, rsg_appic_open, rsg_appic_register, rsg_appic_write, rsg_appic_read, &
             rsg_appic_version, rsg_appic_close, rsg_appic_finalize
+#ifdef RESURGO_HAVE_MPI
+  public :: rsg_open_mpi_fortran, rsg_protect_global
+#endif
 
   interface
     ! config_path may be c_null_ptr; otherwise c_loc of a NUL-terminated string.
@@ -252,6 +264,36 @@ module resurgo
       integer(c_int) :: rc
     end function rsg_appic_finalize
 
+#ifdef RESURGO_HAVE_MPI
+    ! comm is a Fortran MPI handle (MPI_Fint, a default integer in Open MPI
+    ! and MPICH); the C rsg_open_mpi takes an MPI_Comm, which Fortran has not.
+    function rsg_open_mpi_fortran(config_path, name, comm, out) bind(C, name="rsg_open_mpi_fortran") &
+        result(rc)
+      import :: c_ptr, c_char, c_int
+      type(c_ptr), value :: config_path
+      character(kind=c_char), dimension(*), intent(in) :: name
+      integer(c_int), value :: comm
+      type(c_ptr), intent(out) :: out
+      integer(c_int) :: rc
+    end function rsg_open_mpi_fortran
+
+    ! global_shape, offset and shape have ndims entries each, row-major
+    ! (the slowest axis first).
+    function rsg_protect_global(s, id, ptr, bytes, label, dtype, ndims, global_shape, offset, shape) &
+        bind(C, name="rsg_protect_global") result(rc)
+      import :: c_ptr, c_char, c_int, c_size_t, c_int64_t
+      type(c_ptr), value :: s
+      integer(c_int), value :: id
+      type(c_ptr), value :: ptr
+      integer(c_size_t), value :: bytes
+      type(c_ptr), value :: label
+      character(kind=c_char), dimension(*), intent(in) :: dtype
+      integer(c_int), value :: ndims
+      integer(c_int64_t), intent(in) :: global_shape(*), offset(*), shape(*)
+      integer(c_int) :: rc
+    end function rsg_protect_global
+#endif
+
     function c_strlen(s) bind(C, name="strlen") result(n)
       import :: c_ptr, c_size_t
       type(c_ptr), value :: s
@@ -265,6 +307,9 @@ module resurgo
             resurgo_checkpoint, resurgo_wait, resurgo_latest, resurgo_restart, resurgo_prefetch, resurgo_discard, &
             resurgo_need_checkpoint, &
             resurgo_last_error
+#ifdef RESURGO_HAVE_MPI
+  public :: resurgo_open_mpi, resurgo_protect_global
+#endif
 
   public :: appic_open, appic_register, appic_write, appic_read, appic_version, appic_close, &
             appic_finalize
@@ -279,6 +324,14 @@ module resurgo
     module procedure protect_real32, protect_real64, protect_int32, protect_int64, &
                      protect_complex32, protect_complex64
   end interface resurgo_protect
+
+#ifdef RESURGO_HAVE_MPI
+  ! The kinds of resurgo_protect, of rank 1 or more; see protect_global_array.
+  interface resurgo_protect_global
+    module procedure protect_global_real32, protect_global_real64, protect_global_int32, &
+                     protect_global_int64, protect_global_complex32, protect_global_complex64
+  end interface resurgo_protect_global
+#endif
 
 contains
 
@@ -413,21 +466,36 @@ contains
     integer, intent(in) :: element_bits
     character(len=*), intent(in) :: label
     integer, intent(out), optional :: ierr
+    if (.not. protectable(array, 'resurgo_protect', label, ierr)) return
+    call resurgo_protect_bytes(store, id, data_address(array), array_bytes(array, element_bits), label, ierr)
+  end subroutine protect_array
+
+  ! Whether the store may keep the address of `array`: a strided section is
+  ! refused, failing the call `what`.
+  logical function protectable(array, what, label, ierr) result(ok)
+    type(*), dimension(..), intent(in) :: array
+    character(len=*), intent(in) :: what, label
+    integer, intent(out), optional :: ierr
+    ok = is_contiguous(array)
+    if (.not. ok) call fail(RSG_EINVAL, what, "array '" // trim(label) // &
+                            "' is not contiguous (a strided section?): protect the whole array, " // &
+                            "declared TARGET, so that the store keeps the address of your data", ierr)
+  end function protectable
+
+  integer(c_size_t) function array_bytes(array, element_bits)
+    type(*), dimension(..), intent(in) :: array
+    integer, intent(in) :: element_bits
+    array_bytes = size(array, kind=c_size_t) * int(element_bits / 8, c_size_t)
+  end function array_bytes
+
+  ! Address of a contiguous array; c_null_ptr for a zero-size one, which
+  ! c_loc does not take (the C call then refuses it with its own message).
+  function data_address(array) result(address)
+    type(*), dimension(..), intent(in), target :: array
     type(c_ptr) :: address
-    if (.not. is_contiguous(array)) then
-      call fail(RSG_EINVAL, 'resurgo_protect', "array '" // trim(label) // &
-                "' is not contiguous (a strided section?): protect the whole array, " // &
-                "declared TARGET, so that the store keeps the address of your data", ierr)
-      return
-    end if
-    ! c_loc of a zero-size array is not allowed; the C API refuses 0 bytes
-    ! with its own message.
     address = c_null_ptr
     if (size(array) > 0) address = c_loc(array)
-    call resurgo_protect_bytes(store, id, address, &
-                               size(array, kind=c_size_t) * int(element_bits / 8, c_size_t), &
-                               label, ierr)
-  end subroutine protect_array
+  end function data_address
 
   subroutine protect_real32(store, id, array, label, ierr)
     type(resurgo_store), intent(in) :: store
@@ -482,6 +550,143 @@ contains
     integer, intent(out), optional :: ierr
     call protect_array(store, id, array, storage_size(array), label, ierr)
   end subroutine protect_complex64
+
+#ifdef RESURGO_HAVE_MPI
+  ! Opens the store `name` on every rank of the MPI communicator `comm` (a
+  ! Fortran handle: MPI_COMM_WORLD of `use mpi`, comm%mpi_val of `use
+  ! mpi_f08`); collective, MPI initialized. `config` as in resurgo_open.
+  subroutine resurgo_open_mpi(name, comm, store, ierr, config)
+    character(len=*), intent(in) :: name
+    integer, intent(in) :: comm
+    type(resurgo_store), intent(out) :: store
+    integer, intent(out), optional :: ierr
+    character(len=*), intent(in), optional :: config
+    character(kind=c_char, len=:), allocatable, target :: cfg
+    integer(c_int) :: rc
+    if (present(config)) then
+      cfg = c_string(config)
+      rc = rsg_open_mpi_fortran(c_loc(cfg), c_string(name), int(comm, c_int), store%handle)
+    else
+      rc = rsg_open_mpi_fortran(c_null_ptr, c_string(name), int(comm, c_int), store%handle)
+    end if
+    call finish(rc, 'resurgo_open_mpi', ierr)
+  end subroutine resurgo_open_mpi
+
+  ! resurgo_protect_global: `array` (rank 1 or more) is this rank's block of
+  ! a global array of `global_shape` elements; `offset` counts, along each
+  ! axis, the global elements before the block (0 for the first block: a
+  ! block starting at index i of a 1-based global array has offset i - 1).
+  ! Both follow Fortran's axis order, as shape(array) does.
+  !
+  ! The library is row-major (its last axis varies fastest), Fortran is
+  ! column-major (its first does): u(n1, n2, n3) holds the bytes of the
+  ! row-major array of shape (n3, n2, n1). So global_shape, offset and the
+  ! block's shape reach the library reversed, and a C, C++ or Python reader
+  ! of the store, or a restart on another number of ranks, sees the global
+  ! array G(g1, g2, g3) as the row-major array of shape (g3, g2, g1) with each
+  ! element at the same place. A Fortran program has nothing to reverse.
+  subroutine protect_global_array(store, id, array, dtype, element_bits, label, global_shape, offset, ierr)
+    type(resurgo_store), intent(in) :: store
+    integer, intent(in) :: id
+    type(*), dimension(..), intent(inout), target :: array
+    character(len=*), intent(in) :: dtype
+    integer, intent(in) :: element_bits
+    character(len=*), intent(in) :: label
+    integer, intent(in) :: global_shape(:), offset(:)
+    integer, intent(out), optional :: ierr
+    character(kind=c_char, len=:), allocatable, target :: clabel
+    if (rank(array) == 0 .or. size(global_shape) /= rank(array) .or. size(offset) /= rank(array)) then
+      call fail(RSG_EINVAL, 'resurgo_protect_global', "array '" // trim(label) // "' has " // &
+                decimal(rank(array)) // " axes, global_shape " // decimal(size(global_shape)) // &
+                " and offset " // decimal(size(offset)) // ": give one entry per axis of an array " // &
+                "(a scalar is no block; protect it with resurgo_protect)", ierr)
+      return
+    end if
+    if (.not. protectable(array, 'resurgo_protect_global', label, ierr)) return
+    clabel = c_string(label)
+    call finish(rsg_protect_global(store%handle, int(id, c_int), data_address(array), &
+                                   array_bytes(array, element_bits), c_loc(clabel), c_string(dtype), &
+                                   int(rank(array), c_int), row_major(global_shape), row_major(offset), &
+                                   row_major(shape(array))), 'resurgo_protect_global', ierr)
+  end subroutine protect_global_array
+
+  ! Axis values in the library's order: Fortran's, reversed.
+  pure function row_major(values) result(reversed)
+    integer, intent(in) :: values(:)
+    integer(c_int64_t) :: reversed(size(values))
+    reversed = int(values(size(values):1:-1), c_int64_t)
+  end function row_major
+
+  pure function decimal(n) result(text)
+    integer, intent(in) :: n
+    character(len=:), allocatable :: text
+    character(len=12) :: buf
+    write(buf, '(i0)') n
+    text = trim(buf)
+  end function decimal
+
+  subroutine protect_global_real32(store, id, array, label, global_shape, offset, ierr)
+    type(resurgo_store), intent(in) :: store
+    integer, intent(in) :: id
+    real(real32), dimension(..), intent(inout), target :: array
+    character(len=*), intent(in) :: label
+    integer, intent(in) :: global_shape(:), offset(:)
+    integer, intent(out), optional :: ierr
+    call protect_global_array(store, id, array, 'float32', storage_size(array), label, global_shape, offset, ierr)
+  end subroutine protect_global_real32
+
+  subroutine protect_global_real64(store, id, array, label, global_shape, offset, ierr)
+    type(resurgo_store), intent(in) :: store
+    integer, intent(in) :: id
+    real(real64), dimension(..), intent(inout), target :: array
+    character(len=*), intent(in) :: label
+    integer, intent(in) :: global_shape(:), offset(:)
+    integer, intent(out), optional :: ierr
+    call protect_global_array(store, id, array, 'float64', storage_size(array), label, global_shape, offset, ierr)
+  end subroutine protect_global_real64
+
+  subroutine protect_global_int32(store, id, array, label, global_shape, offset, ierr)
+    type(resurgo_store), intent(in) :: store
+    integer, intent(in) :: id
+    integer(int32), dimension(..), intent(inout), target :: array
+    character(len=*), intent(in) :: label
+    integer, intent(in) :: global_shape(:), offset(:)
+    integer, intent(out), optional :: ierr
+    call protect_global_array(store, id, array, 'int32', storage_size(array), label, global_shape, offset, ierr)
+  end subroutine protect_global_int32
+
+  subroutine protect_global_int64(store, id, array, label, global_shape, offset, ierr)
+    type(resurgo_store), intent(in) :: store
+    integer, intent(in) :: id
+    integer(int64), dimension(..), intent(inout), target :: array
+    character(len=*), intent(in) :: label
+    integer, intent(in) :: global_shape(:), offset(:)
+    integer, intent(out), optional :: ierr
+    call protect_global_array(store, id, array, 'int64', storage_size(array), label, global_shape, offset, ierr)
+  end subroutine protect_global_int64
+
+  subroutine protect_global_complex32(store, id, array, label, global_shape, offset, ierr)
+    type(resurgo_store), intent(in) :: store
+    integer, intent(in) :: id
+    complex(real32), dimension(..), intent(inout), target :: array
+    character(len=*), intent(in) :: label
+    integer, intent(in) :: global_shape(:), offset(:)
+    integer, intent(out), optional :: ierr
+    call protect_global_array(store, id, array, 'complex64', storage_size(array), label, global_shape, offset, &
+                              ierr)
+  end subroutine protect_global_complex32
+
+  subroutine protect_global_complex64(store, id, array, label, global_shape, offset, ierr)
+    type(resurgo_store), intent(in) :: store
+    integer, intent(in) :: id
+    complex(real64), dimension(..), intent(inout), target :: array
+    character(len=*), intent(in) :: label
+    integer, intent(in) :: global_shape(:), offset(:)
+    integer, intent(out), optional :: ierr
+    call protect_global_array(store, id, array, 'complex128', storage_size(array), label, global_shape, offset, &
+                              ierr)
+  end subroutine protect_global_complex64
+#endif
 
   subroutine resurgo_unprotect(store, id, ierr)
     type(resurgo_store), intent(in) :: store
@@ -629,21 +834,12 @@ contains
                             'section?): pass the whole array, declared TARGET', ierr)
   end function appic_contiguous
 
-  ! Address of a contiguous array; c_null_ptr for a zero-size one, which
-  ! c_loc does not take (the C call then refuses it with its own message).
-  function appic_address(array) result(address)
-    type(*), dimension(..), intent(in), target :: array
-    type(c_ptr) :: address
-    address = c_null_ptr
-    if (size(array) > 0) address = c_loc(array)
-  end function appic_address
-
   subroutine appic_register_size_t(array, bytes, ierr)
     type(*), dimension(..), intent(inout), target :: array
     integer(c_size_t), intent(in) :: bytes
     integer, intent(out), optional :: ierr
     if (.not. appic_contiguous(array, 'appic_register', ierr)) return
-    call finish(rsg_appic_register(appic_address(array), bytes), 'appic_register', ierr)
+    call finish(rsg_appic_register(data_address(array), bytes), 'appic_register', ierr)
   end subroutine appic_register_size_t
 
   subroutine appic_register_int32(array, bytes, ierr)
@@ -658,7 +854,7 @@ contains
     type(*), dimension(..), intent(in), target :: array
     integer, intent(out), optional :: ierr
     if (.not. appic_contiguous(array, 'appic_write', ierr)) return
-    call finish(rsg_appic_write(appic_address(array)), 'appic_write', ierr)
+    call finish(rsg_appic_write(data_address(array)), 'appic_write', ierr)
   end subroutine appic_write
 
   ! The first read of a cycle restores the newest intact version into every
@@ -667,7 +863,7 @@ contains
     type(*), dimension(..), intent(inout), target :: array
     integer, intent(out), optional :: ierr
     if (.not. appic_contiguous(array, 'appic_read', ierr)) return
-    call finish(rsg_appic_read(appic_address(array)), 'appic_read', ierr)
+    call finish(rsg_appic_read(data_address(array)), 'appic_read', ierr)
   end subroutine appic_read
 
   ! The version this cycle read, else the newest on disk; -1 when there is
