@@ -23,13 +23,16 @@ die() { printf 'bootstrap: error: %s\n' "$*" >&2; exit 1; }
 # Python packages of the virtualenv. Changing this list re-runs pip (the
 # stamp file holds its hash).
 venv_packages=(numpy nanobind scikit-build-core pytest h5py rich matplotlib
+  mpi4py  # MPI stores from Python: its wheel loads the system's libmpi (or pip builds it with mpicc)
   lz4 zstandard blosc2  # baselines of bench/compression_fork.py
   checkpoint-schedules==1.0.4 pyrevolve==2.2.8)  # adjoint integrations (resurgo.adjoint)
 
 # Debian packages of the toolchain and the libraries (libhdf5-dev is not
-# needed: h5py comes as a wheel).
+# needed: h5py comes as a wheel). Open MPI gives the MPI stores and their
+# tests, and the libmpi that mpi4py loads: it comes before the virtualenv.
 debian_packages=(build-essential cmake pkg-config gfortran libtomlplusplus-dev
-  libxxhash-dev nlohmann-json3-dev libzstd-dev liblz4-dev libblosc-dev libgtest-dev)
+  libxxhash-dev nlohmann-json3-dev libzstd-dev liblz4-dev libblosc-dev libgtest-dev
+  libopenmpi-dev openmpi-bin)
 
 # The interpreter whose headers the nanobind extension compiles against.
 if [[ -x "$venv/bin/python" ]]; then
@@ -87,6 +90,8 @@ check_other() {
   done
   command -v gfortran >/dev/null 2>&1 \
     || say "note: no gfortran; the Fortran module and its tests are not built"
+  command -v mpicc >/dev/null 2>&1 \
+    || say "note: no MPI (mpicc); MPI stores are not built and their tests are skipped"
   local dirs=(/usr/include /usr/local/include /opt/homebrew/include)
   [[ -n "${CONDA_PREFIX:-}" ]] && dirs+=("$CONDA_PREFIX/include")
   local IFS_old=$IFS

@@ -6,6 +6,10 @@
                                          in a dir, also every delta's chain)
     resurgo rm PATH --version N [--store NAME] [--with-dependents]
                                          delete one version (and the deltas on it)
+    resurgo export DIR --version N -o FILE.h5
+                                         one version of an MPI store as HDF5:
+                                         global arrays whole, other regions
+                                         under /rankNNNNNN (needs h5py)
 
 Container files are ``<tier>/<store>/v<version:010>.r<rank:06>.rsg``. The tool
 only parses them with the native reader; it never evaluates their contents.
@@ -370,6 +374,24 @@ def cmd_rm(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# --- export -------------------------------------------------------------------------
+
+def cmd_export(args: argparse.Namespace) -> int:
+    store_dir = Path(args.path)
+    if not store_dir.is_dir():
+        raise UsageError(f"{store_dir}: not a directory (give a level's store directory, as `resurgo ls` shows)")
+    try:
+        from resurgo.export import export_version
+
+        summary = export_version(store_dir, args.version, args.output)
+    except ImportError as exc:
+        print(f"resurgo export: needs h5py ({exc}): pip install h5py", file=sys.stderr)
+        return EXIT_FAIL
+    print(f"exported version {summary.version} of store '{summary.store}' ({summary.ranks} ranks) to "
+          f"{args.output}: {summary.global_arrays} global arrays, {summary.rank_regions} regions of single ranks")
+    return EXIT_OK
+
+
 # --- main -------------------------------------------------------------------------
 
 def _parser() -> argparse.ArgumentParser:
@@ -401,6 +423,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--with-dependents", action="store_true",
                    help="also remove the delta versions that stand on it (newest first)")
     p.set_defaults(func=cmd_rm)
+
+    p = sub.add_parser("export", help="write one version of an MPI store to an HDF5 file")
+    p.add_argument("path", metavar="DIR", help="a level's store directory (<level path>/<store>)")
+    p.add_argument("--version", type=int, required=True, metavar="N", dest="version")
+    p.add_argument("-o", "--output", required=True, metavar="FILE.h5", help="HDF5 file to write (replaced)")
+    p.set_defaults(func=cmd_export)
     return parser
 
 

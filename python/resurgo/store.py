@@ -5,7 +5,7 @@ from __future__ import annotations
 import operator
 import os
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -169,6 +169,16 @@ def _optional_version_arg(value: Any, what: str, sentinel: int) -> int:
     return version
 
 
+def _index_list(values: Optional[Sequence[int]], what: str) -> List[int]:
+    """A global_shape or offset as a list of ints ([] for None)."""
+    if values is None:
+        return []
+    try:
+        return [operator.index(v) for v in values]
+    except TypeError:
+        raise TypeError(f"protect: {what} must be a sequence of ints, not {values!r}") from None
+
+
 def _describe_numpy(label: str, array: np.ndarray) -> Tuple[Any, str, List[int]]:
     if array.dtype.hasobject:
         raise InvalidArgumentError(
@@ -217,18 +227,36 @@ def _describe_buffer(label: str, obj: Any) -> Optional[Tuple[Any, str, List[int]
     return flat, dtype, shape
 
 
-class Store:
-    """One named stream of checkpoints of this process.
+def _fortran_handle(comm: Any) -> int:
+    """The Fortran handle of an mpi4py communicator: the extension builds the
+    C communicator from it, so it needs no mpi4py at build time."""
+    py2f = getattr(comm, "py2f", None)
+    if not callable(py2f):
+        raise TypeError(
+            f"Store(comm=...): expected an mpi4py communicator (mpi4py.MPI.COMM_WORLD), "
+            f"not {type(comm).__name__}"
+        )
+    return operator.index(py2f())
 
-    ``Store(name, config=None, **overrides)``: ``config`` is the path of a
-    TOML file (or None: defaults and RESURGO_<SECTION>_<KEY> environment
-    variables); keyword overrides ``section_key=value`` set the key
-    ``section.key`` (``local_path`` -> ``local.path``,
+
+class Store:
+    """One named stream of checkpoints of this process, or of each rank of an
+    MPI job.
+
+    ``Store(name, config=None, comm=None, **overrides)``: ``config`` is the
+    path of a TOML file (or None: defaults and RESURGO_<SECTION>_<KEY>
+    environment variables); keyword overrides ``section_key=value`` set the
+    key ``section.key`` (``local_path`` -> ``local.path``,
     ``pipeline_chunk_size`` -> ``pipeline.chunk_size``). ``None`` values are
-    ignored. Use it as a context manager, or call :meth:`close`.
+    ignored. ``comm``: an mpi4py communicator; then every rank of it opens
+    the store and calls checkpoint, wait, latest, restart and close together
+    (docs/mpi.md). Use it as a context manager, or call :meth:`close` (for an
+    MPI store, before MPI is finalized).
     """
 
-    def __init__(self, name: str, config: Optional[PathLike] = None, **overrides: Any) -> None:
+    def __init__(
+        self, name: str, config: Optional[PathLike] = None, comm: Any = None, **overrides: Any
+    ) -> None:
         if not isinstance(name, str):
             raise TypeError(f"Store name must be a str, not {type(name).__name__}")
         config_path = "" if config is None else os.fspath(config)
@@ -240,10 +268,11 @@ class Store:
             key = _override_key(keyword)
             mapped[key] = _override_value(keyword, value)
             keywords[key] = keyword
+        mpi_comm = None if comm is None else _fortran_handle(comm)
         self._regions: Dict[str, _Region] = {}
         self._closed = False
         try:
-            self._core = _core.Store(name, config_path, mapped)
+            self._core = _core.Store(name, config_path, mapped, mpi_comm)
         except ConfigError as error:
             raise _name_override_keyword(error, keywords) from None
 
@@ -289,11 +318,25 @@ class Store:
             self._regions.clear()
 
     # -- regions ----------------------------------------------------------
-    def protect(self, label: str, array: Any) -> None:
+    def protect(
+        self,
+        label: str,
+        array: Any,
+        *,
+        global_shape: Optional[Sequence[int]] = None,
+        offset: Optional[Sequence[int]] = None,
+    ) -> None:
         """Registers ``array`` (a writable C-contiguous CPU buffer: NumPy
         array, bytearray, array.array, or a DLPack producer) under ``label``.
         The memory is read at each checkpoint and overwritten by restart; the
-        store keeps a reference to ``array`` until :meth:`unprotect`."""
+        store keeps a reference to ``array`` until :meth:`unprotect`.
+
+        ``global_shape`` and ``offset`` (MPI stores) declare ``array`` as this
+        rank's block of a global array: the global array's shape and the
+        element index of the block's first element in it, one entry per axis
+        of ``array``, whose shape and dtype are the block's. Restart on
+        another number of ranks reassembles such regions, and
+        ``resurgo export`` writes them as one HDF5 dataset."""
         if not isinstance(label, str):
             raise TypeError(f"protect: label must be a str, not {type(label).__name__}")
         if not label:
@@ -316,8 +359,9 @@ class Store:
                 )
         used = {region.id for region in self._regions.values()}
         region_id = next(i for i in range(len(used) + 1) if i not in used)
+        block = _index_list(global_shape, "global_shape"), _index_list(offset, "offset")
         try:
-            self._core.protect(region_id, view, label, dtype, shape_arg)
+            self._core.protect(region_id, view, label, dtype, shape_arg, *block)
         except TypeError as exc:
             raise TypeError(
                 f"protect: region '{label}': {type(array).__name__} is not a writable "

@@ -1,6 +1,7 @@
 // resurgo._core: nanobind bindings of the C++ API (resurgo/resurgo.hpp,
-// resurgo/auto.hpp) and of the container reader (format/container.h) used by
-// the command-line tool.
+// resurgo/auto.hpp, resurgo/mpi.hpp when built with MPI) and of the
+// container and job manifest readers (format/container.h, format/manifest.h)
+// used by the command-line tool.
 // The typed Python layer (python/resurgo/*.py) is the public surface; this
 // module stays thin: it converts types, releases the GIL around blocking
 // calls and translates resurgo::Error into the Python exception classes.
@@ -28,9 +29,14 @@
 
 #include "format/codec.h"
 #include "format/container.h"
+#include "format/manifest.h"
 #include "tier/directory_tier.h"
 #include "resurgo/auto.hpp"
 #include "resurgo/resurgo.hpp"
+
+#ifdef RESURGO_HAVE_MPI
+#include "resurgo/mpi.hpp"
+#endif
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -132,13 +138,34 @@ nb::bytes to_bytes(const std::vector<std::byte>& data) {
 // ---------------------------------------------------------------------------
 // Store
 
+#ifdef RESURGO_HAVE_MPI
+constexpr bool kHaveMpi = true;
+
+// The communicator of an mpi4py handle (comm.py2f(): the Fortran handle, an
+// int), so that the extension needs no mpi4py headers at build time.
+std::shared_ptr<resurgo::Comm> comm_from_fortran_handle(const std::string&, std::int64_t handle) {
+  return resurgo::mpi_comm(MPI_Comm_f2c(static_cast<MPI_Fint>(handle)));
+}
+#else
+constexpr bool kHaveMpi = false;
+
+[[noreturn]] std::shared_ptr<resurgo::Comm> comm_from_fortran_handle(const std::string& name, std::int64_t) {
+  raise(resurgo::ErrorCode::kConfig,
+        "Store '" + name + "': comm= needs a resurgo built with MPI, and this one was built without it: install "
+        "MPI (Debian: apt-get install libopenmpi-dev openmpi-bin) and rebuild the Python package (make python)");
+}
+#endif
+
 class PyStore {
  public:
+  // `mpi_comm`: the Fortran handle of an MPI communicator (an MPI store,
+  // opened collectively), or none for a store of this process alone.
   PyStore(const std::string& name, const std::string& config_path,
-          const std::map<std::string, std::string>& overrides) {
+          const std::map<std::string, std::string>& overrides, std::optional<std::int64_t> mpi_comm) {
     store_ = without_gil([&] {
       resurgo::Config config = resurgo::Config::load(config_path, overrides);
-      return std::make_unique<resurgo::Store>(name, config);
+      if (!mpi_comm) return std::make_unique<resurgo::Store>(name, config);
+      return std::make_unique<resurgo::Store>(name, config, comm_from_fortran_handle(name, *mpi_comm));
     });
   }
 
@@ -147,8 +174,11 @@ class PyStore {
   // Registers the memory of `array` (a writable CPU buffer, C-contiguous).
   // `dtype`/`shape` override what the buffer itself describes (the Python
   // layer passes NumPy's dtype name and shape with a flat byte view).
-  void protect(int id, nb::ndarray<nb::device::cpu> array, const std::string& label,
-               const std::string& dtype, std::optional<std::vector<std::int64_t>> shape) {
+  // `global_shape`/`offset`: where the region lies in a global array (empty:
+  // a region of this rank alone).
+  void protect(int id, nb::ndarray<nb::device::cpu> array, const std::string& label, const std::string& dtype,
+               std::optional<std::vector<std::int64_t>> shape, std::vector<std::int64_t> global_shape,
+               std::vector<std::int64_t> offset) {
     const nb::dlpack::dtype dt = array.dtype();
     const std::uint64_t bits = static_cast<std::uint64_t>(dt.bits) * dt.lanes;
     if (bits == 0 || bits % 8 != 0)
@@ -176,7 +206,8 @@ class PyStore {
       for (std::size_t i = 0; i < array.ndim(); ++i)
         type.shape.push_back(static_cast<std::int64_t>(array.shape(i)));
     }
-    store_->protect(id, array.data(), static_cast<std::size_t>(bytes), label, type);
+    store_->protect(id, array.data(), static_cast<std::size_t>(bytes), label, type,
+                    resurgo::GlobalBlock{std::move(global_shape), std::move(offset)});
   }
 
  private:
@@ -272,6 +303,7 @@ nb::dict container_dict(const resurgo::format::Container& c) {
   d["chunks"] = chunks;
   d["file_size"] = c.file_size;
   d["index_offset"] = c.index_offset;
+  d["checksum"] = c.checksum;
   return d;
 }
 
@@ -364,6 +396,60 @@ nb::dict verify(const std::string& path, nb::object progress) {
   d["chunks"] = chunks;
   d["bytes"] = bytes;
   return d;
+}
+
+// The bytes of region `region_id` of a full version's container, every chunk
+// verified. The bytes object is filled in place, without the GIL: a region
+// may be most of the memory.
+nb::bytes read_region(const std::string& path, int region_id) {
+  std::unique_ptr<resurgo::ReadableFile> file;
+  resurgo::format::Container container;
+  without_gil([&] {
+    file = resurgo::Env::posix()->open(path);
+    container = resurgo::format::read_container(*file);
+  });
+  const resurgo::format::Header& header = container.header;
+  if (resurgo::format::is_delta(header))
+    raise(resurgo::ErrorCode::kInvalidArgument,
+          "'" + path + "' holds a delta version (only the blocks written since version " +
+              std::to_string(header.base_version) + "): export a full version");
+  std::uint32_t index = 0;
+  while (index < header.regions.size() && header.regions[index].id != region_id) ++index;
+  if (index == header.regions.size())
+    raise(resurgo::ErrorCode::kNotFound, "'" + path + "' has no region with id " + std::to_string(region_id));
+  const auto bytes = static_cast<Py_ssize_t>(header.regions[index].bytes);
+  nb::bytes out = nb::steal<nb::bytes>(PyBytes_FromStringAndSize(nullptr, bytes));
+  if (!out.is_valid()) throw nb::python_error();
+  char* destination = PyBytes_AS_STRING(out.ptr());
+  without_gil([&] {
+    std::vector<std::byte> scratch;
+    for (const resurgo::format::ChunkRecord& chunk : container.chunks) {
+      if (chunk.region == index)
+        resurgo::format::read_chunk(*file, container, chunk, destination + chunk.offset, scratch);
+    }
+  });
+  return out;
+}
+
+// The JSON line of the job manifest of `version` in a level's store
+// directory, once its checksum line and content are verified.
+std::string read_manifest_json(const std::string& store_dir, int version) {
+  const std::string path = store_dir + "/" + resurgo::format::manifest_file_name(version);
+  return without_gil([&] {
+    const std::shared_ptr<resurgo::Env> env = resurgo::Env::posix();
+    if (!env->exists(path))
+      raise(resurgo::ErrorCode::kNotFound, "no job manifest '" + path + "': version " + std::to_string(version) +
+                                               " of an MPI store is not committed in " + store_dir +
+                                               " (`resurgo ls " + store_dir + "` lists the versions there)");
+    const std::unique_ptr<resurgo::ReadableFile> file = env->open(path);
+    if (file->size() > resurgo::format::kMaxManifestBytes)
+      raise(resurgo::ErrorCode::kCorrupt, "job manifest '" + path + "' is " + std::to_string(file->size()) +
+                                              " bytes, more than any manifest can be");
+    std::string text(file->size(), '\0');
+    file->read_at(0, text.data(), text.size());
+    resurgo::format::decode_manifest(text, path);
+    return text.substr(0, text.rfind('\n', text.size() - 2));
+  });
 }
 
 // ---------------------------------------------------------------------------
@@ -492,15 +578,19 @@ NB_MODULE(_core, m) {
   m.attr("LATEST") = resurgo::kLatest;
   m.attr("FORMAT_VERSION") = resurgo::format::kFormatVersion;
   m.def("default_local_path", &resurgo::Config::default_local_path);
+  m.attr("HAVE_MPI") = kHaveMpi;
+  m.attr("MAX_MANIFEST_BYTES") = resurgo::format::kMaxManifestBytes;
 
   nb::class_<PyStore>(m, "Store")
-      .def(nb::init<const std::string&, const std::string&, const std::map<std::string, std::string>&>(),
-           "name"_a, "config_path"_a, "overrides"_a)
+      .def(nb::init<const std::string&, const std::string&, const std::map<std::string, std::string>&,
+                    std::optional<std::int64_t>>(),
+           "name"_a, "config_path"_a, "overrides"_a, "mpi_comm"_a = nb::none())
       .def_prop_ro("name", [](PyStore& s) { return s.store().name(); })
       .def_prop_ro("rank", [](PyStore& s) { return s.store().rank(); })
       .def("close", [](PyStore& s) { without_gil([&] { s.store().close(); }); })
       .def("protect", &PyStore::protect, "id"_a, "array"_a, "label"_a, "dtype"_a = "",
-           "shape"_a = nb::none())
+           "shape"_a = nb::none(), "global_shape"_a = std::vector<std::int64_t>{},
+           "offset"_a = std::vector<std::int64_t>{})
       .def("unprotect", [](PyStore& s, int id) { s.store().unprotect(id); }, "id"_a)
       .def("set_metadata",
            [](PyStore& s, nb::bytes data) { s.store().set_metadata(data.c_str(), data.size()); },
@@ -565,6 +655,11 @@ NB_MODULE(_core, m) {
   m.def("_write_container", &write_container, "path"_a, "header"_a, "chunks"_a,
         "Writes a container file from a header dict (as inspect returns) and uncompressed chunks "
         "[(region index, offset, bytes)]; for tests and tools.");
+  m.def("_read_region", &read_region, "path"_a, "region_id"_a,
+        "The bytes of one region of a full version's container file, every chunk checksum verified.");
+  m.def("_read_manifest_json", &read_manifest_json, "store_dir"_a, "version"_a,
+        "The JSON line of a job manifest (vNNNNNNNNNN.job in a level's store directory), after its "
+        "checksum line and content are verified.");
   m.def("verify", &verify, "path"_a, "progress"_a = nb::none(),
         "Reads every chunk of a container file and checks its checksum; "
         "progress(done, total) is called about every 64 MiB and at the end.");

@@ -20,7 +20,7 @@ void check_block(const Region& region) {
   };
   const std::size_t axes = block.global_shape.size();
   if (axes == 0 || block.offset.size() != axes || region.type.shape.size() != axes) {
-    refuse("the global shape, the offset and the block's shape (ElementType::shape) need one entry per axis; got " +
+    refuse("the global shape, the offset and the block's own shape need one entry per axis; got " +
            std::to_string(axes) + ", " + std::to_string(block.offset.size()) + " and " +
            std::to_string(region.type.shape.size()));
   }
@@ -39,7 +39,7 @@ void check_block(const Region& region) {
   const std::size_t element = format::element_size(region.type.dtype);
   if (region.type.dtype.empty() || elements * element != region.bytes) {
     refuse("its dtype '" + region.type.dtype + "' and shape give " + std::to_string(elements * element) +
-           " bytes, the region has " + std::to_string(region.bytes) + " (set ElementType's dtype and shape)");
+           " bytes, the region has " + std::to_string(region.bytes) + " (give the block's dtype and shape)");
   }
 }
 

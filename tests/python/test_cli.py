@@ -47,7 +47,7 @@ def populated(dirs):
 def test_help_and_usage_errors():
     result = run_cli("--help")
     assert result.returncode == 0
-    for command in ("ls", "inspect", "verify", "rm"):
+    for command in ("ls", "inspect", "verify", "rm", "export"):
         assert command in result.stdout
     assert run_cli().returncode == 2
     assert run_cli("frobnicate").returncode == 2
