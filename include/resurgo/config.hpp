@@ -19,6 +19,7 @@ enum class Shuffle : std::uint8_t { kNone = 0, kByte = 1, kBit = 2 };
 enum class CaptureMode : std::uint8_t { kCopy = 0, kFork = 1, kAuto = 2, kDelta = 3 };
 enum class LogLevel : int { kOff = 0, kError = 1, kWarn = 2, kInfo = 3, kDebug = 4 };
 enum class IntervalPolicy : std::uint8_t { kNone = 0, kSeconds = 1, kOverhead = 2, kYoungDaly = 3 };
+enum class PartnerScheme : std::uint8_t { kNone = 0, kPartner = 1, kXor = 2 };
 
 struct Config {
   struct Capture {  // how checkpoint() takes the protected bytes
@@ -71,6 +72,12 @@ struct Config {
     double max_overhead = 0.05;  // policy overhead: checkpoint cost / interval, at most
     double mtbf = 86400;         // policy young-daly: mean time between failures, seconds
   } interval;
+  struct Partner {  // L3 of MPI stores: each version of L2 protected on other nodes (docs/mpi.md)
+    // none | partner (a copy on the next node: 2x the L2 bytes) | xor (a
+    // parity per set of set_size ranks on different nodes: set_size/(set_size-1)x)
+    PartnerScheme scheme = PartnerScheme::kNone;
+    int set_size = 8;
+  } partner;
   struct Mpi {  // stores of MPI jobs (docs/mpi.md)
     // seconds the ranks wait for each other at checkpoint() before every
     // rank that came fails, naming the ranks that did not

@@ -167,6 +167,14 @@ void Catalog::wait_first_level(int version) {
   changed_.wait(lock, [&] { return e.settled_levels > 0 || e.finished(); });
 }
 
+void Catalog::wait_settled(int version, int level) {
+  std::unique_lock lock(mutex_);
+  const auto found = entries_.find(version);
+  if (found == entries_.end()) return;
+  const Entry& e = found->second;
+  changed_.wait(lock, [&] { return settled(e, level); });
+}
+
 void Catalog::wait_finished(int version) {
   std::unique_lock lock(mutex_);
   const auto found = entries_.find(version);

@@ -62,6 +62,9 @@ class Catalog {
   // failed), or its whole route; at once for a version the catalog does not know.
   void wait_first_level(int version);
   void wait_finished(int version);
+  // Until `version` has settled at `level` (reached, failed or given up);
+  // at once for a version the catalog does not know. Throws nothing.
+  void wait_settled(int version, int level);
   // Called after each reached(), without the catalog's lock (set it before
   // any version is added).
   void on_reached(std::function<void()> listener);

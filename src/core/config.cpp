@@ -193,6 +193,15 @@ const std::vector<std::pair<std::string, Setter>>& setters() {
        [](Config& c, const std::string& k, const std::string& v) { c.interval.max_overhead = parse_fraction(k, v); }},
       {"interval.mtbf",
        [](Config& c, const std::string& k, const std::string& v) { c.interval.mtbf = parse_duration(k, v); }},
+      {"partner.scheme",
+       [](Config& c, const std::string& k, const std::string& v) {
+         c.partner.scheme = parse_choice<PartnerScheme>(
+             k, v, {{"none", PartnerScheme::kNone}, {"partner", PartnerScheme::kPartner}, {"xor", PartnerScheme::kXor}});
+       }},
+      {"partner.set_size",
+       [](Config& c, const std::string& k, const std::string& v) {
+         c.partner.set_size = static_cast<int>(parse_integer(k, v, 2, 1 << 16));
+       }},
       {"mpi.timeout",
        [](Config& c, const std::string& k, const std::string& v) { c.mpi.timeout = parse_duration(k, v); }},
       {"mpi.ranks_per_node",
@@ -307,7 +316,7 @@ void apply_file(Config& config, const std::string& path) {
                       ": " + std::string(error.description()));
   }
   static const std::string sections[] = {"capture", "track",    "delta",    "buffer",   "memory", "local",
-                                         "persistent", "pipeline", "interval", "mpi", "log", "trace"};
+                                         "persistent", "partner", "pipeline", "interval", "mpi", "log", "trace"};
   std::string section_list;
   for (const std::string& section : sections) section_list += (section_list.empty() ? "" : ", ") + section;
   for (const auto& [section, node] : root) {

@@ -106,11 +106,12 @@ class Store::Impl {
   void copy_with_bases(int version, Level& target);
   int restore_locally(int version, RestartScope scope);
   void local_checks_before_checkpoint(int version);
+  void checkpoint_locally(int version);
 
   // MPI stores (collective_ set): the job's side of each call.
-  void agree_before_checkpoint(int version);
-  void expect_manifests(int version, const std::vector<Level*>& route);
-  void progress_job(bool settle);
+  CollectiveVersions::Hooks job_hooks();
+  void hand_to_job(int version, const std::vector<Level*>& route);
+  void drain_job(const std::string& call);
   std::optional<std::string> job_version_problem(int version);
   std::vector<int> job_candidates(std::vector<std::string>& skipped);
   std::map<int, format::Manifest> redistribution_candidates(std::vector<std::string>& skipped);
@@ -132,6 +133,7 @@ class Store::Impl {
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<Prefetcher> prefetcher_;
   std::unique_ptr<CollectiveVersions> collective_;  // MPI stores only
+  bool handed_to_job_ = false;  // the current checkpoint() reached the job
   std::set<int> discarded_;
   CheckpointTimer timer_;
   Clock::time_point last_checkpoint_end_ = Clock::now();  // or the open
@@ -199,7 +201,8 @@ Store::Impl::Impl(const std::string& store_name, const Config& store_config, std
   if (job_store) {
     local_.set_collective();
     persistent_.set_collective();
-    collective_ = std::make_unique<CollectiveVersions>(*comm, node_of(config, *comm), name, log_, config.mpi.timeout);
+    collective_ = std::make_unique<CollectiveVersions>(*comm, node_of(config, *comm), name, job_hooks(), log_,
+                                                       config.mpi.timeout);
   }
   log_.info("opened store '" + name + "' rank " + std::to_string(comm->rank()) + ": L2 " + local_.dir() +
             (config.persistent.every > 0 ? ", L4 " + persistent_.dir() : ", L4 disabled"));
@@ -223,8 +226,7 @@ void Store::Impl::close() {
   std::exception_ptr job_failure;
   if (collective_) {
     try {
-      progress_job(true);
-      collective_->flush();
+      drain_job("store closed, but ");
       scheduler_->request_eviction();  // the manifests just written free older versions
     } catch (...) {
       job_failure = std::current_exception();
@@ -332,17 +334,30 @@ void Store::Impl::local_checks_before_checkpoint(int version) {
   check_new_version(version);
 }
 
+// An MPI store's job takes a step for every checkpoint() call, taken or
+// not, so that the ranks' steps match.
 void Store::Impl::checkpoint(int version) {
+  if (!collective_) return checkpoint_locally(version);
+  handed_to_job_ = false;
+  try {
+    checkpoint_locally(version);
+  } catch (...) {
+    if (!handed_to_job_) collective_->add_failed(version);
+    throw;
+  }
+}
+
+void Store::Impl::checkpoint_locally(int version) {
   const Clock::time_point started = Clock::now();
   check_open("checkpoint");
   const long failures = catalog_.failure_count();
   if (failures != failures_seen_) capture_->start_new_chain("an earlier version failed");
   failures_seen_ = failures;
   if (collective_) {
-    agree_before_checkpoint(version);
-  } else {
-    local_checks_before_checkpoint(version);
+    collective_->report_failure("checkpoint " + std::to_string(version) + " not taken: an earlier version failed "
+                                "for the job (the store keeps working; call checkpoint again): ");
   }
+  local_checks_before_checkpoint(version);
   std::vector<Level*> route = scheduler_->route(checkpoints_ + 1);
   if (!persistent_prepared_ && std::count(route.begin(), route.end(), &persistent_) > 0) {
     persistent_.prepare();
@@ -380,10 +395,12 @@ void Store::Impl::checkpoint(int version) {
   catalog_.add(version, started, route_numbers, captured);
   const bool synchronous = snapshot.synchronous;
   const int first_level = route.front()->number();
-  if (collective_) expect_manifests(version, route);
+  if (collective_) {
+    hand_to_job(version, route);
+    handed_to_job_ = true;
+  }
   scheduler_->submit(version, std::move(route), std::move(snapshot));
   if (synchronous) catalog_.wait(version, first_level);
-  if (collective_) progress_job(false);
   const double blocked = seconds_since(started);
   catalog_.set_blocking(version, blocked);
   // A moving average (a quarter on the newest) so that one slow checkpoint
@@ -406,10 +423,7 @@ void Store::Impl::wait(int version, int level_number) {
   if (level_number == kL2 && config.local.every == 0) {
     throw InvalidArgumentError("wait: level 2 is disabled for store '" + name + "' (local.every = 0)");
   }
-  if (collective_) {
-    progress_job(true);
-    collective_->flush();
-  }
+  if (collective_) drain_job("wait: ");
   if (version == kAllVersions) {
     catalog_.wait_all(level_number);
     if (collective_ && collective_->take_failures(level_number)) {
@@ -445,8 +459,7 @@ int Store::Impl::newest_committed() {
 std::optional<int> Store::Impl::latest() {
   check_open("latest");
   if (collective_) {
-    progress_job(false);
-    collective_->flush();
+    drain_job("latest: ");
     std::vector<std::string> skipped;
     std::vector<int> candidates = job_candidates(skipped);
     for (const auto& [version, manifest] : redistribution_candidates(skipped)) candidates.push_back(version);
@@ -542,45 +555,35 @@ int Store::Impl::restore_locally(int version, RestartScope scope) {
 // The store's side of CollectiveVersions: what every rank checks and
 // reports at the calls the job makes together.
 
-// Each rank checks locally, then the job agrees: a version is taken on every
-// rank or on none, so the ranks' sequences of versions stay the same.
-void Store::Impl::agree_before_checkpoint(int version) {
-  collective_->agree_on_version(version);
-  std::exception_ptr failure;
-  try {
-    local_checks_before_checkpoint(version);
-  } catch (...) {
-    failure = std::current_exception();
-  }
-  if (collective_->on_every_rank(!failure)) return;
-  if (failure) std::rethrow_exception(failure);
-  throw StateError("checkpoint " + std::to_string(version) + " of store '" + name +
-                   "' not taken: another rank could not take it (its error says why); the store keeps working");
+// The job's steps ask the catalog (or, for a version it no longer keeps,
+// the level itself) how this rank's copy fares.
+CollectiveVersions::Hooks Store::Impl::job_hooks() {
+  CollectiveVersions::Hooks hooks;
+  hooks.outcome = [this](int version, int level_number) {
+    if (const std::optional<int> known = catalog_.outcome(version, level_number)) return *known;
+    return level(level_number)->holds(version) ? 1 : -1;
+  };
+  hooks.settle = [this](int version, int level_number) { catalog_.wait_settled(version, level_number); };
+  return hooks;
 }
 
-void Store::Impl::expect_manifests(int version, const std::vector<Level*>& route) {
+void Store::Impl::hand_to_job(int version, const std::vector<Level*>& route) {
   std::vector<format::ManifestRegion> layout;
   for (const Region& region : registry_.regions()) {
     layout.push_back({comm->rank(), region.id, region.label, region.type.dtype, region.bytes, region.type.shape,
                       region.block.global_shape, region.block.offset});
   }
+  std::vector<DirectoryTier*> directories;
   for (Level* level : route) {
-    if (level == &local_ || level == &persistent_) {
-      collective_->expect(version, *static_cast<DirectoryTier*>(level), layout);
-    }
+    if (level == &local_ || level == &persistent_) directories.push_back(static_cast<DirectoryTier*>(level));
   }
+  collective_->add(version, std::move(directories), std::move(layout));
 }
 
-void Store::Impl::progress_job(bool settle) {
-  const auto outcome = [this](int version, int level_number) {
-    if (const std::optional<int> known = catalog_.outcome(version, level_number)) return *known;
-    return level(level_number)->holds(version) ? 1 : -1;
-  };
-  if (settle) {
-    collective_->progress(outcome, [this](int version, int) { catalog_.wait_finished(version); });
-  } else {
-    collective_->progress(outcome);
-  }
+// Every version handed over is decided for the job; its failures are thrown.
+void Store::Impl::drain_job(const std::string& call) {
+  collective_->drain();
+  collective_->report_failure(call);
 }
 
 // Empty when `version` is a version of the job this rank can restore: a
@@ -634,8 +637,7 @@ std::vector<int> Store::Impl::job_candidates(std::vector<std::string>& skipped) 
 // tried (kLatest), or fails on every rank (a given version).
 int Store::Impl::restart_job(int version, RestartScope scope) {
   settle_before_restart(kLatest);
-  progress_job(true);
-  collective_->flush();
+  drain_job("restart: ");
   std::vector<std::string> skipped;
   std::vector<int> candidates = job_candidates(skipped);
   const std::map<int, format::Manifest> other_rank_count = redistribution_candidates(skipped);

@@ -55,8 +55,11 @@ int find_node(MPI_Comm comm, int rank) {
 
 class MpiComm final : public Comm {
  public:
-  // Takes ownership of `comm` (a duplicate made for the store).
-  MpiComm(MPI_Comm comm, int node) : comm_(comm), node_(node) {
+  // Takes ownership of `comm` (a duplicate made for the store). A `polite`
+  // communicator waits by testing and sleeping instead of spinning in MPI:
+  // the store's job thread uses one, so that waiting for the other ranks
+  // does not take a core from the application.
+  MpiComm(MPI_Comm comm, int node, bool polite) : comm_(comm), node_(node), polite_(polite) {
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
     int provided = MPI_THREAD_SINGLE;
@@ -76,53 +79,104 @@ class MpiComm final : public Comm {
 
   long allreduce_min(long value) override {
     long smallest = value;
-    check(MPI_Allreduce(&value, &smallest, 1, MPI_LONG, MPI_MIN, comm_), "MPI_Allreduce");
+    MPI_Request request = MPI_REQUEST_NULL;
+    check(MPI_Iallreduce(&value, &smallest, 1, MPI_LONG, MPI_MIN, comm_, &request), "MPI_Iallreduce");
+    complete({request});
     return smallest;
   }
-  void barrier() override { check(MPI_Barrier(comm_), "MPI_Barrier"); }
+  void barrier() override {
+    MPI_Request request = MPI_REQUEST_NULL;
+    check(MPI_Ibarrier(comm_, &request), "MPI_Ibarrier");
+    complete({request});
+  }
 
   void send(int to_rank, const void* data, std::size_t bytes) override {
-    const auto* next = static_cast<const char*>(data);
-    do {
-      const std::size_t piece = std::min(bytes, kMessagePiece);
-      check(MPI_Send(next, static_cast<int>(piece), MPI_BYTE, to_rank, kBytesTag, comm_), "MPI_Send");
-      next += piece;
-      bytes -= piece;
-    } while (bytes > 0);
+    std::vector<MPI_Request> requests;
+    post_send(to_rank, static_cast<const char*>(data), bytes, requests);
+    complete(std::move(requests));
   }
   void receive(int from_rank, void* data, std::size_t bytes) override {
-    auto* next = static_cast<char*>(data);
-    do {
-      const std::size_t piece = std::min(bytes, kMessagePiece);
-      check(MPI_Recv(next, static_cast<int>(piece), MPI_BYTE, from_rank, kBytesTag, comm_, MPI_STATUS_IGNORE),
-            "MPI_Recv");
-      next += piece;
-      bytes -= piece;
-    } while (bytes > 0);
+    std::vector<MPI_Request> requests;
+    post_receive(from_rank, static_cast<char*>(data), bytes, requests);
+    complete(std::move(requests));
+  }
+  // Both directions at once: the two sides may need different numbers of pieces.
+  void exchange(int to_rank, const void* out, std::size_t out_bytes, int from_rank, void* in,
+                std::size_t in_bytes) override {
+    std::vector<MPI_Request> requests;
+    post_send(to_rank, static_cast<const char*>(out), out_bytes, requests);
+    post_receive(from_rank, static_cast<char*>(in), in_bytes, requests);
+    complete(std::move(requests));
   }
 
   std::unique_ptr<Comm> duplicate() override {
     MPI_Comm copy = MPI_COMM_NULL;
     check(MPI_Comm_dup(comm_, &copy), "MPI_Comm_dup");
-    return std::make_unique<MpiComm>(copy, node_);
+    return std::make_unique<MpiComm>(copy, node_, true);
   }
 
   std::vector<long> allgather(long value, double timeout_seconds) override {
     ++sequence_;
     if (timeout_seconds <= 0) {
       std::vector<long> values(static_cast<std::size_t>(size_));
-      check(MPI_Allgather(&value, 1, MPI_LONG, values.data(), 1, MPI_LONG, comm_), "MPI_Allgather");
+      MPI_Request request = MPI_REQUEST_NULL;
+      check(MPI_Iallgather(&value, 1, MPI_LONG, values.data(), 1, MPI_LONG, comm_, &request), "MPI_Iallgather");
+      complete({request});
       return values;
     }
     const Deadline deadline = std::chrono::steady_clock::now() +
                               std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                   std::chrono::duration<double>(timeout_seconds));
-    return rank_ == 0 ? gather_at_root(value, deadline, timeout_seconds)
-                      : gather_from_root(value, deadline, timeout_seconds);
+    if (rank_ == 0) return gather_at_root(value, deadline, timeout_seconds);
+    // The others wait longer than rank 0, so that rank 0's verdict (which
+    // names the missing ranks) reaches them; they give up only when rank 0
+    // itself does not come.
+    return gather_from_root(value, deadline + (deadline - std::chrono::steady_clock::now()) + std::chrono::seconds(1),
+                            timeout_seconds);
   }
 
  private:
   using Deadline = std::chrono::steady_clock::time_point;
+
+  void post_send(int to_rank, const char* data, std::size_t bytes, std::vector<MPI_Request>& requests) {
+    do {
+      const std::size_t piece = std::min(bytes, kMessagePiece);
+      MPI_Request request = MPI_REQUEST_NULL;
+      check(MPI_Isend(data, static_cast<int>(piece), MPI_BYTE, to_rank, kBytesTag, comm_, &request), "MPI_Isend");
+      requests.push_back(request);
+      data += piece;
+      bytes -= piece;
+    } while (bytes > 0);
+  }
+  void post_receive(int from_rank, char* data, std::size_t bytes, std::vector<MPI_Request>& requests) {
+    do {
+      const std::size_t piece = std::min(bytes, kMessagePiece);
+      MPI_Request request = MPI_REQUEST_NULL;
+      check(MPI_Irecv(data, static_cast<int>(piece), MPI_BYTE, from_rank, kBytesTag, comm_, &request), "MPI_Irecv");
+      requests.push_back(request);
+      data += piece;
+      bytes -= piece;
+    } while (bytes > 0);
+  }
+
+  // Until every request completed: MPI_Waitall, or (polite) tests with
+  // sleeps growing from 50 us to 1 ms once a short spin did not do.
+  void complete(std::vector<MPI_Request> requests) {
+    if (!polite_) {
+      check(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
+      return;
+    }
+    long pause_ns = 50'000;
+    for (int tries = 0;; ++tries) {
+      int done = 0;
+      check(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE), "MPI_Testall");
+      if (done) return;
+      if (tries < 100) continue;
+      const timespec pause{0, pause_ns};
+      ::nanosleep(&pause, nullptr);
+      pause_ns = std::min(pause_ns * 2, 1'000'000L);
+    }
+  }
   // Messages: {sequence, value} to rank 0; {sequence, missing count, values
   // (or, when ranks are missing, 1 for each missing rank)} back.
 
@@ -211,6 +265,7 @@ class MpiComm final : public Comm {
 
   MPI_Comm comm_;
   int node_;
+  bool polite_;
   int rank_ = 0;
   int size_ = 1;
   bool threads_may_call_ = false;
@@ -233,7 +288,7 @@ std::shared_ptr<Comm> mpi_comm(MPI_Comm comm) {
   check(MPI_Comm_dup(comm, &copy), "MPI_Comm_dup");
   int rank = 0;
   MPI_Comm_rank(copy, &rank);
-  return std::make_shared<MpiComm>(copy, find_node(copy, rank));
+  return std::make_shared<MpiComm>(copy, find_node(copy, rank), false);
 }
 
 }  // namespace resurgo

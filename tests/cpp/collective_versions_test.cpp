@@ -39,10 +39,11 @@ class CollectiveVersionsTest : public ::testing::Test {
 
   // Every rank checkpoints `versions`, each rank's state holding the
   // version and its rank, and waits until each is durable on L4.
-  void checkpoint_job(int ranks, const std::vector<int>& versions) {
+  // `threads`: whether the communicator may be called from the job's thread.
+  void checkpoint_job(int ranks, const std::vector<int>& versions, bool threads = true) {
     ThreadJob job(ranks, 2);
     testing::run_ranks(job, [&](int rank) {
-      Store store("job", config(), std::make_shared<ThreadComm>(job, rank));
+      Store store("job", config(), std::make_shared<ThreadComm>(job, rank, threads));
       std::vector<int> state(1000);
       store.protect(0, state.data(), state.size() * sizeof(int), "state");
       for (int version : versions) {
@@ -102,6 +103,13 @@ TEST_F(CollectiveVersionsTest, EveryRankRestoresItsOwnBytesOfTheNewestVersion) {
   }
 }
 
+TEST_F(CollectiveVersionsTest, WithoutAJobThreadTheStepsRunInTheStoreCalls) {
+  checkpoint_job(3, {1, 2, 3}, false);
+  EXPECT_TRUE(fs::exists(persistent_dir() + "/" + format::manifest_file_name(3)));
+  const std::vector<Restored> restored = restart_job(3);
+  for (int rank = 0; rank < 3; ++rank) EXPECT_EQ(restored[rank].first_value, 300000 + rank * 1000);
+}
+
 TEST_F(CollectiveVersionsTest, TheManifestListsEveryRanksFileAndItsChecksum) {
   checkpoint_job(3, {5});
   std::ifstream in(persistent_dir() + "/" + format::manifest_file_name(5));
@@ -117,38 +125,52 @@ TEST_F(CollectiveVersionsTest, TheManifestListsEveryRanksFileAndItsChecksum) {
   }
 }
 
-TEST_F(CollectiveVersionsTest, RanksNamingDifferentVersionsAllFailAndCaptureNothing) {
+// checkpoint() only hands the version to the job: the ranks find out that
+// they disagree off the application's path, and every rank's next call says so.
+TEST_F(CollectiveVersionsTest, RanksNamingDifferentVersionsAllFailAtTheirNextCall) {
   ThreadJob job(3);
   std::vector<std::string> errors(3);
+  std::vector<std::optional<int>> latest(3, 0);
   testing::run_ranks(job, [&](int rank) {
     Store store("job", config(), std::make_shared<ThreadComm>(job, rank));
     int value = rank;
     store.protect(0, &value, sizeof value, "value");
+    store.checkpoint(rank == 2 ? 8 : 7);
     try {
-      store.checkpoint(rank == 2 ? 8 : 7);
+      store.wait(kAllVersions, kL2);
     } catch (const InvalidArgumentError& error) {
       errors[rank] = error.what();
     }
-    EXPECT_TRUE(store.versions().empty());
+    latest[rank] = store.latest();
   });
-  for (const std::string& error : errors) EXPECT_NE(error.find("rank 2: 8"), std::string::npos) << error;
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_NE(errors[rank].find("rank 2: 8"), std::string::npos) << errors[rank];
+    EXPECT_EQ(latest[rank], std::nullopt) << "neither version is a version of the job";
+  }
 }
 
-TEST_F(CollectiveVersionsTest, ARankThatCannotCheckpointStopsEveryRank) {
+TEST_F(CollectiveVersionsTest, AVersionOneRankCouldNotTakeFailsEveryRankAndTheJobGoesOn) {
   ThreadJob job(2);
   std::vector<std::string> errors(2);
+  std::vector<int> restored(2, -1);
   testing::run_ranks(job, [&](int rank) {
     Store store("job", config(), std::make_shared<ThreadComm>(job, rank));
     int value = rank;
-    if (rank == 0) store.protect(0, &value, sizeof value, "value");  // rank 1 protects nothing
+    if (rank == 0) store.protect(0, &value, sizeof value, "value");  // rank 1 forgot
     try {
       store.checkpoint(1);
+      store.wait(kAllVersions, kL2);
     } catch (const Error& error) {
       errors[rank] = error.what();
     }
+    if (rank == 1) store.protect(0, &value, sizeof value, "value");
+    store.checkpoint(2);
+    store.wait(2, kL4);
+    restored[rank] = store.restart();
   });
   EXPECT_NE(errors[1].find("nothing is protected"), std::string::npos) << errors[1];
-  EXPECT_NE(errors[0].find("another rank could not take it"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[0].find("checkpoint 1 failed on rank(s) 1"), std::string::npos) << errors[0];
+  EXPECT_EQ(restored, (std::vector<int>{2, 2}));
 }
 
 TEST_F(CollectiveVersionsTest, AVersionOneRankLostFallsBackOnEveryRank) {

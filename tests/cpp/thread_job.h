@@ -75,11 +75,13 @@ class ThreadJob {
 
 class ThreadComm final : public Comm {
  public:
-  ThreadComm(ThreadJob& job, int rank, int channel = 0) : job_(job), rank_(rank), channel_(channel) {}
+  // `threads_may_call` false stands for MPI without MPI_THREAD_MULTIPLE.
+  ThreadComm(ThreadJob& job, int rank, bool threads_may_call = true, int channel = 0)
+      : job_(job), rank_(rank), threads_may_call_(threads_may_call), channel_(channel) {}
   int rank() const override { return rank_; }
   int size() const override { return job_.size(); }
   int node() const override { return job_.node_of(rank_); }
-  bool threads_may_call() const override { return true; }
+  bool threads_may_call() const override { return threads_may_call_; }
   long allreduce_min(long value) override { return job_.allreduce_min(channel_, value); }
   void barrier() override { job_.allreduce_min(channel_, 0); }
   void send(int to_rank, const void* data, std::size_t bytes) override {
@@ -91,12 +93,13 @@ class ThreadComm final : public Comm {
   // Every rank duplicates in the same order, so the n-th duplicate of each
   // rank shares one channel.
   std::unique_ptr<Comm> duplicate() override {
-    return std::make_unique<ThreadComm>(job_, rank_, channel_ * 16 + ++duplicates_);
+    return std::make_unique<ThreadComm>(job_, rank_, threads_may_call_, channel_ * 16 + ++duplicates_);
   }
 
  private:
   ThreadJob& job_;
   int rank_;
+  bool threads_may_call_;
   int channel_;
   int duplicates_ = 0;
 };
