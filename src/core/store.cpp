@@ -111,7 +111,7 @@ class Store::Impl {
   // MPI stores (collective_ set): the job's side of each call.
   CollectiveVersions::Hooks job_hooks();
   void hand_to_job(int version, const std::vector<Level*>& route);
-  void drain_job(const std::string& call);
+  void drain_job(const std::string& call, int level);
   std::optional<std::string> job_version_problem(int version);
   std::vector<int> job_candidates(std::vector<std::string>& skipped);
   std::map<int, format::Manifest> redistribution_candidates(std::vector<std::string>& skipped);
@@ -226,7 +226,7 @@ void Store::Impl::close() {
   std::exception_ptr job_failure;
   if (collective_) {
     try {
-      drain_job("store closed, but ");
+      drain_job("store closed, but ", kL4);
       scheduler_->request_eviction();  // the manifests just written free older versions
     } catch (...) {
       job_failure = std::current_exception();
@@ -423,7 +423,7 @@ void Store::Impl::wait(int version, int level_number) {
   if (level_number == kL2 && config.local.every == 0) {
     throw InvalidArgumentError("wait: level 2 is disabled for store '" + name + "' (local.every = 0)");
   }
-  if (collective_) drain_job("wait: ");
+  if (collective_) drain_job("wait: ", level_number);
   if (version == kAllVersions) {
     catalog_.wait_all(level_number);
     if (collective_ && collective_->take_failures(level_number)) {
@@ -459,7 +459,7 @@ int Store::Impl::newest_committed() {
 std::optional<int> Store::Impl::latest() {
   check_open("latest");
   if (collective_) {
-    drain_job("latest: ");
+    drain_job("latest: ", kL4);
     std::vector<std::string> skipped;
     std::vector<int> candidates = job_candidates(skipped);
     for (const auto& [version, manifest] : redistribution_candidates(skipped)) candidates.push_back(version);
@@ -580,9 +580,10 @@ void Store::Impl::hand_to_job(int version, const std::vector<Level*>& route) {
   collective_->add(version, std::move(directories), std::move(layout));
 }
 
-// Every version handed over is decided for the job; its failures are thrown.
-void Store::Impl::drain_job(const std::string& call) {
-  collective_->drain();
+// Every version handed over is decided for the job at L2 (and at L4 when
+// `level` is 4); its failures are thrown.
+void Store::Impl::drain_job(const std::string& call, int level) {
+  collective_->drain(level == kL4);
   collective_->report_failure(call);
 }
 
@@ -637,7 +638,7 @@ std::vector<int> Store::Impl::job_candidates(std::vector<std::string>& skipped) 
 // tried (kLatest), or fails on every rank (a given version).
 int Store::Impl::restart_job(int version, RestartScope scope) {
   settle_before_restart(kLatest);
-  drain_job("restart: ");
+  drain_job("restart: ", kL4);
   std::vector<std::string> skipped;
   std::vector<int> candidates = job_candidates(skipped);
   const std::map<int, format::Manifest> other_rank_count = redistribution_candidates(skipped);

@@ -44,7 +44,6 @@ void CollectiveVersions::hand_over(Version added) {
   {
     std::lock_guard lock(mutex_);
     added_.push_back(std::move(added));
-    drained_ = false;
   }
   if (on_job_thread()) {
     changed_.notify_all();
@@ -59,21 +58,20 @@ void CollectiveVersions::hand_over(Version added) {
   }
 }
 
-void CollectiveVersions::drain() {
+void CollectiveVersions::drain(bool persistent) {
   if (!on_job_thread()) {
     while (!added_.empty()) {
       const Version earlier = std::move(added_.front());
       added_.pop_front();
       run_steps(earlier, comm_);
     }
-    decide_persistent(comm_, true);
+    if (persistent) decide_persistent(comm_, true);
     return;
   }
   std::unique_lock lock(mutex_);
-  draining_ = true;
-  drained_ = false;
+  draining_ = persistent;
   changed_.notify_all();
-  changed_.wait(lock, [&] { return drained_; });
+  changed_.wait(lock, [&] { return added_.empty() && !busy_ && !draining_; });
 }
 
 // The same steps in the same order on every rank: the versions in the order
@@ -83,19 +81,20 @@ void CollectiveVersions::job_loop() {
   for (;;) {
     changed_.wait(lock, [&] { return stopping_ || !added_.empty() || draining_; });
     if (stopping_) return;
-    if (!added_.empty()) {
+    busy_ = true;
+    const bool persistent_step = added_.empty();
+    if (persistent_step) {
+      lock.unlock();
+      guarded(-1, [&] { decide_persistent(*job_comm_, true); });
+    } else {
       const Version next = std::move(added_.front());
       added_.pop_front();
       lock.unlock();
       guarded(next.version, [&] { run_steps(next, *job_comm_); });
-      lock.lock();
-      continue;
     }
-    lock.unlock();
-    guarded(-1, [&] { decide_persistent(*job_comm_, true); });
     lock.lock();
-    draining_ = false;
-    drained_ = true;
+    busy_ = false;
+    if (persistent_step) draining_ = false;
     changed_.notify_all();
   }
 }

@@ -72,10 +72,11 @@ class CollectiveVersions {
   // still takes its step for it (the ranks' steps must match), and the
   // version fails on every rank; the other ranks report it at their next call.
   void add_failed(int version);
-  // Until the steps of every version added have run and every level of
-  // each is decided (wait, close, latest, restart: calls every rank makes
-  // after the same checkpoints).
-  void drain();
+  // Until the steps of every version added have run (so each is decided
+  // at L2), and with `persistent` until each is decided at L4 too (wait,
+  // close, latest, restart: calls every rank makes after the same
+  // checkpoints, with the same argument).
+  void drain(bool persistent);
   // Throws the oldest job failure not reported yet (versions that
   // disagreed, a rank that did not come), prefixed by `prefix`.
   void report_failure(const std::string& prefix);
@@ -127,8 +128,8 @@ class CollectiveVersions {
   std::set<int> unreported_failure_levels_;
   std::deque<std::pair<ErrorCode, std::string>> failures_;  // not reported yet
   bool out_of_step_ = false;  // a rank did not come: no further collective step
-  bool draining_ = false;
-  bool drained_ = true;
+  bool draining_ = false;  // a drain of L4 is requested
+  bool busy_ = false;      // the job thread is inside a step
   bool stopping_ = false;
   std::thread thread_;
 };
