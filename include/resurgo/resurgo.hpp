@@ -107,6 +107,10 @@ struct RestartReport {
   // the old ranks' files (compare with `bytes`); 0 otherwise.
   std::uint64_t bytes_read = 0;
   int written_by_ranks = 0;  // the rank count of the job that wrote the version; 0 = this job's
+  // MPI stores with L3: what restart rebuilt into L2 from partner copies or
+  // XOR sets before restoring (or why it could not), one line per lost rank.
+  std::vector<std::string> rebuilt;
+  double rebuild_seconds = 0;
   // One line per damaged copy skipped or repaired (version, level, path,
   // chunk, cause), and one per newer version whose chain is broken below it
   // (its base missing, damaged everywhere, or with another region table).

@@ -22,6 +22,8 @@
 #include "format/container.h"
 #include "mpi/collective_versions.h"
 #include "mpi/comm.h"
+#include "mpi/partner_copies.h"
+#include "mpi/partner_topology.h"
 #include "mpi/redistribution.h"
 #include "pipeline/scheduler.h"
 #include "pipeline/thread_pool.h"
@@ -110,7 +112,8 @@ class Store::Impl {
 
   // MPI stores (collective_ set): the job's side of each call.
   CollectiveVersions::Hooks job_hooks();
-  void hand_to_job(int version, const std::vector<Level*>& route);
+  void hand_to_job(int version, Clock::time_point started, const std::vector<Level*>& route);
+  void wait_for_partner_copies(int version);
   void drain_job(const std::string& call, int level);
   std::optional<std::string> job_version_problem(int version);
   std::vector<int> job_candidates(std::vector<std::string>& skipped);
@@ -134,6 +137,7 @@ class Store::Impl {
   std::unique_ptr<Prefetcher> prefetcher_;
   std::unique_ptr<CollectiveVersions> collective_;  // MPI stores only
   bool handed_to_job_ = false;  // the current checkpoint() reached the job
+  std::unique_ptr<PartnerCopies> partner_;  // L3 of an MPI store
   std::set<int> discarded_;
   CheckpointTimer timer_;
   Clock::time_point last_checkpoint_end_ = Clock::now();  // or the open
@@ -203,6 +207,14 @@ Store::Impl::Impl(const std::string& store_name, const Config& store_config, std
     persistent_.set_collective();
     collective_ = std::make_unique<CollectiveVersions>(*comm, node_of(config, *comm), name, job_hooks(), log_,
                                                        config.mpi.timeout);
+    if (config.partner.scheme != PartnerScheme::kNone) {
+      partner_ = std::make_unique<PartnerCopies>(
+          config.partner.scheme, PartnerTopology(collective_->nodes(), config.partner.set_size), comm->rank(), name,
+          local_, config.local.mode, config.local.keep, config.pipeline.chunk_size, env_, log_);
+    }
+  } else if (config.partner.scheme != PartnerScheme::kNone) {
+    log_.warn("store '" + name + "': partner.scheme is set, but the store has no communicator (L3 is for MPI "
+              "stores: open it with one); no L3");
   }
   log_.info("opened store '" + name + "' rank " + std::to_string(comm->rank()) + ": L2 " + local_.dir() +
             (config.persistent.every > 0 ? ", L4 " + persistent_.dir() : ", L4 disabled"));
@@ -396,7 +408,7 @@ void Store::Impl::checkpoint_locally(int version) {
   const bool synchronous = snapshot.synchronous;
   const int first_level = route.front()->number();
   if (collective_) {
-    hand_to_job(version, route);
+    hand_to_job(version, started, route);
     handed_to_job_ = true;
   }
   scheduler_->submit(version, std::move(route), std::move(snapshot));
@@ -413,9 +425,11 @@ void Store::Impl::checkpoint_locally(int version) {
 
 void Store::Impl::wait(int version, int level_number) {
   check_open("wait");
+  if (level_number == kL3 && partner_) return wait_for_partner_copies(version);
   if (level_number != kL1 && level_number != kL2 && level_number != kL4) {
     throw InvalidArgumentError("wait: level " + std::to_string(level_number) +
-                               " is not a level of this store; use 1 (buffer), 2 (local) or 4 (persistent)");
+                               " is not a level of this store; use 1 (buffer), 2 (local) or 4 (persistent), and 3 "
+                               "(partner) for an MPI store with partner.scheme set");
   }
   if (level_number == kL4 && config.persistent.every == 0) {
     throw InvalidArgumentError("wait: level 4 is disabled for store '" + name + "' (persistent.every = 0)");
@@ -494,7 +508,42 @@ std::vector<VersionInfo> Store::Impl::versions() {
 
 std::vector<VersionStats> Store::Impl::stats() {
   check_open("stats");
-  return catalog_.stats();
+  std::vector<VersionStats> list = catalog_.stats();
+  if (!partner_) return list;
+  for (VersionStats& version : list) {
+    const std::optional<PartnerCopies::Outcome> outcome = partner_->outcome(version.version);
+    if (!outcome) continue;
+    LevelStats level{kL3, outcome->error.empty() ? outcome->seconds_to_level : -1, outcome->stored_bytes,
+                     outcome->write_seconds};
+    version.levels.insert(std::find_if(version.levels.begin(), version.levels.end(),
+                                       [](const LevelStats& other) { return other.level > kL3; }),
+                          level);
+    if (!outcome->error.empty() && version.error.empty()) version.error = "L3: " + outcome->error;
+  }
+  return list;
+}
+
+// wait(v, 3): the job's L2 step for the version (which protects it on L3)
+// has run; every rank learns whether every rank's protection succeeded.
+void Store::Impl::wait_for_partner_copies(int version) {
+  drain_job("wait: ", kL2);
+  std::vector<int> versions{version};
+  if (version == kAllVersions) {
+    versions.clear();
+    for (const VersionStats& stats : catalog_.stats()) versions.push_back(stats.version);
+  }
+  std::string failure;
+  for (int each : versions) {
+    const std::optional<PartnerCopies::Outcome> outcome = partner_->outcome(each);
+    if (!outcome && version != kAllVersions) {
+      failure = "version " + std::to_string(each) + " was not protected on L3 (it is not complete on L2 for the job)";
+    } else if (outcome && !outcome->error.empty()) {
+      failure = "version " + std::to_string(each) + ": " + outcome->error;
+    }
+  }
+  if (collective_->on_every_rank(failure.empty())) return;
+  throw StorageError("wait: L3 of store '" + name + "': " +
+                     (failure.empty() ? std::string("another rank's protection failed (its error says why)") : failure));
 }
 
 // ------------------------------------------------------------------ restart
@@ -564,10 +613,13 @@ CollectiveVersions::Hooks Store::Impl::job_hooks() {
     return level(level_number)->holds(version) ? 1 : -1;
   };
   hooks.settle = [this](int version, int level_number) { catalog_.wait_settled(version, level_number); };
+  hooks.complete_at_local = [this](int version, Clock::time_point started, Comm& job) {
+    if (partner_) partner_->protect(version, started, job);
+  };
   return hooks;
 }
 
-void Store::Impl::hand_to_job(int version, const std::vector<Level*>& route) {
+void Store::Impl::hand_to_job(int version, Clock::time_point started, const std::vector<Level*>& route) {
   std::vector<format::ManifestRegion> layout;
   for (const Region& region : registry_.regions()) {
     layout.push_back({comm->rank(), region.id, region.label, region.type.dtype, region.bytes, region.type.shape,
@@ -577,7 +629,7 @@ void Store::Impl::hand_to_job(int version, const std::vector<Level*>& route) {
   for (Level* level : route) {
     if (level == &local_ || level == &persistent_) directories.push_back(static_cast<DirectoryTier*>(level));
   }
-  collective_->add(version, std::move(directories), std::move(layout));
+  collective_->add(version, started, std::move(directories), std::move(layout));
 }
 
 // Every version handed over is decided for the job at L2 (and at L4 when
@@ -639,6 +691,11 @@ std::vector<int> Store::Impl::job_candidates(std::vector<std::string>& skipped) 
 int Store::Impl::restart_job(int version, RestartScope scope) {
   settle_before_restart(kLatest);
   drain_job("restart: ", kL4);
+  PartnerCopies::Rebuild rebuild;
+  if (partner_) rebuild = partner_->rebuild(*comm);
+  if (comm->rank() == 0) {
+    for (const std::string& note : rebuild.notes) log_.warn(note);
+  }
   std::vector<std::string> skipped;
   std::vector<int> candidates = job_candidates(skipped);
   const std::map<int, format::Manifest> other_rank_count = redistribution_candidates(skipped);
@@ -669,6 +726,8 @@ int Store::Impl::restart_job(int version, RestartScope scope) {
     }
     if (collective_->on_every_rank(!failure)) {
       last_restart.skipped.insert(last_restart.skipped.begin(), skipped.begin(), skipped.end());
+      last_restart.rebuilt = rebuild.notes;
+      last_restart.rebuild_seconds = rebuild.seconds;
       return restored;
     }
     if (version != kLatest) {

@@ -32,13 +32,15 @@ CollectiveVersions::~CollectiveVersions() {
   if (thread_.joinable()) thread_.join();
 }
 
-void CollectiveVersions::add(int version, std::vector<DirectoryTier*> levels,
-                             std::vector<format::ManifestRegion> layout) {
+void CollectiveVersions::add(int version, std::chrono::steady_clock::time_point started,
+                             std::vector<DirectoryTier*> levels, std::vector<format::ManifestRegion> layout) {
   std::sort(levels.begin(), levels.end(), [](DirectoryTier* a, DirectoryTier* b) { return a->number() < b->number(); });
-  hand_over(Version{version, std::move(levels), std::move(layout)});
+  hand_over(Version{version, started, std::move(levels), std::move(layout)});
 }
 
-void CollectiveVersions::add_failed(int version) { hand_over(Version{version, {}, {}, true}); }
+void CollectiveVersions::add_failed(int version) {
+  hand_over(Version{version, std::chrono::steady_clock::now(), {}, {}, true});
+}
 
 void CollectiveVersions::hand_over(Version added) {
   {
@@ -193,7 +195,7 @@ void CollectiveVersions::decide(const Version& added, DirectoryTier& level, Comm
   if (!alone()) state = job.allreduce_min(state);
   if (state > 0) {
     commit_manifest(added, level, job);
-    if (hooks_.complete_at_local) hooks_.complete_at_local(added.version, job);
+    if (hooks_.complete_at_local) hooks_.complete_at_local(added.version, added.started, job);
     return;
   }
   std::lock_guard lock(mutex_);

@@ -17,6 +17,7 @@
 // checkpoint() runs those of the versions before it.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -47,7 +48,8 @@ class CollectiveVersions {
     std::function<void(int version, int level)> settle;
     // `version` is complete on L2 (its manifest written): protect it on L3.
     // Collective over the job communicator it is given.
-    std::function<void(int version, Comm& job)> complete_at_local;
+    // `started`: when checkpoint() was called.
+    std::function<void(int version, std::chrono::steady_clock::time_point started, Comm& job)> complete_at_local;
   };
 
   // Collective: every rank of `comm` constructs it (the store's open).
@@ -67,7 +69,8 @@ class CollectiveVersions {
   // `levels` (L2, L4: the directory levels of its route); `layout` is its
   // regions. Returns at once (on the job thread's side), or runs the steps
   // of the versions added before (inline).
-  void add(int version, std::vector<DirectoryTier*> levels, std::vector<format::ManifestRegion> layout);
+  void add(int version, std::chrono::steady_clock::time_point started, std::vector<DirectoryTier*> levels,
+           std::vector<format::ManifestRegion> layout);
   // checkpoint(version) failed on this rank before the capture: the job
   // still takes its step for it (the ranks' steps must match), and the
   // version fails on every rank; the other ranks report it at their next call.
@@ -95,6 +98,7 @@ class CollectiveVersions {
  private:
   struct Version {
     int version;
+    std::chrono::steady_clock::time_point started;
     std::vector<DirectoryTier*> levels;
     std::vector<format::ManifestRegion> layout;
     bool failed_here = false;
