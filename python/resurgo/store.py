@@ -403,7 +403,8 @@ class Store:
 
     def wait(self, version: Optional[int] = None, level: int = 2) -> None:
         """Blocks until ``version`` (None: every pending one) is durable at
-        ``level`` (1, 2 or 4), or raises the background error that prevented it."""
+        ``level`` (1, 2 or 4; 3 for an MPI store with partner.scheme), or raises
+        the background error that prevented it."""
         self._core.wait(_optional_version_arg(version, "wait", _ALL), operator.index(level))
 
     def latest(self) -> Optional[int]:

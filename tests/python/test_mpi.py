@@ -98,7 +98,7 @@ def test_export_refuses_a_delta_version_and_a_damaged_manifest(tmp_path):
     assert result.returncode == 1 and "NotFoundError" in result.stderr
 
 
-def test_ranks_naming_different_versions_raise_on_every_rank(tmp_path):
+def test_ranks_naming_different_versions_raise_at_the_next_call_on_every_rank(tmp_path):
     reports = tmp_path / "reports"
     reports.mkdir()
     mpirun(4, "mismatch", reports, **levels(tmp_path))

@@ -69,13 +69,14 @@ def mismatch(report_dir: str) -> None:
     u = np.zeros(10)
     with resurgo.Store("job", comm=comm) as store:
         store.protect("u", u)
+        store.checkpoint(rank)  # hands the version to the job, which finds the ranks disagree
         try:
-            store.checkpoint(rank)
+            store.wait(level=resurgo.L2)
         except resurgo.InvalidArgumentError as exc:
             # A file per rank: mpirun may interleave the ranks' output.
             (Path(report_dir) / f"rank{rank}.txt").write_text(f"InvalidArgumentError: {exc}")
         else:
-            raise SystemExit(f"rank {rank}: checkpoint({rank}) did not raise")
+            raise SystemExit(f"rank {rank}: wait after checkpoint({rank}) did not raise")
         store.checkpoint(size)  # the store is still usable once the ranks agree
         store.wait(size, resurgo.L2)
 
