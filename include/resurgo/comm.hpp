@@ -22,14 +22,10 @@ class Comm {
   virtual void send(int to_rank, const void* data, std::size_t bytes) = 0;
   virtual void receive(int from_rank, void* data, std::size_t bytes) = 0;
   // Sends `out` to `to_rank` while receiving `in` from `from_rank` (a ring
-  // shift: every rank sends and receives at once without deadlock). The
-  // default sends, then receives: right for transports whose sends do not
-  // wait for the receiver.
+  // shift: every rank sends and receives at once, so it must not deadlock
+  // where sends wait for their receiver).
   virtual void exchange(int to_rank, const void* out, std::size_t out_bytes, int from_rank, void* in,
-                        std::size_t in_bytes) {
-    send(to_rank, out, out_bytes);
-    receive(from_rank, in, in_bytes);
-  }
+                        std::size_t in_bytes) = 0;
 
   // The node this rank runs on, numbered from 0: ranks of one node share its
   // node-local directory (L2) and are lost together.

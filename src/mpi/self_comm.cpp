@@ -39,6 +39,7 @@ class SelfComm final : public Comm {
   void barrier() override {}
   void send(int to_rank, const void*, std::size_t) override { refuse(to_rank); }
   void receive(int from_rank, void*, std::size_t) override { refuse(from_rank); }
+  void exchange(int to_rank, const void*, std::size_t, int, void*, std::size_t) override { refuse(to_rank); }
   std::unique_ptr<Comm> duplicate() override { return std::make_unique<SelfComm>(rank_); }
   std::vector<long> allgather(long value, double) override { return {value}; }
 

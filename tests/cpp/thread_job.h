@@ -90,6 +90,12 @@ class ThreadComm final : public Comm {
   void receive(int from_rank, void* data, std::size_t bytes) override {
     job_.receive(channel_, from_rank, rank_, data, bytes);
   }
+  // Sends never wait here (mailboxes), so sending first cannot deadlock.
+  void exchange(int to_rank, const void* out, std::size_t out_bytes, int from_rank, void* in,
+                std::size_t in_bytes) override {
+    send(to_rank, out, out_bytes);
+    receive(from_rank, in, in_bytes);
+  }
   // Every rank duplicates in the same order, so the n-th duplicate of each
   // rank shares one channel.
   std::unique_ptr<Comm> duplicate() override {
