@@ -6,7 +6,10 @@
 //
 //   mpi_store_check write VERSIONS          checkpoint versions 1..VERSIONS, durable on L4
 //   mpi_store_check verify VERSION          restart; the newest version must be VERSION
-//   mpi_store_check crash RANK VERSIONS     like write, but RANK dies right after checkpoint(VERSIONS)
+//   mpi_store_check verify-at-least VERSION restart; the version must be VERSION or newer
+//   mpi_store_check crash RANK VERSIONS [DELAY_US]
+//                                           like write, but RANK dies (SIGKILL) DELAY_US after
+//                                           checkpoint(VERSIONS) returned (0: at once)
 //   mpi_store_check different-versions      ranks name different versions: an error on every rank
 //   mpi_store_check missing-rank            the last rank never checkpoints: the others fail naming it
 //   mpi_store_check write-global VERSION    a global array split by rows unevenly over the ranks
@@ -14,7 +17,9 @@
 #include <mpi.h>
 #include <signal.h>
 
+#include <chrono>
 #include <cstdio>
+#include <thread>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -60,25 +65,33 @@ void write(int versions) {
   job.store.close();
 }
 
-void verify(int expected) {
+// `at_least`: a newer version is right too (a kill may come after the job
+// completed the version on its way).
+void verify(int expected, bool at_least) {
   Job job;
   const int restored = job.store.restart();
-  check(restored == expected, "restored version " + std::to_string(restored) + ", expected " + std::to_string(expected));
+  check(restored == expected || (at_least && restored > expected),
+        "restored version " + std::to_string(restored) + ", expected " + (at_least ? "at least " : "") +
+            std::to_string(expected));
   bool same = true;
   for (std::size_t index = 0; index < job.state.size(); ++index) {
-    same = same && job.state[index] == value(expected, rank_of_world(), index);
+    same = same && job.state[index] == value(restored, rank_of_world(), index);
   }
-  check(same, "the restored bytes are those of version " + std::to_string(expected));
+  check(same, "the restored bytes are those of version " + std::to_string(restored));
+  if (rank_of_world() == 0) std::printf("restored version %d\n", restored);
   job.store.close();
 }
 
 // Version VERSIONS - 1 is complete; RANK dies while VERSIONS is on its way.
-void crash(int dying_rank, int versions) {
+void crash(int dying_rank, int versions, int delay_us) {
   Job job;
   for (int version = 1; version < versions; ++version) job.checkpoint(version);
   job.store.wait(resurgo::kAllVersions, resurgo::kL4);
   job.checkpoint(versions);
-  if (rank_of_world() == dying_rank) ::raise(SIGKILL);
+  if (rank_of_world() == dying_rank) {
+    if (delay_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
+    ::raise(SIGKILL);
+  }
   job.store.wait(resurgo::kAllVersions, resurgo::kL4);  // the others wait in vain: mpirun ends the job
 }
 
@@ -182,8 +195,9 @@ int main(int argc, char** argv) {
   const int second = argc > 3 ? std::atoi(argv[3]) : 0;
   try {
     if (scenario == "write") write(first);
-    else if (scenario == "verify") verify(first);
-    else if (scenario == "crash") crash(first, second);
+    else if (scenario == "verify") verify(first, false);
+    else if (scenario == "verify-at-least") verify(first, true);
+    else if (scenario == "crash") crash(first, second, argc > 4 ? std::atoi(argv[4]) : 0);
     else if (scenario == "different-versions") different_versions();
     else if (scenario == "missing-rank") missing_rank();
     else if (scenario == "write-global") write_global(first);
