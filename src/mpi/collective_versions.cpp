@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "format/container.h"
+#include "pipeline/thread_priority.h"
 
 namespace resurgo {
 
@@ -79,6 +80,9 @@ void CollectiveVersions::drain(bool persistent) {
 // The same steps in the same order on every rank: the versions in the order
 // added; a drain only after every version added before it.
 void CollectiveVersions::job_loop() {
+  // The job's steps wait for the other ranks and write small files: the
+  // application's threads come first.
+  lower_this_thread_priority();
   std::unique_lock lock(mutex_);
   for (;;) {
     changed_.wait(lock, [&] { return stopping_ || !added_.empty() || draining_; });

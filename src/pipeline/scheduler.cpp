@@ -1,10 +1,8 @@
 #include "pipeline/scheduler.h"
 
-#include <sys/resource.h>
-#include <unistd.h>
-
 #include <algorithm>
 
+#include "pipeline/thread_priority.h"
 #include "pipeline/version_writer.h"
 #include "resurgo/errors.hpp"
 
@@ -23,17 +21,6 @@ using Clock = Catalog::Clock;
 constexpr std::size_t kMaxBacklog = 2;
 
 double seconds_since(Clock::time_point begin) { return std::chrono::duration<double>(Clock::now() - begin).count(); }
-
-// A level that only copies versions another level already holds (L4 behind
-// an L2 that takes every checkpoint) is the least urgent work in the process.
-// At nice +10 it runs on cores the application leaves idle instead of taking
-// turns with it: a contested core gives it about a tenth of the time. The
-// version is safe at the level before meanwhile; the backlog bound keeps the
-// copies from falling behind for good. Best effort: on failure the thread
-// keeps the normal priority. (Linux: a nice value per thread.)
-constexpr int kCopyNiceness = 10;
-
-void lower_this_thread_priority() { ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), kCopyNiceness); }
 
 }  // namespace
 
@@ -132,6 +119,10 @@ void Scheduler::wait_for_backlog(const Job& job) {
 }
 
 void Scheduler::work(Worker& worker) {
+  // A level that only copies versions another level already holds (L4
+  // behind an L2 that takes every checkpoint) is the least urgent work: the
+  // version is safe at the level before meanwhile, and the backlog bound
+  // keeps the copies from falling behind for good.
   if (worker.copies_only) lower_this_thread_priority();
   Trace::name_this_thread("level L" + std::to_string(worker.level->number()));
   for (;;) {

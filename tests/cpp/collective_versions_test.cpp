@@ -249,6 +249,33 @@ TEST_F(CollectiveVersionsTest, AJobOfAnotherSizeDoesNotRestoreTheVersion) {
   }
 }
 
+// Ranks may protect different regions; a restart whose protected set does
+// not fit the version on one rank fails on every rank, and says which.
+TEST_F(CollectiveVersionsTest, ARegionSetThatDoesNotFitOnOneRankFailsEveryRank) {
+  checkpoint_job(3, {1});
+  ThreadJob job(3, 2);
+  std::vector<std::string> errors(3);
+  testing::run_ranks(job, [&](int rank) {
+    Store store("job", config(), std::make_shared<ThreadComm>(job, rank));
+    std::vector<int> state(1000, -1);
+    std::vector<int> extra(10, -1);
+    store.protect(0, state.data(), state.size() * sizeof(int), "state");
+    if (rank == 1) store.protect(1, extra.data(), extra.size() * sizeof(int), "extra");  // the version lacks it
+    try {
+      store.restart();
+    } catch (const NotFoundError& error) {
+      errors[rank] = error.what();
+    }
+  });
+  EXPECT_NE(errors[1].find("region 'extra' is protected but the checkpoint does not hold it"), std::string::npos)
+      << errors[1];
+  for (int rank : {0, 2}) {
+    EXPECT_NE(errors[rank].find("version 1: not restorable on every rank (another rank could not restore it)"),
+              std::string::npos)
+        << errors[rank];
+  }
+}
+
 TEST_F(CollectiveVersionsTest, LatestAgreesOnTheNewestCompleteVersion) {
   checkpoint_job(2, {3, 4});
   fs::remove(local_dir(0) + "/v0000000004.r000000.rsg");
