@@ -34,9 +34,26 @@
 //               bit, and whether the lost node's L2 file was written back.
 // Exit status 3 and "unavailable: REASON" on stderr when the configuration
 // refuses partner.scheme (the partner level is not built).
+//
+// --mode write and --mode restart (bench/mpi_redistribution.py: restart on
+// another number of ranks) instead run one step each on a float64 global
+// array of --rows x --cols, split by rows (or by columns with --split cols)
+// unevenly: rank r of n owns a share proportional to r + 1, so no block of
+// one job lines up with a block of the other. Each rank protects its block
+// with a GlobalBlock.
+//   write       one version in DIR (L2 under DIR/write/{node}, L4 in
+//               DIR/shared, pipeline.chunk_size --chunk-size), durable at L4,
+//               then L2 removed.
+//   restart     restart() in a fresh store (an empty L2, so every rank reads
+//               L4, the level a job of another size reads from) into a
+//               zeroed block, timed per rank from a barrier; per rank the
+//               RestartReport's bytes, bytes_read and written_by_ranks, the
+//               bytes read through system calls and from storage during
+//               restart() (/proc/self/io), and every value checked bit for bit.
 #include <mpi.h>
 
 #include <array>
+#include <bit>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -75,6 +92,11 @@ struct Options {
   std::string first = "single";
   int comm_iterations = 200;
   bool rebuild = false;
+  std::string mode = "checkpoint";  // checkpoint | write | restart
+  std::int64_t rows = 0;            // the global array of write and restart
+  std::int64_t cols = 0;
+  bool split_columns = false;
+  std::size_t chunk_size = std::size_t{4} << 20;
 };
 
 [[noreturn]] void usage(const std::string& why) {
@@ -82,7 +104,9 @@ struct Options {
                "mpi_driver: %s\n"
                "usage: mpirun -np P mpi_driver --dir DIR [--bytes N] [--checkpoints N] [--compute-seconds S]\n"
                "         [--ranks-per-node K] [--scheme none|partner|xor] [--set-size N] [--first single|mpi]\n"
-               "         [--comm-iterations N] [--rebuild]\n",
+               "         [--comm-iterations N] [--rebuild]\n"
+               "       mpirun -np P mpi_driver --mode write|restart --dir DIR --rows R --cols C [--split rows|cols]\n"
+               "         [--chunk-size N] [--ranks-per-node K]\n",
                why.c_str());
   std::exit(64);
 }
@@ -124,6 +148,20 @@ Options parse(int argc, char** argv) {
       opt.first = value;
     } else if (arg == "--comm-iterations") {
       opt.comm_iterations = static_cast<int>(positive(arg, value));
+    } else if (arg == "--mode") {
+      if (value != "checkpoint" && value != "write" && value != "restart") {
+        usage("--mode is checkpoint, write or restart");
+      }
+      opt.mode = value;
+    } else if (arg == "--rows") {
+      opt.rows = positive(arg, value);
+    } else if (arg == "--cols") {
+      opt.cols = positive(arg, value);
+    } else if (arg == "--split") {
+      if (value != "rows" && value != "cols") usage("--split is rows or cols");
+      opt.split_columns = value == "cols";
+    } else if (arg == "--chunk-size") {
+      opt.chunk_size = static_cast<std::size_t>(positive(arg, value));
     } else {
       usage("unknown argument " + arg);
     }
@@ -131,6 +169,9 @@ Options parse(int argc, char** argv) {
   if (opt.dir.empty()) usage("--dir is required");
   if (opt.bytes % (4 * sizeof(double)) != 0) usage("--bytes must be a multiple of 32");
   if (opt.rebuild && opt.scheme == "none") usage("--rebuild needs --scheme partner or xor");
+  if (opt.mode != "checkpoint" && (opt.rows == 0 || opt.cols == 0)) {
+    usage("--mode " + opt.mode + " needs --rows and --cols");
+  }
   return opt;
 }
 
@@ -550,8 +591,157 @@ void rebuild_phase(const Options& opt, State& state) {
   print_restart("rebuild", rebuilt, lost_node, fs::exists(container_path(dir, node, kVersion)));
 }
 
+// ------------------------------------------------------------ redistribution
+// [first, first + count) of `extent`: rank `rank` of `ranks`'s share, in
+// proportion to rank + 1.
+std::pair<std::int64_t, std::int64_t> uneven_share(std::int64_t extent, int rank, int ranks) {
+  const auto bound = [&](std::int64_t k) { return extent * k * (k + 1) / (std::int64_t{ranks} * (ranks + 1)); };
+  return {bound(rank), bound(rank + 1) - bound(rank)};
+}
+
+// This rank's block of the global array; element (i, j) holds i * cols + j
+// + 0.25, so that a value in the wrong place, or a zero left, shows.
+class Block {
+ public:
+  Block(const Options& opt, int rank, int ranks) : rows_(opt.rows), cols_(opt.cols) {
+    const auto [first, count] = uneven_share(opt.split_columns ? opt.cols : opt.rows, rank, ranks);
+    if (opt.split_columns) {
+      offset_ = {0, first};
+      shape_ = {opt.rows, count};
+    } else {
+      offset_ = {first, 0};
+      shape_ = {count, opt.cols};
+    }
+    values_.assign(static_cast<std::size_t>(shape_[0] * shape_[1]), 0.0);
+  }
+
+  void fill() {
+    for_each([](double& value, double expected) { value = expected; });
+  }
+
+  bool holds_expected() {
+    bool same = true;
+    for_each([&](double& value, double expected) {
+      same = same && std::bit_cast<std::uint64_t>(value) == std::bit_cast<std::uint64_t>(expected);
+    });
+    return same;
+  }
+
+  void protect(resurgo::Store& store) {
+    store.protect(0, values_.data(), bytes(), "field", resurgo::ElementType{"float64", shape_},
+                  resurgo::GlobalBlock{{rows_, cols_}, offset_});
+  }
+
+  std::size_t bytes() const { return values_.size() * sizeof(double); }
+
+ private:
+  template <typename Visit>
+  void for_each(Visit&& visit) {
+    std::size_t at = 0;
+    for (std::int64_t i = offset_[0]; i < offset_[0] + shape_[0]; ++i) {
+      for (std::int64_t j = offset_[1]; j < offset_[1] + shape_[1]; ++j) {
+        visit(values_[at++], static_cast<double>(i * cols_ + j) + 0.25);
+      }
+    }
+  }
+
+  std::int64_t rows_;
+  std::int64_t cols_;
+  std::vector<std::int64_t> offset_;
+  std::vector<std::int64_t> shape_;
+  std::vector<double> values_;
+};
+
+resurgo::Config redistribution_config(const Options& opt, const std::string& local_root) {
+  resurgo::Config config = mpi_config(opt, opt.dir, true);
+  config.set("local.path", local_root + "/{node}");
+  config.set("pipeline.chunk_size", std::to_string(opt.chunk_size));
+  return config;
+}
+
+// Removes a directory every rank's store has closed.
+void remove_together(const std::string& dir) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (world_rank() == 0) fs::remove_all(dir);
+}
+
+void write_phase(const Options& opt) {
+  Block block(opt, world_rank(), world_size());
+  block.fill();
+  const std::string local = opt.dir + "/write";
+  resurgo::Store store(kStoreName, redistribution_config(opt, local), resurgo::mpi_comm(MPI_COMM_WORLD));
+  block.protect(store);
+  store.checkpoint(1);
+  store.wait(1, resurgo::kL4);
+  const double stored = static_cast<double>(stats_of(store, 1).at(resurgo::kL4)->stored_bytes);
+  store.close();
+  remove_together(local);
+  const std::vector<double> all = gather({static_cast<double>(block.bytes()), stored});
+  if (world_rank() != 0) return;
+  std::printf("{\"kind\": \"written\", \"ranks\": %d, \"bytes\": %s, \"l4_bytes\": %s}\n", world_size(),
+              per_rank(all, 2, 0).c_str(), per_rank(all, 2, 1).c_str());
+  std::fflush(stdout);
+}
+
+// Bytes this process read through system calls (rchar) and from storage
+// (read_bytes), from /proc/self/io; zeros where there is none.
+std::array<double, 2> io_counters() {
+  std::array<double, 2> counters{};
+  std::FILE* io = std::fopen("/proc/self/io", "r");
+  if (io == nullptr) return counters;
+  char name[64];
+  unsigned long long value = 0;
+  while (std::fscanf(io, "%63s %llu", name, &value) == 2) {
+    if (std::string_view(name) == "rchar:") counters[0] = static_cast<double>(value);
+    if (std::string_view(name) == "read_bytes:") counters[1] = static_cast<double>(value);
+  }
+  std::fclose(io);
+  return counters;
+}
+
+const char* const kRestartFields[] = {"seconds", "bytes", "bytes_read", "written_by_ranks", "syscall_read_bytes",
+                                      "storage_read_bytes", "verified", "version", "level"};
+
+void restart_phase(const Options& opt) {
+  Block block(opt, world_rank(), world_size());
+  const std::string local = opt.dir + "/restart";
+  resurgo::Store store(kStoreName, redistribution_config(opt, local), resurgo::mpi_comm(MPI_COMM_WORLD));
+  block.protect(store);
+  MPI_Barrier(MPI_COMM_WORLD);
+  const std::array<double, 2> before = io_counters();
+  const Clock::time_point start = Clock::now();
+  const int version = store.restart();
+  const double seconds = seconds_since(start);
+  const std::array<double, 2> after = io_counters();
+  const resurgo::RestartReport report = store.last_restart();
+  store.close();
+  remove_together(local);
+  const std::vector<double> row = {seconds,
+                                   static_cast<double>(report.bytes),
+                                   static_cast<double>(report.bytes_read),
+                                   static_cast<double>(report.written_by_ranks),
+                                   after[0] - before[0],
+                                   after[1] - before[1],
+                                   block.holds_expected() ? 1.0 : 0.0,
+                                   static_cast<double>(version),
+                                   static_cast<double>(report.level)};
+  const std::vector<double> all = gather(row);
+  if (world_rank() != 0) return;
+  std::string line = "{\"kind\": \"restart\", \"ranks\": " + std::to_string(world_size());
+  for (std::size_t field = 0; field < std::size(kRestartFields); ++field) {
+    line += ", \"" + std::string(kRestartFields[field]) + "\": " + per_rank(all, row.size(), field);
+  }
+  std::printf("%s}\n", line.c_str());
+  std::fflush(stdout);
+}
+
 void run(const Options& opt) {
   if (world_rank() == 0) fs::create_directories(opt.dir);
+  if (opt.mode != "checkpoint") {
+    MPI_Barrier(MPI_COMM_WORLD);
+    opt.mode == "write" ? write_phase(opt) : restart_phase(opt);
+    return;
+  }
   mpi_config(opt, opt.dir + "/mpi", true);  // refuses an unknown scheme before any store opens
   MPI_Barrier(MPI_COMM_WORLD);
   State state(opt.bytes);
