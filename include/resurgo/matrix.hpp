@@ -1,0 +1,181 @@
+// ConvergentMatrix: a distributed dense matrix in ScaLAPACK's 2-D
+// block-cyclic layout that absorbs asynchronous `A[rows, cols] += values`
+// updates from every rank and converges at a collective commit (the
+// Hessian-assembly paper, papers/convergent-matrix-distributed-hessian-
+// assembly.txt, section III; docs/matrix.md).
+//
+//   resurgo::ConvergentMatrix<float> hessian(MPI_COMM_WORLD, {.rows = n, .cols = n});
+//   for (each computed update) hessian.update(values, rows, cols);  // returns at once
+//   hessian.commit();                                                // collective
+//   pssyev_(..., hessian.local_data(), &one, &one, hessian.descriptor(context).data(), ...);
+//
+// Include it only in code compiled with MPI; libresurgo provides it when it
+// was built with MPI found. The matrix talks on its own duplicate of the
+// communicator, so its messages never match the application's.
+#pragma once
+
+#include <mpi.h>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+namespace resurgo {
+
+class Store;
+
+// The global matrix and how it is dealt out: rows x cols elements in blocks
+// of row_block x col_block, block (I, J) on process (I mod grid_rows,
+// J mod grid_cols) of a grid_rows x grid_cols grid. Rank r of the
+// communicator is grid process (r / grid_cols, r mod grid_cols): the
+// row-major order of Cblacs_gridinit(&context, "Row", grid_rows, grid_cols).
+// grid_rows = grid_cols = 0 picks the most nearly square grid
+// (MPI_Dims_create); both must otherwise be given, and multiply to the
+// communicator's size. The first block row and column are on process (0, 0).
+struct MatrixLayout {
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+  std::int64_t row_block = 64;
+  std::int64_t col_block = 64;
+  int grid_rows = 0;
+  int grid_cols = 0;
+};
+
+enum class MatrixBackend {
+  // The paper's design: each update is binned by owner and each bin sent at
+  // once with a non-blocking send; the owner applies a bin as a whole.
+  kMessages,
+  // Section IV-B's comparison: one MPI window over the local blocks,
+  // MPI_Accumulate(MPI_SUM) of an indexed datatype per bin under an
+  // exclusive lock of the target.
+  kRma,
+};
+
+enum class MatrixProgress {
+  kAuto,    // a thread where MPI_THREAD_MULTIPLE is provided, else kInline
+  kThread,  // a progress thread; InvalidArgumentError without MPI_THREAD_MULTIPLE
+  kInline,  // incoming bins are applied only inside update(), commit() and progress()
+};
+
+struct MatrixOptions {
+  MatrixBackend backend = MatrixBackend::kMessages;
+  MatrixProgress progress = MatrixProgress::kAuto;
+  // Bytes of this rank's sent bins whose sends have not completed: update()
+  // makes progress (applying what arrived) until under the cap before it
+  // sends more. The receivers' memory is bounded by the senders' caps.
+  std::size_t max_in_flight_bytes = std::size_t{64} << 20;
+  // Seeds the random order in which an update visits its targets (each rank
+  // mixes in its rank, so no two ranks follow the same order).
+  std::uint64_t seed = 0x5eed;
+  // Debug check: commit() first agrees on a call count over the
+  // communicator and throws StateError on every rank when some rank called
+  // commit() a different number of times (a missing rank hangs instead
+  // without the check, as any collective would).
+  bool check_collective = false;
+};
+
+// What this rank did since construction (or the last reset of the counters
+// by reset()): counts and the time the application thread spent.
+struct MatrixStats {
+  std::uint64_t updates = 0;            // update calls
+  std::uint64_t elements_sent = 0;      // elements sent to other ranks
+  std::uint64_t elements_local = 0;     // elements this rank owned itself
+  std::uint64_t bytes_sent = 0;         // message bytes sent (indices + values)
+  std::uint64_t bins_received = 0;      // bins applied here for other ranks
+  double update_seconds = 0;            // in update(): binning, sending, waiting for the cap
+  double binning_seconds = 0;           // of which: sorting elements by owner
+  double backpressure_seconds = 0;      // of which: waiting under max_in_flight_bytes
+  double commit_seconds = 0;            // in commit()
+  std::uint64_t commits = 0;            // the epoch: commits since construction
+};
+
+// T is float or double.
+template <typename T>
+class ConvergentMatrix {
+ public:
+  // Collective over `comm`. InvalidArgumentError for a size or block < 1, a
+  // grid whose product is not the communicator's size, or MatrixProgress::kThread
+  // without MPI_THREAD_MULTIPLE. Local storage starts at zero.
+  ConvergentMatrix(MPI_Comm comm, const MatrixLayout& layout, const MatrixOptions& options = {});
+  // free(), if not yet called: collective like it.
+  ~ConvergentMatrix();
+  ConvergentMatrix(const ConvergentMatrix&) = delete;
+  ConvergentMatrix& operator=(const ConvergentMatrix&) = delete;
+
+  // A[rows[i], cols[j]] += values[i * cols.size() + j] (values row-major,
+  // as a C-ordered NumPy array), atomically at each owner with respect to
+  // every other update. Index arrays may be in any order and hold
+  // duplicates (their contributions are summed). Returns once the bins are
+  // sent; `values`, `rows` and `cols` may be reused at once. Indices are
+  // checked before anything is sent: one out of range throws
+  // InvalidArgumentError naming it and the bound, and nothing of the update
+  // is applied; so does values.size() != rows.size() * cols.size().
+  void update(std::span<const T> values, std::span<const std::int64_t> rows, std::span<const std::int64_t> cols);
+  // The upper triangle of A[ix, ix] += values (n x n row-major, n =
+  // ix.size()): element (i, j) is added only where ix[i] <= ix[j], so a
+  // symmetric update touches each global element of the upper triangle once.
+  void update_symmetric(std::span<const T> values, std::span<const std::int64_t> ix);
+  // A[rows[i], 0] += values[i]: the gradient, a matrix of one column.
+  // InvalidArgumentError when the matrix has more than one column.
+  void update_vector(std::span<const T> values, std::span<const std::int64_t> rows);
+
+  // Collective: returns on every rank once every update issued before it,
+  // on any rank, has been applied. Ranks may have issued any number of
+  // updates, none included, and may own no element.
+  void commit();
+  // Applies what has arrived for this rank, without waiting (for codes
+  // with MatrixProgress::kInline that compute long between updates).
+  void progress();
+  // Collective: commit(), then every element is zero and the statistics
+  // start again (the epoch is kept).
+  void reset();
+  // Collective: releases the window, the progress thread and the storage.
+  // Any later call but the destructor throws StateError.
+  void free();
+
+  const MatrixLayout& layout() const;  // grid_rows and grid_cols filled in
+  int grid_row() const;                // this rank's place in the grid
+  int grid_col() const;
+  // This rank's part: local_rows() x local_cols() elements, column-major
+  // with leading dimension leading_dimension() = max(1, local_rows()),
+  // exactly ScaLAPACK's local array. Read it after commit().
+  T* local_data();
+  const T* local_data() const;
+  std::int64_t local_rows() const;
+  std::int64_t local_cols() const;
+  std::int64_t leading_dimension() const;
+  // ScaLAPACK's array descriptor {DTYPE=1, context, M, N, MB, NB, RSRC=0,
+  // CSRC=0, LLD} for a BLACS grid made with Cblacs_gridinit(&context,
+  // "Row", grid_rows, grid_cols) over the same ranks.
+  std::array<int, 9> descriptor(int blacs_context) const;
+  // Whether global element (row, col) is stored here, which rank stores it,
+  // and its value (after commit(); InvalidArgumentError when not stored here
+  // or out of range).
+  bool owns(std::int64_t row, std::int64_t col) const;
+  int owner(std::int64_t row, std::int64_t col) const;
+  T at(std::int64_t row, std::int64_t col) const;
+
+  // Checkpoints (docs/matrix.md): protect() registers the local part as
+  // region `id` of `store` (an MPI store of the same ranks); checkpoint()
+  // commits, records the epoch and layout in the store's metadata and
+  // checkpoints `version`; restart() restores a version (kLatest: the newest
+  // intact one) into the local part and the epoch, after checking that the
+  // version was written by a matrix of the same layout (MismatchError
+  // otherwise). Each is collective.
+  void protect(Store& store, int id, const std::string& label = "matrix");
+  void checkpoint(Store& store, int version);
+  int restart(Store& store, int version = -1);  // -1: kLatest
+
+  MatrixStats stats() const;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+extern template class ConvergentMatrix<float>;
+extern template class ConvergentMatrix<double>;
+
+}  // namespace resurgo
