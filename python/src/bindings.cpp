@@ -35,6 +35,7 @@
 #include "resurgo/resurgo.hpp"
 
 #ifdef RESURGO_HAVE_MPI
+#include "matrix_bindings.h"
 #include "resurgo/mpi.hpp"
 #endif
 
@@ -580,6 +581,9 @@ NB_MODULE(_core, m) {
   m.def("default_local_path", &resurgo::Config::default_local_path);
   m.attr("HAVE_MPI") = kHaveMpi;
   m.attr("MAX_MANIFEST_BYTES") = resurgo::format::kMaxManifestBytes;
+#ifdef RESURGO_HAVE_MPI
+  bind_matrix(m, [](nb::handle store) -> resurgo::Store& { return nb::cast<PyStore&>(store).store(); });
+#endif
 
   nb::class_<PyStore>(m, "Store")
       .def(nb::init<const std::string&, const std::string&, const std::map<std::string, std::string>&,
