@@ -46,12 +46,16 @@ PY_INPUTS := $(shell find python src include cmake -type f \
                -not -path '*/__pycache__/*' -not -name '*.pyc' 2>/dev/null) \
              $(wildcard pyproject.toml) CMakeLists.txt
 
-.PHONY: all deps build python test test-suite test-asan test-tsan soak demo bench install clean distclean
+.PHONY: all deps bench-deps build python test test-suite test-asan test-tsan soak demo bench install clean distclean
 
 all: build python
 
 deps:
 	@scripts/bootstrap.sh
+
+# The benchmarks' baselines need more system packages than the tests.
+bench-deps:
+	@RESURGO_BENCH_PACKAGES=1 scripts/bootstrap.sh
 
 $(BUILD_DIR)/CMakeCache.txt: | deps
 	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DRESURGO_WERROR=ON $(CMAKE_ARGS)
@@ -120,7 +124,7 @@ soak: deps build python
 demo: deps build python
 	$(VENV_PY) examples/heat2d/demo.py --binary $(BUILD_DIR)/examples/heat2d/heat2d
 
-bench: deps python
+bench: bench-deps python
 	@for b in $(BENCH); do echo "$(VENV_PY) bench/$$b.py $(BENCH_ARGS)"; \
 	  $(VENV_PY) bench/$$b.py $(BENCH_ARGS) || exit 1; done
 

@@ -9,6 +9,9 @@
 #
 # Environment:
 #   PYTHON=python3.12            interpreter the virtualenv is created from
+#   RESURGO_BENCH_PACKAGES=1     also the libraries only the benchmarks' baselines
+#                                need (PETSc, Global Arrays: bench/matrix.py);
+#                                `make bench` sets it
 #   RESURGO_SKIP_SYSTEM_CHECK=1  skip step 1 (you provide the toolchain)
 set -euo pipefail
 
@@ -32,7 +35,12 @@ venv_packages=(numpy nanobind scikit-build-core pytest h5py rich matplotlib
 # tests, and the libmpi that mpi4py loads: it comes before the virtualenv.
 debian_packages=(build-essential cmake pkg-config gfortran libtomlplusplus-dev
   libxxhash-dev nlohmann-json3-dev libzstd-dev liblz4-dev libblosc-dev libgtest-dev
-  libopenmpi-dev openmpi-bin)
+  libopenmpi-dev openmpi-bin
+  libscalapack-openmpi-dev)  # the ConvergentMatrix's ScaLAPACK interoperation test
+# Baselines of bench/matrix.py (PETSc's MATSCALAPACK assembly, Global
+# Arrays' NGA_Acc): large, and needed by no test, so only for `make bench`.
+bench_packages=(petsc-dev libglobalarrays-dev)
+[[ "${RESURGO_BENCH_PACKAGES:-0}" == 1 ]] && debian_packages+=("${bench_packages[@]}")
 
 # The interpreter whose headers the nanobind extension compiles against.
 if [[ -x "$venv/bin/python" ]]; then
