@@ -33,6 +33,7 @@
 #include "tier/directory_tier.h"
 #include "resurgo/auto.hpp"
 #include "resurgo/resurgo.hpp"
+#include "without_gil.h"
 
 #ifdef RESURGO_HAVE_MPI
 #include "matrix_bindings.h"
@@ -93,14 +94,6 @@ void translate_error(const std::exception_ptr& p, void*) {
 // Raises a resurgo error of `code` from binding-level checks.
 [[noreturn]] void raise(resurgo::ErrorCode code, const std::string& message) {
   throw resurgo::Error(code, message);
-}
-
-// Runs `fn` without the GIL. The guard takes the GIL back on return and
-// while an exception unwinds, before nanobind translates it.
-template <class Fn>
-auto without_gil(Fn&& fn) -> decltype(fn()) {
-  nb::gil_scoped_release release;
-  return fn();
 }
 
 // ---------------------------------------------------------------------------

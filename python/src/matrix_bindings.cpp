@@ -6,6 +6,7 @@
 // NumPy view.
 
 #include "matrix_bindings.h"
+#include "without_gil.h"
 
 #include <mpi.h>
 #include <nanobind/ndarray.h>
@@ -30,14 +31,6 @@ using namespace nb::literals;
 namespace {
 
 StoreOfObject g_store_of = nullptr;
-
-// As in bindings.cpp: the guard takes the GIL back on return and while an
-// exception unwinds, before nanobind translates it.
-template <class Fn>
-auto without_gil(Fn&& fn) -> decltype(fn()) {
-  nb::gil_scoped_release release;
-  return fn();
-}
 
 resurgo::MatrixBackend backend_named(const std::string& name) {
   if (name == "messages") return resurgo::MatrixBackend::kMessages;
