@@ -90,7 +90,9 @@ std::unique_ptr<UpdateBackend<T>> make_backend(const MatrixContext& context) {
 
 template <typename T>
 ConvergentMatrix<T>::Impl::Impl(MPI_Comm comm, const MatrixLayout& layout, const MatrixOptions& options)
-    : context(open_context(comm, layout, options)), check(context.comm, options.check_collective) {
+    : context(open_context(comm, layout, options)),
+      check(context.comm, options.check_collective),
+      order(options.seed, context.rank) {
   try {
     backend = make_backend<T>(context);
   } catch (...) {
@@ -131,7 +133,12 @@ void ConvergentMatrix<T>::Impl::update(const char* call, const UpdateSlice<T>& s
   check_value_count(call, slice.values.size(), slice.rows.size(), slice.cols.size());
   check_indices(call, rows_name, slice.rows, context.layout.layout().rows);
   check_indices(call, cols_name, slice.cols, context.layout.layout().cols);
-  backend->update(slice, stats);
+  const Stopwatch binning;
+  const UpdateBins bins(context.layout, slice.rows, slice.cols, slice.upper_only);
+  std::vector<int> targets = bins.targets();
+  order.shuffle(targets);
+  stats.binning_seconds += binning.seconds();
+  backend->update(slice, bins, targets, stats);
   ++stats.updates;
   stats.update_seconds += start.seconds();
 }

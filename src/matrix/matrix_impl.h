@@ -7,6 +7,7 @@
 #include "matrix/collective_check.h"
 #include "matrix/matrix_record.h"
 #include "matrix/progress_thread.h"
+#include "matrix/target_order.h"
 #include "matrix/update_backend.h"
 #include "resurgo/matrix.hpp"
 
@@ -44,6 +45,7 @@ class ConvergentMatrix<T>::Impl {
 
   MatrixContext context;
   CollectiveCheck check;
+  TargetOrder order;  // the random order in which each update visits its targets
   std::unique_ptr<UpdateBackend<T>> backend;
   std::unique_ptr<ProgressThread> progress_thread;  // after backend: stopped before it goes
   MatrixStats stats;

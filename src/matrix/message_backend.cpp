@@ -23,11 +23,11 @@ MessageBackend<T>::MessageBackend(const MatrixContext& context)
     : context_(context),
       storage_(static_cast<std::size_t>(context.layout.storage_elements(context.rank)), T{0}),
       sends_(context.comm, kBinTag),
-      bins_sent_to_(static_cast<std::size_t>(context.size), 0),
-      order_(context.options.seed, context.rank) {}
+      bins_sent_to_(static_cast<std::size_t>(context.size), 0) {}
 
 template <typename T>
-void MessageBackend<T>::update(const UpdateSlice<T>& update, MatrixStats& stats) {
+void MessageBackend<T>::update(const UpdateSlice<T>& update, const UpdateBins& bins, std::span<const int> targets,
+                               MatrixStats& stats) {
   // The whole update bounds each of its bins: refusing it here refuses it
   // before anything was sent.
   if (bin_words(update.rows.size(), update.cols.size(), sizeof(T)) > static_cast<std::size_t>(INT_MAX)) {
@@ -36,12 +36,6 @@ void MessageBackend<T>::update(const UpdateSlice<T>& update, MatrixStats& stats)
                                " values may make a message larger than MPI's count reaches (16 GiB): split the "
                                "update; nothing of it was applied");
   }
-  const Stopwatch start;
-  const UpdateBins bins(context_.layout, update.rows, update.cols, update.upper_only);
-  std::vector<int> targets = bins.targets();
-  order_.shuffle(targets);
-  stats.binning_seconds += start.seconds();
-
   for (const int target : targets) {
     const Stopwatch encoding;
     std::vector<std::uint64_t> message = encode_bin(update, bins.rows_of(target), bins.cols_of(target));

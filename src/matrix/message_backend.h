@@ -20,7 +20,6 @@
 #include <vector>
 
 #include "matrix/send_queue.h"
-#include "matrix/target_order.h"
 #include "matrix/update_backend.h"
 
 namespace resurgo {
@@ -31,7 +30,8 @@ class MessageBackend final : public UpdateBackend<T> {
   explicit MessageBackend(const MatrixContext& context);
 
   T* storage() override { return storage_.data(); }
-  void update(const UpdateSlice<T>& update, MatrixStats& stats) override;
+  void update(const UpdateSlice<T>& update, const UpdateBins& bins, std::span<const int> targets,
+              MatrixStats& stats) override;
   bool poll() override;
   bool progress() override;
   void converge() override;
@@ -53,7 +53,6 @@ class MessageBackend final : public UpdateBackend<T> {
   SendQueue sends_;
   std::vector<std::uint64_t> bins_sent_to_;  // per rank, since construction
   std::atomic<std::uint64_t> bins_received_{0};
-  TargetOrder order_;
 };
 
 }  // namespace resurgo

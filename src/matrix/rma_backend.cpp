@@ -66,7 +66,7 @@ IndexedBin<T> index_bin(const UpdateSlice<T>& update, const BlockCyclic& layout,
 
 template <typename T>
 RmaBackend<T>::RmaBackend(const MatrixContext& context)
-    : context_(context), order_(context.options.seed, context.rank) {
+    : context_(context) {
   check_window_fits(context.layout, context.size);
   const std::int64_t elements = context.layout.storage_elements(context.rank);
   check_mpi(MPI_Win_allocate(static_cast<MPI_Aint>(elements) * static_cast<MPI_Aint>(sizeof(T)), sizeof(T),
@@ -86,13 +86,8 @@ RmaBackend<T>::~RmaBackend() {
 }
 
 template <typename T>
-void RmaBackend<T>::update(const UpdateSlice<T>& update, MatrixStats& stats) {
-  const Stopwatch start;
-  const UpdateBins bins(context_.layout, update.rows, update.cols, update.upper_only);
-  std::vector<int> targets = bins.targets();
-  order_.shuffle(targets);
-  stats.binning_seconds += start.seconds();
-
+void RmaBackend<T>::update(const UpdateSlice<T>& update, const UpdateBins& bins, std::span<const int> targets,
+                           MatrixStats& stats) {
   for (const int target : targets) {
     const Stopwatch indexing;
     const IndexedBin<T> bin = index_bin(update, context_.layout, bins.rows_of(target), bins.cols_of(target));

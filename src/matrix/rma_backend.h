@@ -15,7 +15,6 @@
 
 #include <mpi.h>
 
-#include "matrix/target_order.h"
 #include "matrix/update_backend.h"
 
 namespace resurgo {
@@ -32,7 +31,8 @@ class RmaBackend final : public UpdateBackend<T> {
   RmaBackend& operator=(const RmaBackend&) = delete;
 
   T* storage() override { return base_; }
-  void update(const UpdateSlice<T>& update, MatrixStats& stats) override;
+  void update(const UpdateSlice<T>& update, const UpdateBins& bins, std::span<const int> targets,
+              MatrixStats& stats) override;
   // Drives MPI's progress engine (an MPI_Iprobe), for RMA implementations
   // whose targets must progress; nothing arrives to apply.
   bool poll() override;
@@ -47,7 +47,6 @@ class RmaBackend final : public UpdateBackend<T> {
   const MatrixContext& context_;
   MPI_Win window_ = MPI_WIN_NULL;
   T* base_ = nullptr;
-  TargetOrder order_;
 };
 
 }  // namespace resurgo

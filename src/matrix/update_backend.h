@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <span>
 
 #include "matrix/block_cyclic.h"
 #include "matrix/update_bins.h"
@@ -29,9 +30,11 @@ class UpdateBackend {
 
   // This rank's local array, of BlockCyclic::storage_elements.
   virtual T* storage() = 0;
-  // Sends (or applies here) each target's bin of a checked update, counting
-  // into `stats`. Application thread.
-  virtual void update(const UpdateSlice<T>& update, MatrixStats& stats) = 0;
+  // Sends (or applies here) the bins of a checked update, visiting the
+  // targets in the order `targets` gives (the facade bins and shuffles once
+  // for either backend), counting into `stats`. Application thread.
+  virtual void update(const UpdateSlice<T>& update, const UpdateBins& bins, std::span<const int> targets,
+                      MatrixStats& stats) = 0;
   // Applies what has arrived, without waiting; whether anything had. Any
   // thread (the progress thread's loop).
   virtual bool poll() = 0;
