@@ -165,9 +165,19 @@ std::uint64_t Scheduler::write(Job& job, Clock::time_point& started) {
     return written.stored_bytes;
   }
   std::uint64_t stored = 0;
-  level.commit(job.version, [&](WritableFile& file) {
+  const auto write_snapshot = [&](WritableFile& file) {
     stored = write_extents(file, job.snapshot.header, job.snapshot.extents, pipeline_, pool_);
-  });
+  };
+  try {
+    level.commit(job.version, write_snapshot);
+  } catch (const LevelFullError&) {
+    // The eviction thread waits while captures run: under checkpoints back
+    // to back it can fall behind the level's keep, and a bounded level fills
+    // with versions it should no longer hold. Evicting them here first is
+    // what keep promises; only a level full of versions it must keep fails.
+    if (evict(level, catalog_.bases()).empty()) throw;
+    level.commit(job.version, write_snapshot);
+  }
   return stored;
 }
 
@@ -298,13 +308,16 @@ bool Scheduler::needed_on(Level& level, int base, const std::map<int, int>& base
 void Scheduler::evict() {
   const std::map<int, int> bases = catalog_.bases();
   for (const Step& step : steps_) {
-    if (step.every <= 0) continue;
-    Level& level = *step.level;
-    try {
-      level.evict([&](int version) { return catalog_.pinned(version, level.number()); }, bases);
-    } catch (const Error& error) {
-      log_.warn("evicting old versions from L" + std::to_string(level.number()) + ": " + error.what());
-    }
+    if (step.every > 0) evict(*step.level, bases);
+  }
+}
+
+std::vector<int> Scheduler::evict(Level& level, const std::map<int, int>& bases) {
+  try {
+    return level.evict([&](int version) { return catalog_.pinned(version, level.number()); }, bases);
+  } catch (const Error& error) {
+    log_.warn("evicting old versions from L" + std::to_string(level.number()) + ": " + error.what());
+    return {};
   }
 }
 

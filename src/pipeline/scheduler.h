@@ -5,7 +5,9 @@
 // queue: the first level of a version's route writes its Snapshot, every
 // later one copies it from the level before (verifying every chunk). An
 // eviction thread removes surplus versions, never while a capture runs and
-// never a version a later level still has to copy. Outcomes go to the Catalog.
+// never a version a later level still has to copy; a bounded level (memory)
+// that is full evicts on its worker's thread before it gives a version up.
+// Outcomes go to the Catalog.
 #pragma once
 
 #include <condition_variable>
@@ -80,6 +82,8 @@ class Scheduler {
   Worker& worker_of(const Level* level);
   void evict_loop();
   void evict();
+  // One level's eviction; returns the versions removed (none on failure, logged).
+  std::vector<int> evict(Level& level, const std::map<int, int>& bases);
   void remove_everywhere(int version);
   bool remove_unless_needed(int version, const std::map<int, int>& bases);
   bool needed_on(Level& level, int base, const std::map<int, int>& bases);

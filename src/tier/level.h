@@ -13,8 +13,17 @@
 #include <vector>
 
 #include "resurgo/env.hpp"
+#include "resurgo/errors.hpp"
 
 namespace resurgo {
+
+// Thrown by commit() of a level with bounded space (the memory level) when
+// the version does not fit in what the level holds now. The Scheduler then
+// evicts what the level's keep allows and tries once more.
+class LevelFullError : public StorageError {
+ public:
+  using StorageError::StorageError;
+};
 
 class Level {
  public:

@@ -205,7 +205,7 @@ void MemoryLevel::commit(int version, const std::function<void(WritableFile&)>& 
   } catch (const MemoryFull&) {
     std::string held;
     for (int stored : versions()) held += (held.empty() ? "" : ", ") + std::to_string(stored);
-    throw StorageError("version " + std::to_string(version) + " does not fit in the L1 memory level of store '" +
+    throw LevelFullError("version " + std::to_string(version) + " does not fit in the L1 memory level of store '" +
                        store_ + "': its capacity of " + mebibytes(pool_->capacity()) + " is held by versions [" +
                        held + "]; raise memory.capacity, lower memory.keep, or discard consumed versions");
   }

@@ -40,7 +40,7 @@ class MemoryLevel final : public Level {
 
   void prepare() override {}
   // Writes the version into pieces taken from the pool; visible only once
-  // complete. Throws StorageError when the pool runs out (the message says
+  // complete. Throws LevelFullError when the pool runs out (the message says
   // how much the level holds and what to raise or discard).
   void commit(int version, const std::function<void(WritableFile&)>& write) override;
   void commit_copy(int version, const ReadableFile& source) override;

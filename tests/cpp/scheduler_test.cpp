@@ -1,0 +1,83 @@
+// The Scheduler with a bounded level: versions taken back to back, while
+// the eviction thread waits for the captures to end, must not fill the
+// level with versions its keep no longer holds.
+#include "pipeline/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "core/catalog.h"
+#include "core/log.h"
+#include "core/trace.h"
+#include "pipeline/thread_pool.h"
+#include "resurgo/config.hpp"
+#include "tier/memory_level.h"
+
+namespace resurgo {
+namespace {
+
+constexpr std::uint64_t kMiB = 1u << 20;
+
+// A full version of one region of `bytes`: one 2 MiB piece of the memory level.
+Snapshot full_version(int version, const std::vector<std::byte>& state) {
+  Snapshot snapshot;
+  snapshot.header.store = "scheduler";
+  snapshot.header.version = version;
+  snapshot.header.chunk_size = kMiB;
+  format::RegionEntry region;
+  region.label = "state";
+  region.bytes = state.size();
+  snapshot.header.regions.push_back(region);
+  snapshot.extents.push_back(Extent{0, 0, state.size(), state.data()});
+  return snapshot;
+}
+
+TEST(SchedulerTest, ABoundedLevelFullOfVersionsBeyondKeepEvictsThemBeforeFailing) {
+  constexpr int kKeep = 2;
+  MemoryLevel memory("scheduler", 0, 4 * 2 * kMiB, kKeep);  // room for 4 versions
+  Config config;
+  ThreadPool pool(1);
+  Catalog catalog("scheduler");
+  const Logger log("scheduler", LogLevel::kOff);
+  Trace trace("");
+  Scheduler scheduler({{&memory, 1}}, config.pipeline, pool, catalog, log, trace);
+  const std::vector<std::byte> state(kMiB + kMiB / 2, std::byte{7});
+
+  // A capture that never ends: the eviction thread cannot run meanwhile.
+  scheduler.set_capturing(true);
+  for (int version = 1; version <= 10; ++version) {
+    catalog.add(version, Catalog::Clock::now(), {1}, VersionStats{});
+    scheduler.submit(version, {&memory}, full_version(version, state));
+    catalog.wait_settled(version, 1);
+    EXPECT_EQ(catalog.outcome(version, 1), 1) << "version " << version << " did not reach the memory level";
+  }
+  EXPECT_LE(memory.versions().size(), 4u);
+  EXPECT_TRUE(memory.holds(10));
+  scheduler.set_capturing(false);
+  scheduler.drain();
+  EXPECT_EQ(memory.versions(), (std::vector<int>{9, 10}));
+}
+
+TEST(SchedulerTest, ABoundedLevelFullOfVersionsItMustKeepFailsTheVersion) {
+  MemoryLevel memory("scheduler", 0, 2 * 2 * kMiB, 0);  // keep all: nothing may be evicted
+  Config config;
+  ThreadPool pool(1);
+  Catalog catalog("scheduler");
+  const Logger log("scheduler", LogLevel::kOff);
+  Trace trace("");
+  Scheduler scheduler({{&memory, 1}}, config.pipeline, pool, catalog, log, trace);
+  const std::vector<std::byte> state(kMiB + kMiB / 2, std::byte{7});
+
+  for (int version = 1; version <= 3; ++version) {
+    catalog.add(version, Catalog::Clock::now(), {1}, VersionStats{});
+    scheduler.submit(version, {&memory}, full_version(version, state));
+    catalog.wait_settled(version, 1);
+  }
+  EXPECT_EQ(catalog.outcome(2, 1), 1);
+  EXPECT_EQ(catalog.outcome(3, 1), -1);
+  EXPECT_EQ(memory.versions(), (std::vector<int>{1, 2}));
+}
+
+}  // namespace
+}  // namespace resurgo
