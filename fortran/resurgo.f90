@@ -134,6 +134,16 @@ module resurgo
       integer(c_int) :: rc
     end function rsg_protect
 
+    function rsg_protect_device(s, id, device_ptr, bytes, label) bind(C, name="rsg_protect_device") result(rc)
+      import :: c_ptr, c_int, c_size_t
+      type(c_ptr), value :: s
+      integer(c_int), value :: id
+      type(c_ptr), value :: device_ptr
+      integer(c_size_t), value :: bytes
+      type(c_ptr), value :: label
+      integer(c_int) :: rc
+    end function rsg_protect_device
+
     function rsg_unprotect(s, id) bind(C, name="rsg_unprotect") result(rc)
       import :: c_ptr, c_int
       type(c_ptr), value :: s
@@ -302,7 +312,7 @@ module resurgo
   end interface
 
   ! ---- Fortran wrappers -----------------------------------------------------
-  public :: resurgo_open, resurgo_close, resurgo_protect, resurgo_protect_bytes, &
+  public :: resurgo_open, resurgo_close, resurgo_protect, resurgo_protect_bytes, resurgo_protect_device, &
             resurgo_unprotect, resurgo_set_metadata, resurgo_get_metadata, &
             resurgo_checkpoint, resurgo_wait, resurgo_latest, resurgo_restart, resurgo_prefetch, resurgo_discard, &
             resurgo_need_checkpoint, &
@@ -443,6 +453,23 @@ contains
     rc = rsg_protect(store%handle, int(id, c_int), ptr, bytes, c_loc(clabel))
     call finish(rc, 'resurgo_protect', ierr)
   end subroutine resurgo_protect_bytes
+
+  ! Protects `bytes` bytes of CUDA device memory at `device_ptr` (from
+  ! cudaMalloc through iso_c_binding, or OpenACC's acc_deviceptr): checkpoints
+  ! copy it into the L0 device cache, restart writes it back (docs/gpu.md).
+  subroutine resurgo_protect_device(store, id, device_ptr, bytes, label, ierr)
+    type(resurgo_store), intent(in) :: store
+    integer, intent(in) :: id
+    type(c_ptr), intent(in) :: device_ptr
+    integer(c_size_t), intent(in) :: bytes
+    character(len=*), intent(in) :: label
+    integer, intent(out), optional :: ierr
+    character(kind=c_char, len=:), allocatable, target :: clabel
+    integer(c_int) :: rc
+    clabel = c_string(label)
+    rc = rsg_protect_device(store%handle, int(id, c_int), device_ptr, bytes, c_loc(clabel))
+    call finish(rc, 'resurgo_protect_device', ierr)
+  end subroutine resurgo_protect_device
 
   ! resurgo_protect has one specific per element kind, each forwarding to
   ! protect_array; the rank is free (assumed rank: scalars and ranks 1 to 15).

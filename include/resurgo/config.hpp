@@ -20,6 +20,9 @@ enum class CaptureMode : std::uint8_t { kCopy = 0, kFork = 1, kAuto = 2, kDelta 
 enum class LogLevel : int { kOff = 0, kError = 1, kWarn = 2, kInfo = 3, kDebug = 4 };
 enum class IntervalPolicy : std::uint8_t { kNone = 0, kSeconds = 1, kOverhead = 2, kYoungDaly = 3 };
 enum class PartnerScheme : std::uint8_t { kNone = 0, kPartner = 1, kXor = 2 };
+// What stands for the GPU: the CUDA driver, or ordinary host memory (device
+// regions are then host memory: tests and the host analog of the benchmarks).
+enum class DeviceBackend : std::uint8_t { kCuda = 0, kHost = 1 };
 
 struct Config {
   struct Capture {  // how checkpoint() takes the protected bytes
@@ -39,6 +42,11 @@ struct Config {
   struct Buffer {  // L1: bounded host staging buffer
     std::uint64_t capacity = 0;  // bytes; 0 = auto (2x the protected bytes, at most 1/4 of physical memory)
   } buffer;
+  struct Device {  // L0: device cache of the device regions (docs/gpu.md)
+    std::uint64_t capacity = 0;               // bytes of device memory per store; 0 = no L0
+    std::uint64_t chunk = std::uint64_t{1} << 30;  // mapped at a time, in the background
+    DeviceBackend backend = DeviceBackend::kCuda;
+  } device;
   struct Memory {  // L1 memory level: whole versions kept in process memory (docs/adjoint.md)
     int every = 0;              // every n-th checkpoint is kept in memory; 0 = none
     int keep = 2;               // versions kept; 0 = all that fit

@@ -76,6 +76,14 @@ int rsg_open(const char *config_path, const char *name, rsg_store **out);
 int rsg_close(rsg_store *s);
 /* label may be NULL: it then defaults to "region-<id>". */
 int rsg_protect(rsg_store *s, int id, void *ptr, size_t bytes, const char *label);
+/* A region in CUDA device memory (docs/gpu.md): checkpoints copy it into the
+ * L0 device cache ([device] capacity) and return; restart writes it back to
+ * device memory. RSG_EINVAL when ptr is host or managed memory (where the
+ * CUDA driver can tell), RSG_ESTORAGE when no GPU can be used (the message
+ * says why). */
+int rsg_protect_device(rsg_store *s, int id, void *device_ptr, size_t bytes, const char *label);
+/* A region in CUDA managed memory (cuMemAllocManaged), read by the host. */
+int rsg_protect_managed(rsg_store *s, int id, void *ptr, size_t bytes, const char *label);
 int rsg_unprotect(rsg_store *s, int id);
 int rsg_set_metadata(rsg_store *s, const void *data, size_t bytes);
 /* Metadata of the version last restored (or last set). *bytes receives the

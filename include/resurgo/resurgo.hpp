@@ -121,11 +121,16 @@ struct RestartReport {
 };
 
 // A region as a version's region table records it.
+// Where a region's memory lives: host memory, CUDA device memory
+// (protect_device), or CUDA managed memory (protect_managed).
+enum class MemoryKind : std::uint8_t { kHost = 0, kDevice = 1, kManaged = 2 };
+
 struct RegionDescription {
   int id = 0;
   std::string label;
   std::uint64_t bytes = 0;
   ElementType type;
+  MemoryKind kind = MemoryKind::kHost;  // the kind of the region the version was taken from
 };
 
 // What a version holds, read from its header without reading its data.
@@ -164,6 +169,18 @@ class Store {
   // `type.shape` then gives the block's shape and `type.dtype` its elements).
   void protect(int id, void* data, std::size_t bytes, const std::string& label = "",
                const ElementType& type = {}, const GlobalBlock& block = {});
+  // A region in CUDA device memory (docs/gpu.md): checkpoint() copies it
+  // device to device into the L0 device cache (`[device] capacity`) and
+  // returns; it reaches host memory and the directory levels in the
+  // background. Without L0, or for a version larger than it, checkpoint()
+  // copies it device to host before returning. restart() writes it back to
+  // device memory. The memory must stay allocated until unprotect().
+  void protect_device(int id, void* device_data, std::size_t bytes, const std::string& label = "",
+                      const ElementType& type = {});
+  // A region in CUDA managed memory (cuMemAllocManaged): the host reads and
+  // writes it like host memory; the version records its kind.
+  void protect_managed(int id, void* data, std::size_t bytes, const std::string& label = "",
+                       const ElementType& type = {});
   void unprotect(int id);
 
   // Sizes the capture buffer for a protected state of `bytes` now, its

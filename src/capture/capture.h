@@ -47,6 +47,10 @@ struct Snapshot {
   std::vector<Extent> extents;  // ascending (region, offset), disjoint
   TrackingFacts tracking;
   std::function<void()> release;          // gives the memory back once written; may be empty
+  // Set when some extents' bytes are not in host memory yet (device regions
+  // held in the L0 device cache): the first level's worker calls it before
+  // writing, and it sets those extents' sources. Throws what made it fail.
+  std::function<void(std::vector<Extent>&)> stage;
   // Set when another process writes the version to the first level itself:
   // waits for it; throws what made it fail.
   std::function<WrittenVersion()> await_writer;

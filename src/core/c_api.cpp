@@ -35,6 +35,16 @@ int rsg_protect(rsg_store* s, int id, void* ptr, size_t bytes, const char* label
   return guarded([&] { s->store.protect(id, ptr, bytes, label == nullptr ? "" : label); });
 }
 
+int rsg_protect_device(rsg_store* s, int id, void* device_ptr, size_t bytes, const char* label) {
+  if (s == nullptr) return invalid("rsg_protect_device: store is NULL");
+  return guarded([&] { s->store.protect_device(id, device_ptr, bytes, label == nullptr ? "" : label); });
+}
+
+int rsg_protect_managed(rsg_store* s, int id, void* ptr, size_t bytes, const char* label) {
+  if (s == nullptr) return invalid("rsg_protect_managed: store is NULL");
+  return guarded([&] { s->store.protect_managed(id, ptr, bytes, label == nullptr ? "" : label); });
+}
+
 int rsg_unprotect(rsg_store* s, int id) {
   if (s == nullptr) return invalid("rsg_unprotect: store is NULL");
   return guarded([&] { s->store.unprotect(id); });

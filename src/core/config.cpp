@@ -167,6 +167,16 @@ const std::vector<std::pair<std::string, Setter>>& setters() {
        [](Config& c, const std::string& k, const std::string& v) {
          c.buffer.capacity = lower(trim(v)) == "auto" ? 0 : parse_size(k, v);
        }},
+      {"device.capacity", [](Config& c, const std::string& k, const std::string& v) { c.device.capacity = parse_size(k, v); }},
+      {"device.chunk",
+       [](Config& c, const std::string& k, const std::string& v) {
+         c.device.chunk = parse_size(k, v);
+         if (c.device.chunk == 0) throw ConfigError("device.chunk must be larger than 0 (default 1GiB)");
+       }},
+      {"device.backend",
+       [](Config& c, const std::string& k, const std::string& v) {
+         c.device.backend = parse_choice<DeviceBackend>(k, v, {{"cuda", DeviceBackend::kCuda}, {"host", DeviceBackend::kHost}});
+       }},
       {"memory.every",
        [](Config& c, const std::string& k, const std::string& v) {
          c.memory.every = static_cast<int>(parse_integer(k, v, 0, 1 << 20));
@@ -315,7 +325,7 @@ void apply_file(Config& config, const std::string& path) {
     throw ConfigError("configuration file '" + path + "' line " + std::to_string(where.line) +
                       ": " + std::string(error.description()));
   }
-  static const std::string sections[] = {"capture", "track",    "delta",    "buffer",   "memory", "local",
+  static const std::string sections[] = {"capture", "track",    "delta",    "buffer",   "device", "memory", "local",
                                          "persistent", "partner", "pipeline", "interval", "mpi", "log", "trace"};
   std::string section_list;
   for (const std::string& section : sections) section_list += (section_list.empty() ? "" : ", ") + section;

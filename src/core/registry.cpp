@@ -85,4 +85,15 @@ std::uint64_t Registry::total_bytes() const {
   return total;
 }
 
+std::uint64_t Registry::host_bytes() const {
+  std::uint64_t total = 0;
+  for (const Region& region : regions_) total += region.kind == MemoryKind::kDevice ? 0 : region.bytes;
+  return total;
+}
+
+bool Registry::has_device_regions() const {
+  return std::any_of(regions_.begin(), regions_.end(),
+                     [](const Region& region) { return region.kind == MemoryKind::kDevice; });
+}
+
 }  // namespace resurgo

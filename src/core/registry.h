@@ -17,6 +17,7 @@ struct Region {
   std::uint64_t bytes = 0;
   ElementType type;
   GlobalBlock block;  // empty unless a block of a global array
+  MemoryKind kind = MemoryKind::kHost;
 };
 
 class Registry {
@@ -27,6 +28,9 @@ class Registry {
   const std::vector<Region>& regions() const { return regions_; }
   bool empty() const { return regions_.empty(); }
   std::uint64_t total_bytes() const;
+  // Bytes of the regions in host-accessible memory (host and managed).
+  std::uint64_t host_bytes() const;
+  bool has_device_regions() const;
 
  private:
   std::vector<Region> regions_;

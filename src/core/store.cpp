@@ -12,6 +12,7 @@
 
 #include "adjoint/prefetcher.h"
 #include "capture/capture.h"
+#include "capture/device_capture.h"
 #include "core/catalog.h"
 #include "core/checkpoint_timer.h"
 #include "core/log.h"
@@ -20,6 +21,7 @@
 #include "core/restore.h"
 #include "core/trace.h"
 #include "format/container.h"
+#include "gpu/device_access.h"
 #include "mpi/collective_versions.h"
 #include "mpi/comm.h"
 #include "mpi/partner_copies.h"
@@ -108,6 +110,9 @@ class Store::Impl {
   void copy_with_bases(int version, Level& target);
   int restore_locally(int version, RestartScope scope);
   void local_checks_before_checkpoint(int version);
+  void check_memory_kind(const Region& region);
+  // Host copies for restart to fill, when device regions are protected.
+  std::optional<DeviceRestart> restart_of_device_regions();
   void checkpoint_locally(int version);
 
   // MPI stores (collective_ set): the job's side of each call.
@@ -133,6 +138,7 @@ class Store::Impl {
   Catalog catalog_;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<Capture> capture_;
+  std::unique_ptr<DeviceCapture> device_;  // from the first protect_device()
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<Prefetcher> prefetcher_;
   std::unique_ptr<CollectiveVersions> collective_;  // MPI stores only
@@ -250,6 +256,7 @@ void Store::Impl::close() {
   memory_.on_space_freed(nullptr);
   prefetcher_.reset();
   capture_.reset();
+  device_.reset();
   closed_ = true;
   lock_.reset();
   if (trace_.enabled()) trace_.write(*env_);
@@ -281,20 +288,54 @@ std::vector<Level*> Store::Impl::levels() const {
 
 void Store::Impl::protect(Region region) {
   check_open("protect");
+  check_memory_kind(region);
   registry_.add(std::move(region));
-  capture_->resize(registry_.total_bytes());
+  capture_->resize(registry_.host_bytes());
+}
+
+// The pointer must be the memory its call says (where the backend can
+// tell): a device pointer read as host memory faults, a host pointer given
+// to the device copies fails.
+void Store::Impl::check_memory_kind(const Region& region) {
+  const auto name_of = [](MemoryKind kind) {
+    return kind == MemoryKind::kDevice ? "device memory" : kind == MemoryKind::kManaged ? "managed memory" : "host memory";
+  };
+  const auto refuse = [&](MemoryKind found, const char* use) {
+    throw InvalidArgumentError("cannot protect region '" + region.label + "' of store '" + name + "' as " +
+                               name_of(region.kind) + ": its pointer is " + name_of(found) + "; use " + use);
+  };
+  if (region.kind != MemoryKind::kDevice) {
+    const std::optional<MemoryKind> found = region.data ? gpu::kind_if_cuda_is_loaded(region.data) : std::nullopt;
+    if (found == MemoryKind::kDevice) refuse(*found, "protect_device (rsg_protect_device)");
+    return;
+  }
+  if (config.capture.mode == CaptureMode::kFork || config.capture.mode == CaptureMode::kAuto) {
+    throw InvalidArgumentError("cannot protect device region '" + region.label + "' of store '" + name +
+                               "': capture.mode = fork (or auto) writes versions from a child process, which cannot "
+                               "reach device memory; use capture.mode = copy or delta");
+  }
+  if (!device_) device_ = std::make_unique<DeviceCapture>(config, log_);
+  const std::optional<MemoryKind> found = region.data ? device_->access().kind_of(region.data) : std::nullopt;
+  if (found && *found != MemoryKind::kDevice) {
+    refuse(*found, *found == MemoryKind::kManaged ? "protect_managed (rsg_protect_managed)" : "protect (rsg_protect)");
+  }
+}
+
+std::optional<DeviceRestart> Store::Impl::restart_of_device_regions() {
+  if (!registry_.has_device_regions()) return std::nullopt;
+  return std::optional<DeviceRestart>(std::in_place, registry_, device_->access());
 }
 
 void Store::Impl::unprotect(int id) {
   check_open("unprotect");
   registry_.remove(id);
   capture_->unprotected(id);
-  capture_->resize(registry_.total_bytes());
+  capture_->resize(registry_.host_bytes());
 }
 
 void Store::Impl::reserve(std::uint64_t bytes) {
   check_open("reserve");
-  capture_->resize(std::max(bytes, registry_.total_bytes()));
+  capture_->resize(std::max(bytes, registry_.host_bytes()));
 }
 
 void Store::Impl::set_metadata(const void* data, std::size_t bytes) {
@@ -319,7 +360,7 @@ format::Header Store::Impl::make_header(int version) const {
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
   header.chunk_size = config.pipeline.chunk_size;
   for (const Region& region : registry_.regions()) {
-    header.regions.push_back({region.id, region.label, format::RegionKind::kHost, region.bytes, region.type.dtype,
+    header.regions.push_back({region.id, region.label, static_cast<format::RegionKind>(region.kind), region.bytes, region.type.dtype,
                               region.type.shape});
   }
   header.metadata = metadata;
@@ -385,7 +426,10 @@ void Store::Impl::checkpoint_locally(int version) {
   CaptureTimes times;
   Snapshot snapshot = [&] {
     TraceSpan span(trace_, "capture", version, registry_.total_bytes());
-    return capture_->take(registry_.regions(), make_header(version), *route.front(), times);
+    if (!registry_.has_device_regions()) {
+      return capture_->take(registry_.regions(), make_header(version), *route.front(), times);
+    }
+    return device_->take(*capture_, registry_.regions(), make_header(version), *route.front(), times);
   }();
   ++checkpoints_;
   newest_version_ = version;
@@ -582,10 +626,13 @@ int Store::Impl::restore_locally(int version, RestartScope scope) {
   const std::optional<std::string> prefetch_failure =
       version != kLatest ? prefetcher_->settle(version) : std::nullopt;
   const std::vector<Level*> held = levels();
-  const RestoreContext context{name, comm->rank(), held, registry_, *pool_, log_, trace_, scope};
+  std::optional<DeviceRestart> device_restart = restart_of_device_regions();
+  const Registry& targets = device_restart ? device_restart->registry() : registry_;
+  const RestoreContext context{name, comm->rank(), held, targets, *pool_, log_, trace_, scope};
   capture_->restarting(true);
   try {
     const int restored = restore_version(context, version, last_restart, metadata);
+    if (device_restart) device_restart->write_back();
     prefetcher_->restored(restored);
     if (prefetch_failure) {
       last_restart.skipped.push_back("version " + std::to_string(version) + ": " + *prefetch_failure +
@@ -769,9 +816,12 @@ std::map<int, format::Manifest> Store::Impl::redistribution_candidates(std::vect
 
 int Store::Impl::redistribute_version(const format::Manifest& manifest) {
   const Clock::time_point started = Clock::now();
+  std::optional<DeviceRestart> device_restart = restart_of_device_regions();
+  const Registry& targets = device_restart ? device_restart->registry() : registry_;
   capture_->restarting(true);
   try {
-    const RedistributionReport report = redistribute(manifest, persistent_.dir(), registry_.regions(), *env_);
+    const RedistributionReport report = redistribute(manifest, persistent_.dir(), targets.regions(), *env_);
+    if (device_restart) device_restart->write_back();
     capture_->restarting(false);
     metadata = report.metadata;
     last_restart = RestartReport{};
@@ -805,7 +855,8 @@ VersionDescription Store::Impl::describe(int version) {
       format::check_identity(container, file->path(), name, version, comm->rank());
       VersionDescription description{version, {}, container.header.metadata};
       for (const format::RegionEntry& entry : container.header.regions) {
-        description.regions.push_back({entry.id, entry.label, entry.bytes, ElementType{entry.dtype, entry.shape}});
+        description.regions.push_back({entry.id, entry.label, entry.bytes, ElementType{entry.dtype, entry.shape},
+                                       static_cast<MemoryKind>(entry.kind)});
       }
       return description;
     } catch (const Error& error) {
@@ -917,6 +968,13 @@ void Store::close() { impl_->close(); }
 void Store::protect(int id, void* data, std::size_t bytes, const std::string& label, const ElementType& type,
                     const GlobalBlock& block) {
   impl_->protect(Region{id, label, static_cast<std::byte*>(data), bytes, type, block});
+}
+void Store::protect_device(int id, void* device_data, std::size_t bytes, const std::string& label,
+                           const ElementType& type) {
+  impl_->protect(Region{id, label, static_cast<std::byte*>(device_data), bytes, type, {}, MemoryKind::kDevice});
+}
+void Store::protect_managed(int id, void* data, std::size_t bytes, const std::string& label, const ElementType& type) {
+  impl_->protect(Region{id, label, static_cast<std::byte*>(data), bytes, type, {}, MemoryKind::kManaged});
 }
 void Store::unprotect(int id) { impl_->unprotect(id); }
 void Store::reserve(std::uint64_t bytes) { impl_->reserve(bytes); }

@@ -164,6 +164,10 @@ std::uint64_t Scheduler::write(Job& job, Clock::time_point& started) {
     catalog_.set_copy_on_write_bytes(job.version, written.copy_on_write_bytes);
     return written.stored_bytes;
   }
+  if (job.snapshot.stage) {
+    TraceSpan stage_span(trace_, "stage device regions", job.version);
+    job.snapshot.stage(job.snapshot.extents);
+  }
   std::uint64_t stored = 0;
   const auto write_snapshot = [&](WritableFile& file) {
     stored = write_extents(file, job.snapshot.header, job.snapshot.extents, pipeline_, pool_);

@@ -66,6 +66,14 @@ const CaptureKind kCaptures[] = {
     // keep = 2 eviction then removes whole chains as it removes versions.
     {"delta", {{"capture.mode", "delta"}, {"delta.full_every", "2"}}, "copy"},
     {"delta_hash", {{"capture.mode", "delta"}, {"delta.full_every", "2"}, {"track.method", "hash"}}, "copy"},
+    // The field as a device region (device.backend = host: host memory stands
+    // for the device): into the L0 cache, or copied to host memory at once
+    // without L0, beside host regions captured by copy or delta.
+    {"device_l0", {{"device.backend", "host"}, {"device.capacity", "4MiB"}, {"device.chunk", "1MiB"}}, "copy"},
+    {"device_without_l0", {{"device.backend", "host"}}, "copy"},
+    {"device_delta",
+     {{"capture.mode", "delta"}, {"delta.full_every", "2"}, {"device.backend", "host"}, {"device.capacity", "4MiB"}},
+     "copy"},
 };
 
 struct LevelKind {
@@ -211,8 +219,14 @@ struct State {
   std::vector<std::int32_t> step = std::vector<std::int32_t>(1);
   std::vector<std::uint8_t> tags = std::vector<std::uint8_t>(1000);
 
+  // With device.backend = host, the field is protected as a device region.
   void protect(Store& store) {
-    store.protect(0, field.data(), field.size() * sizeof(double), "field", {"float64", {100, 1000}});
+    const ElementType field_type{"float64", {100, 1000}};
+    if (store.config().device.backend == DeviceBackend::kHost) {
+      store.protect_device(0, field.data(), field.size() * sizeof(double), "field", field_type);
+    } else {
+      store.protect(0, field.data(), field.size() * sizeof(double), "field", field_type);
+    }
     store.protect(1, step.data(), sizeof(std::int32_t), "step");
     store.protect(2, tags.data(), tags.size(), "tags", {"uint8", {1000}});
   }

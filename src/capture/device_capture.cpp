@@ -1,0 +1,155 @@
+#include "capture/device_capture.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "gpu/gpu_error.h"
+
+namespace resurgo {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point begin) { return std::chrono::duration<double>(Clock::now() - begin).count(); }
+
+std::unique_ptr<gpu::DeviceCache> open_cache(const Config& config, const Logger& log) {
+  if (config.device.capacity == 0) return nullptr;
+  gpu::DeviceCacheOptions options;
+  options.capacity = config.device.capacity;
+  options.chunk = config.device.chunk;
+  return std::make_unique<gpu::DeviceCache>(gpu::open_device_memory(config.device.backend), options, log);
+}
+
+}  // namespace
+
+// The host copy of one version's device regions, and its place in L0.
+struct DeviceCapture::Staging {
+  std::unique_ptr<std::byte[]> bytes;
+  std::shared_ptr<gpu::DeviceCache> cache;  // null when the version bypassed L0
+  std::int64_t version = -1;
+  bool flushed = false;
+
+  // The version is in host memory (or given up): L0 may evict it.
+  void release_cache() {
+    if (cache == nullptr || flushed) return;
+    flushed = true;
+    cache->flushed(version);
+  }
+};
+
+DeviceCapture::DeviceCapture(const Config& config, const Logger& log)
+    : log_(log), access_(gpu::open_device_access(config.device.backend)), cache_(open_cache(config, log)) {
+  log_.info("device regions through " + access_->name() +
+            (cache_ ? ", L0 device cache on " + cache_->memory_name() : std::string(", no L0 device cache")));
+}
+
+DeviceCapture::~DeviceCapture() = default;
+
+Snapshot DeviceCapture::take(Capture& host_capture, const std::vector<Region>& regions, format::Header header,
+                             Level& first_level, CaptureTimes& times) {
+  std::vector<Region> host;
+  std::vector<std::uint32_t> header_index;  // of each host region
+  for (std::size_t index = 0; index < regions.size(); ++index) {
+    if (regions[index].kind == MemoryKind::kDevice) continue;
+    host.push_back(regions[index]);
+    header_index.push_back(static_cast<std::uint32_t>(index));
+  }
+  Snapshot snapshot;
+  if (host.empty()) {
+    snapshot.header = std::move(header);
+  } else {
+    snapshot = host_capture.take(host, std::move(header), first_level, times);
+  }
+  for (Extent& extent : snapshot.extents) extent.region = header_index[extent.region];
+  take_device_regions(regions, snapshot, times);
+  return snapshot;
+}
+
+void DeviceCapture::take_device_regions(const std::vector<Region>& regions, Snapshot& snapshot, CaptureTimes& times) {
+  std::vector<const Region*> device;
+  std::uint64_t bytes = 0;
+  for (const Region& region : regions) {
+    if (region.kind != MemoryKind::kDevice) continue;
+    device.push_back(&region);
+    bytes += region.bytes;
+  }
+  if (device.empty()) return;
+  auto staging = std::make_shared<Staging>();
+  staging->bytes = std::make_unique_for_overwrite<std::byte[]>(bytes);
+  const Clock::time_point started = Clock::now();
+  if (cache_) take_into_cache(snapshot.header.version, device, snapshot, staging);
+  if (staging->cache == nullptr) take_to_host(device, *staging);
+  times.copy_seconds += seconds_since(started);
+  std::function<void()> release_host = std::move(snapshot.release);
+  snapshot.release = [release_host = std::move(release_host), staging] {
+    if (release_host) release_host();
+    staging->release_cache();  // a version whose staging never ran
+    staging->bytes.reset();
+  };
+  for (std::size_t index = 0, offset = 0; index < regions.size(); ++index) {
+    if (regions[index].kind != MemoryKind::kDevice) continue;
+    const std::byte* source = staging->cache ? nullptr : staging->bytes.get() + offset;
+    snapshot.extents.push_back(Extent{static_cast<std::uint32_t>(index), 0, regions[index].bytes, source});
+    offset += regions[index].bytes;
+  }
+  std::sort(snapshot.extents.begin(), snapshot.extents.end(), [](const Extent& a, const Extent& b) {
+    return a.region != b.region ? a.region < b.region : a.offset < b.offset;
+  });
+}
+
+// Device to device into L0; the stage hook brings the bytes to host memory
+// on the worker. A version L0 cannot hold is left to take_to_host.
+void DeviceCapture::take_into_cache(std::int64_t version, const std::vector<const Region*>& device,
+                                    Snapshot& snapshot, const std::shared_ptr<Staging>& staging) {
+  std::vector<gpu::CaptureSpan> spans;
+  for (const Region* region : device) spans.push_back({region->data, region->bytes});
+  const gpu::CaptureResult result = cache_->capture(version, spans);
+  if (result.status != gpu::CaptureResult::Status::kCached) return;
+  staging->cache = cache_;
+  staging->version = version;
+  snapshot.stage = [staging](std::vector<Extent>& extents) {
+    std::uint64_t offset = 0;
+    for (Extent& extent : extents) {
+      if (extent.source != nullptr) continue;
+      extent.source = staging->bytes.get() + offset;
+      offset += extent.bytes;
+    }
+    try {
+      staging->cache->read(staging->version, 0, staging->bytes.get(), offset);
+    } catch (...) {
+      staging->release_cache();
+      throw;
+    }
+    staging->release_cache();
+  };
+}
+
+void DeviceCapture::take_to_host(const std::vector<const Region*>& device, Staging& staging) {
+  std::uint64_t offset = 0;
+  for (const Region* region : device) {
+    access_->to_host(staging.bytes.get() + offset, region->data, region->bytes);
+    offset += region->bytes;
+  }
+}
+
+DeviceRestart::DeviceRestart(const Registry& registry, gpu::DeviceAccess& access) : access_(access) {
+  for (Region region : registry.regions()) {
+    if (region.kind == MemoryKind::kDevice) {
+      Copy& copy = copies_.emplace_back(Copy{region, std::make_unique_for_overwrite<std::byte[]>(region.bytes)});
+      region.data = copy.host.get();
+    }
+    staged_.add(std::move(region));
+  }
+}
+
+void DeviceRestart::write_back() {
+  for (const Copy& copy : copies_) access_.to_device(copy.device.data, copy.host.get(), copy.device.bytes);
+}
+
+std::optional<gpu::DeviceCacheStats> DeviceCapture::cache_stats() const {
+  if (!cache_) return std::nullopt;
+  return cache_->stats();
+}
+
+}  // namespace resurgo

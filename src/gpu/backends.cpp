@@ -1,0 +1,67 @@
+#include <dlfcn.h>
+
+#include <cstring>
+
+#include "gpu/device_access.h"
+#include "gpu/gpu_error.h"
+#include "gpu/host_memory.h"
+#ifdef RESURGO_HAVE_CUDA_HEADERS
+#include "gpu/cuda_device_access.h"
+#include "gpu/cuda_vmm_memory.h"
+#endif
+
+namespace resurgo::gpu {
+
+namespace {
+
+// Host memory standing for device memory: the copies are memcpy.
+class HostDeviceAccess final : public DeviceAccess {
+ public:
+  std::string name() const override { return "host"; }
+  std::optional<MemoryKind> kind_of(const void*) const override { return std::nullopt; }
+  void to_host(void* host, const void* device, std::size_t bytes) override { std::memcpy(host, device, bytes); }
+  void to_device(void* device, const void* host, std::size_t bytes) override { std::memcpy(device, host, bytes); }
+};
+
+#ifndef RESURGO_HAVE_CUDA_HEADERS
+[[noreturn]] void no_cuda_support() {
+  throw GpuError("this build of resurgo has no CUDA support (cuda.h was not found when it was built; set CUDA_HOME "
+                 "and rebuild), so device regions need device.backend = \"host\"",
+                 0);
+}
+#endif
+
+}  // namespace
+
+std::unique_ptr<DeviceAccess> open_device_access(DeviceBackend backend) {
+  if (backend == DeviceBackend::kHost) return std::make_unique<HostDeviceAccess>();
+#ifdef RESURGO_HAVE_CUDA_HEADERS
+  return std::make_unique<CudaDeviceAccess>();
+#else
+  no_cuda_support();
+#endif
+}
+
+std::unique_ptr<DeviceMemory> open_device_memory(DeviceBackend backend) {
+  if (backend == DeviceBackend::kHost) return std::make_unique<HostMemory>();
+#ifdef RESURGO_HAVE_CUDA_HEADERS
+  return std::make_unique<CudaVmmMemory>();
+#else
+  no_cuda_support();
+#endif
+}
+
+std::optional<MemoryKind> kind_if_cuda_is_loaded(const void* pointer) {
+#ifdef RESURGO_HAVE_CUDA_HEADERS
+  void* loaded = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (loaded == nullptr) return std::nullopt;
+  ::dlclose(loaded);
+  if (!CudaDriver::instance().available()) return std::nullopt;
+  return CudaDeviceAccess::kind(CudaDriver::instance(), pointer);
+#else
+  (void)pointer;
+  return std::nullopt;
+#endif
+}
+
+}  // namespace resurgo::gpu

@@ -1,0 +1,222 @@
+// Device regions at the Store's API, through the host backend
+// (device.backend = host: host memory stands for device memory, so that the
+// capture into L0, the bypass, staging and restart run without a GPU), and
+// the faults of issue 9 that need no GPU. The round trip, I/O faults and
+// eviction of device regions run in conformance_test.cpp (device_* kinds);
+// the CUDA paths in gpu_cuda_test.cpp.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "capture/capture.h"
+#include "capture/device_capture.h"
+#include "pipeline/thread_pool.h"
+#include "resurgo/errors.hpp"
+#include "resurgo/resurgo.h"
+#include "resurgo/resurgo.hpp"
+#include "test_util.h"
+#include "tier/memory_level.h"
+
+namespace resurgo {
+namespace {
+
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+
+class DeviceRegionsTest : public ::testing::Test {
+ protected:
+  Config config(std::map<std::string, std::string> extra = {}) {
+    std::map<std::string, std::string> keys = {{"local.path", dir.path() + "/l2"},
+                                               {"persistent.every", "0"},
+                                               {"device.backend", "host"},
+                                               {"device.capacity", "8MiB"},
+                                               {"device.chunk", "2MiB"},
+                                               {"log.level", "off"}};
+    for (auto& [key, value] : extra) keys[key] = value;
+    return Config::load("", keys);
+  }
+  static std::vector<float> values(std::size_t n, int seed) {
+    std::vector<float> v(n);
+    std::iota(v.begin(), v.end(), static_cast<float>(seed * 1000));
+    return v;
+  }
+  // In place: a protected region must not move.
+  static void set(std::vector<float>& region, int seed) {
+    std::iota(region.begin(), region.end(), static_cast<float>(seed * 1000));
+  }
+  TempDir dir;
+};
+
+TEST_F(DeviceRegionsTest, HostAndDeviceRegionsInAnyOrderRestoreFromEachVersion) {
+  Store store("s", config({{"local.keep", "0"}}));
+  std::vector<float> before = values(1000, 0), device_a = values(300000, 0), after = values(10, 0),
+                     device_b = values(5000, 0);
+  store.protect(0, before.data(), before.size() * 4, "before");
+  store.protect_device(1, device_a.data(), device_a.size() * 4, "device_a", {"float32", {300000}});
+  store.protect(2, after.data(), after.size() * 4, "after");
+  store.protect_device(3, device_b.data(), device_b.size() * 4, "device_b");
+  for (int version = 1; version <= 6; ++version) {
+    for (auto* region : {&before, &device_a, &after, &device_b}) set(*region, version);
+    store.checkpoint(version);
+  }
+  store.wait();
+  for (int version : {6, 5, 3}) {
+    for (auto* region : {&before, &device_a, &after, &device_b}) std::fill(region->begin(), region->end(), -1.0f);
+    EXPECT_EQ(store.restart(version), version);
+    EXPECT_EQ(device_a, values(device_a.size(), version));
+    EXPECT_EQ(device_b, values(device_b.size(), version));
+    EXPECT_EQ(before, values(before.size(), version));
+    EXPECT_EQ(after, values(after.size(), version));
+  }
+  const VersionDescription description = store.describe(6);
+  ASSERT_EQ(description.regions.size(), 4u);
+  EXPECT_EQ(description.regions[0].kind, MemoryKind::kHost);
+  EXPECT_EQ(description.regions[1].kind, MemoryKind::kDevice);
+  EXPECT_EQ(description.regions[3].kind, MemoryKind::kDevice);
+}
+
+TEST_F(DeviceRegionsTest, DeviceMemoryFreedRightAfterCheckpointLeavesTheVersionIntact) {
+  for (const char* capacity : {"8MiB", "0"}) {  // from L0, and copied to host memory without L0
+    TempDir levels;
+    Store store("s", config({{"device.capacity", capacity}, {"local.path", levels.path()}}));
+    auto device = std::make_unique<std::vector<float>>(values(100000, 7));
+    store.protect_device(0, device->data(), device->size() * 4, "field");
+    store.checkpoint(1);
+    store.unprotect(0);
+    device.reset();  // the contract: free it once unprotected, even before the version is durable
+    store.wait(1, kL2);
+    std::vector<float> fresh(100000, -1.0f);
+    store.protect_device(0, fresh.data(), fresh.size() * 4, "field");
+    EXPECT_EQ(store.restart(1), 1) << "capacity " << capacity;
+    EXPECT_EQ(fresh, values(100000, 7)) << "capacity " << capacity;
+  }
+}
+
+TEST_F(DeviceRegionsTest, AFailedRestartLeavesTheDeviceRegionsAsTheyWere) {
+  Store store("s", config());
+  std::vector<float> device = values(1000, 1);
+  store.protect_device(0, device.data(), device.size() * 4, "field");
+  store.checkpoint(1);
+  store.wait();
+  std::vector<float> other(10);
+  store.protect(1, other.data(), other.size() * 4, "other");  // not in version 1: restart fails
+  std::fill(device.begin(), device.end(), 5.0f);
+  EXPECT_THROW(store.restart(1), MismatchError);
+  EXPECT_EQ(device, std::vector<float>(1000, 5.0f));
+}
+
+TEST_F(DeviceRegionsTest, VersionsKeptInTheMemoryLevelHoldDeviceRegions) {
+  Store store("s", config({{"memory.every", "1"}, {"local.every", "0"}, {"memory.capacity", "16MiB"}}));
+  std::vector<float> device = values(200000, 1);
+  store.protect_device(0, device.data(), device.size() * 4, "field");
+  for (int version = 1; version <= 3; ++version) {
+    set(device, version);
+    store.checkpoint(version);
+  }
+  store.wait(kAllVersions, kL1);
+  std::fill(device.begin(), device.end(), 0.0f);
+  EXPECT_EQ(store.restart(2), 2);
+  EXPECT_EQ(device, values(device.size(), 2));
+}
+
+TEST_F(DeviceRegionsTest, ForkCapturesRefuseDeviceRegions) {
+  for (const char* mode : {"fork", "auto"}) {
+    Store store("s", config({{"capture.mode", mode}}));
+    std::vector<float> device(100);
+    try {
+      store.protect_device(0, device.data(), device.size() * 4, "field");
+      ADD_FAILURE() << mode << ": a device region was accepted";
+    } catch (const InvalidArgumentError& error) {
+      EXPECT_NE(std::string(error.what()).find("capture.mode = copy or delta"), std::string::npos) << error.what();
+    }
+  }
+}
+
+TEST_F(DeviceRegionsTest, WithoutAUsableDriverDeviceRegionsFailAndHostRegionsKeepWorking) {
+  Store store("s", config({{"device.backend", "cuda"}}));
+  std::vector<float> device(100), host = values(100, 3);
+  try {
+    store.protect_device(0, device.data(), device.size() * 4, "field");
+    ADD_FAILURE() << "a device region was accepted without a GPU";  // this machine has none
+  } catch (const StorageError& error) {
+    const std::string message = error.what();
+    EXPECT_TRUE(message.find("libcuda") != std::string::npos || message.find("CUDA") != std::string::npos ||
+                message.find("cuInit") != std::string::npos)
+        << message;
+  }
+  store.protect(1, host.data(), host.size() * 4, "host");
+  store.checkpoint(1);
+  host.assign(100, 0.0f);
+  EXPECT_EQ(store.restart(1), 1);
+  EXPECT_EQ(host, values(100, 3));
+}
+
+TEST_F(DeviceRegionsTest, TheCApiProtectsDeviceRegions) {
+  setenv("RESURGO_LOCAL_PATH", (dir.path() + "/l2").c_str(), 1);
+  setenv("RESURGO_DEVICE_BACKEND", "host", 1);
+  setenv("RESURGO_DEVICE_CAPACITY", "4MiB", 1);
+  rsg_store* store = nullptr;
+  ASSERT_EQ(rsg_open(nullptr, "c", &store), RSG_OK) << rsg_last_error();
+  std::vector<float> device = values(1000, 4);
+  EXPECT_EQ(rsg_protect_device(store, 0, device.data(), device.size() * 4, "field"), RSG_OK) << rsg_last_error();
+  EXPECT_EQ(rsg_protect_device(nullptr, 1, device.data(), 4, "x"), RSG_EINVAL);
+  EXPECT_EQ(rsg_checkpoint(store, 1), RSG_OK) << rsg_last_error();
+  std::fill(device.begin(), device.end(), 0.0f);
+  int restored = -1;
+  EXPECT_EQ(rsg_restart(store, RSG_LATEST, &restored), RSG_OK) << rsg_last_error();
+  EXPECT_EQ(restored, 1);
+  EXPECT_EQ(device, values(1000, 4));
+  EXPECT_EQ(rsg_close(store), RSG_OK);
+  unsetenv("RESURGO_LOCAL_PATH");
+  unsetenv("RESURGO_DEVICE_BACKEND");
+  unsetenv("RESURGO_DEVICE_CAPACITY");
+}
+
+// DeviceCapture alone: what goes through L0 and what bypasses it.
+class DeviceCaptureTest : public DeviceRegionsTest {
+ protected:
+  static Region device_region(int id, std::vector<float>& data) {
+    Region region;
+    region.id = id;
+    region.label = "d" + std::to_string(id);
+    region.data = reinterpret_cast<std::byte*>(data.data());
+    region.bytes = data.size() * sizeof(float);
+    region.kind = MemoryKind::kDevice;
+    return region;
+  }
+  const Logger log{"d", LogLevel::kOff};
+};
+
+TEST_F(DeviceCaptureTest, AVersionLargerThanL0IsCopiedToHostAtOnceAndTheCacheCountsTheBypass) {
+  const Config small = config({{"device.capacity", "1MiB"}, {"device.chunk", "1MiB"}});
+  DeviceCapture capture(small, log);
+  std::vector<float> large = values(2 * kMiB / 4, 1), fits = values(1000, 2);
+  format::Header header;
+  header.version = 1;
+  header.regions.resize(1);
+  CaptureTimes times;
+  const std::vector<Region> regions{device_region(0, large)};
+  ThreadPool pool(1);
+  const std::unique_ptr<Capture> host = make_capture(CaptureContext{small, pool, log, [](bool) {}});
+  MemoryLevel level("d", 0, 4 * kMiB, 0);
+  Snapshot bypassed = capture.take(*host, regions, header, level, times);
+  EXPECT_FALSE(bypassed.stage);
+  ASSERT_EQ(bypassed.extents.size(), 1u);
+  EXPECT_EQ(std::memcmp(bypassed.extents[0].source, large.data(), large.size() * 4), 0);
+  bypassed.release();
+  EXPECT_EQ(capture.cache_stats()->bypassed, 1u);
+
+  header.version = 2;
+  Snapshot cached = capture.take(*host, {device_region(0, fits)}, header, level, times);
+  ASSERT_TRUE(cached.stage);
+  EXPECT_EQ(cached.extents[0].source, nullptr);
+  std::fill(fits.begin(), fits.end(), 0.0f);  // the cache holds its own copy
+  cached.stage(cached.extents);
+  EXPECT_EQ(std::memcmp(cached.extents[0].source, values(1000, 2).data(), 4000), 0);
+  cached.release();
+  EXPECT_EQ(capture.cache_stats()->versions, 1u);
+}
+
+}  // namespace
+}  // namespace resurgo
