@@ -10,6 +10,8 @@
 #include "gpu/cuda_driver.h"
 #include "gpu/cuda_vmm_memory.h"
 #include "gpu/device_cache.h"
+#include "resurgo/resurgo.hpp"
+#include "test_util.h"
 
 namespace resurgo::gpu {
 namespace {
@@ -128,6 +130,69 @@ TEST_F(GpuCudaTest, VmmCacheEvictsFlushedVersionsWhenFull) {
   cache.read(4, 0, back.data(), back.size());
   EXPECT_EQ(back, std::vector<unsigned char>(granularity, 0x5a));
   EXPECT_EQ(cache.stats().evicted, 2u);
+}
+
+// Device regions of a Store on the GPU: the primary context of device 0
+// current on the test thread, as the application's runtime API would make it.
+class GpuStoreTest : public GpuCudaTest {
+ protected:
+  void SetUp() override {
+    GpuCudaTest::SetUp();
+    if (IsSkipped()) return;
+    driver().check(driver().cuDevicePrimaryCtxRetain(&context_, 0), "cuDevicePrimaryCtxRetain", "device 0");
+    driver().check(driver().cuCtxSetCurrent(context_), "cuCtxSetCurrent", "device 0");
+  }
+  void TearDown() override {
+    if (context_ != nullptr) driver().cuDevicePrimaryCtxRelease(0);
+  }
+  Config config(const std::string& capacity) {
+    return Config::load("", {{"local.path", dir_.path() + "/l2"},
+                             {"persistent.every", "0"},
+                             {"device.capacity", capacity},
+                             {"device.chunk", "64MiB"},
+                             {"log.level", "off"}});
+  }
+  void upload(const DeviceBuffer& buffer, const std::vector<unsigned char>& bytes) {
+    driver().check(driver().cuMemcpyHtoD(buffer.address(), bytes.data(), bytes.size()), "cuMemcpyHtoD", "test");
+  }
+  std::vector<unsigned char> download(const DeviceBuffer& buffer, std::size_t bytes) {
+    std::vector<unsigned char> host(bytes);
+    driver().check(driver().cuMemcpyDtoH(host.data(), buffer.address(), bytes), "cuMemcpyDtoH", "test");
+    return host;
+  }
+  CUcontext context_ = nullptr;
+  TempDir dir_;
+};
+
+TEST_F(GpuStoreTest, DeviceRegionsRoundTripThroughL0AndWithoutIt) {
+  for (const char* capacity : {"256MiB", "0"}) {
+    TempDir levels;
+    Config with = config(capacity);
+    with.local.path = levels.path();
+    Store store("gpu", with);
+    const std::size_t bytes = (32u << 20) + 4097;
+    DeviceBuffer region(driver(), bytes);
+    std::vector<unsigned char> host(bytes);
+    std::mt19937 rng(3);
+    for (int version = 1; version <= 3; ++version) {
+      for (auto& b : host) b = static_cast<unsigned char>(rng());
+      upload(region, host);
+      if (version == 1) store.protect_device(0, region.get(), bytes, "field");
+      store.checkpoint(version);
+    }
+    store.wait();
+    upload(region, std::vector<unsigned char>(bytes, 0));
+    EXPECT_EQ(store.restart(3), 3) << capacity;
+    EXPECT_EQ(download(region, bytes), host) << capacity;
+  }
+}
+
+TEST_F(GpuStoreTest, APointerOfTheOtherKindIsRefused) {
+  Store store("gpu", config("64MiB"));
+  DeviceBuffer device(driver(), 4096);
+  std::vector<unsigned char> host(4096);
+  EXPECT_THROW(store.protect(0, device.get(), 4096, "device_as_host"), InvalidArgumentError);
+  EXPECT_THROW(store.protect_device(1, host.data(), host.size(), "host_as_device"), InvalidArgumentError);
 }
 
 }  // namespace
