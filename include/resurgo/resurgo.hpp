@@ -103,6 +103,9 @@ struct RestartReport {
   int level = -1;    // level its newest link (the version itself) was read from
   double seconds = 0;
   std::uint64_t bytes = 0;  // bytes of the regions restored
+  // Of `bytes`, those of device regions copied straight from the L0 device
+  // cache (device to device), not read from `level`.
+  std::uint64_t bytes_from_device_cache = 0;
   // Restart on another number of ranks: stored bytes of the chunks read from
   // the old ranks' files (compare with `bytes`); 0 otherwise.
   std::uint64_t bytes_read = 0;

@@ -104,8 +104,12 @@ void DeviceCapture::take_into_cache(std::int64_t version, const std::vector<cons
                                     Snapshot& snapshot, const std::shared_ptr<Staging>& staging) {
   std::vector<gpu::CaptureSpan> spans;
   for (const Region* region : device) spans.push_back({region->data, region->bytes});
+  std::erase_if(cached_layouts_, [&](const auto& entry) { return !cache_->contains(entry.first); });
   const gpu::CaptureResult result = cache_->capture(version, spans);
   if (result.status != gpu::CaptureResult::Status::kCached) return;
+  std::vector<Region> regions;
+  for (const Region* region : device) regions.push_back(*region);
+  cached_layouts_[version] = device_layout(regions);
   staging->cache = cache_;
   staging->version = version;
   snapshot.stage = [staging](std::vector<Extent>& extents) {
@@ -133,9 +137,15 @@ void DeviceCapture::take_to_host(const std::vector<const Region*>& device, Stagi
   }
 }
 
-DeviceRestart::DeviceRestart(const Registry& registry, gpu::DeviceAccess& access) : access_(access) {
+DeviceRestart::DeviceRestart(const Registry& registry, DeviceCapture& device, int version)
+    : device_(device),
+      protected_(registry),
+      version_(version),
+      from_cache_(version != kLatest && device.cached(version, registry.regions())) {
   for (Region region : registry.regions()) {
-    if (region.kind == MemoryKind::kDevice) {
+    if (region.kind == MemoryKind::kDevice && from_cache_) {
+      region.restored_elsewhere = true;
+    } else if (region.kind == MemoryKind::kDevice) {
       Copy& copy = copies_.emplace_back(Copy{region, std::make_unique_for_overwrite<std::byte[]>(region.bytes)});
       region.data = copy.host.get();
     }
@@ -143,8 +153,34 @@ DeviceRestart::DeviceRestart(const Registry& registry, gpu::DeviceAccess& access
   }
 }
 
-void DeviceRestart::write_back() {
-  for (const Copy& copy : copies_) access_.to_device(copy.device.data, copy.host.get(), copy.device.bytes);
+std::uint64_t DeviceRestart::write_back() {
+  if (from_cache_) return device_.restore_from_cache(version_, protected_.regions());
+  for (const Copy& copy : copies_) device_.access().to_device(copy.device.data, copy.host.get(), copy.device.bytes);
+  return 0;
+}
+
+std::vector<DeviceCapture::CachedRegion> DeviceCapture::device_layout(const std::vector<Region>& regions) {
+  std::vector<CachedRegion> layout;
+  for (const Region& region : regions) {
+    if (region.kind == MemoryKind::kDevice) layout.push_back({region.id, region.label, region.bytes});
+  }
+  return layout;
+}
+
+bool DeviceCapture::cached(std::int64_t version, const std::vector<Region>& regions) const {
+  const auto found = cached_layouts_.find(version);
+  return cache_ && found != cached_layouts_.end() && cache_->contains(version) &&
+         found->second == device_layout(regions);
+}
+
+std::uint64_t DeviceCapture::restore_from_cache(std::int64_t version, const std::vector<Region>& regions) {
+  std::uint64_t offset = 0;
+  for (const Region& region : regions) {
+    if (region.kind != MemoryKind::kDevice) continue;
+    cache_->read(version, offset, region.data, region.bytes);
+    offset += region.bytes;
+  }
+  return offset;
 }
 
 std::optional<gpu::DeviceCacheStats> DeviceCapture::cache_stats() const {

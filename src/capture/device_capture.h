@@ -13,7 +13,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <string>
 #include <optional>
 #include <vector>
 
@@ -45,11 +47,25 @@ class DeviceCapture {
   Snapshot take(Capture& host_capture, const std::vector<Region>& regions, format::Header header,
                 Level& first_level, CaptureTimes& times);
 
+  // Whether L0 holds `version` with the device regions of `regions` (the
+  // same ids, labels and sizes, in order), so that restart may copy them
+  // from there, device to device. Application thread only, as take().
+  bool cached(std::int64_t version, const std::vector<Region>& regions) const;
+  // Copies them from L0 into the regions; returns the bytes copied.
+  std::uint64_t restore_from_cache(std::int64_t version, const std::vector<Region>& regions);
+
   // The L0 cache's counters; none without L0.
   std::optional<gpu::DeviceCacheStats> cache_stats() const;
 
  private:
   struct Staging;
+  struct CachedRegion {
+    int id;
+    std::string label;
+    std::uint64_t bytes;
+    bool operator==(const CachedRegion&) const = default;
+  };
+  static std::vector<CachedRegion> device_layout(const std::vector<Region>& regions);
 
   void take_device_regions(const std::vector<Region>& regions, Snapshot& snapshot, CaptureTimes& times);
   void take_into_cache(std::int64_t version, const std::vector<const Region*>& device, Snapshot& snapshot,
@@ -59,23 +75,33 @@ class DeviceCapture {
   const Logger& log_;
   std::unique_ptr<gpu::DeviceAccess> access_;
   std::shared_ptr<gpu::DeviceCache> cache_;  // shared with the stage hooks of versions in flight
+  // The device regions of each version L0 may still hold (pruned at take()).
+  std::map<std::int64_t, std::vector<CachedRegion>> cached_layouts_;
 };
 
-// Restart into device regions: restore fills host copies of them (the
-// regions of registry()), and write_back() copies those to device memory,
-// so that a restore that fails leaves the device regions as they were.
+// Restart into device regions. When L0 still holds `version` with these
+// device regions, restore reads only the other regions (registry() marks the
+// device ones restored elsewhere) and write_back() copies them from L0,
+// device to device. Otherwise restore fills host copies of them, and
+// write_back() copies those to device memory. Either way the device regions
+// change only once the rest of the version was read and verified.
 class DeviceRestart {
  public:
-  DeviceRestart(const Registry& registry, gpu::DeviceAccess& access);
+  // `version`: kLatest never reads from L0 (the version is not known yet).
+  DeviceRestart(const Registry& registry, DeviceCapture& device, int version);
   const Registry& registry() const { return staged_; }
-  void write_back();
+  // Returns the bytes copied from L0 (0 when from host copies).
+  std::uint64_t write_back();
 
  private:
   struct Copy {
     Region device;
     std::unique_ptr<std::byte[]> host;
   };
-  gpu::DeviceAccess& access_;
+  DeviceCapture& device_;
+  const Registry& protected_;
+  const int version_;
+  const bool from_cache_;
   Registry staged_;
   std::vector<Copy> copies_;
 };

@@ -18,6 +18,10 @@ struct Region {
   ElementType type;
   GlobalBlock block;  // empty unless a block of a global array
   MemoryKind kind = MemoryKind::kHost;
+  // Restart leaves the region's bytes to its caller, which copies them from
+  // elsewhere (device regions still in the L0 device cache); the version's
+  // region table must still hold it.
+  bool restored_elsewhere = false;
 };
 
 class Registry {

@@ -55,7 +55,7 @@ std::vector<std::byte*> destinations(const RestoreContext& context, const format
   std::vector<std::byte*> list;
   for (const format::RegionEntry& entry : container.header.regions) {
     const Region* region = region_for(context, entry, where);
-    list.push_back(region != nullptr ? region->data : nullptr);
+    list.push_back(region != nullptr && !region->restored_elsewhere ? region->data : nullptr);
   }
   for (const Region& region : context.registry.regions()) {
     const bool held = std::any_of(container.header.regions.begin(), container.header.regions.end(),

@@ -111,8 +111,9 @@ class Store::Impl {
   int restore_locally(int version, RestartScope scope);
   void local_checks_before_checkpoint(int version);
   void check_memory_kind(const Region& region);
-  // Host copies for restart to fill, when device regions are protected.
-  std::optional<DeviceRestart> restart_of_device_regions();
+  // Restart of the device regions, when some are protected (`version`:
+  // kLatest, or the version restart reads).
+  std::optional<DeviceRestart> restart_of_device_regions(int version);
   void checkpoint_locally(int version);
 
   // MPI stores (collective_ set): the job's side of each call.
@@ -321,9 +322,9 @@ void Store::Impl::check_memory_kind(const Region& region) {
   }
 }
 
-std::optional<DeviceRestart> Store::Impl::restart_of_device_regions() {
+std::optional<DeviceRestart> Store::Impl::restart_of_device_regions(int version) {
   if (!registry_.has_device_regions()) return std::nullopt;
-  return std::optional<DeviceRestart>(std::in_place, registry_, device_->access());
+  return std::optional<DeviceRestart>(std::in_place, registry_, *device_, version);
 }
 
 void Store::Impl::unprotect(int id) {
@@ -626,13 +627,13 @@ int Store::Impl::restore_locally(int version, RestartScope scope) {
   const std::optional<std::string> prefetch_failure =
       version != kLatest ? prefetcher_->settle(version) : std::nullopt;
   const std::vector<Level*> held = levels();
-  std::optional<DeviceRestart> device_restart = restart_of_device_regions();
+  std::optional<DeviceRestart> device_restart = restart_of_device_regions(version);
   const Registry& targets = device_restart ? device_restart->registry() : registry_;
   const RestoreContext context{name, comm->rank(), held, targets, *pool_, log_, trace_, scope};
   capture_->restarting(true);
   try {
     const int restored = restore_version(context, version, last_restart, metadata);
-    if (device_restart) device_restart->write_back();
+    last_restart.bytes_from_device_cache = device_restart ? device_restart->write_back() : 0;
     prefetcher_->restored(restored);
     if (prefetch_failure) {
       last_restart.skipped.push_back("version " + std::to_string(version) + ": " + *prefetch_failure +
@@ -816,7 +817,7 @@ std::map<int, format::Manifest> Store::Impl::redistribution_candidates(std::vect
 
 int Store::Impl::redistribute_version(const format::Manifest& manifest) {
   const Clock::time_point started = Clock::now();
-  std::optional<DeviceRestart> device_restart = restart_of_device_regions();
+  std::optional<DeviceRestart> device_restart = restart_of_device_regions(kLatest);
   const Registry& targets = device_restart ? device_restart->registry() : registry_;
   capture_->restarting(true);
   try {

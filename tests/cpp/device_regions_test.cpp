@@ -93,6 +93,46 @@ TEST_F(DeviceRegionsTest, DeviceMemoryFreedRightAfterCheckpointLeavesTheVersionI
   }
 }
 
+TEST_F(DeviceRegionsTest, RestartCopiesDeviceRegionsStillInL0DeviceToDevice) {
+  Store store("s", config({{"local.keep", "0"}}));  // L0 of 8 MiB holds the last 3 versions at most
+  std::vector<float> host = values(100, 0), device = values(500000, 0);  // 2 MB
+  store.protect(0, host.data(), host.size() * 4, "host");
+  store.protect_device(1, device.data(), device.size() * 4, "device");
+  for (int version = 1; version <= 6; ++version) {
+    set(host, version);
+    set(device, version);
+    store.checkpoint(version);
+  }
+  store.wait();
+  for (int version : {6, 5, 1}) {
+    std::fill(host.begin(), host.end(), -1.0f);
+    std::fill(device.begin(), device.end(), -1.0f);
+    EXPECT_EQ(store.restart(version), version);
+    EXPECT_EQ(host, values(host.size(), version));
+    EXPECT_EQ(device, values(device.size(), version));
+    const RestartReport report = store.last_restart();
+    EXPECT_EQ(report.bytes, (host.size() + device.size()) * 4);
+    // Version 1 was evicted from L0 by the newer ones: read from L2.
+    EXPECT_EQ(report.bytes_from_device_cache, version == 1 ? 0 : device.size() * 4) << "version " << version;
+  }
+  // A restart of the newest intact version does not know it beforehand: from L2.
+  EXPECT_EQ(store.restart(), 6);
+  EXPECT_EQ(store.last_restart().bytes_from_device_cache, 0u);
+}
+
+TEST_F(DeviceRegionsTest, AVersionInL0WithOtherDeviceRegionsIsReadFromALevel) {
+  Store store("s", config());
+  std::vector<float> device = values(1000, 1);
+  store.protect_device(0, device.data(), device.size() * 4, "field");
+  store.checkpoint(1);
+  store.wait();
+  store.unprotect(0);
+  std::vector<float> renamed(1000, 0.0f);
+  store.protect_device(0, renamed.data(), renamed.size() * 4, "other");
+  EXPECT_THROW(store.restart(1), MismatchError);  // the version holds 'field', not 'other'
+  EXPECT_EQ(renamed, std::vector<float>(1000, 0.0f));
+}
+
 TEST_F(DeviceRegionsTest, AFailedRestartLeavesTheDeviceRegionsAsTheyWere) {
   Store store("s", config());
   std::vector<float> device = values(1000, 1);
