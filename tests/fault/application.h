@@ -22,10 +22,17 @@ class Application {
   explicit Application(std::size_t field_values = 160 * 1024, std::size_t tag_bytes = 100 * 1000)
       : field_(field_values), tags_(tag_bytes) {}
 
+  // With device.backend = host, the field is a device region (host memory
+  // standing for device memory): it then goes through the L0 device cache.
   void protect(Store& store) {
     const auto field_values = static_cast<std::int64_t>(field_.size());
     const auto tag_bytes = static_cast<std::int64_t>(tags_.size());
-    store.protect(0, field_.data(), field_.size() * sizeof(double), "field", {"float64", {field_values}});
+    const ElementType field_type{"float64", {field_values}};
+    if (store.config().device.backend == DeviceBackend::kHost) {
+      store.protect_device(0, field_.data(), field_.size() * sizeof(double), "field", field_type);
+    } else {
+      store.protect(0, field_.data(), field_.size() * sizeof(double), "field", field_type);
+    }
     store.protect(1, tags_.data(), tags_.size(), "tags", {"uint8", {tag_bytes}});
   }
 

@@ -14,9 +14,10 @@
 // Every trial draws its capture mode (copy, fork, auto, delta: with a
 // tracking method and a chain length) with the rest of its configuration; one
 // copy or delta trial in three routes versions through the memory level first
-// and discards older ones as an adjoint does. Under fork capture the first level is written by a forked
-// child, so the points on that path (write.chunk, L2.commit.*) are passed in
-// the child. The pass count is shared with the child (crash_point.h), and a
+// and discards older ones as an adjoint does, and one in three protects the
+// field as a device region (host backend) through an L0 cache. Under fork
+// capture the first level is written by a forked child, so the points on
+// that path (write.chunk, L2.commit.*) are passed in the child. The pass count is shared with the child (crash_point.h), and a
 // point that kills the child kills only the writer of one version: the
 // application sees that version fail (wait() throws), reports it to the
 // driver as "killed in a forked writer", and goes on checkpointing. The
@@ -414,6 +415,15 @@ Trial plan(std::mt19937_64& random, const Layout& layout, long number) {
     trial.settings["memory.keep"] = "2";
     trial.settings["memory.capacity"] = "32MiB";
   }
+  // One trial in three of the modes that can take device regions protects
+  // the field as one: through an L0 cache that holds a few versions, one
+  // smaller than a version (every capture bypasses it), or none.
+  if ((trial.capture_mode == "copy" || trial.capture_mode == "delta") && random() % 3 == 0) {
+    static const char* const kDeviceCaches[] = {"4MiB", "512KiB", "0"};
+    trial.settings["device.backend"] = "host";
+    trial.settings["device.capacity"] = pick(random, kDeviceCaches);
+    trial.settings["device.chunk"] = "1MiB";
+  }
   if (trial.damage == Damage::kNone && random() % 4 == 0) {
     static const Damage kDamages[] = {Damage::kRepairable, Damage::kWholeVersion, Damage::kStaleTemporary};
     trial.damage = pick(random, kDamages);
@@ -436,6 +446,7 @@ struct Tally {
   std::map<std::string, ModeTally> modes;
   long killed_in_writer = 0;
   long memory_route = 0;  // trials through the memory level, with discards
+  long device_regions = 0;  // trials with the field a device region
   long trials = 0;
   long killed_at_point = 0;
   long killed_by_timer = 0;
@@ -469,6 +480,7 @@ class Campaign {
     ModeTally& mode = tally_.modes[trial.capture_mode];
     ++mode.trials;
     if (trial.settings.count("memory.every") != 0) ++tally_.memory_route;
+    if (trial.settings.count("device.backend") != 0) ++tally_.device_regions;
     if (!killed(status)) {
       const bool wrong_bytes = WIFEXITED(status) && WEXITSTATUS(status) == kWrongBytes;
       fail(wrong_bytes ? tally_.bad_restores : tally_.other_failures, number, "the application " + describe(status));
@@ -509,6 +521,7 @@ class Campaign {
                   mode.point_not_reached);
     }
     std::printf("  through the memory level first, discarding older versions: %ld trials\n", tally_.memory_route);
+    std::printf("  the field a device region through an L0 cache (host backend): %ld trials\n", tally_.device_regions);
     std::printf("  damage before the run: repairable %ld, whole version %ld, stale temporary %ld\n",
                 count(tally_.damages, Damage::kRepairable), count(tally_.damages, Damage::kWholeVersion),
                 count(tally_.damages, Damage::kStaleTemporary));
