@@ -22,6 +22,7 @@
 #include "core/trace.h"
 #include "format/container.h"
 #include "gpu/device_access.h"
+#include "gpu/gpu_error.h"
 #include "mpi/collective_versions.h"
 #include "mpi/comm.h"
 #include "mpi/partner_copies.h"
@@ -222,6 +223,17 @@ Store::Impl::Impl(const std::string& store_name, const Config& store_config, std
   } else if (config.partner.scheme != PartnerScheme::kNone) {
     log_.warn("store '" + name + "': partner.scheme is set, but the store has no communicator (L3 is for MPI "
               "stores: open it with one); no L3");
+  }
+  // L0 is reserved now and mapped while the application computes its first
+  // steps (the cache paper's incremental allocation), not at the first
+  // protect_device().
+  if (config.device.capacity > 0) {
+    try {
+      device_ = std::make_unique<DeviceCapture>(config, log_);
+    } catch (const gpu::GpuError& error) {
+      log_.warn("store '" + name + "': device.capacity is set but GPU features are off: " + error.what() +
+                "; device regions cannot be protected");
+    }
   }
   log_.info("opened store '" + name + "' rank " + std::to_string(comm->rank()) + ": L2 " + local_.dir() +
             (config.persistent.every > 0 ? ", L4 " + persistent_.dir() : ", L4 disabled"));
