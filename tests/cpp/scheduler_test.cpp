@@ -33,24 +33,36 @@ Snapshot full_version(int version, const std::vector<std::byte>& state) {
   return snapshot;
 }
 
-TEST(SchedulerTest, ABoundedLevelFullOfVersionsBeyondKeepEvictsThemBeforeFailing) {
-  constexpr int kKeep = 2;
-  MemoryLevel memory("scheduler", 0, 4 * 2 * kMiB, kKeep);  // room for 4 versions
+// A scheduler routing every version to one memory level of `versions`
+// pieces (one version each) that keeps `keep` versions.
+struct OneMemoryLevel {
+  OneMemoryLevel(int versions, int keep) : memory("scheduler", 0, versions * 2 * kMiB, keep) {}
+  void take(int version) {
+    catalog.add(version, Catalog::Clock::now(), {1}, VersionStats{});
+    scheduler.submit(version, {&memory}, full_version(version, state));
+    catalog.wait_settled(version, 1);
+  }
+
+  MemoryLevel memory;
   Config config;
-  ThreadPool pool(1);
-  Catalog catalog("scheduler");
-  const Logger log("scheduler", LogLevel::kOff);
-  Trace trace("");
-  Scheduler scheduler({{&memory, 1}}, config.pipeline, pool, catalog, log, trace);
-  const std::vector<std::byte> state(kMiB + kMiB / 2, std::byte{7});
+  ThreadPool pool{1};
+  Catalog catalog{"scheduler"};
+  const Logger log{"scheduler", LogLevel::kOff};
+  Trace trace{""};
+  const std::vector<std::byte> state = std::vector<std::byte>(kMiB + kMiB / 2, std::byte{7});
+  Scheduler scheduler{{{&memory, 1}}, config.pipeline, pool, catalog, log, trace};  // last: stopped first
+};
+
+TEST(SchedulerTest, ABoundedLevelFullOfVersionsBeyondKeepEvictsThemBeforeFailing) {
+  OneMemoryLevel route(4, 2);
+  MemoryLevel& memory = route.memory;
+  Scheduler& scheduler = route.scheduler;
 
   // A capture that never ends: the eviction thread cannot run meanwhile.
   scheduler.set_capturing(true);
   for (int version = 1; version <= 10; ++version) {
-    catalog.add(version, Catalog::Clock::now(), {1}, VersionStats{});
-    scheduler.submit(version, {&memory}, full_version(version, state));
-    catalog.wait_settled(version, 1);
-    EXPECT_EQ(catalog.outcome(version, 1), 1) << "version " << version << " did not reach the memory level";
+    route.take(version);
+    EXPECT_EQ(route.catalog.outcome(version, 1), 1) << "version " << version << " did not reach the memory level";
   }
   EXPECT_LE(memory.versions().size(), 4u);
   EXPECT_TRUE(memory.holds(10));
@@ -60,23 +72,11 @@ TEST(SchedulerTest, ABoundedLevelFullOfVersionsBeyondKeepEvictsThemBeforeFailing
 }
 
 TEST(SchedulerTest, ABoundedLevelFullOfVersionsItMustKeepFailsTheVersion) {
-  MemoryLevel memory("scheduler", 0, 2 * 2 * kMiB, 0);  // keep all: nothing may be evicted
-  Config config;
-  ThreadPool pool(1);
-  Catalog catalog("scheduler");
-  const Logger log("scheduler", LogLevel::kOff);
-  Trace trace("");
-  Scheduler scheduler({{&memory, 1}}, config.pipeline, pool, catalog, log, trace);
-  const std::vector<std::byte> state(kMiB + kMiB / 2, std::byte{7});
-
-  for (int version = 1; version <= 3; ++version) {
-    catalog.add(version, Catalog::Clock::now(), {1}, VersionStats{});
-    scheduler.submit(version, {&memory}, full_version(version, state));
-    catalog.wait_settled(version, 1);
-  }
-  EXPECT_EQ(catalog.outcome(2, 1), 1);
-  EXPECT_EQ(catalog.outcome(3, 1), -1);
-  EXPECT_EQ(memory.versions(), (std::vector<int>{1, 2}));
+  OneMemoryLevel route(2, 0);  // keep all: nothing may be evicted
+  for (int version = 1; version <= 3; ++version) route.take(version);
+  EXPECT_EQ(route.catalog.outcome(2, 1), 1);
+  EXPECT_EQ(route.catalog.outcome(3, 1), -1);
+  EXPECT_EQ(route.memory.versions(), (std::vector<int>{1, 2}));
 }
 
 }  // namespace
