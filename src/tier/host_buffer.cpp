@@ -14,7 +14,7 @@ namespace {
 constexpr std::uint64_t kPrefaultStep = 64u << 20;  // lets the destructor stop it early
 }
 
-HostBuffer::HostBuffer(std::uint64_t capacity) : capacity_(capacity) {
+HostBuffer::HostBuffer(std::uint64_t capacity) : capacity_(capacity), ring_(capacity) {
   void* memory = ::mmap(nullptr, capacity_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (memory == MAP_FAILED) {
     throw StorageError("cannot reserve a host buffer of " + std::to_string(capacity_) +
@@ -78,61 +78,8 @@ void HostBuffer::mark_touched(const std::byte* block, std::uint64_t bytes) {
   }
 }
 
-void HostBuffer::wait_empty() {
-  std::unique_lock lock(mutex_);
-  space_freed_.wait(lock, [&] { return blocks_.empty(); });
-}
+std::byte* HostBuffer::allocate(std::uint64_t bytes) { return base_ + ring_.allocate(bytes); }
 
-bool HostBuffer::empty() const {
-  std::lock_guard lock(mutex_);
-  return blocks_.empty();
-}
-
-bool HostBuffer::find_space(std::uint64_t bytes, std::uint64_t& offset) const {
-  if (blocks_.empty()) {
-    offset = 0;
-    return bytes <= capacity_;
-  }
-  const std::uint64_t tail = blocks_.front().offset;
-  const std::uint64_t head = blocks_.back().offset + blocks_.back().bytes;
-  const bool wrapped = blocks_.back().offset < tail;
-  if (wrapped) {
-    offset = head;
-    return tail - head >= bytes;
-  }
-  if (capacity_ - head >= bytes) {
-    offset = head;
-    return true;
-  }
-  offset = 0;
-  return tail >= bytes;
-}
-
-std::byte* HostBuffer::allocate(std::uint64_t bytes) {
-  if (bytes == 0 || bytes > capacity_) {
-    throw InvalidArgumentError("a block of " + std::to_string(bytes) + " bytes does not fit the host buffer of " +
-                               std::to_string(capacity_) + " bytes (a block holds 1 byte at least)");
-  }
-  std::unique_lock lock(mutex_);
-  std::uint64_t offset = 0;
-  space_freed_.wait(lock, [&] { return find_space(bytes, offset); });
-  blocks_.push_back({offset, bytes, false});
-  return base_ + offset;
-}
-
-void HostBuffer::release(const std::byte* block) {
-  {
-    std::lock_guard lock(mutex_);
-    const auto offset = static_cast<std::uint64_t>(block - base_);
-    for (Block& b : blocks_) {
-      if (b.offset == offset && !b.released) {
-        b.released = true;
-        break;
-      }
-    }
-    while (!blocks_.empty() && blocks_.front().released) blocks_.pop_front();
-  }
-  space_freed_.notify_all();
-}
+void HostBuffer::release(const std::byte* block) { ring_.release(static_cast<std::uint64_t>(block - base_)); }
 
 }  // namespace resurgo

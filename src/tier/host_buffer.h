@@ -1,6 +1,6 @@
 // L1: the bounded host staging buffer. Versions are captured into blocks
-// allocated in FIFO order from one anonymous mapping (a ring), and released
-// in the same order once written to L2. The pages are pre-faulted in the
+// allocated in FIFO order from one anonymous mapping (a BlockRing), and
+// released in the same order once written to L2. The pages are pre-faulted in the
 // background with MADV_POPULATE_WRITE, so that the application's copy runs
 // at memcpy speed instead of first-touch speed (the idea of the
 // gpu-cache-allocation paper, applied to the host buffer). Pages below
@@ -8,14 +8,15 @@
 // faults its block in first (timed apart, as first-touch time).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <mutex>
 #include <thread>
-#include <atomic>
 #include <utility>
+
+#include "tier/block_ring.h"
 
 namespace resurgo {
 
@@ -27,7 +28,7 @@ class HostBuffer {
   HostBuffer& operator=(const HostBuffer&) = delete;
 
   std::uint64_t capacity() const { return capacity_; }
-  bool empty() const;
+  bool empty() const { return ring_.empty(); }
 
   // A block of `bytes` (1..capacity), blocking while older blocks still
   // occupy the space it needs.
@@ -35,7 +36,7 @@ class HostBuffer {
   // Releases a block returned by allocate (any order; space is reclaimed FIFO).
   void release(const std::byte* block);
   // Blocks until every block was released.
-  void wait_empty();
+  void wait_empty() { ring_.wait_empty(); }
 
   // The part of [block, block + bytes) (and below it) that no one has
   // faulted in yet, as [begin, end) offsets into the block; empty when none.
@@ -47,19 +48,12 @@ class HostBuffer {
   void pause_prefault(bool paused);
 
  private:
-  struct Block {
-    std::uint64_t offset;
-    std::uint64_t bytes;
-    bool released;
-  };
-  bool find_space(std::uint64_t bytes, std::uint64_t& offset) const;
   void prefault();
 
   std::uint64_t capacity_;
   std::byte* base_ = nullptr;
-  mutable std::mutex mutex_;
-  std::condition_variable space_freed_;
-  std::deque<Block> blocks_;  // oldest first
+  BlockRing ring_;
+  mutable std::mutex mutex_;  // the prefault's pause
   std::atomic<std::uint64_t> touched_{0};
   std::condition_variable prefault_resumed_;
   bool prefault_paused_ = false;
