@@ -42,6 +42,8 @@ from resurgo.store import (  # noqa: E402  (needs the translator above)
     LevelStats,
     RestartReport,
     Store,
+    RegionDescription,
+    VersionDescription,
     VersionInfo,
     VersionStats,
 )
@@ -50,6 +52,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Store",
+    "RegionDescription",
+    "VersionDescription",
     "VersionInfo",
     "VersionStats",
     "LevelStats",

@@ -12,7 +12,20 @@ import numpy as np
 from resurgo import _core
 from resurgo.errors import ConfigError, InvalidArgumentError, NotFoundError
 
-__all__ = ["Store", "VersionInfo", "VersionStats", "LevelStats", "RestartReport", "L0", "L1", "L2", "L3", "L4"]
+__all__ = [
+    "Store",
+    "VersionInfo",
+    "VersionStats",
+    "LevelStats",
+    "RestartReport",
+    "VersionDescription",
+    "RegionDescription",
+    "L0",
+    "L1",
+    "L2",
+    "L3",
+    "L4",
+]
 
 # The levels: L0 device cache, L1 host buffer, L2 node-local directory,
 # L3 partner copy, L4 persistent directory.
@@ -90,6 +103,28 @@ class RestartReport:
     bytes: int
     skipped: Tuple[str, ...]  # one line per damaged copy skipped or repaired, and per broken newer chain
     chain: Tuple[int, ...] = ()  # versions read, newest first, down to a full version
+    bytes_from_device_cache: int = 0  # of `bytes`, device regions copied from the L0 device cache
+
+
+@dataclass(frozen=True)
+class RegionDescription:
+    """A region as a version's region table records it."""
+
+    id: int
+    label: str
+    kind: str  # "host", "device" (CUDA device memory) or "managed" (CUDA managed memory)
+    bytes: int
+    dtype: str  # NumPy's dtype name ("float32"); "" when not known
+    shape: Tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class VersionDescription:
+    """What a committed version holds, read from its header (not its data)."""
+
+    version: int
+    regions: Tuple[RegionDescription, ...]
+    metadata: bytes
 
 
 def _version_stats(record: Dict[str, Any]) -> VersionStats:
@@ -179,25 +214,38 @@ def _index_list(values: Optional[Sequence[int]], what: str) -> List[int]:
         raise TypeError(f"protect: {what} must be a sequence of ints, not {values!r}") from None
 
 
-def _describe_numpy(label: str, array: np.ndarray) -> Tuple[Any, str, List[int]]:
-    if array.dtype.hasobject:
+_CONTIGUOUS_HINT = "numpy.ascontiguousarray, cupy.ascontiguousarray, tensor.contiguous()"
+
+
+def _read_only(label: str, what: str) -> InvalidArgumentError:
+    return InvalidArgumentError(
+        f"protect: region '{label}' is {what}; restart needs writable memory"
+    )
+
+
+def _not_contiguous(label: str, why: str) -> InvalidArgumentError:
+    return InvalidArgumentError(
+        f"protect: region '{label}' {why}; pass a C-contiguous array "
+        f"({_CONTIGUOUS_HINT}) and keep that array as the live state"
+    )
+
+
+def _check_plain_dtype(label: str, dtype: np.dtype) -> None:
+    if dtype.hasobject:
         raise InvalidArgumentError(
-            f"protect: region '{label}' holds Python objects (dtype {array.dtype}); "
+            f"protect: region '{label}' holds Python objects (dtype {dtype}); "
             "only plain numeric/bytes data can be checkpointed"
         )
+
+
+def _describe_numpy(label: str, array: np.ndarray) -> Tuple[Any, str, List[int]]:
+    _check_plain_dtype(label, array.dtype)
     if not array.flags.c_contiguous:
         if array.ndim > 1 and array.flags.f_contiguous:
-            why = "is Fortran-ordered (not C-contiguous)"
-        else:
-            why = "is a non-contiguous (strided) view"
-        raise InvalidArgumentError(
-            f"protect: region '{label}' {why}; pass a C-contiguous array "
-            "(e.g. numpy.ascontiguousarray) and keep that array as the live state"
-        )
+            raise _not_contiguous(label, "is Fortran-ordered (not C-contiguous)")
+        raise _not_contiguous(label, "is a non-contiguous (strided) view")
     if not array.flags.writeable:
-        raise InvalidArgumentError(
-            f"protect: region '{label}' is read-only; restart needs writable memory"
-        )
+        raise _read_only(label, "read-only")
     # A flat byte view of the same memory: works for every dtype (including
     # ones DLPack cannot describe) and pins the buffer while protected.
     flat = array.reshape(-1).view(np.uint8)
@@ -211,9 +259,7 @@ def _describe_buffer(label: str, obj: Any) -> Optional[Tuple[Any, str, List[int]
         return None
     with mv:
         if mv.readonly:
-            raise InvalidArgumentError(
-                f"protect: region '{label}' is a read-only buffer; restart needs writable memory"
-            )
+            raise _read_only(label, "a read-only buffer")
         if not mv.c_contiguous:
             raise InvalidArgumentError(
                 f"protect: region '{label}' is not a C-contiguous buffer"
@@ -225,6 +271,95 @@ def _describe_buffer(label: str, obj: Any) -> Optional[Tuple[Any, str, List[int]
         shape = [int(n) for n in (mv.shape or ())]
     flat = np.frombuffer(obj, dtype=np.uint8)
     return flat, dtype, shape
+
+
+# DLPack device types (dlpack.h DLDeviceType) and the memory kind each is.
+_DLPACK_KINDS = {1: "host", 3: "host", 2: "device", 13: "managed"}  # CPU, CUDA host, CUDA, CUDA managed
+
+
+def _declared_kind(label: str, obj: Any) -> Optional[str]:
+    """The memory kind ``obj.__dlpack_device__()`` declares; None without one."""
+    method = getattr(obj, "__dlpack_device__", None)
+    if method is None:
+        return None
+    device_type = int(method()[0])
+    kind = _DLPACK_KINDS.get(device_type)
+    if kind is None:
+        raise InvalidArgumentError(
+            f"protect: region '{label}' is on DLPack device type {device_type}, not in host, CUDA device "
+            "or CUDA managed memory; copy it to one of those"
+        )
+    return kind
+
+
+def _cuda_array_interface(label: str, obj: Any) -> Optional[Dict[str, Any]]:
+    """``obj.__cuda_array_interface__``, or None when it has none (a CPU
+    torch tensor raises AttributeError) or when DLPack describes the array
+    better: an element type the interface cannot name (PyTorch bfloat16 is
+    typestr '<V2', or a KeyError in older versions)."""
+    dlpack = hasattr(obj, "__dlpack__")
+    try:
+        interface = obj.__cuda_array_interface__
+    except AttributeError:
+        return None
+    except Exception as exc:  # noqa: BLE001  (PyTorch: RuntimeError for a tensor that requires grad)
+        if dlpack and isinstance(exc, (TypeError, KeyError)):
+            return None
+        raise TypeError(
+            f"protect: region '{label}': its __cuda_array_interface__ failed ({type(exc).__name__}: {exc})"
+        ) from exc
+    if dlpack and isinstance(interface, dict) and str(interface.get("typestr", ""))[1:2] == "V":
+        return None
+    return interface
+
+
+def _describe_cuda_array(label: str, interface: Dict[str, Any]) -> Tuple[int, int, str, List[int]]:
+    """(pointer, bytes, dtype name, shape) of a CUDA array interface (any
+    version: data, shape, typestr, strides and mask mean the same in 0 to 3).
+    The stream (version 3) is not used: a region is read at each checkpoint,
+    not now; the application finishes its writes before checkpoint()."""
+    try:
+        pointer, readonly = interface["data"]
+        shape = [operator.index(n) for n in interface["shape"]]
+        typestr = interface["typestr"]
+        operator.index(interface["version"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise TypeError(
+            f"protect: region '{label}': malformed __cuda_array_interface__ "
+            f"(needs data=(pointer, read-only flag), shape, typestr and version): {exc!r}"
+        ) from None
+    if readonly:
+        raise _read_only(label, "read-only (its __cuda_array_interface__ says so)")
+    if interface.get("mask") is not None:
+        raise InvalidArgumentError(f"protect: region '{label}' is a masked array; pass its data alone")
+    try:
+        dtype = np.dtype(typestr)
+    except (TypeError, ValueError):
+        raise InvalidArgumentError(
+            f"protect: region '{label}' has the element type {typestr!r}, which NumPy does not know"
+        ) from None
+    _check_plain_dtype(label, dtype)
+    elements = 1
+    for extent in shape:
+        elements *= extent
+    if elements == 0:
+        raise InvalidArgumentError(
+            f"protect: region '{label}' is empty (no elements); a region needs at least one byte"
+        )
+    strides = interface.get("strides")
+    if strides is not None:
+        strides = tuple(strides)
+        if len(strides) != len(shape):
+            raise TypeError(
+                f"protect: region '{label}': malformed __cuda_array_interface__ "
+                f"(strides {strides} for shape {tuple(shape)})"
+            )
+        expected = dtype.itemsize
+        for extent, stride in zip(reversed(shape), reversed(strides)):
+            if extent != 1 and stride != expected:
+                raise _not_contiguous(label, f"is not C-contiguous (strides {strides} in bytes)")
+            expected *= extent
+    return operator.index(pointer), elements * dtype.itemsize, dtype.name, shape
 
 
 def _fortran_handle(comm: Any) -> int:
@@ -326,16 +461,22 @@ class Store:
         global_shape: Optional[Sequence[int]] = None,
         offset: Optional[Sequence[int]] = None,
     ) -> None:
-        """Registers ``array`` (a writable C-contiguous CPU buffer: NumPy
-        array, bytearray, array.array, or a DLPack producer) under ``label``.
-        The memory is read at each checkpoint and overwritten by restart; the
-        store keeps a reference to ``array`` until :meth:`unprotect`.
+        """Registers ``array`` under ``label``: a writable C-contiguous array
+        in host memory (NumPy array, bytearray, array.array, a CPU DLPack
+        producer), in CUDA device memory (an object with
+        ``__cuda_array_interface__``, such as CuPy, PyTorch CUDA tensors,
+        Numba, JAX; or a DLPack producer on a CUDA device), or in CUDA
+        managed memory (the CUDA driver or ``__dlpack_device__`` says so).
+        The memory is read at each checkpoint and overwritten by
+        restart; the store keeps a reference to ``array`` until
+        :meth:`unprotect`. Device regions need ``capture_mode`` copy or
+        delta, and a GPU unless ``device_backend="host"`` (docs/gpu.md).
 
-        ``global_shape`` and ``offset`` (MPI stores) declare ``array`` as this
-        rank's block of a global array: the global array's shape and the
-        element index of the block's first element in it, one entry per axis
-        of ``array``, whose shape and dtype are the block's. Restart on
-        another number of ranks reassembles such regions, and
+        ``global_shape`` and ``offset`` (MPI stores, host regions) declare
+        ``array`` as this rank's block of a global array: the global array's
+        shape and the element index of the block's first element in it, one
+        entry per axis of ``array``, whose shape and dtype are the block's.
+        Restart on another number of ranks reassembles such regions, and
         ``resurgo export`` writes them as one HDF5 dataset."""
         if not isinstance(label, str):
             raise TypeError(f"protect: label must be a str, not {type(label).__name__}")
@@ -343,29 +484,60 @@ class Store:
             raise InvalidArgumentError("protect: the label must be a non-empty str")
         if label in self._regions:
             raise InvalidArgumentError(f"protect: label '{label}' is already protected")
+        used = {region.id for region in self._regions.values()}
+        region_id = next(i for i in range(len(used) + 1) if i not in used)
+        block = _index_list(global_shape, "global_shape"), _index_list(offset, "offset")
+
+        # What to hand the core: host memory as a buffer; CUDA memory by the
+        # pointer of its CUDA array interface (no DLPack capsule consumed)
+        # or, for a DLPack-only producer, as an array the core imports.
+        kind, view = "host", array
         if isinstance(array, np.ndarray):
             view, dtype, shape = _describe_numpy(label, array)
-            shape_arg: Optional[List[int]] = shape
+            entry, args = self._core.protect, (view, label, dtype, shape, *block)
+        elif (interface := _cuda_array_interface(label, array)) is not None:
+            pointer, nbytes, dtype, shape = _describe_cuda_array(label, interface)
+            # The driver knows managed memory even where the object does not
+            # say so (Numba, a PyTorch managed allocator).
+            if _core._cuda_pointer_is_managed(pointer):
+                kind = "managed"
+            else:
+                kind = _declared_kind(label, array) or "device"
+            if kind == "host":
+                raise InvalidArgumentError(
+                    f"protect: region '{label}' is host memory (its __dlpack_device__ says so) seen "
+                    "through __cuda_array_interface__; protect a host (NumPy) view of it"
+                )
+            entry, args = getattr(self._core, f"protect_{kind}"), (pointer, nbytes, label, dtype, shape)
         else:
             described = _describe_buffer(label, array)
             if described is not None:
                 view, dtype, shape_arg = described
+                entry, args = self._core.protect, (view, label, dtype, shape_arg, *block)
             elif hasattr(array, "__dlpack__"):
-                view, dtype, shape_arg = array, "", None
+                kind = _declared_kind(label, array) or "host"
+                if kind == "host":
+                    entry, args = self._core.protect, (array, label, "", None, *block)
+                else:
+                    entry, args = getattr(self._core, f"protect_{kind}"), (array, label)
             else:
                 raise TypeError(
                     f"protect: region '{label}': {type(array).__name__} is not a buffer "
-                    "(expected a NumPy array, bytearray or another writable buffer)"
+                    "(expected a NumPy array, bytearray or another writable buffer, an object with "
+                    "__cuda_array_interface__, or a DLPack producer)"
                 )
-        used = {region.id for region in self._regions.values()}
-        region_id = next(i for i in range(len(used) + 1) if i not in used)
-        block = _index_list(global_shape, "global_shape"), _index_list(offset, "offset")
+        if kind != "host" and (block[0] or block[1]):
+            raise InvalidArgumentError(
+                f"protect: region '{label}' is in CUDA {kind} memory; global_shape and offset "
+                "(a block of a global array) are supported for host regions only"
+            )
         try:
-            self._core.protect(region_id, view, label, dtype, shape_arg, *block)
+            entry(region_id, *args)
         except TypeError as exc:
+            where = {"host": "CPU", "device": "CUDA device", "managed": "CUDA managed"}[kind]
             raise TypeError(
                 f"protect: region '{label}': {type(array).__name__} is not a writable "
-                f"C-contiguous CPU array ({exc})"
+                f"C-contiguous {where} array ({exc})"
             ) from None
         self._regions[label] = _Region(region_id, label, array, view)
 
@@ -441,6 +613,16 @@ class Store:
         """The policy's current interval in seconds; None before the first
         checkpoint measured its cost (or with no policy)."""
         return self._core.checkpoint_interval()
+
+    def describe(self, version: int) -> VersionDescription:
+        """The regions (label, kind, bytes, dtype, shape) and metadata of the
+        committed ``version``, read from the header of its fastest intact
+        copy without reading its data. NotFoundError when no level holds it."""
+        record = self._core.describe(_version_arg(version, "describe"))
+        regions = tuple(
+            RegionDescription(**{**region, "shape": tuple(region["shape"])}) for region in record["regions"]
+        )
+        return VersionDescription(version=record["version"], regions=regions, metadata=record["metadata"])
 
     def versions(self) -> List[VersionInfo]:
         return [

@@ -30,6 +30,7 @@
 #include "format/codec.h"
 #include "format/container.h"
 #include "format/manifest.h"
+#include "gpu/device_access.h"
 #include "tier/directory_tier.h"
 #include "resurgo/auto.hpp"
 #include "resurgo/resurgo.hpp"
@@ -116,14 +117,26 @@ std::string dlpack_dtype_name(nb::dlpack::dtype dt) {
   return prefix + std::to_string(dt.bits);
 }
 
-const char* kind_name(resurgo::format::RegionKind kind) {
+// Region kinds: "host" | "device" | "managed", in describe(), inspect() and
+// _write_container(). A container's format::RegionKind holds the same values
+// as the public resurgo::MemoryKind (the store writes one as the other).
+constexpr std::array kMemoryKinds{resurgo::MemoryKind::kHost, resurgo::MemoryKind::kDevice,
+                                  resurgo::MemoryKind::kManaged};
+static_assert(static_cast<int>(resurgo::MemoryKind::kHost) == static_cast<int>(resurgo::format::RegionKind::kHost));
+static_assert(static_cast<int>(resurgo::MemoryKind::kDevice) == static_cast<int>(resurgo::format::RegionKind::kDevice));
+static_assert(static_cast<int>(resurgo::MemoryKind::kManaged) ==
+              static_cast<int>(resurgo::format::RegionKind::kManaged));
+
+const char* kind_name(resurgo::MemoryKind kind) {
   switch (kind) {
-    case resurgo::format::RegionKind::kHost: return "host";
-    case resurgo::format::RegionKind::kDevice: return "device";
-    case resurgo::format::RegionKind::kManaged: return "managed";
+    case resurgo::MemoryKind::kHost: return "host";
+    case resurgo::MemoryKind::kDevice: return "device";
+    case resurgo::MemoryKind::kManaged: return "managed";
   }
   return "unknown";
 }
+
+const char* kind_name(resurgo::format::RegionKind kind) { return kind_name(static_cast<resurgo::MemoryKind>(kind)); }
 
 nb::bytes to_bytes(const std::vector<std::byte>& data) {
   return nb::bytes(reinterpret_cast<const char*>(data.data()), data.size());
@@ -165,14 +178,67 @@ class PyStore {
 
   resurgo::Store& store() { return *store_; }
 
-  // Registers the memory of `array` (a writable CPU buffer, C-contiguous).
-  // `dtype`/`shape` override what the buffer itself describes (the Python
-  // layer passes NumPy's dtype name and shape with a flat byte view).
+  // Registers the memory of `array` (a writable host buffer, C-contiguous:
+  // DLPack device CPU or CUDA pinned host). `dtype`/`shape` override what
+  // the buffer itself describes (the Python layer passes NumPy's dtype name
+  // and shape with a flat byte view).
   // `global_shape`/`offset`: where the region lies in a global array (empty:
   // a region of this rank alone).
-  void protect(int id, nb::ndarray<nb::device::cpu> array, const std::string& label, const std::string& dtype,
-               std::optional<std::vector<std::int64_t>> shape, std::vector<std::int64_t> global_shape,
+  void protect(int id, nb::ndarray<> array, const std::string& label, const std::string& dtype,
+               const std::optional<std::vector<std::int64_t>>& shape, std::vector<std::int64_t> global_shape,
                std::vector<std::int64_t> offset) {
+    const auto [bytes, type] = array_region(resurgo::MemoryKind::kHost, array, label, dtype, shape);
+    store_->protect(id, array.data(), bytes, label, type,
+                    resurgo::GlobalBlock{std::move(global_shape), std::move(offset)});
+  }
+
+  // A region in CUDA device (Kind kDevice) or managed (kManaged) memory,
+  // given by DLPack: an array whose device is that memory.
+  template <resurgo::MemoryKind Kind>
+  void protect_cuda_array(int id, nb::ndarray<> array, const std::string& label) {
+    const auto [bytes, type] = array_region(Kind, array, label, "", std::nullopt);
+    add_cuda_region(Kind, id, array.data(), bytes, label, type);
+  }
+
+  // The same given by pointer (the CUDA array interface): the Python layer
+  // has read and checked `bytes`, `dtype` and `shape` from the interface.
+  template <resurgo::MemoryKind Kind>
+  void protect_cuda_pointer(int id, std::uintptr_t pointer, std::uint64_t bytes, const std::string& label,
+                            const std::string& dtype, std::vector<std::int64_t> shape) {
+    add_cuda_region(Kind, id, reinterpret_cast<void*>(pointer), static_cast<std::size_t>(bytes), label,
+                    resurgo::ElementType{dtype, std::move(shape)});
+  }
+
+ private:
+  void add_cuda_region(resurgo::MemoryKind kind, int id, void* data, std::size_t bytes, const std::string& label,
+                       const resurgo::ElementType& type) {
+    if (kind == resurgo::MemoryKind::kDevice) {
+      store_->protect_device(id, data, bytes, label, type);
+    } else {
+      store_->protect_managed(id, data, bytes, label, type);
+    }
+  }
+
+  // The byte count and element type of `array` as region `label` of `kind`:
+  // its DLPack device must be that memory, its elements whole bytes, its
+  // layout C-contiguous, its size not zero. `dtype`/`shape` override what
+  // the array describes.
+  static std::pair<std::size_t, resurgo::ElementType> array_region(
+      resurgo::MemoryKind kind, const nb::ndarray<>& array, const std::string& label, const std::string& dtype,
+      const std::optional<std::vector<std::int64_t>>& shape) {
+    const int device = array.device_type();
+    const bool host = device == nb::device::cpu::value || device == nb::device::cuda_host::value;
+    const bool matches = kind == resurgo::MemoryKind::kHost     ? host
+                         : kind == resurgo::MemoryKind::kDevice ? device == nb::device::cuda::value
+                                                                : device == nb::device::cuda_managed::value;
+    if (!matches)
+      raise(resurgo::ErrorCode::kInvalidArgument,
+            "protect: region '" + label + "' is an array on DLPack device type " + std::to_string(device) +
+                ", not in " + kind_name(kind) +
+                " memory (host: CPU 1 or CUDA host 3; device: CUDA 2; managed: CUDA managed 13)");
+    if (array.size() == 0)
+      raise(resurgo::ErrorCode::kInvalidArgument,
+            "protect: region '" + label + "' is empty (no elements); a region needs at least one byte");
     const nb::dlpack::dtype dt = array.dtype();
     const std::uint64_t bits = static_cast<std::uint64_t>(dt.bits) * dt.lanes;
     if (bits == 0 || bits % 8 != 0)
@@ -187,11 +253,10 @@ class PyStore {
       if (extent != 1 && array.stride(i) != expected)
         raise(resurgo::ErrorCode::kInvalidArgument,
               "protect: region '" + label +
-                  "' is not C-contiguous (Fortran-order or strided view); pass a "
-                  "C-contiguous array (e.g. numpy.ascontiguousarray) that stays alive");
+                  "' is not C-contiguous (Fortran-order or strided view); pass a C-contiguous array "
+                  "(numpy.ascontiguousarray, cupy.ascontiguousarray, tensor.contiguous()) that stays alive");
       expected *= extent;
     }
-    const std::uint64_t bytes = static_cast<std::uint64_t>(array.size()) * static_cast<std::uint64_t>(itemsize);
     resurgo::ElementType type;
     type.dtype = dtype.empty() ? dlpack_dtype_name(dt) : dtype;
     if (shape) {
@@ -200,11 +265,9 @@ class PyStore {
       for (std::size_t i = 0; i < array.ndim(); ++i)
         type.shape.push_back(static_cast<std::int64_t>(array.shape(i)));
     }
-    store_->protect(id, array.data(), static_cast<std::size_t>(bytes), label, type,
-                    resurgo::GlobalBlock{std::move(global_shape), std::move(offset)});
+    return {static_cast<std::size_t>(array.size()) * static_cast<std::size_t>(itemsize), std::move(type)};
   }
 
- private:
   std::unique_ptr<resurgo::Store> store_;
 };
 
@@ -246,6 +309,7 @@ nb::dict restart_report_dict(const resurgo::RestartReport& r) {
   d["level"] = r.level < 0 ? nb::none() : nb::cast(r.level);
   d["seconds"] = r.seconds;
   d["bytes"] = r.bytes;
+  d["bytes_from_device_cache"] = r.bytes_from_device_cache;
   nb::list skipped;
   for (const std::string& line : r.skipped) skipped.append(nb::str(line.c_str(), line.size()));
   d["skipped"] = skipped;
@@ -253,6 +317,27 @@ nb::dict restart_report_dict(const resurgo::RestartReport& r) {
   for (int version : r.chain) chain.append(version);
   d["chain"] = chain;
   return d;
+}
+
+nb::dict version_description_dict(const resurgo::VersionDescription& d) {
+  nb::list regions;
+  for (const resurgo::RegionDescription& r : d.regions) {
+    nb::dict e;
+    e["id"] = r.id;
+    e["label"] = r.label;
+    e["kind"] = kind_name(r.kind);
+    e["bytes"] = r.bytes;
+    e["dtype"] = r.type.dtype;
+    nb::list shape;
+    for (std::int64_t extent : r.type.shape) shape.append(extent);
+    e["shape"] = shape;
+    regions.append(e);
+  }
+  nb::dict out;
+  out["version"] = d.version;
+  out["regions"] = regions;
+  out["metadata"] = to_bytes(d.metadata);
+  return out;
 }
 
 // ---------------------------------------------------------------------------
@@ -310,9 +395,8 @@ nb::dict inspect(const std::string& path) {
 }
 
 resurgo::format::RegionKind kind_from_name(const std::string& name) {
-  for (auto kind : {resurgo::format::RegionKind::kHost, resurgo::format::RegionKind::kDevice,
-                    resurgo::format::RegionKind::kManaged}) {
-    if (name == kind_name(kind)) return kind;
+  for (resurgo::MemoryKind kind : kMemoryKinds) {
+    if (name == kind_name(kind)) return static_cast<resurgo::format::RegionKind>(kind);
   }
   raise(resurgo::ErrorCode::kInvalidArgument, "unknown region kind '" + name + "'");
 }
@@ -585,9 +669,17 @@ NB_MODULE(_core, m) {
       .def_prop_ro("name", [](PyStore& s) { return s.store().name(); })
       .def_prop_ro("rank", [](PyStore& s) { return s.store().rank(); })
       .def("close", [](PyStore& s) { without_gil([&] { s.store().close(); }); })
-      .def("protect", &PyStore::protect, "id"_a, "array"_a, "label"_a, "dtype"_a = "",
+      .def("protect", &PyStore::protect, "id"_a, "array"_a.noconvert(), "label"_a, "dtype"_a = "",
            "shape"_a = nb::none(), "global_shape"_a = std::vector<std::int64_t>{},
            "offset"_a = std::vector<std::int64_t>{})
+      .def("protect_device", &PyStore::protect_cuda_array<resurgo::MemoryKind::kDevice>, "id"_a,
+           "array"_a.noconvert(), "label"_a)
+      .def("protect_device", &PyStore::protect_cuda_pointer<resurgo::MemoryKind::kDevice>, "id"_a, "pointer"_a,
+           "bytes"_a, "label"_a, "dtype"_a, "shape"_a)
+      .def("protect_managed", &PyStore::protect_cuda_array<resurgo::MemoryKind::kManaged>, "id"_a,
+           "array"_a.noconvert(), "label"_a)
+      .def("protect_managed", &PyStore::protect_cuda_pointer<resurgo::MemoryKind::kManaged>, "id"_a, "pointer"_a,
+           "bytes"_a, "label"_a, "dtype"_a, "shape"_a)
       .def("unprotect", [](PyStore& s, int id) { s.store().unprotect(id); }, "id"_a)
       .def("set_metadata",
            [](PyStore& s, nb::bytes data) { s.store().set_metadata(data.c_str(), data.size()); },
@@ -599,6 +691,11 @@ NB_MODULE(_core, m) {
            [](PyStore& s, int v, int level) { without_gil([&] { s.store().wait(v, level); }); },
            "version"_a, "level"_a)
       .def("latest", [](PyStore& s) { return without_gil([&] { return s.store().latest(); }); })
+      .def("describe",
+           [](PyStore& s, int v) {
+             return version_description_dict(without_gil([&] { return s.store().describe(v); }));
+           },
+           "version"_a)
       .def("restart",
            [](PyStore& s, int v) { return without_gil([&] { return s.store().restart(v); }); },
            "version"_a)
@@ -647,6 +744,15 @@ NB_MODULE(_core, m) {
       "Removes every rank's file of `version` from a level's store directory, under the store's lock; "
       "refuses a version that other versions there stand on unless with_dependents. Returns the versions "
       "removed, newest first.");
+  m.def(
+      "_cuda_pointer_is_managed",
+      [](std::uintptr_t pointer) {
+        return resurgo::gpu::kind_if_cuda_is_loaded(reinterpret_cast<const void*>(pointer)) ==
+               resurgo::MemoryKind::kManaged;
+      },
+      "pointer"_a,
+      "Whether the CUDA driver, when this process has loaded it, says `pointer` is CUDA managed memory "
+      "(False when it is not loaded: then the process holds no CUDA memory).");
   m.def("inspect", &inspect, "path"_a,
         "Parses a container file's header and index (no chunk data) into a dict.");
   m.def("_write_container", &write_container, "path"_a, "header"_a, "chunks"_a,
