@@ -114,7 +114,9 @@ LatePinOptions options_for(const Options& opt) {
   } else if (opt.method == "off") {
     options.pin = PinPolicy::kOff;
   } else {
-    options.touch = parse_touch_setting(opt.method);  // concurrent | sequential | auto
+    resurgo::Config config;
+    config.set("buffer.touch", opt.method);  // concurrent | sequential | auto
+    options.touch = config.buffer.touch;
   }
   return options;
 }

@@ -20,6 +20,14 @@ enum class CaptureMode : std::uint8_t { kCopy = 0, kFork = 1, kAuto = 2, kDelta 
 enum class LogLevel : int { kOff = 0, kError = 1, kWarn = 2, kInfo = 3, kDebug = 4 };
 enum class IntervalPolicy : std::uint8_t { kNone = 0, kSeconds = 1, kOverhead = 2, kYoungDaly = 3 };
 enum class PartnerScheme : std::uint8_t { kNone = 0, kPartner = 1, kXor = 2 };
+// The L1 host buffer of device regions (docs/gpu_late_pin.md): when it is
+// pinned, and how its pages are touched before.
+enum class PinPolicy : std::uint8_t {
+  kLazy = 0,   // touch every page, then pin (one process of the node at a time)
+  kEager = 1,  // populate and pin the whole buffer up front: the traditional way
+  kOff = 2,    // touch, never pin
+};
+enum class TouchSetting : std::uint8_t { kAuto = 0, kConcurrent = 1, kSequential = 2 };
 // What stands for the GPU: the CUDA driver, or ordinary host memory (device
 // regions are then host memory: tests and the host analog of the benchmarks).
 enum class DeviceBackend : std::uint8_t { kCuda = 0, kHost = 1 };
@@ -41,6 +49,13 @@ struct Config {
   } delta;
   struct Buffer {  // L1: bounded host staging buffer
     std::uint64_t capacity = 0;  // bytes; 0 = auto (2x the protected bytes, at most 1/4 of physical memory)
+    // Device regions' buffer only: lazy | eager | off, and auto (the
+    // performance model) | concurrent | sequential.
+    PinPolicy pin = PinPolicy::kLazy;
+    TouchSetting touch = TouchSetting::kAuto;
+    // Where the node-local token that lets one process pin at a time lives;
+    // "" = no token.
+    std::string pin_token_dir = "/dev/shm";
   } buffer;
   struct Device {  // L0: device cache of the device regions (docs/gpu.md)
     std::uint64_t capacity = 0;               // bytes of device memory per store; 0 = no L0

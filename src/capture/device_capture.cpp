@@ -25,7 +25,9 @@ std::unique_ptr<gpu::DeviceCache> open_cache(const Config& config, const Logger&
 
 // The host copy of one version's device regions, and its place in L0.
 struct DeviceCapture::Staging {
-  std::unique_ptr<std::byte[]> bytes;
+  std::shared_ptr<DeviceStaging> buffer;        // outlives `block`
+  std::unique_ptr<DeviceStaging::Block> block;  // the host copy, once staged
+  std::uint64_t bytes = 0;
   std::shared_ptr<gpu::DeviceCache> cache;  // null when the version bypassed L0
   std::int64_t version = -1;
   bool flushed = false;
@@ -39,7 +41,10 @@ struct DeviceCapture::Staging {
 };
 
 DeviceCapture::DeviceCapture(const Config& config, const Logger& log)
-    : log_(log), access_(gpu::open_device_access(config.device.backend)), cache_(open_cache(config, log)) {
+    : config_(config),
+      log_(log),
+      access_(gpu::open_device_access(config.device.backend)),
+      cache_(open_cache(config, log)) {
   log_.info("device regions through " + access_->name() +
             (cache_ ? ", L0 device cache on " + cache_->memory_name() : std::string(", no L0 device cache")));
 }
@@ -75,24 +80,34 @@ void DeviceCapture::take_device_regions(const std::vector<Region>& regions, Snap
     bytes += region.bytes;
   }
   if (device.empty()) return;
-  auto staging = std::make_shared<Staging>();
-  staging->bytes = std::make_unique_for_overwrite<std::byte[]>(bytes);
   const Clock::time_point started = Clock::now();
+  const double compute_seconds =
+      previous_take_end_ ? std::chrono::duration<double>(started - *previous_take_end_).count() : 0;
+  if (!staging_) {
+    const std::uint64_t capacity =
+        config_.buffer.capacity > 0 ? config_.buffer.capacity : default_buffer_capacity(bytes);
+    staging_ = std::make_shared<DeviceStaging>(config_, capacity, log_);
+  }
+  auto staging = std::make_shared<Staging>();
+  staging->buffer = staging_;
+  staging->bytes = bytes;
   if (cache_) take_into_cache(snapshot.header.version, device, snapshot, staging);
   if (staging->cache == nullptr) take_to_host(device, *staging);
   times.copy_seconds += seconds_since(started);
+  staging_->checkpoint_taken(bytes, compute_seconds);
   std::function<void()> release_host = std::move(snapshot.release);
   snapshot.release = [release_host = std::move(release_host), staging] {
     if (release_host) release_host();
     staging->release_cache();  // a version whose staging never ran
-    staging->bytes.reset();
+    staging->block.reset();
   };
   for (std::size_t index = 0, offset = 0; index < regions.size(); ++index) {
     if (regions[index].kind != MemoryKind::kDevice) continue;
-    const std::byte* source = staging->cache ? nullptr : staging->bytes.get() + offset;
+    const std::byte* source = staging->block ? staging->block->data() + offset : nullptr;
     snapshot.extents.push_back(Extent{static_cast<std::uint32_t>(index), 0, regions[index].bytes, source});
     offset += regions[index].bytes;
   }
+  previous_take_end_ = Clock::now();
   std::sort(snapshot.extents.begin(), snapshot.extents.end(), [](const Extent& a, const Extent& b) {
     return a.region != b.region ? a.region < b.region : a.offset < b.offset;
   });
@@ -113,28 +128,32 @@ void DeviceCapture::take_into_cache(std::int64_t version, const std::vector<cons
   staging->cache = cache_;
   staging->version = version;
   snapshot.stage = [staging](std::vector<Extent>& extents) {
-    std::uint64_t offset = 0;
-    for (Extent& extent : extents) {
-      if (extent.source != nullptr) continue;
-      extent.source = staging->bytes.get() + offset;
-      offset += extent.bytes;
-    }
     try {
-      staging->cache->read(staging->version, 0, staging->bytes.get(), offset);
+      staging->block = staging->buffer->stage(staging->bytes, [&](std::byte* target) {
+        staging->cache->read(staging->version, 0, target, staging->bytes);
+      });
     } catch (...) {
       staging->release_cache();
       throw;
     }
     staging->release_cache();
+    std::uint64_t offset = 0;
+    for (Extent& extent : extents) {
+      if (extent.source != nullptr) continue;
+      extent.source = staging->block->data() + offset;
+      offset += extent.bytes;
+    }
   };
 }
 
 void DeviceCapture::take_to_host(const std::vector<const Region*>& device, Staging& staging) {
-  std::uint64_t offset = 0;
-  for (const Region* region : device) {
-    access_->to_host(staging.bytes.get() + offset, region->data, region->bytes);
-    offset += region->bytes;
-  }
+  staging.block = staging.buffer->stage(staging.bytes, [&](std::byte* target) {
+    std::uint64_t offset = 0;
+    for (const Region* region : device) {
+      access_->to_host(target + offset, region->data, region->bytes);
+      offset += region->bytes;
+    }
+  });
 }
 
 DeviceRestart::DeviceRestart(const Registry& registry, DeviceCapture& device, int version)

@@ -5,13 +5,16 @@
 // writer and tells the cache the version is flushed, so that it may be
 // evicted (first in, first out) once the cache is full. Without L0, or for a
 // version the cache cannot hold, the regions are copied device to host before
-// checkpoint() returns (the L0 bypass, logged by the cache).
+// checkpoint() returns (the L0 bypass, logged by the cache). Either way the
+// host copy goes to the L1 host buffer that pins late (device_staging.h),
+// sized at the first capture: buffer.capacity, or twice that version.
 //
 // Once checkpoint() returned, the version no longer reads the application's
 // device memory (L0 and the host copy are the store's own), so a device
 // region may be freed right after unprotect().
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -20,6 +23,7 @@
 #include <vector>
 
 #include "capture/capture.h"
+#include "capture/device_staging.h"
 #include "core/log.h"
 #include "core/registry.h"
 #include "gpu/device_access.h"
@@ -72,8 +76,11 @@ class DeviceCapture {
                        const std::shared_ptr<Staging>& staging);
   void take_to_host(const std::vector<const Region*>& device, Staging& staging);
 
+  const Config& config_;
   const Logger& log_;
   std::unique_ptr<gpu::DeviceAccess> access_;
+  std::shared_ptr<DeviceStaging> staging_;  // made at the first capture, sized for it; shared with versions in flight
+  std::optional<std::chrono::steady_clock::time_point> previous_take_end_;  // the compute interval starts there
   std::shared_ptr<gpu::DeviceCache> cache_;  // shared with the stage hooks of versions in flight
   // The device regions of each version L0 may still hold (pruned at take()).
   std::map<std::int64_t, std::vector<CachedRegion>> cached_layouts_;

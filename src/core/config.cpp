@@ -167,7 +167,20 @@ const std::vector<std::pair<std::string, Setter>>& setters() {
        [](Config& c, const std::string& k, const std::string& v) {
          c.buffer.capacity = lower(trim(v)) == "auto" ? 0 : parse_size(k, v);
        }},
-      {"device.capacity", [](Config& c, const std::string& k, const std::string& v) { c.device.capacity = parse_size(k, v); }},
+      {"buffer.pin",
+       [](Config& c, const std::string& k, const std::string& v) {
+         c.buffer.pin = parse_choice<PinPolicy>(
+             k, v, {{"lazy", PinPolicy::kLazy}, {"eager", PinPolicy::kEager}, {"off", PinPolicy::kOff}});
+       }},
+      {"buffer.touch",
+       [](Config& c, const std::string& k, const std::string& v) {
+         c.buffer.touch = parse_choice<TouchSetting>(
+             k, v, {{"auto", TouchSetting::kAuto}, {"concurrent", TouchSetting::kConcurrent},
+                    {"sequential", TouchSetting::kSequential}});
+       }},
+      {"buffer.pin_token_dir", [](Config& c, const std::string&, const std::string& v) { c.buffer.pin_token_dir = v; }},
+      {"device.capacity",
+       [](Config& c, const std::string& k, const std::string& v) { c.device.capacity = parse_size(k, v); }},
       {"device.chunk",
        [](Config& c, const std::string& k, const std::string& v) {
          c.device.chunk = parse_size(k, v);
@@ -175,7 +188,8 @@ const std::vector<std::pair<std::string, Setter>>& setters() {
        }},
       {"device.backend",
        [](Config& c, const std::string& k, const std::string& v) {
-         c.device.backend = parse_choice<DeviceBackend>(k, v, {{"cuda", DeviceBackend::kCuda}, {"host", DeviceBackend::kHost}});
+         c.device.backend =
+             parse_choice<DeviceBackend>(k, v, {{"cuda", DeviceBackend::kCuda}, {"host", DeviceBackend::kHost}});
        }},
       {"memory.every",
        [](Config& c, const std::string& k, const std::string& v) {

@@ -7,6 +7,7 @@
 #include "gpu/host_memory.h"
 #ifdef RESURGO_HAVE_CUDA_HEADERS
 #include "gpu/cuda_device_access.h"
+#include "gpu/cuda_host_pinner.h"
 #include "gpu/cuda_vmm_memory.h"
 #endif
 
@@ -46,6 +47,15 @@ std::unique_ptr<DeviceMemory> open_device_memory(DeviceBackend backend) {
   if (backend == DeviceBackend::kHost) return std::make_unique<HostMemory>();
 #ifdef RESURGO_HAVE_CUDA_HEADERS
   return std::make_unique<CudaVmmMemory>();
+#else
+  no_cuda_support();
+#endif
+}
+
+std::unique_ptr<HostPinner> open_host_pinner(DeviceBackend backend) {
+  if (backend == DeviceBackend::kHost) return make_mlock_pinner();
+#ifdef RESURGO_HAVE_CUDA_HEADERS
+  return std::make_unique<CudaHostPinner>();
 #else
   no_cuda_support();
 #endif

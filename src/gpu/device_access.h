@@ -11,6 +11,7 @@
 #include <string>
 
 #include "gpu/device_memory.h"
+#include "gpu/host_pinner.h"
 #include "resurgo/config.hpp"
 #include "resurgo/resurgo.hpp"
 
@@ -32,6 +33,8 @@ class DeviceAccess {
 // cannot be used (absent, stub, too old, no device).
 std::unique_ptr<DeviceAccess> open_device_access(DeviceBackend backend);
 std::unique_ptr<DeviceMemory> open_device_memory(DeviceBackend backend);
+// cuMemHostRegister for the CUDA backend, mlock (its host stand-in) otherwise.
+std::unique_ptr<HostPinner> open_host_pinner(DeviceBackend backend);
 
 // The kind of `pointer` when this process already uses the CUDA driver (it
 // is loaded); none otherwise. A process that never loaded the driver holds

@@ -70,20 +70,6 @@ const char* to_string(LatePinState state) {
   return "";
 }
 
-PinPolicy parse_pin_policy(const std::string& text) {
-  for (PinPolicy policy : {PinPolicy::kLazy, PinPolicy::kEager, PinPolicy::kOff}) {
-    if (text == to_string(policy)) return policy;
-  }
-  throw ConfigError("[buffer] pin = '" + text + "': expected lazy, eager or off");
-}
-
-TouchSetting parse_touch_setting(const std::string& text) {
-  for (TouchSetting setting : {TouchSetting::kAuto, TouchSetting::kConcurrent, TouchSetting::kSequential}) {
-    if (text == to_string(setting)) return setting;
-  }
-  throw ConfigError("[buffer] touch = '" + text + "': expected auto, concurrent or sequential");
-}
-
 LatePinBuffer::LatePinBuffer(LatePinOptions options, std::unique_ptr<HostPinner> pinner, const Logger& log)
     : options_(std::move(options)),
       pinner_(std::move(pinner)),

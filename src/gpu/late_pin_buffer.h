@@ -43,22 +43,18 @@
 #include "gpu/host_pinner.h"
 #include "gpu/registration_token.h"
 #include "gpu/touch_model.h"
+#include "resurgo/config.hpp"
 
 namespace resurgo::gpu {
 
-enum class PinPolicy {
-  kLazy,   // touch, then pin once every page is touched (with the token, when one is given)
-  kEager,  // populate and pin the whole buffer in the constructor: the traditional baseline
-  kOff,    // touch, never pin
-};
-enum class TouchSetting { kAuto, kConcurrent, kSequential };
+// [buffer] pin and touch (config.hpp): lazy pins once every page is touched
+// (with the token, when one is given), eager populates and pins the whole
+// buffer in the constructor (the traditional baseline), off never pins.
+using resurgo::PinPolicy;
+using resurgo::TouchSetting;
 
 const char* to_string(PinPolicy policy);
 const char* to_string(TouchSetting setting);
-// "lazy" | "eager" | "off", and "auto" | "concurrent" | "sequential":
-// ConfigError naming the option and the values accepted otherwise.
-PinPolicy parse_pin_policy(const std::string& text);
-TouchSetting parse_touch_setting(const std::string& text);
 
 struct LatePinOptions {
   std::size_t capacity = 0;  // rounded up to whole touch steps

@@ -6,12 +6,15 @@
 // the CUDA paths in gpu_cuda_test.cpp.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 #include "capture/capture.h"
 #include "capture/device_capture.h"
+#include "capture/device_staging.h"
 #include "pipeline/thread_pool.h"
 #include "resurgo/errors.hpp"
 #include "resurgo/resurgo.h"
@@ -256,6 +259,35 @@ TEST_F(DeviceCaptureTest, AVersionLargerThanL0IsCopiedToHostAtOnceAndTheCacheCou
   EXPECT_EQ(std::memcmp(cached.extents[0].source, values(1000, 2).data(), 4000), 0);
   cached.release();
   EXPECT_EQ(capture.cache_stats()->versions, 1u);
+}
+
+// The host buffer device regions are staged in: the late-pin buffer.
+TEST_F(DeviceCaptureTest, StagingFillsTheLatePinBufferWhichPinsOnceEveryPageIsTouched) {
+  TempDir token_dir;
+  const Config lazy = config({{"buffer.pin", "lazy"}, {"buffer.pin_token_dir", token_dir.path()}});
+  DeviceStaging staging(lazy, 8 * kMiB, log);
+  const std::vector<float> source = values(kMiB / 4, 3);
+  const std::unique_ptr<DeviceStaging::Block> block =
+      staging.stage(kMiB, [&](std::byte* target) { std::memcpy(target, source.data(), kMiB); });
+  EXPECT_EQ(std::memcmp(block->data(), source.data(), kMiB), 0);
+  for (int polls = 0; polls < 6000 && !staging.stats().pinned &&
+                      staging.stats().state != gpu::LatePinState::kPinFailed;
+       ++polls) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const gpu::LatePinStats stats = staging.stats();
+  EXPECT_TRUE(stats.pinned || stats.state == gpu::LatePinState::kPinFailed) << gpu::to_string(stats.state);
+  EXPECT_EQ(stats.touched_bytes, stats.capacity);
+  EXPECT_EQ(stats.flushes, 1u);
+}
+
+TEST_F(DeviceCaptureTest, AVersionLargerThanTheStagingBufferIsStagedInMemoryOfItsOwn) {
+  DeviceStaging staging(config({{"buffer.pin", "off"}}), 2 * kMiB, log);
+  const std::vector<float> source = values(kMiB, 5);  // 4 MiB
+  const std::unique_ptr<DeviceStaging::Block> block =
+      staging.stage(4 * kMiB, [&](std::byte* target) { std::memcpy(target, source.data(), 4 * kMiB); });
+  EXPECT_EQ(std::memcmp(block->data(), source.data(), 4 * kMiB), 0);
+  EXPECT_EQ(staging.stats().flushes, 0u);  // not through the buffer
 }
 
 }  // namespace

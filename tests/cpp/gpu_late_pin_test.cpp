@@ -454,14 +454,16 @@ TEST_F(LatePinBufferTest, CapacityIsRoundedUpToWholeTouchSteps) {
 }
 
 TEST(LatePinSettingsTest, ParseTheConfigurationValues) {
-  EXPECT_EQ(parse_pin_policy("lazy"), PinPolicy::kLazy);
-  EXPECT_EQ(parse_pin_policy("eager"), PinPolicy::kEager);
-  EXPECT_EQ(parse_pin_policy("off"), PinPolicy::kOff);
-  EXPECT_EQ(parse_touch_setting("auto"), TouchSetting::kAuto);
-  EXPECT_EQ(parse_touch_setting("concurrent"), TouchSetting::kConcurrent);
-  EXPECT_EQ(parse_touch_setting("sequential"), TouchSetting::kSequential);
-  EXPECT_THROW(parse_pin_policy("later"), ConfigError);
-  EXPECT_THROW(parse_touch_setting("Auto"), ConfigError);
+  const auto parsed = [](const std::string& key, const std::string& value) { return Config::load("", {{key, value}}); };
+  EXPECT_EQ(parsed("buffer.pin", "lazy").buffer.pin, PinPolicy::kLazy);
+  EXPECT_EQ(parsed("buffer.pin", "eager").buffer.pin, PinPolicy::kEager);
+  EXPECT_EQ(parsed("buffer.pin", "off").buffer.pin, PinPolicy::kOff);
+  EXPECT_EQ(parsed("buffer.touch", "auto").buffer.touch, TouchSetting::kAuto);
+  EXPECT_EQ(parsed("buffer.touch", "concurrent").buffer.touch, TouchSetting::kConcurrent);
+  EXPECT_EQ(parsed("buffer.touch", "sequential").buffer.touch, TouchSetting::kSequential);
+  EXPECT_EQ(parsed("buffer.pin_token_dir", "").buffer.pin_token_dir, "");
+  EXPECT_THROW(parsed("buffer.pin", "later"), ConfigError);
+  EXPECT_THROW(parsed("buffer.touch", "sometimes"), ConfigError);
 }
 
 // ---------------------------------------------------------------- the token

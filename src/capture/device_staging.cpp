@@ -1,0 +1,72 @@
+#include "capture/device_staging.h"
+
+#include <unistd.h>
+
+#include <string>
+
+#include "gpu/device_access.h"
+
+namespace resurgo {
+
+namespace {
+
+std::unique_ptr<gpu::RegistrationToken> node_token(const Config& config) {
+  if (config.buffer.pin_token_dir.empty()) return nullptr;
+  return std::make_unique<gpu::RegistrationToken>(config.buffer.pin_token_dir,
+                                                  "resurgo-pin-" + std::to_string(::getuid()));
+}
+
+gpu::LatePinOptions options_of(const Config& config, std::uint64_t capacity, gpu::RegistrationToken* token) {
+  gpu::LatePinOptions options;
+  options.capacity = capacity;
+  options.pin = config.buffer.pin;
+  options.touch = config.buffer.touch;
+  options.token = token;
+  return options;
+}
+
+}  // namespace
+
+DeviceStaging::DeviceStaging(const Config& config, std::uint64_t capacity, const Logger& log)
+    : token_(node_token(config)),
+      buffer_(options_of(config, capacity, token_.get()), gpu::open_host_pinner(config.device.backend), log),
+      ring_(buffer_.capacity()),
+      log_(log) {}
+
+DeviceStaging::~DeviceStaging() = default;
+
+std::unique_ptr<DeviceStaging::Block> DeviceStaging::stage(std::uint64_t bytes,
+                                                           const std::function<void(std::byte*)>& fill) {
+  if (bytes > ring_.capacity()) {
+    if (!warned_too_large_.exchange(true)) {
+      log_.warn("a version's " + std::to_string(bytes) + " bytes of device regions exceed the host buffer of " +
+                std::to_string(ring_.capacity()) + " bytes: such versions are staged in memory of their own, "
+                "unpinned (raise buffer.capacity)");
+    }
+    auto own = std::make_unique_for_overwrite<std::byte[]>(bytes);
+    fill(own.get());
+    std::byte* data = own.get();
+    return std::make_unique<Block>(nullptr, 0, std::move(own), data);
+  }
+  const std::uint64_t offset = ring_.allocate(bytes);
+  auto block = std::make_unique<Block>(this, offset, nullptr, buffer_.data() + offset);
+  buffer_.flush_begins(offset, bytes);
+  try {
+    fill(block->data());
+  } catch (...) {
+    buffer_.flush_ends(offset, bytes);
+    throw;
+  }
+  buffer_.flush_ends(offset, bytes);
+  return block;
+}
+
+void DeviceStaging::checkpoint_taken(std::uint64_t bytes, double compute_seconds) {
+  buffer_.checkpoint_taken(bytes, compute_seconds);
+}
+
+DeviceStaging::Block::~Block() {
+  if (owner_ != nullptr) owner_->ring_.release(offset_);
+}
+
+}  // namespace resurgo

@@ -1,0 +1,72 @@
+// The host memory device regions are staged in on their way from the device
+// to the levels: the L1 host buffer that pins late (gpu/late_pin_buffer.h,
+// the HiPC'22 cache paper's section IV), with its blocks allocated first in,
+// first out (tier/block_ring.h) as versions are written in that order. A
+// version larger than the whole buffer is staged in memory of its own
+// (logged once).
+//
+// Thread safety: every member may be called from any thread (the
+// application thread stages versions that bypass L0, the first level's
+// worker those from L0).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "core/log.h"
+#include "gpu/late_pin_buffer.h"
+#include "gpu/registration_token.h"
+#include "resurgo/config.hpp"
+#include "tier/block_ring.h"
+
+namespace resurgo {
+
+class DeviceStaging {
+ public:
+  // A buffer of `capacity` bytes pinned as `config.buffer` says, through the
+  // pinner of `config.device.backend` (cuMemHostRegister, or mlock for the
+  // host backend).
+  DeviceStaging(const Config& config, std::uint64_t capacity, const Logger& log);
+  ~DeviceStaging();
+  DeviceStaging(const DeviceStaging&) = delete;
+  DeviceStaging& operator=(const DeviceStaging&) = delete;
+
+  // Host memory of `bytes`, filled by `fill(target)` (a device-to-host copy,
+  // timed as a flush of the buffer), held until the returned block is
+  // destroyed. Waits while older versions hold the buffer's space.
+  class Block;
+  std::unique_ptr<Block> stage(std::uint64_t bytes, const std::function<void(std::byte*)>& fill);
+
+  // The application took a checkpoint of `bytes` of device regions after
+  // `compute_seconds` of compute: the buffer's touch model decides again.
+  void checkpoint_taken(std::uint64_t bytes, double compute_seconds);
+  gpu::LatePinStats stats() const { return buffer_.stats(); }
+
+ private:
+  std::unique_ptr<gpu::RegistrationToken> token_;  // before buffer_: it outlives it
+  gpu::LatePinBuffer buffer_;
+  BlockRing ring_;
+  const Logger& log_;
+  std::atomic<bool> warned_too_large_{false};
+};
+
+class DeviceStaging::Block {
+ public:
+  Block(DeviceStaging* owner, std::uint64_t offset, std::unique_ptr<std::byte[]> own, std::byte* data)
+      : owner_(owner), offset_(offset), own_(std::move(own)), data_(data) {}
+  ~Block();
+  Block(const Block&) = delete;
+  Block& operator=(const Block&) = delete;
+  std::byte* data() const { return data_; }
+
+ private:
+  DeviceStaging* owner_;  // null for memory of its own
+  std::uint64_t offset_;
+  std::unique_ptr<std::byte[]> own_;
+  std::byte* data_;
+};
+
+}  // namespace resurgo
