@@ -10,7 +10,11 @@
 //   capture  --bytes N --iterations I: a fully mapped cache against a bare
 //            copy of the same bytes into memory allocated and touched before
 //            (cuMemcpyDtoDAsync + cuStreamSynchronize; memcpy on host),
-//            interleaved, each version marked flushed at once.
+//            interleaved, each version marked flushed at once; and what
+//            Store::checkpoint() blocks for the same bytes as a device
+//            region (L0 of twice the size, fully mapped; versions kept in
+//            the memory level, so no disk; each version settled before the
+//            next checkpoint).
 //   init     --method incremental|direct --capacity C --chunk K --bytes N:
 //            incremental: open the cache, capture one version of N bytes at
 //            once, then wait until the whole cache is mapped; direct: one
@@ -32,6 +36,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <stdexcept>
 #include <memory>
@@ -41,6 +46,7 @@
 #include <vector>
 
 #include "core/log.h"
+#include "resurgo/resurgo.hpp"
 #include "gpu/device_cache.h"
 #include "gpu/host_memory.h"
 #ifdef RESURGO_HAVE_CUDA_HEADERS
@@ -191,6 +197,24 @@ const resurgo::Logger& logger() {
   return log;
 }
 
+// A Store whose one device region is `source`: L0 of twice the version,
+// versions kept in memory (L1) only, in a fresh directory for its lock.
+std::unique_ptr<resurgo::Store> device_store(const Options& opt, void* source, const std::string& directory) {
+  auto store = std::make_unique<resurgo::Store>(
+      "gpu_cache", resurgo::Config::load("", {{"local.path", directory},
+                                               {"local.every", "0"},
+                                               {"persistent.every", "0"},
+                                               {"memory.every", "1"},
+                                               {"memory.keep", "1"},
+                                               {"memory.capacity", std::to_string(4 * opt.bytes + (64 << 20))},
+                                               {"device.backend", opt.backend},
+                                               {"device.capacity", std::to_string(2 * opt.bytes)},
+                                               {"device.chunk", std::to_string(opt.chunk)},
+                                               {"log.level", "warn"}}));
+  store->protect_device(0, source, opt.bytes, "field");
+  return store;
+}
+
 void run_capture(Platform& platform, const Options& opt) {
   void* source = platform.allocate(opt.bytes);
   void* bare = platform.allocate(opt.bytes);
@@ -201,7 +225,10 @@ void run_capture(Platform& platform, const Options& opt) {
   cache_options.chunk = opt.chunk;
   DeviceCache cache(platform.cache_memory(), cache_options, logger());
   cache.wait_growth_done();
-  std::vector<double> captures, copies;
+  char directory[] = "/tmp/gpu_cache-XXXXXX";
+  if (::mkdtemp(directory) == nullptr) throw std::runtime_error("mkdtemp failed");
+  std::unique_ptr<resurgo::Store> store = device_store(opt, source, directory);
+  std::vector<double> captures, checkpoints, copies;
   const int warm_up = 2;
   for (int i = 0; i < warm_up + opt.iterations; ++i) {
     Clock::time_point start = Clock::now();
@@ -210,15 +237,23 @@ void run_capture(Platform& platform, const Options& opt) {
     require_cached(result, i);
     cache.flushed(i);
     start = Clock::now();
+    store->checkpoint(i);
+    const double checkpoint_seconds = since(start);
+    store->wait(resurgo::kAllVersions, resurgo::kL1);
+    start = Clock::now();
     platform.copy(bare, source, opt.bytes);
     const double copy_seconds = since(start);
     if (i < warm_up) continue;
     captures.push_back(capture_seconds);
+    checkpoints.push_back(checkpoint_seconds);
     copies.push_back(copy_seconds);
   }
-  std::printf("{\"mode\":\"capture\",\"bytes\":%zu,\"capture_median\":%.9f,\"bare_median\":%.9f,"
-              "\"capture\":%s,\"bare\":%s,\"evicted\":%llu}\n",
-              opt.bytes, median(captures), median(copies), json_list(captures).c_str(), json_list(copies).c_str(),
+  store.reset();
+  std::filesystem::remove_all(directory);
+  std::printf("{\"mode\":\"capture\",\"bytes\":%zu,\"capture_median\":%.9f,\"checkpoint_median\":%.9f,"
+              "\"bare_median\":%.9f,\"capture\":%s,\"checkpoint\":%s,\"bare\":%s,\"evicted\":%llu}\n",
+              opt.bytes, median(captures), median(checkpoints), median(copies), json_list(captures).c_str(),
+              json_list(checkpoints).c_str(), json_list(copies).c_str(),
               static_cast<unsigned long long>(cache.stats().evicted));
   platform.release(source, opt.bytes);
   platform.release(bare, opt.bytes);

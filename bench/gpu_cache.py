@@ -79,16 +79,20 @@ def mib(nbytes: int) -> str:
 
 def measure_capture(binary: Path, backend: str, size: int, chunk: int, repeats: int) -> Dict[str, Series]:
     out = {"capture": Series("capture into the mapped L0 cache", "resurgo", size),
+           "checkpoint": Series("Store.checkpoint of the device region", "resurgo", size),
            "bare": Series("bare device-to-device copy", "floor", size),
-           "ratio": Series("capture / bare copy", "ratio")}
+           "ratio": Series("capture / bare copy", "ratio"),
+           "checkpoint_ratio": Series("checkpoint / bare copy", "ratio")}
     for r in range(repeats):
         row = run(binary, backend, "--mode", "capture", "--mib", mib(size), "--chunk-mib", mib(chunk),
                   "--iterations", "20")
         out["capture"].times.append(row["capture_median"])
         out["bare"].times.append(row["bare_median"])
         out["ratio"].times.append(row["capture_median"] / row["bare_median"])
-        log(f"capture {human(size)} {r + 1}/{repeats}: {fmt_time(row['capture_median'])} vs bare "
-            f"{fmt_time(row['bare_median'])}")
+        out["checkpoint"].times.append(row["checkpoint_median"])
+        out["checkpoint_ratio"].times.append(row["checkpoint_median"] / row["bare_median"])
+        log(f"capture {human(size)} {r + 1}/{repeats}: {fmt_time(row['capture_median'])}, checkpoint "
+            f"{fmt_time(row['checkpoint_median'])} vs bare {fmt_time(row['bare_median'])}")
     return out
 
 
@@ -215,12 +219,15 @@ def write_report(args, binary: Path, backend: str, capture, init, trace, setup: 
     lines += ["## Capture blocking: mapped L0 cache vs a bare device-to-device copy", "",
               "Each process: a cache of twice the size, fully mapped; 2 warm-up then 20 interleaved captures "
               "(each version marked flushed, so FIFO eviction runs) and bare copies into memory allocated and "
-              "touched before; the process reports the median of each. Target: capture ≤ "
-              f"{CAPTURE_TARGET}× the bare copy.", "",
-              "| size | capture | bare copy | capture / bare | target |", "|---|---:|---:|---:|---|"]
+              "touched before, and `Store.checkpoint()` of the same bytes protected as a device region (L0 of "
+              "twice the size, versions kept in the memory level, each settled before the next checkpoint); the "
+              f"process reports the median of each. Target: ≤ {CAPTURE_TARGET}× the bare copy.", "",
+              "| size | capture | Store.checkpoint | bare copy | capture / bare | checkpoint / bare | target |",
+              "|---|---:|---:|---:|---:|---:|---|"]
     for size, s in capture.items():
-        met = s["ratio"].median <= CAPTURE_TARGET
-        lines.append(f"| {human(size)} | {s['capture'].cell()} | {s['bare'].cell()} | {s['ratio'].cell(fmt_ratio)} | "
+        met = max(s["ratio"].median, s["checkpoint_ratio"].median) <= CAPTURE_TARGET
+        lines.append(f"| {human(size)} | {s['capture'].cell()} | {s['checkpoint'].cell()} | {s['bare'].cell()} | "
+                     f"{s['ratio'].cell(fmt_ratio)} | {s['checkpoint_ratio'].cell(fmt_ratio)} | "
                      f"≤ {CAPTURE_TARGET}: {'met' if met else 'missed'} |")
     lines.append("")
 
@@ -301,7 +308,8 @@ def write_report(args, binary: Path, backend: str, capture, init, trace, setup: 
     fig.savefig(png, dpi=110)
     log(f"wrote {png}")
     for size, s in capture.items():
-        print(f"capture {human(size)}: {s['ratio'].cell(fmt_ratio)} of a bare copy (target <= {CAPTURE_TARGET})")
+        print(f"capture {human(size)}: {s['ratio'].cell(fmt_ratio)} of a bare copy, Store.checkpoint "
+              f"{s['checkpoint_ratio'].cell(fmt_ratio)} (target <= {CAPTURE_TARGET})")
 
 
 def _nvidia_smi() -> str:
