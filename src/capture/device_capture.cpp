@@ -67,7 +67,12 @@ Snapshot DeviceCapture::take(Capture& host_capture, const std::vector<Region>& r
     snapshot = host_capture.take(host, std::move(header), first_level, times);
   }
   for (Extent& extent : snapshot.extents) extent.region = header_index[extent.region];
-  take_device_regions(regions, snapshot, times);
+  try {
+    take_device_regions(regions, snapshot, times);
+  } catch (...) {
+    if (snapshot.release) snapshot.release();  // the host regions' buffer space
+    throw;
+  }
   return snapshot;
 }
 
@@ -120,6 +125,12 @@ void DeviceCapture::take_into_cache(std::int64_t version, const std::vector<cons
   std::vector<gpu::CaptureSpan> spans;
   for (const Region* region : device) spans.push_back({region->data, region->bytes});
   std::erase_if(cached_layouts_, [&](const auto& entry) { return !cache_->contains(entry.first); });
+  if (cache_->contains(version)) {
+    // An older version of this number, taken before a restart fell back past
+    // it: stale, so it bypasses L0 and restart no longer reads it there.
+    cached_layouts_.erase(version);
+    return;
+  }
   const gpu::CaptureResult result = cache_->capture(version, spans);
   if (result.status != gpu::CaptureResult::Status::kCached) return;
   std::vector<Region> regions;

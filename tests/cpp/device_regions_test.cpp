@@ -261,6 +261,31 @@ TEST_F(DeviceCaptureTest, AVersionLargerThanL0IsCopiedToHostAtOnceAndTheCacheCou
   EXPECT_EQ(capture.cache_stats()->versions, 1u);
 }
 
+TEST_F(DeviceCaptureTest, AVersionNumberStillInL0FromBeforeARestartBypassesIt) {
+  const Config with_l0 = config();
+  DeviceCapture capture(with_l0, log);
+  ThreadPool pool(1);
+  const std::unique_ptr<Capture> host = make_capture(CaptureContext{with_l0, pool, log, [](bool) {}});
+  MemoryLevel level("d", 0, 4 * kMiB, 0);
+  std::vector<float> device = values(1000, 1);
+  const std::vector<Region> regions{device_region(0, device)};
+  format::Header header;
+  header.version = 3;
+  header.regions.resize(1);
+  CaptureTimes times;
+  Snapshot first = capture.take(*host, regions, header, level, times);
+  first.stage(first.extents);
+  first.release();
+  EXPECT_TRUE(capture.cached(3, regions));
+
+  set(device, 2);  // version 3 again, other bytes (a restart fell back past the first one)
+  Snapshot again = capture.take(*host, regions, header, level, times);
+  EXPECT_FALSE(again.stage) << "the stale copy in L0 must not stand for the new version";
+  EXPECT_EQ(std::memcmp(again.extents[0].source, values(1000, 2).data(), 4000), 0);
+  again.release();
+  EXPECT_FALSE(capture.cached(3, regions));
+}
+
 // The host buffer device regions are staged in: the late-pin buffer.
 TEST_F(DeviceCaptureTest, StagingFillsTheLatePinBufferWhichPinsOnceEveryPageIsTouched) {
   TempDir token_dir;
