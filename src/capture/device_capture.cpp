@@ -96,7 +96,7 @@ void DeviceCapture::take_device_regions(const std::vector<Region>& regions, Snap
   auto staging = std::make_shared<Staging>();
   staging->buffer = staging_;
   staging->bytes = bytes;
-  if (cache_) take_into_cache(snapshot.header.version, device, snapshot, staging);
+  if (cache_) take_into_cache(snapshot.header.version, regions, device, snapshot, staging);
   if (staging->cache == nullptr) take_to_host(device, *staging);
   times.copy_seconds += seconds_since(started);
   staging_->checkpoint_taken(bytes, compute_seconds);
@@ -120,8 +120,9 @@ void DeviceCapture::take_device_regions(const std::vector<Region>& regions, Snap
 
 // Device to device into L0; the stage hook brings the bytes to host memory
 // on the worker. A version L0 cannot hold is left to take_to_host.
-void DeviceCapture::take_into_cache(std::int64_t version, const std::vector<const Region*>& device,
-                                    Snapshot& snapshot, const std::shared_ptr<Staging>& staging) {
+void DeviceCapture::take_into_cache(std::int64_t version, const std::vector<Region>& regions,
+                                    const std::vector<const Region*>& device, Snapshot& snapshot,
+                                    const std::shared_ptr<Staging>& staging) {
   std::vector<gpu::CaptureSpan> spans;
   for (const Region* region : device) spans.push_back({region->data, region->bytes});
   std::erase_if(cached_layouts_, [&](const auto& entry) { return !cache_->contains(entry.first); });
@@ -133,8 +134,6 @@ void DeviceCapture::take_into_cache(std::int64_t version, const std::vector<cons
   }
   const gpu::CaptureResult result = cache_->capture(version, spans);
   if (result.status != gpu::CaptureResult::Status::kCached) return;
-  std::vector<Region> regions;
-  for (const Region* region : device) regions.push_back(*region);
   cached_layouts_[version] = device_layout(regions);
   staging->cache = cache_;
   staging->version = version;

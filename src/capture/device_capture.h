@@ -72,7 +72,9 @@ class DeviceCapture {
   static std::vector<CachedRegion> device_layout(const std::vector<Region>& regions);
 
   void take_device_regions(const std::vector<Region>& regions, Snapshot& snapshot, CaptureTimes& times);
-  void take_into_cache(std::int64_t version, const std::vector<const Region*>& device, Snapshot& snapshot,
+  // `device`: the device regions among `regions`.
+  void take_into_cache(std::int64_t version, const std::vector<Region>& regions,
+                       const std::vector<const Region*>& device, Snapshot& snapshot,
                        const std::shared_ptr<Staging>& staging);
   void take_to_host(const std::vector<const Region*>& device, Staging& staging);
 
