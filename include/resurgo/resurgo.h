@@ -57,7 +57,48 @@ typedef struct rsg_version_stats {
   unsigned long long dirty_bytes;         /* bytes in the pages the tracker reported written */
   unsigned long long granularity_bytes;   /* largest management block in force */
   char tracker[16];                       /* "uffd", "soft-dirty", "mprotect", "hash"; "" otherwise */
+  /* Device regions (docs/gpu.md): */
+  unsigned long long device_bytes;        /* bytes of device regions */
+  char device_path[8];                    /* "l0" (into the L0 device cache), "host" (copied to host at once), "" */
+  double device_wait_seconds;             /* part of copy_seconds waiting for L0 chunks to be mapped or flushed */
 } rsg_version_stats;
+
+/* The device regions' caches (rsg_device_stats; docs/gpu.md): the L0 device
+ * cache and the L1 host buffer they are staged in, which pins late. Strings
+ * are "" where there is nothing to say. */
+typedef struct rsg_device_caches {
+  int has_cache;                          /* 1 with device.capacity > 0 and a usable backend */
+  unsigned long long cache_capacity;      /* reserved bytes */
+  unsigned long long cache_mapped;        /* bytes usable now */
+  unsigned long long cache_used;          /* bytes held by cached versions */
+  unsigned long long cache_versions;      /* cached versions */
+  unsigned long long cache_evicted;       /* versions evicted so far */
+  unsigned long long cache_bypassed;      /* versions too large for L0, copied to host at once */
+  int cache_growth_done;                  /* fully mapped, or stopped growing */
+  char cache_growth_stopped[256];         /* why mapping stopped early */
+  double cache_mapping_seconds;           /* from open to the end of mapping */
+  double cache_map_wait_seconds;          /* captures waiting for chunks to be mapped, in all */
+  double cache_flush_wait_seconds;        /* captures waiting for the oldest version's flush, in all */
+  int has_staging;                        /* 1 once a device region was checkpointed */
+  unsigned long long staging_capacity;
+  char pin[8];                            /* "lazy", "eager", "off" */
+  char touch[16];                         /* the setting: "auto", "concurrent", "sequential" */
+  char state[40];                         /* "touching", "pinning", "pinned", "pin failed", ... */
+  char strategy[16];                      /* the touch strategy in force */
+  unsigned long long touched_bytes;
+  double touch_seconds;
+  int pinned;
+  unsigned long long pin_pieces;
+  double pin_seconds;
+  double token_wait_seconds;
+  char pin_failure[256];                  /* the driver's error when pinning failed */
+  unsigned long long flushes;
+  unsigned long long flushes_to_untouched;
+  unsigned long long checkpoints;
+  /* The touch model's measured rates, bytes per second (0: no sample yet). */
+  double touch_alone, touch_concurrent, flush_touched, flush_untouched, flush_concurrent;
+  char decision[512];                     /* its latest choice with every input, one line */
+} rsg_device_caches;
 
 /* The last restart (rsg_last_restart). */
 typedef struct rsg_restart_report {
@@ -112,6 +153,8 @@ int rsg_need_checkpoint(rsg_store *s, int *need);
  * only recent versions of this process are kept). */
 int rsg_stats(rsg_store *s, int version, rsg_version_stats *out);
 int rsg_last_restart(rsg_store *s, rsg_restart_report *out);
+/* The device regions' caches now (zeros and has_* = 0 where the store has none). */
+int rsg_device_stats(rsg_store *s, rsg_device_caches *out);
 const char *rsg_last_error(void);
 
 #ifdef __cplusplus

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "resurgo/config.hpp"
+#include "resurgo/device_stats.hpp"
 #include "resurgo/env.hpp"
 #include "resurgo/errors.hpp"
 
@@ -86,6 +87,13 @@ struct VersionStats {
   double first_touch_seconds = 0;  // part of it faulting in buffer pages the background prefault had not reached
   double copy_seconds = 0;         // part of it copying into the buffer (copy) or forking (fork)
   std::uint64_t copy_on_write_bytes = 0;  // fork: pages the application wrote while the child wrote
+  // Device regions (docs/gpu.md): their bytes, and where checkpoint() put
+  // them: "l0" (copied device to device into the L0 device cache), "host"
+  // (copied to host memory before checkpoint() returned: no L0, or a version
+  // L0 cannot hold); "" for a version without device regions.
+  std::uint64_t device_bytes = 0;
+  std::string device_path;
+  double device_wait_seconds = 0;  // part of copy_seconds waiting for L0 chunks to be mapped or flushed
   std::vector<LevelStats> levels;  // the version's route, in order
   std::string error;               // background error of this version, if any
 
@@ -229,6 +237,10 @@ class Store {
 
   std::vector<VersionInfo> versions();
   std::vector<VersionStats> stats();
+  // The L0 device cache's counters (mapping progress, evictions, bypasses)
+  // and the staging buffer's (touching, pinning, the touch model's choice
+  // and its inputs), where the store has them (include/resurgo/device_stats.hpp).
+  DeviceStats device_stats() const;
   RestartReport last_restart() const;
 
   // Adjoint staging (docs/adjoint.md). `versions` is the order in which the

@@ -17,6 +17,11 @@ __all__ = [
     "VersionInfo",
     "VersionStats",
     "LevelStats",
+    "DeviceStats",
+    "DeviceCacheStats",
+    "StagingBufferStats",
+    "TouchDecision",
+    "TouchRates",
     "RestartReport",
     "VersionDescription",
     "RegionDescription",
@@ -82,6 +87,11 @@ class VersionStats:
     tracker: Optional[str]  # delta mode: "uffd", "soft-dirty", "mprotect" or "hash"
     levels: Tuple[LevelStats, ...]  # the version's route, in order
     error: Optional[str]  # background error of this version
+    device_bytes: int = 0  # bytes of device regions
+    # "l0": copied device to device into the L0 device cache; "host": copied
+    # to host memory before checkpoint() returned; None: no device regions
+    device_path: Optional[str] = None
+    device_wait_seconds: float = 0.0  # part of copy_seconds waiting for L0 chunks to be mapped or flushed
 
     def at(self, level: int) -> Optional[LevelStats]:
         """The record of ``level``, or None when the version does not go there."""
@@ -125,6 +135,105 @@ class VersionDescription:
     version: int
     regions: Tuple[RegionDescription, ...]
     metadata: bytes
+
+
+@dataclass(frozen=True)
+class DeviceCacheStats:
+    """The L0 device cache: its mapping, the versions it holds, what it cost."""
+
+    capacity: int  # reserved bytes
+    mapped: int  # bytes usable now
+    used: int  # bytes held by cached versions
+    versions: int  # cached versions
+    evicted: int  # versions evicted so far
+    bypassed: int  # captures too large for the cache, copied to host memory at once
+    growth_done: bool  # fully mapped, or stopped growing
+    growth_stopped: Optional[str]  # why mapping stopped early
+    mapping_seconds: float  # from open to the end of mapping (once growth_done)
+    map_wait_seconds: float  # captures waiting for chunks to be mapped, in all
+    flush_wait_seconds: float  # captures waiting for the oldest version to be flushed, in all
+
+
+@dataclass(frozen=True)
+class TouchRates:
+    """Bandwidths in bytes per second; 0 where there was no sample."""
+
+    touch_alone: float  # T: touching, no flush running
+    touch_concurrent: float  # Tc: touching while a flush runs
+    flush_touched: float  # Ft: a flush into touched pages, no touching meanwhile
+    flush_untouched: float  # Fu: a flush into untouched pages
+    flush_concurrent: float  # Fc: a flush into touched pages while touching runs
+
+
+@dataclass(frozen=True)
+class TouchDecision:
+    """The touch model's latest choice, with its inputs and both estimates."""
+
+    strategy: str  # "concurrent" or "sequential"
+    measured: TouchRates  # the rates it was given
+    rates: TouchRates  # completed: measured, or derived as ``derived`` says
+    derived: str  # the rates derived, e.g. "Tc, Fc"; "" when all were measured
+    inputs: Dict[str, Any]  # checkpoint_bytes, compute_seconds, untouched_bytes, ...
+    horizon_iterations: int
+    concurrent_flush_seconds: float
+    sequential_flush_seconds: float
+    description: str  # the line the log shows
+
+
+@dataclass(frozen=True)
+class StagingBufferStats:
+    """The L1 host buffer device regions are staged in, which pins late."""
+
+    capacity: int
+    pin: str  # "lazy", "eager" or "off"
+    touch: str  # "auto", "concurrent" or "sequential" (the setting)
+    state: str  # "touching", "pinning", "pinned", "pin failed", ...
+    strategy: str  # the touch strategy in force
+    touched_bytes: int
+    touch_seconds: float
+    touch_stopped: Optional[str]  # why touching stopped early
+    pinned: bool
+    pin_pieces: int
+    pin_seconds: float
+    token_wait_seconds: float
+    pin_failure: Optional[str]  # the driver's error when pinning failed
+    flushes: int
+    flushes_to_untouched: int
+    bytes_flushed_to_untouched: int
+    checkpoints: int
+    measured: TouchRates
+    decision: Optional[TouchDecision]
+
+
+@dataclass(frozen=True)
+class DeviceStats:
+    """Store.device_stats(): each part is None until the store has it."""
+
+    cache: Optional[DeviceCacheStats]  # with device.capacity > 0 and a usable backend
+    staging: Optional[StagingBufferStats]  # from the first checkpoint of a device region
+
+
+def _device_stats(record: Dict[str, Any]) -> DeviceStats:
+    cache = record["cache"]
+    if cache is not None:
+        cache = DeviceCacheStats(**{**cache, "growth_stopped": cache["growth_stopped"] or None})
+    staging = record["staging"]
+    if staging is not None:
+        decision = staging["decision"]
+        if decision is not None:
+            decision = TouchDecision(
+                **{**decision, "measured": TouchRates(**decision["measured"]), "rates": TouchRates(**decision["rates"])}
+            )
+        staging = StagingBufferStats(
+            **{
+                **staging,
+                "touch_stopped": staging["touch_stopped"] or None,
+                "pin_failure": staging["pin_failure"] or None,
+                "measured": TouchRates(**staging["measured"]),
+                "decision": decision,
+            }
+        )
+    return DeviceStats(cache=cache, staging=staging)
 
 
 def _version_stats(record: Dict[str, Any]) -> VersionStats:
@@ -635,6 +744,12 @@ class Store:
         where it went, and per level of its route the time to durable, the
         bytes stored and the write time (None where not reached yet)."""
         return [_version_stats(record) for record in self._core.stats()]
+
+    def device_stats(self) -> DeviceStats:
+        """The L0 device cache's counters and the staging buffer's: mapping
+        progress, evictions and bypasses; touching, pinning, and the touch
+        model's choice with its inputs (docs/gpu.md)."""
+        return _device_stats(self._core.device_stats())
 
     @property
     def last_restart(self) -> RestartReport:

@@ -300,6 +300,86 @@ nb::dict version_stats_dict(const resurgo::VersionStats& s) {
   }
   d["levels"] = levels;
   d["error"] = s.error;
+  d["device_bytes"] = s.device_bytes;
+  d["device_path"] = s.device_path.empty() ? nb::none() : nb::cast(s.device_path);
+  d["device_wait_seconds"] = s.device_wait_seconds;
+  return d;
+}
+
+nb::dict touch_rates_dict(const resurgo::TouchRates& r) {
+  nb::dict d;
+  d["touch_alone"] = r.touch_alone;
+  d["touch_concurrent"] = r.touch_concurrent;
+  d["flush_touched"] = r.flush_touched;
+  d["flush_untouched"] = r.flush_untouched;
+  d["flush_concurrent"] = r.flush_concurrent;
+  return d;
+}
+
+nb::dict touch_decision_dict(const resurgo::TouchDecision& t) {
+  nb::dict inputs;
+  inputs["checkpoint_bytes"] = t.inputs.checkpoint_bytes;
+  inputs["compute_seconds"] = t.inputs.compute_seconds;
+  inputs["untouched_bytes"] = t.inputs.untouched_bytes;
+  inputs["touched_ahead_bytes"] = t.inputs.touched_ahead_bytes;
+  inputs["flushes_overlap_compute"] = t.inputs.flushes_overlap_compute;
+  nb::dict d;
+  d["strategy"] = resurgo::to_string(t.strategy);
+  d["measured"] = touch_rates_dict(t.inputs.rates);
+  d["rates"] = touch_rates_dict(t.rates);
+  d["derived"] = t.derived;
+  d["inputs"] = inputs;
+  d["horizon_iterations"] = t.horizon_iterations;
+  d["concurrent_flush_seconds"] = t.concurrent.flush_seconds;
+  d["sequential_flush_seconds"] = t.sequential.flush_seconds;
+  d["description"] = t.describe();
+  return d;
+}
+
+nb::dict late_pin_stats_dict(const resurgo::LatePinStats& s) {
+  nb::dict d;
+  d["capacity"] = s.capacity;
+  d["pin"] = resurgo::to_string(s.pin);
+  d["touch"] = resurgo::to_string(s.touch);
+  d["state"] = resurgo::to_string(s.state);
+  d["strategy"] = resurgo::to_string(s.strategy);
+  d["touched_bytes"] = s.touched_bytes;
+  d["touch_seconds"] = s.touch_seconds;
+  d["touch_stopped"] = s.touch_stopped;
+  d["pinned"] = s.pinned;
+  d["pin_pieces"] = s.pin_pieces;
+  d["pin_seconds"] = s.pin_seconds;
+  d["token_wait_seconds"] = s.token_wait_seconds;
+  d["pin_failure"] = s.pin_failure;
+  d["flushes"] = s.flushes;
+  d["flushes_to_untouched"] = s.flushes_to_untouched;
+  d["bytes_flushed_to_untouched"] = s.bytes_flushed_to_untouched;
+  d["checkpoints"] = s.checkpoints;
+  d["measured"] = touch_rates_dict(s.measured);
+  d["decision"] = s.decision ? nb::object(touch_decision_dict(*s.decision)) : nb::none();
+  return d;
+}
+
+nb::dict device_cache_stats_dict(const resurgo::DeviceCacheStats& s) {
+  nb::dict d;
+  d["capacity"] = s.capacity;
+  d["mapped"] = s.mapped;
+  d["used"] = s.used;
+  d["versions"] = s.versions;
+  d["evicted"] = s.evicted;
+  d["bypassed"] = s.bypassed;
+  d["growth_done"] = s.growth_done;
+  d["growth_stopped"] = s.growth_stopped;
+  d["mapping_seconds"] = s.mapping_seconds;
+  d["map_wait_seconds"] = s.map_wait_seconds;
+  d["flush_wait_seconds"] = s.flush_wait_seconds;
+  return d;
+}
+
+nb::dict device_stats_dict(const resurgo::DeviceStats& s) {
+  nb::dict d;
+  d["cache"] = s.cache ? nb::object(device_cache_stats_dict(*s.cache)) : nb::none();
+  d["staging"] = s.staging ? nb::object(late_pin_stats_dict(*s.staging)) : nb::none();
   return d;
 }
 
@@ -719,6 +799,7 @@ NB_MODULE(_core, m) {
              return out;
            })
       .def("last_restart", [](PyStore& s) { return restart_report_dict(s.store().last_restart()); })
+      .def("device_stats", [](PyStore& s) { return device_stats_dict(s.store().device_stats()); })
       .def("prefetch",
            [](PyStore& s, std::vector<int> versions) { without_gil([&] { s.store().prefetch(versions); }); },
            "versions"_a)

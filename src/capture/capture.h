@@ -64,6 +64,12 @@ struct CaptureTimes {
   double backpressure_seconds = 0;  // waiting for buffer space or for the previous child
   double first_touch_seconds = 0;   // faulting in buffer pages the prefault had not reached
   double copy_seconds = 0;          // copying (copy) or forking (fork)
+  // Device regions (device_capture.h): their bytes, whether they went into
+  // L0, and the part of copy_seconds spent waiting for L0 space (a chunk to
+  // be mapped, the oldest version to be flushed).
+  std::uint64_t device_bytes = 0;
+  bool device_into_l0 = false;
+  double device_wait_seconds = 0;
 };
 
 // Services a capture may use, owned by the Store.

@@ -96,9 +96,11 @@ void DeviceCapture::take_device_regions(const std::vector<Region>& regions, Snap
   auto staging = std::make_shared<Staging>();
   staging->buffer = staging_;
   staging->bytes = bytes;
-  if (cache_) take_into_cache(snapshot.header.version, regions, device, snapshot, staging);
+  if (cache_) take_into_cache(snapshot.header.version, regions, device, snapshot, staging, times);
   if (staging->cache == nullptr) take_to_host(device, *staging);
   times.copy_seconds += seconds_since(started);
+  times.device_bytes = bytes;
+  times.device_into_l0 = staging->cache != nullptr;
   staging_->checkpoint_taken(bytes, compute_seconds);
   std::function<void()> release_host = std::move(snapshot.release);
   snapshot.release = [release_host = std::move(release_host), staging] {
@@ -122,7 +124,7 @@ void DeviceCapture::take_device_regions(const std::vector<Region>& regions, Snap
 // on the worker. A version L0 cannot hold is left to take_to_host.
 void DeviceCapture::take_into_cache(std::int64_t version, const std::vector<Region>& regions,
                                     const std::vector<const Region*>& device, Snapshot& snapshot,
-                                    const std::shared_ptr<Staging>& staging) {
+                                    const std::shared_ptr<Staging>& staging, CaptureTimes& times) {
   std::vector<gpu::CaptureSpan> spans;
   for (const Region* region : device) spans.push_back({region->data, region->bytes});
   std::erase_if(cached_layouts_, [&](const auto& entry) { return !cache_->contains(entry.first); });
@@ -133,6 +135,7 @@ void DeviceCapture::take_into_cache(std::int64_t version, const std::vector<Regi
     return;
   }
   const gpu::CaptureResult result = cache_->capture(version, spans);
+  times.device_wait_seconds = result.map_wait_seconds + result.flush_wait_seconds;
   if (result.status != gpu::CaptureResult::Status::kCached) return;
   cached_layouts_[version] = device_layout(regions);
   staging->cache = cache_;
@@ -212,9 +215,11 @@ std::uint64_t DeviceCapture::restore_from_cache(std::int64_t version, const std:
   return offset;
 }
 
-std::optional<gpu::DeviceCacheStats> DeviceCapture::cache_stats() const {
-  if (!cache_) return std::nullopt;
-  return cache_->stats();
+DeviceStats DeviceCapture::stats() const {
+  DeviceStats stats;
+  if (cache_) stats.cache = cache_->stats();
+  if (staging_) stats.staging = staging_->stats();
+  return stats;
 }
 
 }  // namespace resurgo

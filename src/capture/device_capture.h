@@ -29,6 +29,7 @@
 #include "gpu/device_access.h"
 #include "gpu/device_cache.h"
 #include "resurgo/config.hpp"
+#include "resurgo/device_stats.hpp"
 
 namespace resurgo {
 
@@ -58,8 +59,9 @@ class DeviceCapture {
   // Copies them from L0 into the regions; returns the bytes copied.
   std::uint64_t restore_from_cache(std::int64_t version, const std::vector<Region>& regions);
 
-  // The L0 cache's counters; none without L0.
-  std::optional<gpu::DeviceCacheStats> cache_stats() const;
+  // The L0 cache's counters and the staging buffer's, where they exist.
+  // Application thread only, as take().
+  DeviceStats stats() const;
 
  private:
   struct Staging;
@@ -75,7 +77,7 @@ class DeviceCapture {
   // `device`: the device regions among `regions`.
   void take_into_cache(std::int64_t version, const std::vector<Region>& regions,
                        const std::vector<const Region*>& device, Snapshot& snapshot,
-                       const std::shared_ptr<Staging>& staging);
+                       const std::shared_ptr<Staging>& staging, CaptureTimes& times);
   void take_to_host(const std::vector<const Region*>& device, Staging& staging);
 
   const Config& config_;

@@ -12,6 +12,56 @@ using resurgo::c_api::guarded;
 using resurgo::c_api::invalid;
 using resurgo::c_api::last_error;
 
+namespace {
+
+// A string into a fixed C array, truncated and terminated.
+template <std::size_t N>
+void copy_text(char (&target)[N], const std::string& text) {
+  std::snprintf(target, N, "%s", text.c_str());
+}
+
+void fill_cache(const resurgo::DeviceCacheStats& cache, rsg_device_caches& out) {
+  out.has_cache = 1;
+  out.cache_capacity = cache.capacity;
+  out.cache_mapped = cache.mapped;
+  out.cache_used = cache.used;
+  out.cache_versions = cache.versions;
+  out.cache_evicted = cache.evicted;
+  out.cache_bypassed = cache.bypassed;
+  out.cache_growth_done = cache.growth_done ? 1 : 0;
+  copy_text(out.cache_growth_stopped, cache.growth_stopped);
+  out.cache_mapping_seconds = cache.mapping_seconds;
+  out.cache_map_wait_seconds = cache.map_wait_seconds;
+  out.cache_flush_wait_seconds = cache.flush_wait_seconds;
+}
+
+void fill_staging(const resurgo::LatePinStats& staging, rsg_device_caches& out) {
+  out.has_staging = 1;
+  out.staging_capacity = staging.capacity;
+  copy_text(out.pin, resurgo::to_string(staging.pin));
+  copy_text(out.touch, resurgo::to_string(staging.touch));
+  copy_text(out.state, resurgo::to_string(staging.state));
+  copy_text(out.strategy, resurgo::to_string(staging.strategy));
+  out.touched_bytes = staging.touched_bytes;
+  out.touch_seconds = staging.touch_seconds;
+  out.pinned = staging.pinned ? 1 : 0;
+  out.pin_pieces = staging.pin_pieces;
+  out.pin_seconds = staging.pin_seconds;
+  out.token_wait_seconds = staging.token_wait_seconds;
+  copy_text(out.pin_failure, staging.pin_failure);
+  out.flushes = staging.flushes;
+  out.flushes_to_untouched = staging.flushes_to_untouched;
+  out.checkpoints = staging.checkpoints;
+  out.touch_alone = staging.measured.touch_alone;
+  out.touch_concurrent = staging.measured.touch_concurrent;
+  out.flush_touched = staging.measured.flush_touched;
+  out.flush_untouched = staging.measured.flush_untouched;
+  out.flush_concurrent = staging.measured.flush_concurrent;
+  if (staging.decision) copy_text(out.decision, staging.decision->describe());
+}
+
+}  // namespace
+
 extern "C" {
 
 int rsg_open(const char* config_path, const char* name, rsg_store** out) {
@@ -126,7 +176,7 @@ int rsg_stats(rsg_store* s, int version, rsg_version_stats* out) {
     }
     rsg_version_stats stats{};
     stats.version = it->version;
-    std::snprintf(stats.capture, sizeof stats.capture, "%s", it->capture.c_str());
+    copy_text(stats.capture, it->capture);
     stats.bytes = it->bytes;
     stats.blocking_seconds = it->blocking_seconds;
     stats.backpressure_seconds = it->backpressure_seconds;
@@ -144,8 +194,22 @@ int rsg_stats(rsg_store* s, int version, rsg_version_stats* out) {
     stats.captured_bytes = it->captured_bytes;
     stats.dirty_bytes = it->dirty_bytes;
     stats.granularity_bytes = it->granularity_bytes;
-    std::snprintf(stats.tracker, sizeof stats.tracker, "%s", it->tracker.c_str());
+    copy_text(stats.tracker, it->tracker);
+    stats.device_bytes = it->device_bytes;
+    copy_text(stats.device_path, it->device_path);
+    stats.device_wait_seconds = it->device_wait_seconds;
     *out = stats;
+  });
+}
+
+int rsg_device_stats(rsg_store* s, rsg_device_caches* out) {
+  if (s == nullptr || out == nullptr) return invalid("rsg_device_stats: store and out must not be NULL");
+  return guarded([&] {
+    const resurgo::DeviceStats stats = s->store.device_stats();
+    rsg_device_caches caches{};
+    if (stats.cache) fill_cache(*stats.cache, caches);
+    if (stats.staging) fill_staging(*stats.staging, caches);
+    *out = caches;
   });
 }
 

@@ -87,6 +87,7 @@ class Store::Impl {
   void persist(int version, int level);
   std::vector<VersionInfo> versions();
   std::vector<VersionStats> stats();
+  DeviceStats device_stats() const { return device_ ? device_->stats() : DeviceStats{}; }
   void prefetch(std::vector<int> versions);
   void discard(int version);
   bool need_checkpoint();
@@ -459,6 +460,9 @@ void Store::Impl::checkpoint_locally(int version) {
   captured.backpressure_seconds = times.backpressure_seconds;
   captured.first_touch_seconds = times.first_touch_seconds;
   captured.copy_seconds = times.copy_seconds;
+  captured.device_bytes = times.device_bytes;
+  captured.device_path = times.device_bytes == 0 ? "" : times.device_into_l0 ? "l0" : "host";
+  captured.device_wait_seconds = times.device_wait_seconds;
   std::vector<int> route_numbers;
   for (Level* level : route) route_numbers.push_back(level->number());
   catalog_.add(version, started, route_numbers, captured);
@@ -1002,6 +1006,7 @@ void Store::persist(int version, int level) { impl_->persist(version, level); }
 std::vector<VersionInfo> Store::versions() { return impl_->versions(); }
 std::vector<VersionStats> Store::stats() { return impl_->stats(); }
 RestartReport Store::last_restart() const { return impl_->last_restart; }
+DeviceStats Store::device_stats() const { return impl_->device_stats(); }
 void Store::prefetch(const std::vector<int>& versions) { impl_->prefetch(versions); }
 void Store::discard(int version) { impl_->discard(version); }
 bool Store::need_checkpoint() { return impl_->need_checkpoint(); }

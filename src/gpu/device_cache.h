@@ -24,8 +24,11 @@
 
 #include "core/log.h"
 #include "gpu/device_memory.h"
+#include "resurgo/device_stats.hpp"
 
 namespace resurgo::gpu {
+
+using resurgo::DeviceCacheStats;
 
 struct DeviceCacheOptions {
   std::size_t capacity = 0;                  // rounded up to the memory's granularity
@@ -52,20 +55,6 @@ struct CaptureResult {
   Status status = Status::kCached;
   double map_wait_seconds = 0;    // waited for chunks to be mapped
   double flush_wait_seconds = 0;  // waited for the oldest version to be flushed (or read)
-};
-
-struct DeviceCacheStats {
-  std::size_t capacity = 0;       // reserved bytes
-  std::size_t mapped = 0;         // bytes usable now
-  std::size_t used = 0;           // bytes held by cached versions
-  std::size_t versions = 0;       // cached versions
-  std::uint64_t evicted = 0;      // versions evicted so far
-  std::uint64_t bypassed = 0;     // captures refused as too large
-  bool growth_done = false;       // fully mapped, or stopped growing
-  std::string growth_stopped;     // why mapping stopped early; empty if it did not
-  double mapping_seconds = 0;     // from open to the end of mapping (once growth_done)
-  double map_wait_seconds = 0;    // total over captures
-  double flush_wait_seconds = 0;  // total over captures
 };
 
 class DeviceCache {

@@ -12,31 +12,7 @@
 #include "gpu/gpu_error.h"
 #include "resurgo/errors.hpp"
 
-namespace resurgo::gpu {
-
-namespace {
-
-constexpr std::size_t kHugePage = std::size_t{2} << 20;
-
-std::size_t round_up(std::size_t value, std::size_t multiple) { return (value + multiple - 1) / multiple * multiple; }
-
-double since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-std::string size_text(std::size_t bytes) {
-  if (bytes < (std::size_t{1} << 20)) return std::to_string(bytes) + " bytes";
-  char text[32];
-  std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
-  return text;
-}
-
-bool settled(LatePinState state) {
-  return state == LatePinState::kPinned || state == LatePinState::kPinFailed || state == LatePinState::kNotPinned ||
-         state == LatePinState::kStopped;
-}
-
-}  // namespace
+namespace resurgo {
 
 const char* to_string(PinPolicy policy) {
   switch (policy) {
@@ -69,6 +45,34 @@ const char* to_string(LatePinState state) {
   }
   return "";
 }
+
+}  // namespace resurgo
+
+namespace resurgo::gpu {
+
+namespace {
+
+constexpr std::size_t kHugePage = std::size_t{2} << 20;
+
+std::size_t round_up(std::size_t value, std::size_t multiple) { return (value + multiple - 1) / multiple * multiple; }
+
+double since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+std::string size_text(std::size_t bytes) {
+  if (bytes < (std::size_t{1} << 20)) return std::to_string(bytes) + " bytes";
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  return text;
+}
+
+bool settled(LatePinState state) {
+  return state == LatePinState::kPinned || state == LatePinState::kPinFailed || state == LatePinState::kNotPinned ||
+         state == LatePinState::kStopped;
+}
+
+}  // namespace
 
 LatePinBuffer::LatePinBuffer(LatePinOptions options, std::unique_ptr<HostPinner> pinner, const Logger& log)
     : options_(std::move(options)),

@@ -50,11 +50,10 @@ namespace resurgo::gpu {
 // [buffer] pin and touch (config.hpp): lazy pins once every page is touched
 // (with the token, when one is given), eager populates and pins the whole
 // buffer in the constructor (the traditional baseline), off never pins.
+using resurgo::LatePinState;
+using resurgo::LatePinStats;
 using resurgo::PinPolicy;
 using resurgo::TouchSetting;
-
-const char* to_string(PinPolicy policy);
-const char* to_string(TouchSetting setting);
 
 struct LatePinOptions {
   std::size_t capacity = 0;  // rounded up to whole touch steps
@@ -71,40 +70,6 @@ struct LatePinOptions {
   // Called by the forerunner before each step it may take, under no lock;
   // tests hold it back to step the forerunner one step at a time.
   std::function<void()> before_touch_step;
-};
-
-enum class LatePinState {
-  kTouching,         // pages remain untouched
-  kPausedForFlush,   // sequential strategy: a flush is open
-  kWaitingForToken,  // every page touched; another holder pins now
-  kPinning,
-  kPinned,     // settled
-  kPinFailed,  // settled: stats().pin_failure says why; flushes go to unpinned pages
-  kNotPinned,  // settled: policy off, every page touched (or touching stopped)
-  kStopped,    // settled: stop() or destruction came first
-};
-const char* to_string(LatePinState state);
-
-struct LatePinStats {
-  std::size_t capacity = 0;
-  PinPolicy pin = PinPolicy::kLazy;
-  TouchSetting touch = TouchSetting::kAuto;
-  LatePinState state = LatePinState::kTouching;
-  TouchStrategy strategy = TouchStrategy::kConcurrent;  // in force now
-  std::size_t touched_bytes = 0;                        // by the forerunner or by flushes
-  double touch_seconds = 0;   // the forerunner's time in MADV_POPULATE_WRITE (eager: the populate)
-  std::string touch_stopped;  // why touching stopped early; empty if it did not
-  bool pinned = false;
-  std::size_t pin_pieces = 0;  // pinned now
-  double pin_seconds = 0;      // in the pinner's calls
-  double token_wait_seconds = 0;
-  std::string pin_failure;                 // the pinner's error; empty if none
-  std::uint64_t flushes = 0;               // ended
-  std::uint64_t flushes_to_untouched = 0;  // found untouched pages in their range
-  std::size_t bytes_flushed_to_untouched = 0;
-  std::uint64_t checkpoints = 0;
-  TouchRates measured;                    // the model's inputs measured so far (0: no sample)
-  std::optional<TouchDecision> decision;  // the model's latest, with its inputs and both estimates
 };
 
 class LatePinBuffer {

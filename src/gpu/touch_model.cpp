@@ -6,7 +6,7 @@
 
 #include "resurgo/errors.hpp"
 
-namespace resurgo::gpu {
+namespace resurgo {
 
 namespace {
 
@@ -115,7 +115,7 @@ bool TouchRates::enough_to_decide() const {
   return measured(touch_alone) && (measured(flush_touched) || measured(flush_concurrent) || measured(flush_untouched));
 }
 
-TouchRates complete_rates(const TouchRates& m, std::string* derived) {
+TouchRates gpu::complete_rates(const TouchRates& m, std::string* derived) {
   if (!m.enough_to_decide()) {
     throw InvalidArgumentError("touch model: needs the touch rate alone and one flush rate at least (touch " +
                                rate_text(m.touch_alone) + "; flush " + rate_text(m.flush_touched) + " touched, " +
@@ -144,7 +144,7 @@ TouchRates complete_rates(const TouchRates& m, std::string* derived) {
   return r;
 }
 
-TouchDecision choose_touch_strategy(const TouchModelInputs& inputs) {
+TouchDecision gpu::choose_touch_strategy(const TouchModelInputs& inputs) {
   check_inputs(inputs);
   TouchDecision d;
   d.inputs = inputs;
@@ -175,4 +175,4 @@ std::string TouchDecision::describe() const {
          ", Fc=" + rate_text(rates.flush_concurrent) + (derived.empty() ? "" : "; derived: " + derived) + ")";
 }
 
-}  // namespace resurgo::gpu
+}  // namespace resurgo

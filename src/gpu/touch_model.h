@@ -22,58 +22,15 @@
 #include <cstdint>
 #include <string>
 
+#include "resurgo/device_stats.hpp"
+
 namespace resurgo::gpu {
 
-enum class TouchStrategy {
-  kConcurrent,  // touch all the time, beside flushes
-  kSequential,  // pause touching while a flush runs
-};
-const char* to_string(TouchStrategy strategy);
-
-// Bandwidths in bytes per second, as measured by the buffer; 0 where there
-// was no sample yet (a strategy never sees some of them: sequential touching
-// never runs beside a flush).
-struct TouchRates {
-  double touch_alone = 0;       // T:  the forerunner touching, no flush running
-  double touch_concurrent = 0;  // Tc: touching while a flush runs
-  double flush_touched = 0;     // Ft: a flush into touched pages, no touching meanwhile
-  double flush_untouched = 0;   // Fu: a flush into untouched pages
-  double flush_concurrent = 0;  // Fc: a flush into touched pages while touching runs
-
-  // T and at least one flush rate: the least complete_rates() can work from.
-  bool enough_to_decide() const;
-};
-
-struct TouchModelInputs {
-  TouchRates rates;                // measured (0: no sample yet)
-  double checkpoint_bytes = 0;     // S: bytes each upcoming flush writes (> 0)
-  double compute_seconds = 0;      // C: compute between two checkpoints
-  double untouched_bytes = 0;      // U: bytes of the buffer not touched yet
-  double touched_ahead_bytes = 0;  // L: touched bytes right after where the next flush starts
-  // True when a flush runs while the application computes the next
-  // iteration (the Store's asynchronous flush): the idle time is then C - D
-  // for a flush of D seconds. False when the application waits for each
-  // flush (the host benchmark): the idle time is C.
-  bool flushes_overlap_compute = true;
-};
-
-struct TouchEstimate {
-  double flush_seconds = 0;  // flush time over the horizon
-  std::uint64_t iterations_to_touch_all = 0;
-};
-
-struct TouchDecision {
-  TouchStrategy strategy = TouchStrategy::kConcurrent;
-  TouchModelInputs inputs;               // as given
-  TouchRates rates;                      // completed: measured, or derived as `derived` says
-  std::string derived;                   // "Tc, Fc" etc.; empty when every rate was measured
-  std::uint64_t horizon_iterations = 0;  // both estimates cover this many flushes
-  TouchEstimate concurrent;
-  TouchEstimate sequential;
-
-  // One line for the log: the choice, both estimates and every input.
-  std::string describe() const;
-};
+using resurgo::TouchDecision;
+using resurgo::TouchEstimate;
+using resurgo::TouchModelInputs;
+using resurgo::TouchRates;
+using resurgo::TouchStrategy;
 
 // Fills the rates not measured yet from the measured ones (`derived` names
 // them). The rules, with T required and one flush rate at least:

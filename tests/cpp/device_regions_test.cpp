@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <numeric>
 #include <thread>
 #include <vector>
@@ -216,6 +217,79 @@ TEST_F(DeviceRegionsTest, TheCApiProtectsDeviceRegions) {
   unsetenv("RESURGO_DEVICE_CAPACITY");
 }
 
+TEST_F(DeviceRegionsTest, StatsSayWhereEachVersionWentAndWhatTheCachesDid) {
+  Store store("s", config({{"buffer.pin", "off"}, {"buffer.touch", "sequential"}}));
+  EXPECT_TRUE(store.device_stats().cache.has_value()) << "L0 is opened with the store";
+  EXPECT_FALSE(store.device_stats().staging.has_value()) << "the staging buffer comes with the first device capture";
+  std::vector<float> host = values(100, 0), small = values(1000, 1), large = values(3 * kMiB, 2);  // 12 MiB > L0
+  store.protect(0, host.data(), host.size() * 4, "host");
+  store.protect_device(1, small.data(), small.size() * 4, "small");
+  store.checkpoint(1);
+  store.protect_device(2, large.data(), large.size() * 4, "large");
+  store.checkpoint(2);
+  store.unprotect(1);
+  store.unprotect(2);
+  store.checkpoint(3);
+  store.wait();
+
+  std::map<int, VersionStats> by_version;
+  for (const VersionStats& stats : store.stats()) by_version[stats.version] = stats;
+  EXPECT_EQ(by_version.at(1).device_path, "l0");
+  EXPECT_EQ(by_version.at(1).device_bytes, small.size() * 4);
+  EXPECT_EQ(by_version.at(1).bytes, (host.size() + small.size()) * 4);
+  EXPECT_EQ(by_version.at(2).device_path, "host") << "12 MiB does not fit in 8 MiB of L0";
+  EXPECT_EQ(by_version.at(2).device_bytes, (small.size() + large.size()) * 4);
+  EXPECT_EQ(by_version.at(3).device_path, "");
+  EXPECT_EQ(by_version.at(3).device_bytes, 0u);
+  EXPECT_GE(by_version.at(1).device_wait_seconds, 0.0);
+  EXPECT_LE(by_version.at(1).device_wait_seconds, by_version.at(1).copy_seconds);
+
+  const DeviceStats device = store.device_stats();
+  ASSERT_TRUE(device.cache.has_value());
+  EXPECT_EQ(device.cache->capacity, 8 * kMiB);
+  EXPECT_EQ(device.cache->bypassed, 1u);
+  EXPECT_EQ(device.cache->versions + device.cache->evicted, 1u);
+  ASSERT_TRUE(device.staging.has_value());
+  EXPECT_EQ(device.staging->pin, PinPolicy::kOff);
+  EXPECT_EQ(device.staging->touch, TouchSetting::kSequential);
+  EXPECT_EQ(device.staging->strategy, TouchStrategy::kSequential);
+  EXPECT_EQ(device.staging->checkpoints, 2u) << "each checkpoint of device regions feeds the touch model";
+  EXPECT_FALSE(device.staging->pinned);
+}
+
+TEST_F(DeviceRegionsTest, TheCApiReportsTheDeviceCaches) {
+  setenv("RESURGO_LOCAL_PATH", (dir.path() + "/l2").c_str(), 1);
+  setenv("RESURGO_DEVICE_BACKEND", "host", 1);
+  setenv("RESURGO_DEVICE_CAPACITY", "4MiB", 1);
+  setenv("RESURGO_BUFFER_PIN", "off", 1);
+  rsg_store* store = nullptr;
+  ASSERT_EQ(rsg_open(nullptr, "c", &store), RSG_OK) << rsg_last_error();
+  rsg_device_caches caches;
+  ASSERT_EQ(rsg_device_stats(store, &caches), RSG_OK) << rsg_last_error();
+  EXPECT_EQ(caches.has_cache, 1);
+  EXPECT_EQ(caches.cache_capacity, 4 * kMiB);
+  EXPECT_EQ(caches.has_staging, 0);
+  std::vector<float> device = values(1000, 4);
+  ASSERT_EQ(rsg_protect_device(store, 0, device.data(), device.size() * 4, "field"), RSG_OK) << rsg_last_error();
+  ASSERT_EQ(rsg_checkpoint(store, 1), RSG_OK) << rsg_last_error();
+  ASSERT_EQ(rsg_wait(store, RSG_ALL, RSG_L2), RSG_OK) << rsg_last_error();
+  rsg_version_stats stats;
+  ASSERT_EQ(rsg_stats(store, 1, &stats), RSG_OK) << rsg_last_error();
+  EXPECT_STREQ(stats.device_path, "l0");
+  EXPECT_EQ(stats.device_bytes, 4000u);
+  ASSERT_EQ(rsg_device_stats(store, &caches), RSG_OK) << rsg_last_error();
+  EXPECT_EQ(caches.has_staging, 1);
+  EXPECT_STREQ(caches.pin, "off");
+  EXPECT_STREQ(caches.touch, "auto");
+  EXPECT_EQ(caches.checkpoints, 1u);
+  EXPECT_EQ(rsg_device_stats(store, nullptr), RSG_EINVAL);
+  EXPECT_EQ(rsg_close(store), RSG_OK);
+  for (const char* name : {"RESURGO_LOCAL_PATH", "RESURGO_DEVICE_BACKEND", "RESURGO_DEVICE_CAPACITY",
+                           "RESURGO_BUFFER_PIN"}) {
+    unsetenv(name);
+  }
+}
+
 // DeviceCapture alone: what goes through L0 and what bypasses it.
 class DeviceCaptureTest : public DeviceRegionsTest {
  protected:
@@ -248,7 +322,7 @@ TEST_F(DeviceCaptureTest, AVersionLargerThanL0IsCopiedToHostAtOnceAndTheCacheCou
   ASSERT_EQ(bypassed.extents.size(), 1u);
   EXPECT_EQ(std::memcmp(bypassed.extents[0].source, large.data(), large.size() * 4), 0);
   bypassed.release();
-  EXPECT_EQ(capture.cache_stats()->bypassed, 1u);
+  EXPECT_EQ(capture.stats().cache->bypassed, 1u);
 
   header.version = 2;
   Snapshot cached = capture.take(*host, {device_region(0, fits)}, header, level, times);
@@ -258,7 +332,7 @@ TEST_F(DeviceCaptureTest, AVersionLargerThanL0IsCopiedToHostAtOnceAndTheCacheCou
   cached.stage(cached.extents);
   EXPECT_EQ(std::memcmp(cached.extents[0].source, values(1000, 2).data(), 4000), 0);
   cached.release();
-  EXPECT_EQ(capture.cache_stats()->versions, 1u);
+  EXPECT_EQ(capture.stats().cache->versions, 1u);
 }
 
 TEST_F(DeviceCaptureTest, AVersionNumberStillInL0FromBeforeARestartBypassesIt) {
@@ -296,12 +370,12 @@ TEST_F(DeviceCaptureTest, StagingFillsTheLatePinBufferWhichPinsOnceEveryPageIsTo
       staging.stage(kMiB, [&](std::byte* target) { std::memcpy(target, source.data(), kMiB); });
   EXPECT_EQ(std::memcmp(block->data(), source.data(), kMiB), 0);
   for (int polls = 0; polls < 6000 && !staging.stats().pinned &&
-                      staging.stats().state != gpu::LatePinState::kPinFailed;
+                      staging.stats().state != LatePinState::kPinFailed;
        ++polls) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  const gpu::LatePinStats stats = staging.stats();
-  EXPECT_TRUE(stats.pinned || stats.state == gpu::LatePinState::kPinFailed) << gpu::to_string(stats.state);
+  const LatePinStats stats = staging.stats();
+  EXPECT_TRUE(stats.pinned || stats.state == LatePinState::kPinFailed) << to_string(stats.state);
   EXPECT_EQ(stats.touched_bytes, stats.capacity);
   EXPECT_EQ(stats.flushes, 1u);
 }

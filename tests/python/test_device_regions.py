@@ -156,6 +156,47 @@ def test_fake_device_array_round_trip(dirs, capacity):
     assert region["bytes"] == a.nbytes
 
 
+def test_stats_report_the_device_path_and_the_caches(dirs):
+    small = sample((1000,), seed=4)
+    large = sample((2 * 1024 * 1024,), seed=5)  # 8 MiB: more than the 4 MiB of L0
+    with resurgo.Store("stats", **device_kw(dirs, buffer_pin="off", buffer_touch="concurrent")) as store:
+        before = store.device_stats()
+        assert before.cache is not None and before.cache.capacity == 4 << 20
+        assert before.staging is None
+        store.protect("small", FakeCudaArray(small))
+        store.checkpoint(1)
+        store.protect("large", FakeCudaArray(large))
+        store.checkpoint(2)
+        store.wait()
+        stats = {record.version: record for record in store.stats()}
+        assert (stats[1].device_path, stats[1].device_bytes) == ("l0", small.nbytes)
+        assert (stats[2].device_path, stats[2].device_bytes) == ("host", small.nbytes + large.nbytes)
+        assert 0 <= stats[1].device_wait_seconds <= stats[1].copy_seconds
+        device = store.device_stats()
+    assert isinstance(device, resurgo.DeviceStats)
+    assert device.cache.bypassed == 1
+    assert device.cache.growth_stopped is None
+    staging = device.staging
+    assert isinstance(staging, resurgo.StagingBufferStats)
+    assert (staging.pin, staging.touch, staging.strategy) == ("off", "concurrent", "concurrent")
+    assert staging.checkpoints == 2
+    assert not staging.pinned and staging.pin_failure is None
+    assert isinstance(staging.measured, resurgo.TouchRates)
+    if staging.decision is not None:  # once the rates it needs were measured
+        assert staging.decision.strategy in ("concurrent", "sequential")
+        assert staging.decision.description.startswith("touch model: ")
+
+
+def test_stats_without_device_regions(dirs):
+    with resurgo.Store("plain", **dirs.kw()) as store:
+        store.protect("a", np.zeros(10))
+        store.checkpoint(0)
+        store.wait()
+        (record,) = store.stats()
+        assert (record.device_path, record.device_bytes) == (None, 0)
+        assert store.device_stats() == resurgo.DeviceStats(cache=None, staging=None)
+
+
 def test_mixed_host_and_device_regions(dirs):
     host = np.arange(1000, dtype=np.int64)
     dev = sample((256, 64), "float64", seed=2)
