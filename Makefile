@@ -82,14 +82,19 @@ test-suite: deps build python
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j$(JOBS)
 	$(VENV_PY) -m pytest tests/python -q
 
+# The GPU suites that run a second time against the fake CUDA driver
+# (tests/cpp/fake_cuda; the fake_cuda.* ctest registration runs the same).
+FAKE_CUDA_TESTS := GpuDriverTest.*:GpuCudaTest.*:GpuStoreTest.*:HostPinnerTest.TheCudaPinner*:FakeCudaTest.*
+
 # Sanitizer builds of the library and the GoogleTest suite (no Python):
 # $(call sanitized_tests,build dir,-fsanitize= list,runtime options).
 define sanitized_tests
 	cmake -S . -B $(1) -DCMAKE_BUILD_TYPE=Debug -DRESURGO_BUILD_EXAMPLES=OFF -DRESURGO_BUILD_FORTRAN=OFF \
 	  -DCMAKE_CXX_FLAGS="-fsanitize=$(2) -fno-omit-frame-pointer -fno-sanitize-recover=all -O1 -g" \
 	  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=$(2)" -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=$(2)"
-	cmake --build $(1) -j$(JOBS) --target resurgo_tests crash_campaign auto_crash_campaign stress_campaign power_tests power_campaign
+	cmake --build $(1) -j$(JOBS) --target resurgo_tests resurgo_fake_cuda crash_campaign auto_crash_campaign stress_campaign power_tests power_campaign
 	$(3) $(1)/tests/cpp/resurgo_tests
+	$(3) LD_LIBRARY_PATH=$(1)/tests/cpp/fake_cuda $(1)/tests/cpp/resurgo_tests --gtest_filter='$(FAKE_CUDA_TESTS)'
 	$(3) $(1)/tests/fault/crash_campaign --trials 60
 	$(3) $(1)/tests/fault/auto_crash_campaign --trials 20
 	$(3) $(1)/tests/fault/stress_campaign --seconds 5

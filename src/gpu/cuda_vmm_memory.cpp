@@ -10,19 +10,28 @@ CudaVmmMemory::CudaVmmMemory(int device, const CudaDriver& driver) : driver_(dri
   driver_.check(driver_.cuDeviceGetName(device_name, sizeof device_name, device_), "cuDeviceGetName", what);
   name_ = "cuda-vmm (" + what + ": " + device_name + ")";
   driver_.check(driver_.cuDevicePrimaryCtxRetain(&context_, device_), "cuDevicePrimaryCtxRetain", what);
-  make_current();
-  const CUmemAllocationProp properties = chunk_properties();
-  driver_.check(driver_.cuMemGetAllocationGranularity(&granularity_, &properties, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
-                "cuMemGetAllocationGranularity", what);
-  driver_.check(driver_.cuStreamCreate(&capture_stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate", what);
-  driver_.check(driver_.cuStreamCreate(&read_stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate", what);
+  // The destructor does not run for a constructor that throws.
+  try {
+    make_current();
+    const CUmemAllocationProp properties = chunk_properties();
+    driver_.check(driver_.cuMemGetAllocationGranularity(&granularity_, &properties, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+                  "cuMemGetAllocationGranularity", what);
+    driver_.check(driver_.cuStreamCreate(&capture_stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate", what);
+    driver_.check(driver_.cuStreamCreate(&read_stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate", what);
+  } catch (...) {
+    release();
+    throw;
+  }
 }
 
+CudaVmmMemory::~CudaVmmMemory() { release(); }
+
 // Releases in reverse order and ignores errors: a destructor cannot report
-// them, and a failing driver at this point has nothing left to give back.
-CudaVmmMemory::~CudaVmmMemory() {
+// them (a throw would terminate: e.g. CUDA_ERROR_DEINITIALIZED at exit), and
+// a failing driver at this point has nothing left to give back.
+void CudaVmmMemory::release() noexcept {
   if (context_ == nullptr) return;
-  make_current();
+  driver_.cuCtxSetCurrent(context_);
   for (CUstream stream : {capture_stream_, read_stream_}) {
     if (stream == nullptr) continue;
     driver_.cuStreamSynchronize(stream);

@@ -38,6 +38,8 @@ class CudaVmmMemory : public DeviceMemory {
   // flush threads.
   void make_current() const;
   CUmemAllocationProp chunk_properties() const;
+  // Gives back what was made: chunks, reservation, streams, the context.
+  void release() noexcept;
 
   const CudaDriver& driver_;
   CUdevice device_ = 0;

@@ -1,0 +1,86 @@
+/* The control API of the fake CUDA driver (fake_cuda_driver.cpp): what a
+ * test uses to inject failures, set limits and read the driver's books.
+ *
+ * The library is loaded by resurgo (dlopen("libcuda.so.1")), never linked by
+ * the tests: a test gets these functions with dlsym from
+ * dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD), and finding them is how it
+ * knows the driver is the fake. Every function may be called from any
+ * thread, before or after cuInit. */
+#ifndef RESURGO_FAKE_CUDA_CONTROL_H_
+#define RESURGO_FAKE_CUDA_CONTROL_H_
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What the driver holds now. Every count but the last two is of objects
+ * created and not yet given back: after a test that cleaned up, all are 0. */
+typedef struct FakeCudaCounters {
+  uint64_t device_bytes;          /* cuMemAlloc and cuMemCreate bytes not yet freed */
+  uint64_t device_allocations;    /* cuMemAlloc */
+  uint64_t managed_allocations;   /* cuMemAllocManaged */
+  uint64_t host_allocations;      /* cuMemHostAlloc */
+  uint64_t physical_allocations;  /* cuMemCreate: freed once released and unmapped */
+  uint64_t reservations;          /* cuMemAddressReserve */
+  uint64_t mappings;              /* cuMemMap */
+  uint64_t registered_bytes;      /* cuMemHostRegister */
+  uint64_t registered_ranges;
+  uint64_t streams;               /* cuStreamCreate; the null stream is not counted */
+  uint64_t events;                /* cuEventCreate */
+  uint64_t context_references;    /* cuDevicePrimaryCtxRetain not yet released */
+  /* Since the last reset, not live objects: */
+  uint64_t largest_registration;  /* the largest successful cuMemHostRegister */
+  uint64_t async_failures;        /* stream operations that failed on the stream (see cuStreamSynchronize) */
+} FakeCudaCounters;
+
+/* Fills `counters` with what the driver holds now. */
+void fake_cuda_counters(FakeCudaCounters* counters);
+
+/* Puts every setting back to its default (failure rules, call counts, device
+ * memory size, copy delay, registration limit, driver version, streams not
+ * held), fills `leaked` (may be null) with what the driver still holds, and
+ * returns the number of objects leaked: the sum of the counts of live
+ * objects. Leaked objects stay as they are (something may still use them). */
+uint64_t fake_cuda_reset(FakeCudaCounters* leaked);
+
+/* The device memory cuMemAlloc and cuMemCreate share; beyond it they return
+ * CUDA_ERROR_OUT_OF_MEMORY. Default 16 GiB (virtual: host memory is used only
+ * where written). */
+void fake_cuda_set_device_memory(uint64_t bytes);
+
+/* How long a stream operation waits after it was enqueued before it runs, so
+ * that a caller that does not synchronise reads stale bytes. Default 200 us. */
+void fake_cuda_set_copy_delay_us(uint32_t microseconds);
+
+/* The most bytes one cuMemHostRegister call takes; larger calls return
+ * CUDA_ERROR_OUT_OF_MEMORY (as r580 drivers do from 512 GiB). 0, the
+ * default: no limit. */
+void fake_cuda_set_host_register_limit(uint64_t bytes);
+
+/* What cuDriverGetVersion reports; default CUDA_VERSION of the cuda.h the
+ * fake was built with. */
+void fake_cuda_set_driver_version(int version);
+
+/* While `held` is not 0, no stream starts an operation (what is enqueued
+ * waits): a test frees or unmaps memory under a copy in flight. Reset lets
+ * the streams go. */
+void fake_cuda_hold_streams(int held);
+
+/* Injects `result` (a CUresult) into `entry_point` (a base name such as
+ * "cuMemCreate", or "cuGetProcAddress"): the first `after_calls` calls from
+ * now on run as usual, the `times` calls after them return `result` without
+ * doing anything; times < 0: every call after them. Replaces an earlier rule
+ * of the same entry point. Returns 0, or -1 for a name the fake does not
+ * implement. */
+int fake_cuda_fail(const char* entry_point, uint64_t after_calls, int result, int times);
+
+/* Calls of `entry_point` since the last reset, failed ones included. */
+uint64_t fake_cuda_calls(const char* entry_point);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RESURGO_FAKE_CUDA_CONTROL_H_ */
