@@ -14,15 +14,44 @@ void CudaDeviceAccess::make_current() const {
   driver_.check(driver_.cuCtxSetCurrent(context_), "cuCtxSetCurrent", "device 0");
 }
 
-MemoryKind CudaDeviceAccess::kind(const CudaDriver& driver, const void* pointer) {
-  const auto address = reinterpret_cast<CUdeviceptr>(pointer);
+namespace {
+
+// The kind of `address`, or CUDA_ERROR_INVALID_CONTEXT when the driver wants
+// a current context to answer.
+CUresult query_kind(const CudaDriver& driver, CUdeviceptr address, MemoryKind& kind) {
   unsigned int managed = 0;
-  if (driver.cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, address) == CUDA_SUCCESS && managed) {
-    return MemoryKind::kManaged;
+  const CUresult asked_managed = driver.cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, address);
+  if (asked_managed == CUDA_ERROR_INVALID_CONTEXT) return asked_managed;
+  if (asked_managed == CUDA_SUCCESS && managed) {
+    kind = MemoryKind::kManaged;
+    return CUDA_SUCCESS;
   }
   CUmemorytype type = CU_MEMORYTYPE_HOST;
-  const bool known = driver.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, address) == CUDA_SUCCESS;
-  return known && type == CU_MEMORYTYPE_DEVICE ? MemoryKind::kDevice : MemoryKind::kHost;
+  const CUresult asked_type = driver.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, address);
+  if (asked_type == CUDA_ERROR_INVALID_CONTEXT) return asked_type;
+  kind = asked_type == CUDA_SUCCESS && type == CU_MEMORYTYPE_DEVICE ? MemoryKind::kDevice : MemoryKind::kHost;
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+MemoryKind CudaDeviceAccess::kind(const CudaDriver& driver, const void* pointer) {
+  const auto address = reinterpret_cast<CUdeviceptr>(pointer);
+  MemoryKind kind = MemoryKind::kHost;
+  if (query_kind(driver, address, kind) != CUDA_ERROR_INVALID_CONTEXT) return kind;
+  CUdevice device = 0;
+  CUcontext primary = nullptr;
+  if (driver.cuDeviceGet(&device, 0) != CUDA_SUCCESS ||
+      driver.cuDevicePrimaryCtxRetain(&primary, device) != CUDA_SUCCESS) {
+    return kind;
+  }
+  if (driver.cuCtxPushCurrent(primary) == CUDA_SUCCESS) {
+    query_kind(driver, address, kind);
+    CUcontext popped = nullptr;
+    driver.cuCtxPopCurrent(&popped);
+  }
+  driver.cuDevicePrimaryCtxRelease(device);
+  return kind;
 }
 
 std::optional<MemoryKind> CudaDeviceAccess::kind_of(const void* pointer) const {

@@ -23,7 +23,10 @@ class CudaDeviceAccess final : public DeviceAccess {
   void to_host(void* host, const void* device, std::size_t bytes) override;
   void to_device(void* device, const void* host, std::size_t bytes) override;
 
-  // Pageable host memory is unknown to the driver: kHost.
+  // Pageable host memory is unknown to the driver: kHost. On a thread with
+  // no current context (a driver may want one for the query) it asks under
+  // device 0's primary context, pushed and popped, so the thread's contexts
+  // are left as they were.
   static MemoryKind kind(const CudaDriver& driver, const void* pointer);
 
  private:

@@ -677,6 +677,32 @@ TEST_F(FakeCudaTest, PointersOfTheOtherKindAreRefusedAndManagedMemoryWorks) {
   check(driver().cuMemFree(address), "cuMemFree");
 }
 
+// The fake, like a driver that wants a context for pointer queries, refuses
+// them on a thread where none is current: the check asks under the primary
+// context, pushed and popped, and leaves the thread without one.
+TEST_F(FakeCudaTest, ADevicePointerIsRefusedFromAThreadWithoutACurrentContext) {
+  Store store("fake", store_config("8MiB"));
+  DeviceBuffer device(4096);
+  std::string refusal;
+  CUresult query_without_context = CUDA_SUCCESS;
+  CUcontext left_current = context_;
+  std::thread application([&] {
+    unsigned int managed = 0;
+    query_without_context = driver().cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, device.address());
+    try {
+      store.protect(0, device.get(), 4096, "device_as_host");
+    } catch (const InvalidArgumentError& error) {
+      refusal = error.what();
+    }
+    CUcontext popped = nullptr;
+    left_current = driver().cuCtxPopCurrent(&popped) == CUDA_ERROR_INVALID_CONTEXT ? nullptr : popped;
+  });
+  application.join();
+  EXPECT_EQ(query_without_context, CUDA_ERROR_INVALID_CONTEXT);
+  EXPECT_NE(refusal.find("its pointer is device memory"), std::string::npos) << refusal;
+  EXPECT_EQ(left_current, nullptr) << "the check left a context current on the application's thread";
+}
+
 }  // namespace
 }  // namespace resurgo::gpu
 

@@ -27,6 +27,11 @@ CUcontext& current_context() {
   return context;
 }
 
+std::vector<CUcontext>& pushed_contexts() {
+  thread_local std::vector<CUcontext> contexts;
+  return contexts;
+}
+
 CUresult Driver::admit(const char* name, Needs needs) {
   ++calls[name];
   if (const auto rule = rules.find(name); rule != rules.end()) {

@@ -124,6 +124,9 @@ struct Driver {
 Driver& driver();
 // The calling thread's current context (null: none).
 CUcontext& current_context();
+// The contexts below the current one on this thread's stack
+// (cuCtxPushCurrent / cuCtxPopCurrent); cuCtxSetCurrent replaces the top.
+std::vector<CUcontext>& pushed_contexts();
 
 // Counts the call, applies a failure rule and the call's needs, then runs
 // `body(driver, lock)` under the driver's mutex (which a body that waits

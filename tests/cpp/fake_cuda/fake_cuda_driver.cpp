@@ -7,7 +7,9 @@
 //
 // Emulated, on host memory:
 // - cuInit before anything else (CUDA_ERROR_NOT_INITIALIZED); one device,
-//   ordinal 0; its primary context, reference counted, current per thread.
+//   ordinal 0; its primary context, reference counted, current per thread
+//   (cuCtxSetCurrent replaces the top of the thread's context stack,
+//   cuCtxPushCurrent / cuCtxPopCurrent push and pop it).
 //   Allocations, copies, streams, events, VMM calls, host registration and
 //   pointer queries fail with CUDA_ERROR_INVALID_CONTEXT on a thread where
 //   it is not current (or after its last release).
@@ -184,6 +186,27 @@ CUresult cuCtxSetCurrent(CUcontext context) {
       return CUDA_ERROR_INVALID_CONTEXT;
     }
     current_context() = context;
+    return CUDA_SUCCESS;
+  });
+}
+
+CUresult cuCtxPushCurrent(CUcontext context) {
+  return call("cuCtxPushCurrent", Needs::kInit, [&](Driver& d, Lock&) {
+    if (context == nullptr || context != d.primary_handle() || d.primary.references == 0) {
+      return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    pushed_contexts().push_back(current_context());
+    current_context() = context;
+    return CUDA_SUCCESS;
+  });
+}
+
+CUresult cuCtxPopCurrent(CUcontext* context) {
+  return call("cuCtxPopCurrent", Needs::kInit, [&](Driver&, Lock&) {
+    if (current_context() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+    if (context != nullptr) *context = current_context();
+    current_context() = pushed_contexts().empty() ? nullptr : pushed_contexts().back();
+    if (!pushed_contexts().empty()) pushed_contexts().pop_back();
     return CUDA_SUCCESS;
   });
 }
@@ -663,6 +686,8 @@ void* entry_point(std::string_view name) {
       FAKE_CUDA_ENTRY(cuDevicePrimaryCtxRetain),
       FAKE_CUDA_ENTRY(cuDevicePrimaryCtxRelease),
       FAKE_CUDA_ENTRY(cuCtxSetCurrent),
+      FAKE_CUDA_ENTRY(cuCtxPushCurrent),
+      FAKE_CUDA_ENTRY(cuCtxPopCurrent),
       FAKE_CUDA_ENTRY(cuMemGetAllocationGranularity),
       FAKE_CUDA_ENTRY(cuMemAddressReserve),
       FAKE_CUDA_ENTRY(cuMemAddressFree),
