@@ -531,6 +531,14 @@ struct StoreRegions {
     second.upload(second_versions.back());
     host = host_versions.back();
   }
+  // Versions 1 to `versions`, each filled then checkpointed; waits for them.
+  void take(Store& store, int versions) {
+    for (int version = 1; version <= versions; ++version) {
+      fill(version);
+      store.checkpoint(version);
+    }
+    store.wait();
+  }
   void clobber() {
     first.upload(std::vector<unsigned char>(kFirst, 0));
     second.upload(std::vector<unsigned char>(kSecond, 0));
@@ -551,11 +559,7 @@ TEST_F(FakeCudaTest, AStoreRoundTripsDeviceRegionsThroughL0AndRestartsDeviceToDe
     Store store("fake", store_config("64MiB"));
     StoreRegions regions;
     regions.protect(store);
-    for (int version = 1; version <= 3; ++version) {
-      regions.fill(version);
-      store.checkpoint(version);
-    }
-    store.wait();
+    regions.take(store, 3);
     for (const VersionStats& stats : store.stats()) EXPECT_EQ(stats.device_path, "l0") << stats.version;
 
     regions.clobber();
@@ -579,11 +583,7 @@ TEST_F(FakeCudaTest, VersionsLargerThanL0AndStoresWithoutL0BypassItToHostMemory)
     Store store("fake", store_config(capacity, {{"local.path", levels.path()}}));
     StoreRegions regions;
     regions.protect(store);
-    for (int version = 1; version <= 2; ++version) {
-      regions.fill(version);
-      store.checkpoint(version);
-    }
-    store.wait();
+    regions.take(store, 2);
     for (const VersionStats& stats : store.stats()) EXPECT_EQ(stats.device_path, "host") << capacity;
     regions.clobber();
     EXPECT_EQ(store.restart(1), 1) << capacity;
@@ -636,11 +636,7 @@ TEST_F(FakeCudaTest, AStoreWhoseBufferCannotBePinnedKeepsCheckpointing) {
   Store store("fake", store_config("0", {{"buffer.pin", "eager"}}));
   StoreRegions regions;
   regions.protect(store);
-  for (int version = 1; version <= 2; ++version) {
-    regions.fill(version);
-    store.checkpoint(version);
-  }
-  store.wait();
+  regions.take(store, 2);
   EXPECT_GE(control().calls("cuMemHostRegister"), 1u);
   EXPECT_EQ(counters().registered_bytes, 0u);
   regions.clobber();
