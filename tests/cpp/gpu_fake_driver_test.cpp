@@ -289,6 +289,24 @@ TEST_F(FakeCudaTest, MemoryFreedUnderACopyInFlightFailsTheStream) {
   expected_async_failures_ = 1;
 }
 
+// Asynchronous copies run on the stream's worker: a caller that reads the
+// target before cuStreamSynchronize finds the bytes it had (held streams
+// make that point visible without timing).
+TEST_F(FakeCudaTest, ACopyIsNotInTheTargetBeforeTheStreamIsSynchronised) {
+  CUstream stream = nullptr;
+  check(driver().cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  DeviceBuffer source(kMiB);
+  source.upload(std::vector<unsigned char>(kMiB, 7));
+  std::vector<unsigned char> host(kMiB, 0);
+  control().hold_streams(1);
+  check(driver().cuMemcpyDtoHAsync(host.data(), source.address(), kMiB, stream), "cuMemcpyDtoHAsync");
+  EXPECT_EQ(host, std::vector<unsigned char>(kMiB, 0)) << "the copy ran before the stream did";
+  control().hold_streams(0);
+  check(driver().cuStreamSynchronize(stream), "cuStreamSynchronize");
+  EXPECT_EQ(host, std::vector<unsigned char>(kMiB, 7));
+  check(driver().cuStreamDestroy(stream), "cuStreamDestroy");
+}
+
 // An event completes when its stream reaches it; held streams make that
 // point visible without timing.
 TEST_F(FakeCudaTest, EventsCompleteWhenTheStreamReachesThem) {
