@@ -28,6 +28,7 @@ struct DeviceCapture::Staging {
   std::shared_ptr<DeviceStaging> buffer;        // outlives `block`
   std::unique_ptr<DeviceStaging::Block> block;  // the host copy, once staged
   std::uint64_t bytes = 0;
+  double compute_seconds = 0;  // since the previous capture of device regions
   std::shared_ptr<gpu::DeviceCache> cache;  // null when the version bypassed L0
   std::int64_t version = -1;
   bool flushed = false;
@@ -96,17 +97,21 @@ void DeviceCapture::take_device_regions(const std::vector<Region>& regions, Snap
   auto staging = std::make_shared<Staging>();
   staging->buffer = staging_;
   staging->bytes = bytes;
+  staging->compute_seconds = compute_seconds;
   if (cache_) take_into_cache(snapshot.header.version, regions, device, snapshot, staging, times);
   if (staging->cache == nullptr) take_to_host(device, *staging);
   times.copy_seconds += seconds_since(started);
   times.device_bytes = bytes;
   times.device_into_l0 = staging->cache != nullptr;
-  staging_->checkpoint_taken(bytes, compute_seconds);
   std::function<void()> release_host = std::move(snapshot.release);
+  // On the first level's worker once the version is written: the staging
+  // buffer's touch model decides for the flushes to come there, not on the
+  // application's checkpoint path.
   snapshot.release = [release_host = std::move(release_host), staging] {
     if (release_host) release_host();
     staging->release_cache();  // a version whose staging never ran
     staging->block.reset();
+    staging->buffer->checkpoint_taken(staging->bytes, staging->compute_seconds);
   };
   for (std::size_t index = 0, offset = 0; index < regions.size(); ++index) {
     if (regions[index].kind != MemoryKind::kDevice) continue;
