@@ -256,7 +256,7 @@ FAKE_CUDA_EXPORT void fake_cuda_set_driver_version(int version) {
 }
 
 FAKE_CUDA_EXPORT void fake_cuda_hold_streams(int held) {
-  fake_cuda::streams_held.store(held != 0, std::memory_order_relaxed);
+  fake_cuda::streams_held.store(held != 0, std::memory_order_release);
 }
 
 FAKE_CUDA_EXPORT int fake_cuda_fail(const char* entry_point, uint64_t after_calls, int result, int times) {
