@@ -36,6 +36,7 @@
 #include "io/fault_env.h"
 #include "resurgo/errors.hpp"
 #include "resurgo/resurgo.hpp"
+#include "../sanitized.h"
 #include "test_util.h"
 #include "tier/directory_tier.h"
 
@@ -343,6 +344,12 @@ TEST_P(ConformanceTest, RoundTripRestoresEveryRegionAndTheMetadataBitForBit) {
 }
 
 TEST_P(ConformanceTest, EveryVisibleVersionVerifiesWheneverTheLevelChanges) {
+  // The check runs in the forked writer too, allocating there: under a
+  // sanitizer that child can deadlock in the sanitizer's allocator (seen
+  // twice under ASan, docs/reliability.md section 5).
+  if (kSanitized && std::string(capture().reported) == "fork") {
+    GTEST_SKIP() << "a forked writer that allocates can deadlock in the sanitizer's allocator";
+  }
   auto env = std::make_shared<ObservedEnv>(std::make_shared<FaultEnv>());
   watch(*env);
   State state;

@@ -14,6 +14,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "../sanitized.h"
+
 namespace resurgo::fault {
 
 // Built with a sanitizer (make test-asan, make test-tsan)? Their runtimes
@@ -28,18 +30,8 @@ namespace resurgo::fault {
 // supported"). Under a sanitizer the campaigns therefore never fork (copy,
 // or delta tracked by hash, whose faults-free reads suit the sanitizers'
 // own SIGSEGV handlers); the GoogleTest suite still runs fork capture under
-// both, and every other build draws every capture mode.
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-inline constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
-inline constexpr bool kSanitized = true;
-#else
-inline constexpr bool kSanitized = false;
-#endif
-#else
-inline constexpr bool kSanitized = false;
-#endif
+// both, and every other build draws every capture mode (kSanitized:
+// tests/sanitized.h).
 
 class Flags {
  public:
