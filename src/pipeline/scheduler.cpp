@@ -178,8 +178,10 @@ std::uint64_t Scheduler::write(Job& job, Clock::time_point& started) {
     // The eviction thread waits while captures run: under checkpoints back
     // to back it can fall behind the level's keep, and a bounded level fills
     // with versions it should no longer hold. Evicting them here first is
-    // what keep promises; only a level full of versions it must keep fails.
-    if (evict(level, catalog_.bases()).empty()) throw;
+    // what keep promises. The commit is tried again even when this evicted
+    // nothing, since the eviction thread may have freed the level since the
+    // commit failed; only a level full of versions it must keep fails again.
+    evict(level, catalog_.bases());
     level.commit(job.version, write_snapshot);
   }
   return stored;

@@ -1,6 +1,7 @@
 // The Scheduler with a bounded level: versions taken back to back, while
 // the eviction thread waits for the captures to end, must not fill the
-// level with versions its keep no longer holds.
+// level with versions its keep no longer holds, and a version must not fail
+// because the eviction thread freed the level while its commit failed.
 #include "pipeline/scheduler.h"
 
 #include <gtest/gtest.h>
@@ -33,24 +34,63 @@ Snapshot full_version(int version, const std::vector<std::byte>& state) {
   return snapshot;
 }
 
+// A memory level whose commit, when the level is full, lets the eviction
+// thread win the race: it evicts what its keep allows before it reports the
+// level full, so the writer that then evicts finds nothing left to remove.
+class EvictedWhileItsCommitFails final : public Level {
+ public:
+  explicit EvictedWhileItsCommitFails(MemoryLevel& memory) : memory_(memory) {}
+
+  int number() const override { return memory_.number(); }
+  Features features() const override { return memory_.features(); }
+  std::string where() const override { return memory_.where(); }
+  void prepare() override { memory_.prepare(); }
+  void commit(int version, const std::function<void(WritableFile&)>& write) override {
+    try {
+      memory_.commit(version, write);
+    } catch (const LevelFullError&) {
+      memory_.evict([](int) { return false; });
+      throw;
+    }
+  }
+  void commit_copy(int version, const ReadableFile& source) override { memory_.commit_copy(version, source); }
+  std::vector<int> versions() override { return memory_.versions(); }
+  bool holds(int version) override { return memory_.holds(version); }
+  std::unique_ptr<ReadableFile> open(int version) override { return memory_.open(version); }
+  void quarantine(int version) override { memory_.quarantine(version); }
+  void remove(int version) override { memory_.remove(version); }
+  std::vector<int> evict(const std::function<bool(int)>& pinned, const std::map<int, int>& known_bases) override {
+    return memory_.evict(pinned, known_bases);
+  }
+
+ private:
+  MemoryLevel& memory_;
+};
+
+enum class EvictionThread { kBehind, kWinsTheRace };
+
 // A scheduler routing every version to one memory level of `versions`
 // pieces (one version each) that keeps `keep` versions.
 struct OneMemoryLevel {
-  OneMemoryLevel(int versions, int keep) : memory("scheduler", 0, versions * 2 * kMiB, keep) {}
+  OneMemoryLevel(int versions, int keep, EvictionThread eviction = EvictionThread::kBehind)
+      : memory("scheduler", 0, versions * 2 * kMiB, keep),
+        level(eviction == EvictionThread::kWinsTheRace ? static_cast<Level&>(racing) : memory) {}
   void take(int version) {
     catalog.add(version, Catalog::Clock::now(), {1}, VersionStats{});
-    scheduler.submit(version, {&memory}, full_version(version, state));
+    scheduler.submit(version, {&level}, full_version(version, state));
     catalog.wait_settled(version, 1);
   }
 
   MemoryLevel memory;
+  EvictedWhileItsCommitFails racing{memory};
+  Level& level;
   Config config;
   ThreadPool pool{1};
   Catalog catalog{"scheduler"};
   const Logger log{"scheduler", LogLevel::kOff};
   Trace trace{""};
   const std::vector<std::byte> state = std::vector<std::byte>(kMiB + kMiB / 2, std::byte{7});
-  Scheduler scheduler{{{&memory, 1}}, config.pipeline, pool, catalog, log, trace};  // last: stopped first
+  Scheduler scheduler{{{&level, 1}}, config.pipeline, pool, catalog, log, trace};  // last: stopped first
 };
 
 TEST(SchedulerTest, ABoundedLevelFullOfVersionsBeyondKeepEvictsThemBeforeFailing) {
@@ -77,6 +117,17 @@ TEST(SchedulerTest, ABoundedLevelFullOfVersionsItMustKeepFailsTheVersion) {
   EXPECT_EQ(route.catalog.outcome(2, 1), 1);
   EXPECT_EQ(route.catalog.outcome(3, 1), -1);
   EXPECT_EQ(route.memory.versions(), (std::vector<int>{1, 2}));
+}
+
+TEST(SchedulerTest, AVersionWhoseLevelWasFreedWhileItsCommitFailedIsWrittenStill) {
+  OneMemoryLevel route(4, 2, EvictionThread::kWinsTheRace);
+  route.scheduler.set_capturing(true);  // only the level's own eviction frees it
+  for (int version = 1; version <= 10; ++version) {
+    route.take(version);
+    EXPECT_EQ(route.catalog.outcome(version, 1), 1) << "version " << version << " did not reach the memory level";
+  }
+  EXPECT_TRUE(route.memory.holds(10));
+  route.scheduler.set_capturing(false);
 }
 
 }  // namespace
