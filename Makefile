@@ -79,7 +79,8 @@ python: deps $(PY_BUILD)/.installed
 test: test-suite test-asan test-tsan
 
 test-suite: deps build python
-	ctest --test-dir $(BUILD_DIR) --output-on-failure -j$(JOBS)
+	ctest --test-dir $(BUILD_DIR) --output-on-failure -j$(JOBS) || \
+	  { sh scripts/failed_test_output.sh $(BUILD_DIR); exit 1; }
 	$(VENV_PY) -m pytest tests/python -q
 
 # The GPU suites that run a second time against the fake CUDA driver
