@@ -12,7 +12,7 @@
 // payload or replayed up to it); a checkpoint every few loops; regions that
 // time out after a few loops or may stay open for several steps; copy
 // capture through the default buffer or through one smaller than the state
-// (synchronous writes); L2 only or L2 and L4. One trial in six keeps
+// (synchronous writes); L2 only or L2 and L4. One trial in six (--in-memory-every) keeps
 // versions only in memory (memory.every = 1, local.every = persistent.every
 // = 0) and is ended by SIGTERM: the runtime's termination flush must write
 // the newest checkpoint to L2 and the process must still die by SIGTERM.
@@ -34,7 +34,10 @@
 // The points that need damaged files (L2.quarantine.renamed,
 // L4.restore.chunk) are left to crash_campaign, which damages files.
 //
-//   auto_crash_campaign [--trials N] [--seed S] [--dir PATH]
+//   auto_crash_campaign [--trials N] [--seed S] [--dir PATH] [--in-memory-every K]
+//
+// --in-memory-every K: one trial in K keeps its versions in memory (default
+// 6; 1 runs only those, the trials that fill and evict the memory level).
 //
 // Prints a summary and exits 1 if any check failed (each failure prints its
 // trial's draw: rerun it with the same --seed and enough --trials) or, in
@@ -75,7 +78,6 @@ namespace fs = std::filesystem;
 
 constexpr char kStore[] = "auto-campaign";
 constexpr int kReportsBeforeGivingUp = 10;  // versions reported before an armed point counts as not reached
-constexpr long kMemoryEvery = 6;            // one trial in six keeps its versions in memory
 
 // Exit codes of the children besides 0 and the signals.
 constexpr int kWrongBytes = 3;  // the final state differs from the uninterrupted run's
@@ -207,8 +209,9 @@ Life delayed_life(std::mt19937_64& random) {
   return life;
 }
 
-// `point_trials` counts the trials armed so far: the points are taken in turn.
-Trial plan(std::mt19937_64& random, long number, long& point_trials) {
+// `point_trials` counts the trials armed so far: the points are taken in
+// turn. One trial in `in_memory_every` keeps its versions in memory.
+Trial plan(std::mt19937_64& random, long number, long in_memory_every, long& point_trials) {
   static const std::uint64_t kIntervals[] = {6, 12, 25, 50};
   static const std::uint64_t kShortTimeouts[] = {1, 3, 8};
   static const std::uint64_t kLongTimeouts[] = {60, 500};
@@ -224,7 +227,7 @@ Trial plan(std::mt19937_64& random, long number, long& point_trials) {
   trial.local_keep = 1 + below(random, 2);
   trial.persistent_every = 1 + below(random, 3);
   trial.persistent_keep = 1 + below(random, 2);
-  trial.in_memory = number % kMemoryEvery == kMemoryEvery - 1;
+  trial.in_memory = number % in_memory_every == in_memory_every - 1;
   trial.lives.push_back(delayed_life(random));
   if (random() % 3 == 0) trial.lives.push_back(delayed_life(random));
   // Three of five trials on disk die at a crash point of their last run.
@@ -436,10 +439,13 @@ struct Tally {
 
 class Campaign {
  public:
-  Campaign(std::string root, std::uint64_t seed) : root_(std::move(root)), random_(seed) {}
+  Campaign(std::string root, std::uint64_t seed, const Flags& flags)
+      : root_(std::move(root)), random_(seed), in_memory_every_(std::stol(flags.get("--in-memory-every", "6"))) {
+    if (in_memory_every_ < 1) throw std::invalid_argument("--in-memory-every must be 1 or more");
+  }
 
   void run_trial(long number) {
-    const Trial trial = plan(random_, number, point_trials_);
+    const Trial trial = plan(random_, number, in_memory_every_, point_trials_);
     current_ = trial;
     const std::string& expected = reference(trial);
     std::error_code ignored;
@@ -672,6 +678,7 @@ class Campaign {
 
   std::string root_;
   std::mt19937_64 random_;
+  long in_memory_every_;
   long point_trials_ = 0;
   int newest_reported_ = -1;                            // of the trial running
   Trial current_;                                       // the trial running, for failure messages
@@ -683,4 +690,6 @@ class Campaign {
 }  // namespace
 }  // namespace resurgo::fault
 
-int main(int argc, char** argv) { return resurgo::fault::trials_main<resurgo::fault::Campaign>("auto-crash", argc, argv); }
+int main(int argc, char** argv) {
+  return resurgo::fault::trials_main<resurgo::fault::Campaign>("auto-crash", argc, argv, {"--in-memory-every"});
+}

@@ -81,17 +81,20 @@ int campaign_main(const char* campaign, int argc, char** argv, std::set<std::str
   }
 }
 
-// The main of a campaign of numbered trials: --trials (default 200) and
+// The main of a campaign of numbered trials: --trials (default 200),
 // --seed (default: the clock, printed in the report so a run can be
-// repeated); Campaign(directory, seed) runs run_trial(n) and
+// repeated) and the campaign's own `campaign_flags`;
+// Campaign(directory, seed, flags) runs run_trial(n) and
 // report(seconds, seed), which returns whether every trial passed.
 template <class Campaign>
-int trials_main(const char* campaign, int argc, char** argv) {
-  return campaign_main(campaign, argc, argv, {"--trials", "--seed"}, [](const Flags& flags, const std::string& dir) {
+int trials_main(const char* campaign, int argc, char** argv, const std::set<std::string>& campaign_flags = {}) {
+  std::set<std::string> known{"--trials", "--seed"};
+  known.insert(campaign_flags.begin(), campaign_flags.end());
+  return campaign_main(campaign, argc, argv, known, [](const Flags& flags, const std::string& dir) {
     const long trials = std::stol(flags.get("--trials", "200"));
     const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
     const std::uint64_t seed = std::stoull(flags.get("--seed", std::to_string(now)));
-    Campaign runner(dir, seed);
+    Campaign runner(dir, seed, flags);
     const auto started = std::chrono::steady_clock::now();
     for (long trial = 0; trial < trials; ++trial) runner.run_trial(trial);
     return runner.report(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(), seed);

@@ -462,7 +462,8 @@ struct Tally {
 
 class Campaign {
  public:
-  Campaign(std::string root, std::uint64_t seed) : layout_{std::move(root)}, random_(seed) {
+  Campaign(std::string root, std::uint64_t seed, const Flags& /*none of its own*/)
+      : layout_{std::move(root)}, random_(seed) {
     if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) throw std::runtime_error("cannot become a child subreaper");
   }
 
