@@ -33,46 +33,9 @@ from resurgo.errors import (
 
 _core._register_exceptions(_exception_table())
 
-from resurgo.store import (  # noqa: E402  (needs the translator above)
-    L0,
-    L1,
-    L2,
-    L3,
-    L4,
-    DeviceCacheStats,
-    DeviceStats,
-    LevelStats,
-    RestartReport,
-    StagingBufferStats,
-    Store,
-    RegionDescription,
-    TouchDecision,
-    TouchRates,
-    VersionDescription,
-    VersionInfo,
-    VersionStats,
-)
+from resurgo import store  # noqa: E402  (needs the translator above)
+from resurgo.store import *  # noqa: E402,F401,F403  (store.__all__: the Store and its records)
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "Store",
-    "RegionDescription",
-    "VersionDescription",
-    "VersionInfo",
-    "VersionStats",
-    "LevelStats",
-    "DeviceStats",
-    "DeviceCacheStats",
-    "StagingBufferStats",
-    "TouchDecision",
-    "TouchRates",
-    "RestartReport",
-    "L0",
-    "L1",
-    "L2",
-    "L3",
-    "L4",
-    *errors.__all__,
-    "__version__",
-]
+__all__ = [*store.__all__, *errors.__all__, "__version__"]
