@@ -201,6 +201,14 @@ CUresult copy_now(Driver& d, Lock& lock, const std::vector<Piece>& target, const
   return run_copy(target, source);
 }
 
+// One setting of the driver, under its lock (the control API's setters).
+template <class Value>
+void set(Value Driver::*setting, Value value) {
+  Driver& d = driver();
+  std::lock_guard lock(d.mutex);
+  d.*setting = value;
+}
+
 }  // namespace fake_cuda
 
 // The control API (fake_cuda_control.h).
@@ -232,27 +240,19 @@ FAKE_CUDA_EXPORT uint64_t fake_cuda_reset(FakeCudaCounters* leaked) {
 }
 
 FAKE_CUDA_EXPORT void fake_cuda_set_device_memory(uint64_t bytes) {
-  fake_cuda::Driver& d = fake_cuda::driver();
-  std::lock_guard lock(d.mutex);
-  d.device_memory = bytes;
+  fake_cuda::set(&fake_cuda::Driver::device_memory, bytes);
 }
 
 FAKE_CUDA_EXPORT void fake_cuda_set_copy_delay_us(uint32_t microseconds) {
-  fake_cuda::Driver& d = fake_cuda::driver();
-  std::lock_guard lock(d.mutex);
-  d.copy_delay_us = microseconds;
+  fake_cuda::set(&fake_cuda::Driver::copy_delay_us, microseconds);
 }
 
 FAKE_CUDA_EXPORT void fake_cuda_set_host_register_limit(uint64_t bytes) {
-  fake_cuda::Driver& d = fake_cuda::driver();
-  std::lock_guard lock(d.mutex);
-  d.register_limit = bytes;
+  fake_cuda::set(&fake_cuda::Driver::register_limit, bytes);
 }
 
 FAKE_CUDA_EXPORT void fake_cuda_set_driver_version(int version) {
-  fake_cuda::Driver& d = fake_cuda::driver();
-  std::lock_guard lock(d.mutex);
-  d.version = version;
+  fake_cuda::set(&fake_cuda::Driver::version, version);
 }
 
 FAKE_CUDA_EXPORT void fake_cuda_hold_streams(int held) {

@@ -100,6 +100,28 @@ const ErrorText* error_text(CUresult code) {
   return nullptr;
 }
 
+// cuGetErrorName and cuGetErrorString: one field of the error's text.
+CUresult describe(CUresult error, const char* ErrorText::*field, const char** out) {
+  const ErrorText* found = error_text(error);
+  if (out == nullptr || found == nullptr) {
+    if (out != nullptr) *out = nullptr;
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  *out = found->*field;
+  return CUDA_SUCCESS;
+}
+
+// Memory the host can address (managed, pinned host) of `bytes`, recorded
+// as a range of `kind`: its address, or 0 when memory ran out.
+std::uintptr_t insert_host_addressable(Driver& d, Range::Kind kind, std::size_t bytes) {
+  std::shared_ptr<Backing> backing = Backing::anonymous(round_up(bytes, kPage));
+  if (backing == nullptr) return 0;
+  const auto begin = reinterpret_cast<std::uintptr_t>(backing->data());
+  auto mapping = std::make_shared<Mapping>(std::move(backing), CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+  d.insert(Range{kind, begin, bytes, std::move(mapping), 0, {}});
+  return begin;
+}
+
 }  // namespace
 
 // The entry points cuGetProcAddress hands out, under the names <cuda.h>
@@ -107,27 +129,13 @@ const ErrorText* error_text(CUresult code) {
 namespace entry {
 
 CUresult cuGetErrorName(CUresult error, const char** name) {
-  return call("cuGetErrorName", Needs::kNothing, [&](Driver&, Lock&) {
-    const ErrorText* found = error_text(error);
-    if (name == nullptr || found == nullptr) {
-      if (name != nullptr) *name = nullptr;
-      return CUDA_ERROR_INVALID_VALUE;
-    }
-    *name = found->name;
-    return CUDA_SUCCESS;
-  });
+  return call("cuGetErrorName", Needs::kNothing,
+              [&](Driver&, Lock&) { return describe(error, &ErrorText::name, name); });
 }
 
 CUresult cuGetErrorString(CUresult error, const char** text) {
-  return call("cuGetErrorString", Needs::kNothing, [&](Driver&, Lock&) {
-    const ErrorText* found = error_text(error);
-    if (text == nullptr || found == nullptr) {
-      if (text != nullptr) *text = nullptr;
-      return CUDA_ERROR_INVALID_VALUE;
-    }
-    *text = found->text;
-    return CUDA_SUCCESS;
-  });
+  return call("cuGetErrorString", Needs::kNothing,
+              [&](Driver&, Lock&) { return describe(error, &ErrorText::text, text); });
 }
 
 CUresult cuInit(unsigned int flags) {
@@ -393,11 +401,8 @@ CUresult cuMemAllocManaged(CUdeviceptr* address, std::size_t bytes, unsigned int
     if (address == nullptr || bytes == 0 || (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)) {
       return CUDA_ERROR_INVALID_VALUE;
     }
-    std::shared_ptr<Backing> backing = Backing::anonymous(round_up(bytes, kPage));
-    if (backing == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
-    const auto begin = reinterpret_cast<std::uintptr_t>(backing->data());
-    auto mapping = std::make_shared<Mapping>(std::move(backing), CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
-    d.insert(Range{Range::Kind::kManaged, begin, bytes, std::move(mapping), 0, {}});
+    const std::uintptr_t begin = insert_host_addressable(d, Range::Kind::kManaged, bytes);
+    if (begin == 0) return CUDA_ERROR_OUT_OF_MEMORY;
     *address = begin;
     return CUDA_SUCCESS;
   });
@@ -407,12 +412,9 @@ CUresult cuMemHostAlloc(void** pointer, std::size_t bytes, unsigned int flags) {
   return call("cuMemHostAlloc", Needs::kContext, [&](Driver& d, Lock&) {
     constexpr unsigned int kKnown = CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED;
     if (pointer == nullptr || bytes == 0 || (flags & ~kKnown) != 0) return CUDA_ERROR_INVALID_VALUE;
-    std::shared_ptr<Backing> backing = Backing::anonymous(round_up(bytes, kPage));
-    if (backing == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
-    *pointer = backing->data();
-    const auto begin = reinterpret_cast<std::uintptr_t>(backing->data());
-    auto mapping = std::make_shared<Mapping>(std::move(backing), CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
-    d.insert(Range{Range::Kind::kPinnedHost, begin, bytes, std::move(mapping), 0, {}});
+    const std::uintptr_t begin = insert_host_addressable(d, Range::Kind::kPinnedHost, bytes);
+    if (begin == 0) return CUDA_ERROR_OUT_OF_MEMORY;
+    *pointer = reinterpret_cast<void*>(begin);
     return CUDA_SUCCESS;
   });
 }
