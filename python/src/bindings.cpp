@@ -828,8 +828,8 @@ NB_MODULE(_core, m) {
   m.def(
       "_cuda_pointer_is_managed",
       [](std::uintptr_t pointer) {
-        return resurgo::gpu::kind_if_cuda_is_loaded(reinterpret_cast<const void*>(pointer)) ==
-               resurgo::MemoryKind::kManaged;
+        const auto info = resurgo::gpu::describe_if_cuda_is_loaded(reinterpret_cast<const void*>(pointer));
+        return info && info->kind == resurgo::MemoryKind::kManaged;
       },
       "pointer"_a,
       "Whether the CUDA driver, when this process has loaded it, says `pointer` is CUDA managed memory "

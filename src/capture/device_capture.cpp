@@ -13,15 +13,31 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point begin) { return std::chrono::duration<double>(Clock::now() - begin).count(); }
 
-std::unique_ptr<gpu::DeviceCache> open_cache(const Config& config, const Logger& log) {
+std::unique_ptr<gpu::DeviceCache> open_cache(const Config& config, int device, const Logger& log) {
   if (config.device.capacity == 0) return nullptr;
   gpu::DeviceCacheOptions options;
   options.capacity = config.device.capacity;
   options.chunk = config.device.chunk;
-  return std::make_unique<gpu::DeviceCache>(gpu::open_device_memory(config.device.backend), options, log);
+  return std::make_unique<gpu::DeviceCache>(gpu::open_device_memory(config.device.backend, device), options, log);
+}
+
+const char* name_of(MemoryKind kind) {
+  return kind == MemoryKind::kDevice ? "device memory" : kind == MemoryKind::kManaged ? "managed memory" : "host memory";
+}
+
+const char* call_for(MemoryKind kind) {
+  return kind == MemoryKind::kDevice    ? "protect_device (rsg_protect_device)"
+         : kind == MemoryKind::kManaged ? "protect_managed (rsg_protect_managed)"
+                                        : "protect (rsg_protect)";
 }
 
 }  // namespace
+
+void refuse_memory_kind(const Region& region, const std::string& store, MemoryKind found) {
+  throw InvalidArgumentError("cannot protect region '" + region.label + "' of store '" + store + "' as " +
+                             name_of(region.kind) + ": its pointer is " + name_of(found) + "; use " +
+                             call_for(found));
+}
 
 // The host copy of one version's device regions, and its place in L0.
 struct DeviceCapture::Staging {
@@ -41,16 +57,37 @@ struct DeviceCapture::Staging {
   }
 };
 
-DeviceCapture::DeviceCapture(const Config& config, const Logger& log)
+DeviceCapture::DeviceCapture(const Config& config, int device, const Logger& log)
     : config_(config),
       log_(log),
-      access_(gpu::open_device_access(config.device.backend)),
-      cache_(open_cache(config, log)) {
+      device_(device),
+      access_(gpu::open_device_access(config.device.backend, device)),
+      cache_(open_cache(config, device, log)) {
   log_.info("device regions through " + access_->name() +
             (cache_ ? ", L0 device cache on " + cache_->memory_name() : std::string(", no L0 device cache")));
 }
 
 DeviceCapture::~DeviceCapture() = default;
+
+int DeviceCapture::device_of(const Config& config, const Region& region) {
+  const std::optional<gpu::PointerInfo> info =
+      region.data ? gpu::describe_pointer(config.device.backend, region.data) : std::nullopt;
+  return info && info->device >= 0 ? info->device : gpu::current_device(config.device.backend);
+}
+
+void DeviceCapture::check(const Region& region, const std::string& store) const {
+  if (region.data == nullptr) return;
+  const std::optional<gpu::PointerInfo> info = access_->describe(region.data);
+  if (!info) return;
+  if (info->kind != MemoryKind::kDevice) refuse_memory_kind(region, store, info->kind);
+  if (info->device >= 0 && info->device != device_) {
+    throw InvalidArgumentError("cannot protect device region '" + region.label + "' of store '" + store +
+                               "': it is on device " + std::to_string(info->device) + ", and the store's device "
+                               "regions and L0 cache are on device " + std::to_string(device_) +
+                               " (the device current when the store was opened, or of its first device region); a "
+                               "store uses one device: open one store per device");
+  }
+}
 
 Snapshot DeviceCapture::take(Capture& host_capture, const std::vector<Region>& regions, format::Header header,
                              Level& first_level, CaptureTimes& times) {
@@ -92,7 +129,8 @@ void DeviceCapture::take_device_regions(const std::vector<Region>& regions, Snap
   if (!staging_) {
     const std::uint64_t capacity =
         config_.buffer.capacity > 0 ? config_.buffer.capacity : default_buffer_capacity(bytes);
-    staging_ = std::make_shared<DeviceStaging>(config_, capacity, log_);
+    staging_ = std::make_shared<DeviceStaging>(config_, capacity, gpu::open_host_pinner(config_.device.backend, device_),
+                                               log_);
   }
   auto staging = std::make_shared<Staging>();
   staging->buffer = staging_;
@@ -147,9 +185,10 @@ void DeviceCapture::take_into_cache(std::int64_t version, const std::vector<Regi
   staging->version = version;
   snapshot.stage = [staging](std::vector<Extent>& extents) {
     try {
-      staging->block = staging->buffer->stage(staging->bytes, [&](std::byte* target) {
-        staging->cache->read(staging->version, 0, target, staging->bytes);
-      });
+      staging->block = staging->buffer->stage(
+          staging->bytes, [&](std::uint64_t offset, std::byte* target, std::uint64_t bytes) {
+            staging->cache->read(staging->version, offset, target, bytes);
+          });
     } catch (...) {
       staging->release_cache();
       throw;
@@ -165,17 +204,28 @@ void DeviceCapture::take_into_cache(std::int64_t version, const std::vector<Regi
 }
 
 void DeviceCapture::take_to_host(const std::vector<const Region*>& device, Staging& staging) {
-  staging.block = staging.buffer->stage(staging.bytes, [&](std::byte* target) {
-    std::uint64_t offset = 0;
-    for (const Region* region : device) {
-      access_->to_host(target + offset, region->data, region->bytes);
-      offset += region->bytes;
-    }
+  staging.block = staging.buffer->stage(staging.bytes, [&](std::uint64_t offset, std::byte* target,
+                                                           std::uint64_t bytes) {
+    copy_to_host(device, offset, target, bytes);
   });
 }
 
+void DeviceCapture::copy_to_host(const std::vector<const Region*>& device, std::uint64_t offset, std::byte* target,
+                                 std::uint64_t bytes) {
+  std::uint64_t region_start = 0;
+  for (const Region* region : device) {
+    const std::uint64_t begin = std::max(offset, region_start);
+    const std::uint64_t end = std::min(offset + bytes, region_start + region->bytes);
+    if (begin < end) {
+      access_->to_host(target + (begin - offset), static_cast<const std::byte*>(region->data) + (begin - region_start),
+                       end - begin);
+    }
+    region_start += region->bytes;
+  }
+}
+
 DeviceRestart::DeviceRestart(const Registry& registry, DeviceCapture& device, int version)
-    : device_(device),
+    : capture_(device),
       protected_(registry),
       version_(version),
       from_cache_(version != kLatest && device.cached(version, registry.regions())) {
@@ -191,8 +241,8 @@ DeviceRestart::DeviceRestart(const Registry& registry, DeviceCapture& device, in
 }
 
 std::uint64_t DeviceRestart::write_back() {
-  if (from_cache_) return device_.restore_from_cache(version_, protected_.regions());
-  for (const Copy& copy : copies_) device_.access().to_device(copy.device.data, copy.host.get(), copy.device.bytes);
+  if (from_cache_) return capture_.restore_from_cache(version_, protected_.regions());
+  for (const Copy& copy : copies_) capture_.write_back(copy.device, copy.host.get());
   return 0;
 }
 
@@ -218,6 +268,10 @@ std::uint64_t DeviceCapture::restore_from_cache(std::int64_t version, const std:
     offset += region.bytes;
   }
   return offset;
+}
+
+void DeviceCapture::write_back(const Region& region, const std::byte* host) {
+  access_->to_device(region.data, host, region.bytes);
 }
 
 DeviceStats DeviceCapture::stats() const {

@@ -35,16 +35,23 @@ namespace resurgo {
 
 class DeviceCapture {
  public:
-  // Opens the backend `config.device.backend` names and, when
-  // `config.device.capacity` > 0, the L0 cache (its mapping starts at once).
-  // Throws GpuError when the backend cannot be used (no driver, no device),
-  // saying why.
-  DeviceCapture(const Config& config, const Logger& log);
+  // Opens the backend `config.device.backend` names on device `device` and,
+  // when `config.device.capacity` > 0, the L0 cache there (its mapping
+  // starts at once). Throws GpuError when the backend cannot be used (no
+  // driver, no such device), saying why.
+  DeviceCapture(const Config& config, int device, const Logger& log);
   ~DeviceCapture();
   DeviceCapture(const DeviceCapture&) = delete;
   DeviceCapture& operator=(const DeviceCapture&) = delete;
 
-  gpu::DeviceAccess& access() { return *access_; }
+  // The device of a store's first device region `region`: the device holding
+  // it, or (where the backend cannot tell) the calling thread's current one.
+  static int device_of(const Config& config, const Region& region);
+
+  // Refuses (InvalidArgumentError naming `region` of store `store`) a
+  // pointer that is not device memory, or device memory of another device
+  // than this store's: one store uses one device.
+  void check(const Region& region, const std::string& store) const;
 
   // The version `header` describes: the host and managed regions of
   // `regions` through `host_capture`, the device regions into L0 (or host
@@ -58,6 +65,8 @@ class DeviceCapture {
   bool cached(std::int64_t version, const std::vector<Region>& regions) const;
   // Copies them from L0 into the regions; returns the bytes copied.
   std::uint64_t restore_from_cache(std::int64_t version, const std::vector<Region>& regions);
+  // Copies host bytes back into a device region; they are there on return.
+  void write_back(const Region& region, const std::byte* host);
 
   // The L0 cache's counters and the staging buffer's, where they exist.
   // Application thread only, as take().
@@ -79,9 +88,13 @@ class DeviceCapture {
                        const std::vector<const Region*>& device, Snapshot& snapshot,
                        const std::shared_ptr<Staging>& staging, CaptureTimes& times);
   void take_to_host(const std::vector<const Region*>& device, Staging& staging);
+  // Copies bytes [offset, offset + bytes) of the regions laid end to end to `target`.
+  void copy_to_host(const std::vector<const Region*>& device, std::uint64_t offset, std::byte* target,
+                    std::uint64_t bytes);
 
   const Config& config_;
   const Logger& log_;
+  const int device_;
   std::unique_ptr<gpu::DeviceAccess> access_;
   std::shared_ptr<DeviceStaging> staging_;  // made at the first capture, sized for it; shared with versions in flight
   std::optional<std::chrono::steady_clock::time_point> previous_take_end_;  // the compute interval starts there
@@ -89,6 +102,10 @@ class DeviceCapture {
   // The device regions of each version L0 may still hold (pruned at take()).
   std::map<std::int64_t, std::vector<CachedRegion>> cached_layouts_;
 };
+
+// "cannot protect region 'u' of store 's' as device memory: its pointer is
+// host memory; use protect (rsg_protect)": thrown as InvalidArgumentError.
+[[noreturn]] void refuse_memory_kind(const Region& region, const std::string& store, MemoryKind found);
 
 // Restart into device regions. When L0 still holds `version` with these
 // device regions, restore reads only the other regions (registry() marks the
@@ -109,7 +126,7 @@ class DeviceRestart {
     Region device;
     std::unique_ptr<std::byte[]> host;
   };
-  DeviceCapture& device_;
+  DeviceCapture& capture_;
   const Registry& protected_;
   const int version_;
   const bool from_cache_;

@@ -2,9 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <string>
-
-#include "gpu/device_access.h"
 
 namespace resurgo {
 
@@ -27,16 +26,16 @@ gpu::LatePinOptions options_of(const Config& config, std::uint64_t capacity, gpu
 
 }  // namespace
 
-DeviceStaging::DeviceStaging(const Config& config, std::uint64_t capacity, const Logger& log)
+DeviceStaging::DeviceStaging(const Config& config, std::uint64_t capacity, std::unique_ptr<gpu::HostPinner> pinner,
+                             const Logger& log)
     : token_(node_token(config)),
-      buffer_(options_of(config, capacity, token_.get()), gpu::open_host_pinner(config.device.backend), log),
+      buffer_(options_of(config, capacity, token_.get()), std::move(pinner), log),
       ring_(buffer_.capacity()),
       log_(log) {}
 
 DeviceStaging::~DeviceStaging() = default;
 
-std::unique_ptr<DeviceStaging::Block> DeviceStaging::stage(std::uint64_t bytes,
-                                                           const std::function<void(std::byte*)>& fill) {
+std::unique_ptr<DeviceStaging::Block> DeviceStaging::stage(std::uint64_t bytes, const Fill& fill) {
   if (bytes > ring_.capacity()) {
     if (!warned_too_large_.exchange(true)) {
       log_.warn("a version's " + std::to_string(bytes) + " bytes of device regions exceed the host buffer of " +
@@ -44,7 +43,7 @@ std::unique_ptr<DeviceStaging::Block> DeviceStaging::stage(std::uint64_t bytes,
                 "unpinned (raise buffer.capacity)");
     }
     auto own = std::make_unique_for_overwrite<std::byte[]>(bytes);
-    fill(own.get());
+    fill(0, own.get(), bytes);
     std::byte* data = own.get();
     return std::make_unique<Block>(nullptr, 0, std::move(own), data);
   }
@@ -52,7 +51,13 @@ std::unique_ptr<DeviceStaging::Block> DeviceStaging::stage(std::uint64_t bytes,
   auto block = std::make_unique<Block>(this, offset, nullptr, buffer_.data() + offset);
   buffer_.flush_begins(offset, bytes);
   try {
-    fill(block->data());
+    const std::uint64_t piece = buffer_.pin_piece();
+    for (std::uint64_t done = 0; done < bytes;) {
+      const std::uint64_t piece_end = (offset + done) / piece * piece + piece;
+      const std::uint64_t length = std::min(bytes - done, piece_end - (offset + done));
+      fill(done, block->data() + done, length);
+      done += length;
+    }
   } catch (...) {
     buffer_.flush_ends(offset, bytes);
     throw;

@@ -26,19 +26,26 @@ namespace resurgo {
 
 class DeviceStaging {
  public:
-  // A buffer of `capacity` bytes pinned as `config.buffer` says, through the
-  // pinner of `config.device.backend` (cuMemHostRegister, or mlock for the
+  // A buffer of `capacity` bytes pinned as `config.buffer` says, through
+  // `pinner` (gpu::open_host_pinner: cuMemHostRegister, or mlock for the
   // host backend).
-  DeviceStaging(const Config& config, std::uint64_t capacity, const Logger& log);
+  DeviceStaging(const Config& config, std::uint64_t capacity, std::unique_ptr<gpu::HostPinner> pinner,
+                const Logger& log);
   ~DeviceStaging();
   DeviceStaging(const DeviceStaging&) = delete;
   DeviceStaging& operator=(const DeviceStaging&) = delete;
 
-  // Host memory of `bytes`, filled by `fill(target)` (a device-to-host copy,
-  // timed as a flush of the buffer), held until the returned block is
-  // destroyed. Waits while older versions hold the buffer's space.
+  // Copies bytes [offset, offset + bytes) of a version's device regions
+  // (laid end to end) to `target`: a device-to-host copy.
+  using Fill = std::function<void(std::uint64_t offset, std::byte* target, std::uint64_t bytes)>;
+
+  // Host memory of `bytes`, filled by `fill` (timed as a flush of the
+  // buffer), held until the returned block is destroyed. Waits while older
+  // versions hold the buffer's space. `fill` is called once per pin piece
+  // the block covers, never across a piece boundary
+  // (gpu::LatePinBuffer::pin_piece says why).
   class Block;
-  std::unique_ptr<Block> stage(std::uint64_t bytes, const std::function<void(std::byte*)>& fill);
+  std::unique_ptr<Block> stage(std::uint64_t bytes, const Fill& fill);
 
   // The application took a checkpoint of `bytes` of device regions after
   // `compute_seconds` of compute: the buffer's touch model decides again.

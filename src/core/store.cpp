@@ -230,7 +230,7 @@ Store::Impl::Impl(const std::string& store_name, const Config& store_config, std
   // protect_device().
   if (config.device.capacity > 0) {
     try {
-      device_ = std::make_unique<DeviceCapture>(config, log_);
+      device_ = std::make_unique<DeviceCapture>(config, gpu::current_device(config.device.backend), log_);
     } catch (const gpu::GpuError& error) {
       log_.warn("store '" + name + "': device.capacity is set but GPU features are off: " + error.what() +
                 "; device regions cannot be protected");
@@ -311,16 +311,10 @@ void Store::Impl::protect(Region region) {
 // tell): a device pointer read as host memory faults, a host pointer given
 // to the device copies fails.
 void Store::Impl::check_memory_kind(const Region& region) {
-  const auto name_of = [](MemoryKind kind) {
-    return kind == MemoryKind::kDevice ? "device memory" : kind == MemoryKind::kManaged ? "managed memory" : "host memory";
-  };
-  const auto refuse = [&](MemoryKind found, const char* use) {
-    throw InvalidArgumentError("cannot protect region '" + region.label + "' of store '" + name + "' as " +
-                               name_of(region.kind) + ": its pointer is " + name_of(found) + "; use " + use);
-  };
   if (region.kind != MemoryKind::kDevice) {
-    const std::optional<MemoryKind> found = region.data ? gpu::kind_if_cuda_is_loaded(region.data) : std::nullopt;
-    if (found == MemoryKind::kDevice) refuse(*found, "protect_device (rsg_protect_device)");
+    const std::optional<gpu::PointerInfo> found =
+        region.data ? gpu::describe_if_cuda_is_loaded(region.data) : std::nullopt;
+    if (found && found->kind == MemoryKind::kDevice) refuse_memory_kind(region, name, found->kind);
     return;
   }
   if (config.capture.mode == CaptureMode::kFork || config.capture.mode == CaptureMode::kAuto) {
@@ -328,11 +322,8 @@ void Store::Impl::check_memory_kind(const Region& region) {
                                "': capture.mode = fork (or auto) writes versions from a child process, which cannot "
                                "reach device memory; use capture.mode = copy or delta");
   }
-  if (!device_) device_ = std::make_unique<DeviceCapture>(config, log_);
-  const std::optional<MemoryKind> found = region.data ? device_->access().kind_of(region.data) : std::nullopt;
-  if (found && *found != MemoryKind::kDevice) {
-    refuse(*found, *found == MemoryKind::kManaged ? "protect_managed (rsg_protect_managed)" : "protect (rsg_protect)");
-  }
+  if (!device_) device_ = std::make_unique<DeviceCapture>(config, DeviceCapture::device_of(config, region), log_);
+  device_->check(region, name);
 }
 
 std::optional<DeviceRestart> Store::Impl::restart_of_device_regions(int version) {

@@ -2,73 +2,104 @@
 
 namespace resurgo::gpu {
 
-CudaDeviceAccess::CudaDeviceAccess(const CudaDriver& driver) : driver_(driver) {
-  driver_.require();
-  driver_.check(driver_.cuDeviceGet(&device_, 0), "cuDeviceGet", "device 0");
-  driver_.check(driver_.cuDevicePrimaryCtxRetain(&context_, device_), "cuDevicePrimaryCtxRetain", "device 0");
-}
-
-CudaDeviceAccess::~CudaDeviceAccess() { driver_.cuDevicePrimaryCtxRelease(device_); }
-
-void CudaDeviceAccess::make_current() const {
-  driver_.check(driver_.cuCtxSetCurrent(context_), "cuCtxSetCurrent", "device 0");
-}
+CudaDeviceAccess::CudaDeviceAccess(int ordinal, const CudaDriver& driver) : driver_(driver), context_(ordinal, driver) {}
 
 namespace {
 
-// The kind of `address`, or CUDA_ERROR_INVALID_CONTEXT when the driver wants
-// a current context to answer.
-CUresult query_kind(const CudaDriver& driver, CUdeviceptr address, MemoryKind& kind) {
+// What `address` is, or CUDA_ERROR_INVALID_CONTEXT when the driver wants a
+// current context to answer.
+CUresult query(const CudaDriver& driver, CUdeviceptr address, PointerInfo& info) {
   unsigned int managed = 0;
   const CUresult asked_managed = driver.cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, address);
   if (asked_managed == CUDA_ERROR_INVALID_CONTEXT) return asked_managed;
-  if (asked_managed == CUDA_SUCCESS && managed) {
-    kind = MemoryKind::kManaged;
-    return CUDA_SUCCESS;
-  }
   CUmemorytype type = CU_MEMORYTYPE_HOST;
   const CUresult asked_type = driver.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, address);
   if (asked_type == CUDA_ERROR_INVALID_CONTEXT) return asked_type;
-  kind = asked_type == CUDA_SUCCESS && type == CU_MEMORYTYPE_DEVICE ? MemoryKind::kDevice : MemoryKind::kHost;
+  info = PointerInfo{};
+  if (asked_managed == CUDA_SUCCESS && managed) {
+    info.kind = MemoryKind::kManaged;
+  } else if (asked_type == CUDA_SUCCESS && type == CU_MEMORYTYPE_DEVICE) {
+    info.kind = MemoryKind::kDevice;
+  } else {
+    return CUDA_SUCCESS;
+  }
+  int ordinal = -1;
+  if (driver.cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, address) == CUDA_SUCCESS) {
+    info.device = ordinal;
+  }
   return CUDA_SUCCESS;
+}
+
+// Asks under the first active primary context; false when none is active.
+bool query_under_an_active_context(const CudaDriver& driver, CUdeviceptr address, PointerInfo& info) {
+  int count = 0;
+  if (driver.cuDeviceGetCount(&count) != CUDA_SUCCESS) return false;
+  for (int ordinal = 0; ordinal < count; ++ordinal) {
+    CUdevice device = 0;
+    unsigned int flags = 0;
+    int active = 0;
+    if (driver.cuDeviceGet(&device, ordinal) != CUDA_SUCCESS ||
+        driver.cuDevicePrimaryCtxGetState(device, &flags, &active) != CUDA_SUCCESS || !active) {
+      continue;
+    }
+    CUcontext primary = nullptr;
+    if (driver.cuDevicePrimaryCtxRetain(&primary, device) != CUDA_SUCCESS) continue;
+    bool asked = false;
+    if (driver.cuCtxPushCurrent(primary) == CUDA_SUCCESS) {
+      asked = query(driver, address, info) == CUDA_SUCCESS;
+      CUcontext popped = nullptr;
+      driver.cuCtxPopCurrent(&popped);
+    }
+    driver.cuDevicePrimaryCtxRelease(device);
+    if (asked) return true;
+  }
+  return false;
 }
 
 }  // namespace
 
-MemoryKind CudaDeviceAccess::kind(const CudaDriver& driver, const void* pointer) {
+PointerInfo CudaDeviceAccess::describe(const CudaDriver& driver, const void* pointer) {
   const auto address = reinterpret_cast<CUdeviceptr>(pointer);
-  MemoryKind kind = MemoryKind::kHost;
-  if (query_kind(driver, address, kind) != CUDA_ERROR_INVALID_CONTEXT) return kind;
-  CUdevice device = 0;
-  CUcontext primary = nullptr;
-  if (driver.cuDeviceGet(&device, 0) != CUDA_SUCCESS ||
-      driver.cuDevicePrimaryCtxRetain(&primary, device) != CUDA_SUCCESS) {
-    return kind;
+  PointerInfo info;
+  if (query(driver, address, info) == CUDA_SUCCESS || query_under_an_active_context(driver, address, info)) {
+    return info;
   }
-  if (driver.cuCtxPushCurrent(primary) == CUDA_SUCCESS) {
-    query_kind(driver, address, kind);
-    CUcontext popped = nullptr;
-    driver.cuCtxPopCurrent(&popped);
-  }
-  driver.cuDevicePrimaryCtxRelease(device);
-  return kind;
+  return PointerInfo{};
 }
 
-std::optional<MemoryKind> CudaDeviceAccess::kind_of(const void* pointer) const {
-  make_current();
-  return kind(driver_, pointer);
+// A CUdevice is a handle, not an ordinal: the ordinal is the one cuDeviceGet
+// gives that handle for.
+std::optional<int> CudaDeviceAccess::current_device(const CudaDriver& driver) {
+  CUcontext current = nullptr;
+  CUdevice device = 0;
+  int count = 0;
+  if (driver.cuCtxGetCurrent(&current) != CUDA_SUCCESS || current == nullptr ||
+      driver.cuCtxGetDevice(&device) != CUDA_SUCCESS || driver.cuDeviceGetCount(&count) != CUDA_SUCCESS) {
+    return std::nullopt;
+  }
+  for (int ordinal = 0; ordinal < count; ++ordinal) {
+    CUdevice candidate = 0;
+    if (driver.cuDeviceGet(&candidate, ordinal) == CUDA_SUCCESS && candidate == device) return ordinal;
+  }
+  return std::nullopt;
+}
+
+std::optional<PointerInfo> CudaDeviceAccess::describe(const void* pointer) const {
+  const CudaContext::Scope scope(context_);
+  return describe(driver_, pointer);
 }
 
 void CudaDeviceAccess::to_host(void* host, const void* device, std::size_t bytes) {
-  make_current();
+  const CudaContext::Scope scope(context_);
   driver_.check(driver_.cuMemcpyDtoH(host, reinterpret_cast<CUdeviceptr>(device), bytes), "cuMemcpyDtoH",
-                std::to_string(bytes) + " bytes of a device region to host memory");
+                std::to_string(bytes) + " bytes of a device region on " + context_.name() + " to host memory");
 }
 
 void CudaDeviceAccess::to_device(void* device, const void* host, std::size_t bytes) {
-  make_current();
-  driver_.check(driver_.cuMemcpyHtoD(reinterpret_cast<CUdeviceptr>(device), host, bytes), "cuMemcpyHtoD",
-                std::to_string(bytes) + " bytes back into a device region");
+  const CudaContext::Scope scope(context_);
+  const std::string what = std::to_string(bytes) + " bytes back into a device region on " + context_.name();
+  driver_.check(driver_.cuMemcpyHtoD(reinterpret_cast<CUdeviceptr>(device), host, bytes), "cuMemcpyHtoD", what);
+  driver_.check(driver_.cuStreamSynchronize(nullptr), "cuStreamSynchronize", what);
 }
 
 }  // namespace resurgo::gpu

@@ -1,40 +1,41 @@
 // DeviceAccess through the CUDA driver: synchronous copies in the primary
-// context of device 0 (the device the L0 cache uses), and the pointer's kind
-// from cuPointerGetAttribute.
+// context of the store's device, pushed and popped around each call, and a
+// pointer's kind and device from cuPointerGetAttribute.
 #pragma once
 
 #include <cuda.h>
 
-#include "gpu/cuda_driver.h"
+#include "gpu/cuda_context.h"
 #include "gpu/device_access.h"
 
 namespace resurgo::gpu {
 
 class CudaDeviceAccess final : public DeviceAccess {
  public:
-  // Throws GpuError when the driver is unavailable or device 0 cannot be opened.
-  explicit CudaDeviceAccess(const CudaDriver& driver = CudaDriver::instance());
-  ~CudaDeviceAccess() override;
-  CudaDeviceAccess(const CudaDeviceAccess&) = delete;
-  CudaDeviceAccess& operator=(const CudaDeviceAccess&) = delete;
+  // Throws GpuError when the driver is unavailable or device `ordinal`
+  // cannot be opened.
+  explicit CudaDeviceAccess(int ordinal = 0, const CudaDriver& driver = CudaDriver::instance());
 
-  std::string name() const override { return "cuda"; }
-  std::optional<MemoryKind> kind_of(const void* pointer) const override;
+  std::string name() const override { return "cuda (" + context_.name() + ")"; }
+  int device() const override { return context_.ordinal(); }
+  std::optional<PointerInfo> describe(const void* pointer) const override;
   void to_host(void* host, const void* device, std::size_t bytes) override;
+  // cuMemcpyHtoD from pageable memory returns once the bytes are staged, not
+  // once they reached the device: the null stream is synchronised too.
   void to_device(void* device, const void* host, std::size_t bytes) override;
 
   // Pageable host memory is unknown to the driver: kHost. On a thread with
   // no current context (a driver may want one for the query) it asks under
-  // device 0's primary context, pushed and popped, so the thread's contexts
-  // are left as they were.
-  static MemoryKind kind(const CudaDriver& driver, const void* pointer);
+  // a primary context that is active already, pushed and popped, and never
+  // creates one: a process whose primary contexts are all inactive holds no
+  // memory from them.
+  static PointerInfo describe(const CudaDriver& driver, const void* pointer);
+  // The ordinal of the calling thread's current context's device, or none.
+  static std::optional<int> current_device(const CudaDriver& driver);
 
  private:
-  void make_current() const;
-
   const CudaDriver& driver_;
-  CUdevice device_ = 0;
-  CUcontext context_ = nullptr;
+  CudaContext context_;
 };
 
 }  // namespace resurgo::gpu

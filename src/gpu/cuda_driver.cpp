@@ -1,8 +1,10 @@
 #include "gpu/cuda_driver.h"
 
+#include <cudaTypedefs.h>
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <type_traits>
 
 namespace resurgo::gpu {
 
@@ -12,6 +14,18 @@ constexpr int kOldestDriver = 12000;
 
 using GetProcAddress = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
 using DriverGetVersion = CUresult (*)(int*);
+
+// Each member's type (the prototype <cuda.h> declares) is the prototype of
+// the variant the loader asks for.
+#define RESURGO_PASTE_NOW(a, b) a##b
+#define RESURGO_PASTE(a, b) RESURGO_PASTE_NOW(a, b)  // after expanding `b` (a version macro)
+#define RESURGO_CUDA_CHECK_VARIANT(name, version)                                                  \
+  static_assert(std::is_same_v<decltype(&::name), RESURGO_PASTE(PFN_##name##_v, version)>,         \
+                #name ": <cuda.h> declares another variant than the one asked for (cuda_driver.h)");
+RESURGO_CUDA_ENTRY_POINTS(RESURGO_CUDA_CHECK_VARIANT)
+#undef RESURGO_CUDA_CHECK_VARIANT
+#undef RESURGO_PASTE
+#undef RESURGO_PASTE_NOW
 }  // namespace
 
 const CudaDriver& CudaDriver::instance() {
@@ -49,20 +63,19 @@ std::string CudaDriver::load(const std::string& library) {
     return library + " reports CUDA " + std::to_string(version_ / 1000) + "." + std::to_string(version_ % 1000 / 10) +
            "; CUDA 12.0 or newer is needed";
   }
-  // Ask for the versions of the headers compiled against, or of the driver
-  // when it is older: the prototypes of these entry points did not change
-  // between the two.
-  const int wanted = std::min(version_, CUDA_VERSION);
+  // Each entry point at the version of its declared variant, or of the
+  // driver when that is older (the variant's prototype is then the same).
   std::string missing;
-  auto resolve = [&](const char* name, void** slot) {
+  auto resolve = [&](const char* name, int variant, void** slot) {
     CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-    if (get_proc_address(name, slot, wanted, CU_GET_PROC_ADDRESS_DEFAULT, &status) != CUDA_SUCCESS ||
+    const int wanted = std::min(version_, variant);
+    if (get_proc_address(name, slot, wanted, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &status) != CUDA_SUCCESS ||
         status != CU_GET_PROC_ADDRESS_SUCCESS || *slot == nullptr) {
       *slot = nullptr;
       missing += missing.empty() ? name : std::string(", ") + name;
     }
   };
-#define RESURGO_CUDA_RESOLVE(name) resolve(#name, reinterpret_cast<void**>(&name));
+#define RESURGO_CUDA_RESOLVE(name, version) resolve(#name, version, reinterpret_cast<void**>(&name));
   RESURGO_CUDA_ENTRY_POINTS(RESURGO_CUDA_RESOLVE)
 #undef RESURGO_CUDA_RESOLVE
   if (!missing.empty()) return library + " lacks entry points: " + missing;

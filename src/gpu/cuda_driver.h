@@ -1,8 +1,13 @@
 // The CUDA driver API, loaded at run time: one build runs with and without a
 // GPU. dlopen("libcuda.so.1"), dlsym of cuGetProcAddress alone, and every
 // other entry point through it, so each call gets the versioned symbol that
-// matches the prototype in the <cuda.h> this was compiled against. Nothing
-// links libcuda or libcudart.
+// matches the prototype in the <cuda.h> this was compiled against. Entry
+// points are asked for with CU_GET_PROC_ADDRESS_LEGACY_STREAM: the null
+// stream of the calls below is the legacy default stream whatever the
+// application was compiled with. Nothing links libcuda or libcudart.
+//
+// cuCtxSetCurrent is in the list for tests and benchmarks, which play the
+// application; the library itself only pushes and pops (cuda_context.h).
 #pragma once
 
 #include <cuda.h>
@@ -13,21 +18,35 @@
 
 namespace resurgo::gpu {
 
-// X(name) for every entry point used. `name` is the base name (cuMemAlloc,
-// not cuMemAlloc_v2): cuGetProcAddress takes it and picks the version, and
-// <cuda.h>'s macros give the member the versioned prototype.
+// X(name, version) for every entry point used. `name` is the base name
+// (cuMemAlloc, not cuMemAlloc_v2): cuGetProcAddress takes it and hands out
+// the newest variant introduced at or before the version asked for.
+// `version` is the variant whose prototype <cuda.h> declares under that name
+// (cudaTypedefs.h's PFN_<name>_v<version>; cuda_driver.cpp checks each at
+// compile time), and is what the loader asks for (or the driver's version,
+// when older): asking for the headers' CUDA_VERSION instead would hand out
+// cuCtxGetDevice_v2 from a CUDA 13 driver, which takes a second argument
+// <cuda.h> does not declare.
 // clang-format off
-#define RESURGO_CUDA_ENTRY_POINTS(X)                                                                         \
-  X(cuGetErrorName) X(cuGetErrorString) X(cuInit) X(cuDeviceGet) X(cuDeviceGetName)                          \
-  X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) X(cuCtxSetCurrent) X(cuCtxPushCurrent)           \
-  X(cuCtxPopCurrent)                                                                                         \
-  X(cuMemGetAllocationGranularity) X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemCreate) X(cuMemRelease) \
-  X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess) X(cuMemAlloc) X(cuMemFree) X(cuMemAllocManaged)                \
-  X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemHostRegister) X(cuMemHostUnregister)                             \
-  X(cuMemcpyDtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoH) X(cuMemcpyHtoD)             \
-  X(cuMemsetD8Async) X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize)                            \
-  X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime) X(cuEventDestroy)            \
-  X(cuPointerGetAttribute)
+#if CUDA_VERSION >= 12080
+#define RESURGO_CUDA_EVENT_ELAPSED_TIME_VERSION 12080
+#else
+#define RESURGO_CUDA_EVENT_ELAPSED_TIME_VERSION 2000
+#endif
+#define RESURGO_CUDA_ENTRY_POINTS(X)                                                                      \
+  X(cuGetErrorName, 6000) X(cuGetErrorString, 6000) X(cuInit, 2000) X(cuDeviceGet, 2000)                 \
+  X(cuDeviceGetCount, 2000) X(cuDeviceGetName, 2000) X(cuDevicePrimaryCtxRetain, 7000)                    \
+  X(cuDevicePrimaryCtxRelease, 11000) X(cuDevicePrimaryCtxGetState, 7000) X(cuCtxSetCurrent, 4000)        \
+  X(cuCtxGetCurrent, 4000) X(cuCtxGetDevice, 2000) X(cuCtxPushCurrent, 4000) X(cuCtxPopCurrent, 4000)     \
+  X(cuMemGetAllocationGranularity, 10020) X(cuMemAddressReserve, 10020) X(cuMemAddressFree, 10020)        \
+  X(cuMemCreate, 10020) X(cuMemRelease, 10020) X(cuMemMap, 10020) X(cuMemUnmap, 10020)                    \
+  X(cuMemSetAccess, 10020) X(cuMemAlloc, 3020) X(cuMemFree, 3020) X(cuMemAllocManaged, 6000)              \
+  X(cuMemHostAlloc, 2020) X(cuMemFreeHost, 2000) X(cuMemHostRegister, 6050) X(cuMemHostUnregister, 4000)  \
+  X(cuMemcpyDtoDAsync, 3020) X(cuMemcpyDtoHAsync, 3020) X(cuMemcpyHtoDAsync, 3020) X(cuMemcpyDtoH, 3020)  \
+  X(cuMemcpyHtoD, 3020) X(cuMemsetD8Async, 3020) X(cuStreamCreate, 2000) X(cuStreamDestroy, 4000)         \
+  X(cuStreamSynchronize, 2000) X(cuEventCreate, 2000) X(cuEventRecord, 2000) X(cuEventSynchronize, 2000)  \
+  X(cuEventElapsedTime, RESURGO_CUDA_EVENT_ELAPSED_TIME_VERSION) X(cuEventDestroy, 4000)                  \
+  X(cuPointerGetAttribute, 4000)
 // clang-format on
 
 class CudaDriver {
@@ -57,7 +76,7 @@ class CudaDriver {
   // Throws GpuError("<call> (<what>): <describe(result)>") unless result is CUDA_SUCCESS.
   void check(CUresult result, const char* call, const std::string& what) const;
 
-#define RESURGO_CUDA_MEMBER(name) decltype(&::name) name = nullptr;
+#define RESURGO_CUDA_MEMBER(name, version) decltype(&::name) name = nullptr;
   RESURGO_CUDA_ENTRY_POINTS(RESURGO_CUDA_MEMBER)
 #undef RESURGO_CUDA_MEMBER
 

@@ -2,17 +2,12 @@
 
 namespace resurgo::gpu {
 
-CudaVmmMemory::CudaVmmMemory(int device, const CudaDriver& driver) : driver_(driver) {
-  driver_.require();
-  const std::string what = "device " + std::to_string(device);
-  driver_.check(driver_.cuDeviceGet(&device_, device), "cuDeviceGet", what);
-  char device_name[256] = {};
-  driver_.check(driver_.cuDeviceGetName(device_name, sizeof device_name, device_), "cuDeviceGetName", what);
-  name_ = "cuda-vmm (" + what + ": " + device_name + ")";
-  driver_.check(driver_.cuDevicePrimaryCtxRetain(&context_, device_), "cuDevicePrimaryCtxRetain", what);
+CudaVmmMemory::CudaVmmMemory(int ordinal, const CudaDriver& driver)
+    : driver_(driver), context_(ordinal, driver), name_("cuda-vmm (" + context_.name() + ")") {
+  const std::string& what = context_.name();
   // The destructor does not run for a constructor that throws.
   try {
-    make_current();
+    const CudaContext::Scope scope(context_);
     const CUmemAllocationProp properties = chunk_properties();
     driver_.check(driver_.cuMemGetAllocationGranularity(&granularity_, &properties, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
                   "cuMemGetAllocationGranularity", what);
@@ -30,8 +25,7 @@ CudaVmmMemory::~CudaVmmMemory() { release(); }
 // them (a throw would terminate: e.g. CUDA_ERROR_DEINITIALIZED at exit), and
 // a failing driver at this point has nothing left to give back.
 void CudaVmmMemory::release() noexcept {
-  if (context_ == nullptr) return;
-  driver_.cuCtxSetCurrent(context_);
+  const CudaContext::Scope scope(context_, std::nothrow);
   for (CUstream stream : {capture_stream_, read_stream_}) {
     if (stream == nullptr) continue;
     driver_.cuStreamSynchronize(stream);
@@ -42,30 +36,27 @@ void CudaVmmMemory::release() noexcept {
     driver_.cuMemRelease(chunk.handle);
   }
   if (base_ != 0) driver_.cuMemAddressFree(base_, size_);
-  driver_.cuDevicePrimaryCtxRelease(device_);
 }
-
-void CudaVmmMemory::make_current() const { driver_.check(driver_.cuCtxSetCurrent(context_), "cuCtxSetCurrent", name_); }
 
 CUmemAllocationProp CudaVmmMemory::chunk_properties() const {
   CUmemAllocationProp properties = {};
   properties.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   properties.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  properties.location.id = device_;
+  properties.location.id = context_.device();
   return properties;
 }
 
 void CudaVmmMemory::reserve(std::size_t bytes) {
-  make_current();
+  const CudaContext::Scope scope(context_);
   driver_.check(driver_.cuMemAddressReserve(&base_, bytes, 0, 0, 0), "cuMemAddressReserve",
-                std::to_string(bytes) + " bytes for the device cache on " + name_);
+                std::to_string(bytes) + " bytes for the device cache on " + context_.name());
   size_ = bytes;
 }
 
 MapResult CudaVmmMemory::map(std::size_t offset, std::size_t bytes) {
-  make_current();
+  const CudaContext::Scope scope(context_);
   const std::string what =
-      std::to_string(bytes) + " bytes at offset " + std::to_string(offset) + " of the device cache";
+      std::to_string(bytes) + " bytes at offset " + std::to_string(offset) + " of the device cache on " + context_.name();
   const CUmemAllocationProp properties = chunk_properties();
   CUmemGenericAllocationHandle handle = 0;
   const CUresult created = driver_.cuMemCreate(&handle, bytes, &properties, 0);
@@ -88,19 +79,19 @@ MapResult CudaVmmMemory::map(std::size_t offset, std::size_t bytes) {
 }
 
 void CudaVmmMemory::copy_in(std::size_t offset, const void* source, std::size_t bytes) {
-  make_current();
+  const CudaContext::Scope scope(context_);
   driver_.check(
       driver_.cuMemcpyDtoDAsync(base_ + offset, reinterpret_cast<CUdeviceptr>(source), bytes, capture_stream_),
       "cuMemcpyDtoDAsync", std::to_string(bytes) + " bytes into the device cache at offset " + std::to_string(offset));
 }
 
 void CudaVmmMemory::wait_copies_in() {
-  make_current();
+  const CudaContext::Scope scope(context_);
   driver_.check(driver_.cuStreamSynchronize(capture_stream_), "cuStreamSynchronize", "captures into the device cache");
 }
 
 void CudaVmmMemory::copy_out(std::size_t offset, void* target, std::size_t bytes) {
-  make_current();
+  const CudaContext::Scope scope(context_);
   const std::string what = std::to_string(bytes) + " bytes out of the device cache at offset " + std::to_string(offset);
   // Pageable host memory is unknown to the driver: the query fails for it.
   CUmemorytype kind = CU_MEMORYTYPE_HOST;

@@ -1,23 +1,25 @@
 // DeviceMemory over CUDA virtual memory management: the whole range reserved
-// with cuMemAddressReserve, each chunk a cuMemCreate allocation mapped with
-// cuMemMap and made accessible with cuMemSetAccess; copies on two streams of
-// the device's primary context (captures on one, reads on the other).
+// with cuMemAddressReserve, each chunk a cuMemCreate allocation on the
+// store's device mapped with cuMemMap and made accessible to that device with
+// cuMemSetAccess; copies on two streams of the device's primary context
+// (captures on one, reads on the other). Every driver call runs inside a
+// CudaContext::Scope: the calling thread's own context is left as it was.
 #pragma once
 
 #include <cuda.h>
 
 #include <vector>
 
-#include "gpu/cuda_driver.h"
+#include "gpu/cuda_context.h"
 #include "gpu/device_memory.h"
 
 namespace resurgo::gpu {
 
 class CudaVmmMemory : public DeviceMemory {
  public:
-  // Throws GpuError when the driver is unavailable or the device cannot be
-  // opened.
-  explicit CudaVmmMemory(int device = 0, const CudaDriver& driver = CudaDriver::instance());
+  // Throws GpuError when the driver is unavailable or device `ordinal`
+  // cannot be opened.
+  explicit CudaVmmMemory(int ordinal = 0, const CudaDriver& driver = CudaDriver::instance());
   ~CudaVmmMemory() override;
   CudaVmmMemory(const CudaVmmMemory&) = delete;
   CudaVmmMemory& operator=(const CudaVmmMemory&) = delete;
@@ -33,17 +35,12 @@ class CudaVmmMemory : public DeviceMemory {
   CUdeviceptr base() const { return base_; }
 
  private:
-  // Driver calls need the context current on the calling thread; the cache
-  // calls from the application's thread, its mapping thread and its owner's
-  // flush threads.
-  void make_current() const;
   CUmemAllocationProp chunk_properties() const;
-  // Gives back what was made: chunks, reservation, streams, the context.
+  // Gives back what was made: chunks, reservation, streams.
   void release() noexcept;
 
   const CudaDriver& driver_;
-  CUdevice device_ = 0;
-  CUcontext context_ = nullptr;
+  CudaContext context_;
   CUstream capture_stream_ = nullptr;
   CUstream read_stream_ = nullptr;
   std::size_t granularity_ = 0;

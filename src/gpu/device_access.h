@@ -1,8 +1,9 @@
 // How a store reaches the application's device regions outside the L0
 // cache: device-to-host copies (a version that does not fit L0, or a store
 // without L0), host-to-device copies (restart), and what kind of memory a
-// pointer is. Two backends as for the cache (device_memory.h): the CUDA
-// driver, and host memory standing for the device (tests, host analog).
+// pointer is and on which device. Two backends as for the cache
+// (device_memory.h): the CUDA driver, and host memory standing for the
+// device (tests, host analog).
 #pragma once
 
 #include <cstddef>
@@ -17,29 +18,52 @@
 
 namespace resurgo::gpu {
 
+// What a pointer points to. `device` is the ordinal of the device that holds
+// device or managed memory (CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL), -1 for
+// host memory or where the driver does not say.
+struct PointerInfo {
+  MemoryKind kind = MemoryKind::kHost;
+  int device = -1;
+};
+
 class DeviceAccess {
  public:
   virtual ~DeviceAccess() = default;
 
+  // "cuda (device 0 (NVIDIA H100 80GB HBM3))", "host": for log lines.
   virtual std::string name() const = 0;
+  // The device whose context every copy runs in.
+  virtual int device() const = 0;
   // What `pointer` points to; none when the backend cannot tell (host).
-  virtual std::optional<MemoryKind> kind_of(const void* pointer) const = 0;
-  // Synchronous copies; throw GpuError naming the copy.
+  virtual std::optional<PointerInfo> describe(const void* pointer) const = 0;
+  // Synchronous copies: the bytes are in place when they return. Throw
+  // GpuError naming the copy.
   virtual void to_host(void* host, const void* device, std::size_t bytes) = 0;
   virtual void to_device(void* device, const void* host, std::size_t bytes) = 0;
 };
 
-// The backends `backend` names. Throw GpuError saying why the CUDA driver
-// cannot be used (absent, stub, too old, no device).
-std::unique_ptr<DeviceAccess> open_device_access(DeviceBackend backend);
-std::unique_ptr<DeviceMemory> open_device_memory(DeviceBackend backend);
+// The backends `backend` names, on device `ordinal`. Throw GpuError saying
+// why the CUDA driver cannot be used (absent, stub, too old, no device).
+std::unique_ptr<DeviceAccess> open_device_access(DeviceBackend backend, int ordinal = 0);
+std::unique_ptr<DeviceMemory> open_device_memory(DeviceBackend backend, int ordinal = 0);
 // cuMemHostRegister for the CUDA backend, mlock (its host stand-in) otherwise.
-std::unique_ptr<HostPinner> open_host_pinner(DeviceBackend backend);
+std::unique_ptr<HostPinner> open_host_pinner(DeviceBackend backend, int ordinal = 0);
 
-// The kind of `pointer` when this process already uses the CUDA driver (it
-// is loaded); none otherwise. A process that never loaded the driver holds
-// no device pointers, and a check must not load and initialise CUDA in
+// The device a store without device regions yet uses: the device of the
+// calling thread's current context (the one the application chose, e.g.
+// with cudaSetDevice), else 0. Always 0 for the host backend. Throws
+// GpuError when the CUDA driver cannot be used.
+int current_device(DeviceBackend backend);
+
+// What `pointer` is, asked of the backend's driver (loaded if need be);
+// none for the host backend. Throws GpuError when the CUDA driver cannot be
+// used.
+std::optional<PointerInfo> describe_pointer(DeviceBackend backend, const void* pointer);
+
+// What `pointer` is when this process already uses the CUDA driver (it is
+// loaded); none otherwise. A process that never loaded the driver holds no
+// device pointers, and a check must not load and initialise CUDA in
 // applications that use none.
-std::optional<MemoryKind> kind_if_cuda_is_loaded(const void* pointer);
+std::optional<PointerInfo> describe_if_cuda_is_loaded(const void* pointer);
 
 }  // namespace resurgo::gpu

@@ -2,7 +2,9 @@
 
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -51,6 +53,11 @@ std::string describe_pin_range(const void* data, std::size_t bytes) {
   char address[32];
   std::snprintf(address, sizeof address, "%p", data);
   return std::to_string(bytes) + " bytes at " + address;
+}
+
+std::size_t pin_piece(const HostPinner& pinner) {
+  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  return std::max(page, pinner.max_piece() / page * page);
 }
 
 std::unique_ptr<HostPinner> make_mlock_pinner() { return std::make_unique<MlockPinner>(); }

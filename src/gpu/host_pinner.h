@@ -32,6 +32,10 @@ class HostPinner {
 // "1073741824 bytes at 0x7f3a40000000": the range named in pin errors.
 std::string describe_pin_range(const void* data, std::size_t bytes);
 
+// The bytes of each pin() a buffer is pinned in: max_piece() rounded down to
+// whole pages (at least one).
+std::size_t pin_piece(const HostPinner& pinner);
+
 // mlock/munlock. Pieces of 256 MiB: mlock has no per-call limit, but a
 // buffer stops pinning between pieces when it is destroyed.
 std::unique_ptr<HostPinner> make_mlock_pinner();

@@ -87,6 +87,7 @@ LatePinBuffer::LatePinBuffer(LatePinOptions options, std::unique_ptr<HostPinner>
                                std::to_string(page) + " bytes)");
   }
   capacity_ = round_up(options_.capacity, step_);
+  piece_ = gpu::pin_piece(*pinner_);
   map();
   touched_.assign(capacity_ / step_, false);
   untouched_steps_ = touched_.size();
@@ -232,19 +233,17 @@ void LatePinBuffer::pin_all() {
         return;
       }
     }
-    const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
-    const std::size_t piece = std::max(page, pinner_->max_piece() / page * page);
     {
       std::lock_guard lock(mutex_);
       set_state(LatePinState::kPinning);
     }
-    for (std::size_t offset = 0; offset < capacity_; offset += piece) {
+    for (std::size_t offset = 0; offset < capacity_; offset += piece_) {
       if (stopping()) {
         std::lock_guard lock(mutex_);
         set_state(LatePinState::kStopped);
         return;
       }
-      const std::size_t bytes = std::min(piece, capacity_ - offset);
+      const std::size_t bytes = std::min(piece_, capacity_ - offset);
       const Clock::time_point start = Clock::now();
       pinner_->pin(base_ + offset, bytes);
       pinned_pieces_.emplace_back(base_ + offset, bytes);

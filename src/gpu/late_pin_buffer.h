@@ -89,6 +89,13 @@ class LatePinBuffer {
 
   std::byte* data() { return base_; }
   std::size_t capacity() const { return capacity_; }
+  // The buffer is pinned in pieces of this many bytes from data() on, each
+  // its own registration. A device-to-host copy must lie within one piece:
+  // while pinning, one piece may be registered and the next not yet, and the
+  // CUDA driver refuses a copy over memory partly registered
+  // (CUDA_ERROR_INVALID_VALUE, documented for every cuMemcpy*); whether it
+  // takes a copy spanning two registrations is not documented.
+  std::size_t pin_piece() const { return piece_; }
 
   // The owner brackets each device-to-host flush into [offset, offset +
   // bytes). While one is open the sequential strategy pauses touching (from
@@ -163,6 +170,7 @@ class LatePinBuffer {
   const std::unique_ptr<HostPinner> pinner_;
   const Logger& log_;
   std::size_t step_ = 0;
+  std::size_t piece_ = 0;
   std::size_t capacity_ = 0;
   std::byte* base_ = nullptr;  // 2 MiB aligned
   // Written by the pinning thread only; read after it ended.

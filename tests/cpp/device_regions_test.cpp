@@ -16,6 +16,7 @@
 #include "capture/capture.h"
 #include "capture/device_capture.h"
 #include "capture/device_staging.h"
+#include "gpu/device_access.h"
 #ifdef RESURGO_HAVE_CUDA_HEADERS
 #include "gpu/cuda_driver.h"
 #endif
@@ -299,6 +300,12 @@ TEST_F(DeviceRegionsTest, TheCApiReportsTheDeviceCaches) {
 // DeviceCapture alone: what goes through L0 and what bypasses it.
 class DeviceCaptureTest : public DeviceRegionsTest {
  protected:
+  // A staging fill that copies from `source` as a device-to-host copy would.
+  static DeviceStaging::Fill copy_from(const std::vector<float>& source) {
+    return [&source](std::uint64_t offset, std::byte* target, std::uint64_t bytes) {
+      std::memcpy(target, reinterpret_cast<const std::byte*>(source.data()) + offset, bytes);
+    };
+  }
   static Region device_region(int id, std::vector<float>& data) {
     Region region;
     region.id = id;
@@ -313,7 +320,7 @@ class DeviceCaptureTest : public DeviceRegionsTest {
 
 TEST_F(DeviceCaptureTest, AVersionLargerThanL0IsCopiedToHostAtOnceAndTheCacheCountsTheBypass) {
   const Config small = config({{"device.capacity", "1MiB"}, {"device.chunk", "1MiB"}});
-  DeviceCapture capture(small, log);
+  DeviceCapture capture(small, 0, log);
   std::vector<float> large = values(2 * kMiB / 4, 1), fits = values(1000, 2);
   format::Header header;
   header.version = 1;
@@ -343,7 +350,7 @@ TEST_F(DeviceCaptureTest, AVersionLargerThanL0IsCopiedToHostAtOnceAndTheCacheCou
 
 TEST_F(DeviceCaptureTest, AVersionNumberStillInL0FromBeforeARestartBypassesIt) {
   const Config with_l0 = config();
-  DeviceCapture capture(with_l0, log);
+  DeviceCapture capture(with_l0, 0, log);
   ThreadPool pool(1);
   const std::unique_ptr<Capture> host = make_capture(CaptureContext{with_l0, pool, log, [](bool) {}});
   MemoryLevel level("d", 0, 4 * kMiB, 0);
@@ -370,10 +377,9 @@ TEST_F(DeviceCaptureTest, AVersionNumberStillInL0FromBeforeARestartBypassesIt) {
 TEST_F(DeviceCaptureTest, StagingFillsTheLatePinBufferWhichPinsOnceEveryPageIsTouched) {
   TempDir token_dir;
   const Config lazy = config({{"buffer.pin", "lazy"}, {"buffer.pin_token_dir", token_dir.path()}});
-  DeviceStaging staging(lazy, 8 * kMiB, log);
+  DeviceStaging staging(lazy, 8 * kMiB, gpu::open_host_pinner(DeviceBackend::kHost), log);
   const std::vector<float> source = values(kMiB / 4, 3);
-  const std::unique_ptr<DeviceStaging::Block> block =
-      staging.stage(kMiB, [&](std::byte* target) { std::memcpy(target, source.data(), kMiB); });
+  const std::unique_ptr<DeviceStaging::Block> block = staging.stage(kMiB, copy_from(source));
   EXPECT_EQ(std::memcmp(block->data(), source.data(), kMiB), 0);
   for (int polls = 0; polls < 6000 && !staging.stats().pinned &&
                       staging.stats().state != LatePinState::kPinFailed;
@@ -387,12 +393,40 @@ TEST_F(DeviceCaptureTest, StagingFillsTheLatePinBufferWhichPinsOnceEveryPageIsTo
 }
 
 TEST_F(DeviceCaptureTest, AVersionLargerThanTheStagingBufferIsStagedInMemoryOfItsOwn) {
-  DeviceStaging staging(config({{"buffer.pin", "off"}}), 2 * kMiB, log);
+  DeviceStaging staging(config({{"buffer.pin", "off"}}), 2 * kMiB, gpu::open_host_pinner(DeviceBackend::kHost), log);
   const std::vector<float> source = values(kMiB, 5);  // 4 MiB
-  const std::unique_ptr<DeviceStaging::Block> block =
-      staging.stage(4 * kMiB, [&](std::byte* target) { std::memcpy(target, source.data(), 4 * kMiB); });
+  const std::unique_ptr<DeviceStaging::Block> block = staging.stage(4 * kMiB, copy_from(source));
   EXPECT_EQ(std::memcmp(block->data(), source.data(), 4 * kMiB), 0);
   EXPECT_EQ(staging.stats().flushes, 0u);  // not through the buffer
+}
+
+// Pins nothing; its pieces are 1 MiB, so a buffer of 4 MiB has 4.
+class OneMiBPieces : public gpu::HostPinner {
+ public:
+  std::string name() const override { return "1 MiB pieces"; }
+  std::size_t max_piece() const override { return kMiB; }
+  void pin(void*, std::size_t) override {}
+  void unpin(void*, std::size_t) noexcept override {}
+};
+
+// While a buffer is being pinned one piece may be registered and the next
+// not, and the CUDA driver refuses a copy over both (CUDA_ERROR_INVALID_VALUE):
+// each device-to-host copy stays within one piece.
+TEST_F(DeviceCaptureTest, StagingNeverCopiesAcrossAPinPiece) {
+  DeviceStaging staging(config({{"buffer.pin", "off"}}), 4 * kMiB, std::make_unique<OneMiBPieces>(), log);
+  const std::vector<float> source = values(3 * kMiB / 4 + 100, 6);  // 3 MiB + 400 bytes
+  const std::uint64_t bytes = source.size() * sizeof(float);
+  const std::unique_ptr<DeviceStaging::Block> first = staging.stage(kMiB / 2, copy_from(source));
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> copies;  // (offset in the buffer, bytes)
+  const std::unique_ptr<DeviceStaging::Block> second =
+      staging.stage(bytes, [&](std::uint64_t offset, std::byte* target, std::uint64_t length) {
+        copies.emplace_back(kMiB / 2 + offset, length);
+        copy_from(source)(offset, target, length);
+      });
+  EXPECT_EQ(std::memcmp(second->data(), source.data(), bytes), 0);
+  const std::vector<std::pair<std::uint64_t, std::uint64_t>> expected{
+      {kMiB / 2, kMiB / 2}, {kMiB, kMiB}, {2 * kMiB, kMiB}, {3 * kMiB, kMiB / 2 + 400}};
+  EXPECT_EQ(copies, expected);
 }
 
 }  // namespace

@@ -42,12 +42,25 @@ TEST(GpuDriverTest, TheToolkitStubIsReportedAsNoDriver) {
             std::string(stub) + " is the CUDA toolkit's stub library (CUDA_ERROR_STUB_LIBRARY), not an NVIDIA driver");
 }
 
+// The primary context of device 0 current on the test thread, as the
+// application's runtime API would make it.
 class GpuCudaTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!driver().available()) GTEST_SKIP() << "no usable CUDA driver: " << driver().why_unavailable();
+    driver().check(driver().cuDevicePrimaryCtxRetain(&context_, 0), "cuDevicePrimaryCtxRetain", "device 0");
+    driver().check(driver().cuCtxSetCurrent(context_), "cuCtxSetCurrent", "device 0");
+  }
+  void TearDown() override {
+    if (context_ != nullptr) driver().cuDevicePrimaryCtxRelease(0);
   }
   static const CudaDriver& driver() { return CudaDriver::instance(); }
+  CUcontext current() const {
+    CUcontext now = nullptr;
+    driver().check(driver().cuCtxGetCurrent(&now), "cuCtxGetCurrent", "test");
+    return now;
+  }
+  CUcontext context_ = nullptr;
   Logger log_{"gpu-test", LogLevel::kOff};
 };
 
@@ -61,7 +74,7 @@ TEST_F(GpuCudaTest, DriverErrorsAreNamedWithTheirCudaString) {
   }
 }
 
-// A device buffer from cuMemAlloc, with the context of CudaVmmMemory current.
+// A device buffer from cuMemAlloc in the test thread's context.
 class DeviceBuffer {
  public:
   DeviceBuffer(const CudaDriver& driver, std::size_t bytes) : driver_(driver) {
@@ -132,19 +145,9 @@ TEST_F(GpuCudaTest, VmmCacheEvictsFlushedVersionsWhenFull) {
   EXPECT_EQ(cache.stats().evicted, 2u);
 }
 
-// Device regions of a Store on the GPU: the primary context of device 0
-// current on the test thread, as the application's runtime API would make it.
+// Device regions of a Store on the GPU.
 class GpuStoreTest : public GpuCudaTest {
  protected:
-  void SetUp() override {
-    GpuCudaTest::SetUp();
-    if (IsSkipped()) return;
-    driver().check(driver().cuDevicePrimaryCtxRetain(&context_, 0), "cuDevicePrimaryCtxRetain", "device 0");
-    driver().check(driver().cuCtxSetCurrent(context_), "cuCtxSetCurrent", "device 0");
-  }
-  void TearDown() override {
-    if (context_ != nullptr) driver().cuDevicePrimaryCtxRelease(0);
-  }
   Config config(const std::string& capacity) {
     return Config::load("", {{"local.path", dir_.path() + "/l2"},
                              {"persistent.every", "0"},
@@ -152,15 +155,29 @@ class GpuStoreTest : public GpuCudaTest {
                              {"device.chunk", "64MiB"},
                              {"log.level", "off"}});
   }
+  // The application finishes writing its regions before checkpoint(): a
+  // cuMemcpyHtoD from pageable memory may return before the bytes landed.
   void upload(const DeviceBuffer& buffer, const std::vector<unsigned char>& bytes) {
     driver().check(driver().cuMemcpyHtoD(buffer.address(), bytes.data(), bytes.size()), "cuMemcpyHtoD", "test");
+    driver().check(driver().cuStreamSynchronize(nullptr), "cuStreamSynchronize", "test");
+  }
+  // Through a stream of its own that waits for nothing else, as a kernel on
+  // the application's stream would read the region.
+  std::vector<unsigned char> read_on_own_stream(const DeviceBuffer& buffer, std::size_t bytes) {
+    CUstream stream = nullptr;
+    driver().check(driver().cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate", "test");
+    std::vector<unsigned char> host(bytes);
+    driver().check(driver().cuMemcpyDtoHAsync(host.data(), buffer.address(), bytes, stream), "cuMemcpyDtoHAsync",
+                   "test");
+    driver().check(driver().cuStreamSynchronize(stream), "cuStreamSynchronize", "test");
+    driver().check(driver().cuStreamDestroy(stream), "cuStreamDestroy", "test");
+    return host;
   }
   std::vector<unsigned char> download(const DeviceBuffer& buffer, std::size_t bytes) {
     std::vector<unsigned char> host(bytes);
     driver().check(driver().cuMemcpyDtoH(host.data(), buffer.address(), bytes), "cuMemcpyDtoH", "test");
     return host;
   }
-  CUcontext context_ = nullptr;
   TempDir dir_;
 };
 
@@ -183,8 +200,11 @@ TEST_F(GpuStoreTest, DeviceRegionsRoundTripThroughL0AndWithoutIt) {
     store.wait();
     upload(region, std::vector<unsigned char>(bytes, 0));
     EXPECT_EQ(store.restart(3), 3) << capacity;
+    EXPECT_EQ(read_on_own_stream(region, bytes), host) << capacity << ": restart returned before the bytes landed";
     EXPECT_EQ(download(region, bytes), host) << capacity;
+    EXPECT_EQ(current(), context_) << capacity << ": the store changed the thread's current context";
   }
+  EXPECT_EQ(current(), context_) << "closing the store changed the thread's current context";
 }
 
 TEST_F(GpuStoreTest, APointerOfTheOtherKindIsRefused) {

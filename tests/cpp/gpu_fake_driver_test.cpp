@@ -11,6 +11,8 @@
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -19,13 +21,14 @@
 #include <thread>
 #include <vector>
 
-#include "fake_cuda/fake_cuda_control.h"
+#include "fake_cuda_lookup.h"
 #include "gpu/cuda_device_access.h"
 #include "gpu/cuda_driver.h"
 #include "gpu/cuda_host_pinner.h"
 #include "gpu/cuda_vmm_memory.h"
 #include "gpu/device_cache.h"
 #include "gpu/late_pin_buffer.h"
+#include "capture/device_staging.h"
 #include "resurgo/resurgo.hpp"
 #include "test_util.h"
 
@@ -33,64 +36,6 @@ namespace resurgo::gpu {
 namespace {
 
 constexpr std::size_t kMiB = std::size_t{1} << 20;
-
-// The fake's control API, from the libcuda.so.1 this process loaded.
-struct FakeControl {
-  decltype(&fake_cuda_counters) counters;
-  decltype(&fake_cuda_reset) reset;
-  decltype(&fake_cuda_set_device_memory) set_device_memory;
-  decltype(&fake_cuda_set_host_register_limit) set_host_register_limit;
-  decltype(&fake_cuda_set_driver_version) set_driver_version;
-  decltype(&fake_cuda_hold_streams) hold_streams;
-  decltype(&fake_cuda_fail) fail;
-  decltype(&fake_cuda_calls) calls;
-};
-
-// The control API, or why the suite cannot run here.
-struct FakeLookup {
-  std::unique_ptr<FakeControl> control;
-  std::string why_not;
-};
-
-const FakeLookup& fake() {
-  static const FakeLookup* const lookup = [] {
-    auto* found = new FakeLookup;
-    const CudaDriver& driver = CudaDriver::instance();  // loads libcuda.so.1 where there is one
-    void* handle = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-    if (handle == nullptr) {
-      found->why_not = "libcuda.so.1 is not loaded (" + driver.why_unavailable() +
-                       "); the fake_cuda.* tests put the fake driver on LD_LIBRARY_PATH";
-      return found;
-    }
-    auto symbol = [&](const char* name) { return ::dlsym(handle, name); };
-    if (symbol("fake_cuda_reset") == nullptr) {
-      found->why_not = "libcuda.so.1 is a real CUDA driver, not the fake";
-      return found;
-    }
-    // The handle stays open: the driver is never unloaded either.
-    found->control.reset(new FakeControl{
-        reinterpret_cast<decltype(&fake_cuda_counters)>(symbol("fake_cuda_counters")),
-        reinterpret_cast<decltype(&fake_cuda_reset)>(symbol("fake_cuda_reset")),
-        reinterpret_cast<decltype(&fake_cuda_set_device_memory)>(symbol("fake_cuda_set_device_memory")),
-        reinterpret_cast<decltype(&fake_cuda_set_host_register_limit)>(symbol("fake_cuda_set_host_register_limit")),
-        reinterpret_cast<decltype(&fake_cuda_set_driver_version)>(symbol("fake_cuda_set_driver_version")),
-        reinterpret_cast<decltype(&fake_cuda_hold_streams)>(symbol("fake_cuda_hold_streams")),
-        reinterpret_cast<decltype(&fake_cuda_fail)>(symbol("fake_cuda_fail")),
-        reinterpret_cast<decltype(&fake_cuda_calls)>(symbol("fake_cuda_calls"))});
-    return found;
-  }();
-  return *lookup;
-}
-
-std::string describe(const FakeCudaCounters& c) {
-  return "device allocations " + std::to_string(c.device_allocations) + ", managed " +
-         std::to_string(c.managed_allocations) + ", host " + std::to_string(c.host_allocations) + ", physical " +
-         std::to_string(c.physical_allocations) + ", reservations " + std::to_string(c.reservations) +
-         ", mappings " + std::to_string(c.mappings) + ", registered ranges " + std::to_string(c.registered_ranges) +
-         ", streams " + std::to_string(c.streams) + ", events " + std::to_string(c.events) +
-         ", context references " + std::to_string(c.context_references) + ", device bytes " +
-         std::to_string(c.device_bytes) + ", registered bytes " + std::to_string(c.registered_bytes);
-}
 
 std::vector<unsigned char> random_bytes(std::size_t bytes, unsigned seed) {
   std::vector<unsigned char> data(bytes);
@@ -100,6 +45,12 @@ std::vector<unsigned char> random_bytes(std::size_t bytes, unsigned seed) {
 }
 
 const CudaDriver& cuda() { return CudaDriver::instance(); }
+
+std::string device_name(int ordinal) {
+  char name[256] = {};
+  cuda().check(cuda().cuDeviceGetName(name, sizeof name, ordinal), "cuDeviceGetName", "test");
+  return name;
+}
 void check(CUresult result, const char* call) { cuda().check(result, call, "test"); }
 
 // Device memory from cuMemAlloc, freed with the object.
@@ -111,8 +62,11 @@ class DeviceBuffer {
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   void* get() const { return reinterpret_cast<void*>(address_); }
   CUdeviceptr address() const { return address_; }
+  // As an application finishes writing a region before checkpoint(): a
+  // cuMemcpyHtoD from pageable memory returns before the bytes landed.
   void upload(const std::vector<unsigned char>& bytes) const {
     check(cuda().cuMemcpyHtoD(address_, bytes.data(), bytes.size()), "cuMemcpyHtoD");
+    check(cuda().cuStreamSynchronize(nullptr), "cuStreamSynchronize");
   }
   std::vector<unsigned char> download() const {
     std::vector<unsigned char> bytes(bytes_);
@@ -234,7 +188,7 @@ TEST_F(FakeCudaTest, TheLoaderSaysWhyADriverIsUnusable) {
 
   // The sixth entry point of RESURGO_CUDA_ENTRY_POINTS is not found.
   ASSERT_EQ(control().fail("cuGetProcAddress", 5, CUDA_ERROR_NOT_FOUND, 1), 0);
-  EXPECT_EQ(CudaDriver("libcuda.so.1").why_unavailable(), "libcuda.so.1 lacks entry points: cuDevicePrimaryCtxRetain");
+  EXPECT_EQ(CudaDriver("libcuda.so.1").why_unavailable(), "libcuda.so.1 lacks entry points: cuDeviceGetName");
 
   ASSERT_EQ(control().fail("cuInit", 0, CUDA_ERROR_NO_DEVICE, 1), 0);
   const CudaDriver without_device("libcuda.so.1");
@@ -269,8 +223,9 @@ TEST_F(FakeCudaTest, CopiesIntoUnmappedCacheMemoryAreRefused) {
   // The device address is not host memory: the host pointer side refuses it.
   EXPECT_EQ(driver().cuMemcpyDtoH(source.get(), source.address(), 16), CUDA_ERROR_INVALID_VALUE);
   // Only mapped and accessible cache memory is device memory.
-  EXPECT_EQ(CudaDeviceAccess::kind(driver(), reinterpret_cast<void*>(memory.base())), MemoryKind::kDevice);
-  EXPECT_EQ(CudaDeviceAccess::kind(driver(), reinterpret_cast<void*>(memory.base() + granularity)), MemoryKind::kHost);
+  EXPECT_EQ(CudaDeviceAccess::describe(driver(), reinterpret_cast<void*>(memory.base())).kind, MemoryKind::kDevice);
+  EXPECT_EQ(CudaDeviceAccess::describe(driver(), reinterpret_cast<void*>(memory.base() + granularity)).kind,
+            MemoryKind::kHost);
 }
 
 TEST_F(FakeCudaTest, MemoryFreedUnderACopyInFlightFailsTheStream) {
@@ -359,7 +314,7 @@ TEST_F(FakeCudaTest, HostRegistrationIsCheckedLikeTheDriverDoes) {
   }
   EXPECT_EQ(driver().cuMemHostUnregister(base + kMiB), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
   EXPECT_EQ(counters().registered_bytes, 2 * kMiB);
-  EXPECT_EQ(CudaDeviceAccess::kind(driver(), base), MemoryKind::kHost);
+  EXPECT_EQ(CudaDeviceAccess::describe(driver(), base).kind, MemoryKind::kHost);
   pinner.unpin(base, 2 * kMiB);
   EXPECT_EQ(driver().cuMemHostUnregister(base), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED) << "unregistered twice";
   ASSERT_EQ(::munmap(base, bytes), 0);
@@ -414,8 +369,8 @@ TEST_F(FakeCudaTest, AMappingErrorIsReportedWithTheCallAndTheCudaString) {
   std::unique_ptr<DeviceCache> cache = open_cache(4, 1);
   const DeviceCacheStats stats = cache->stats();
   EXPECT_EQ(stats.growth_stopped, "cuMemMap (" + std::to_string(granularity_) + " bytes at offset " +
-                                      std::to_string(granularity_) +
-                                      " of the device cache): CUDA_ERROR_INVALID_VALUE: invalid argument");
+                                      std::to_string(granularity_) + " of the device cache on device 0: " +
+                                      device_name(0) + "): CUDA_ERROR_INVALID_VALUE: invalid argument");
   EXPECT_EQ(stats.mapped, granularity_);
   EXPECT_EQ(counters().physical_allocations, 1u) << "the chunk that could not be mapped was released";
   EXPECT_EQ(control().calls("cuMemRelease"), 1u);
@@ -449,7 +404,7 @@ TEST_F(FakeCudaTest, AFailingStreamCreateLeaksNothing) {
     ADD_FAILURE() << "no error";
   } catch (const GpuError& error) {
     EXPECT_EQ(error.result(), CUDA_ERROR_OUT_OF_MEMORY);
-    EXPECT_EQ(std::string(error.what()).rfind("cuStreamCreate (device 0): CUDA_ERROR_OUT_OF_MEMORY", 0), 0u)
+    EXPECT_EQ(std::string(error.what()).rfind("cuStreamCreate (device 0: " + device_name(0) + "): CUDA_ERROR_OUT_OF_MEMORY", 0), 0u)
         << error.what();
   }
   EXPECT_EQ(counters().streams, 0u);
@@ -460,11 +415,11 @@ TEST_F(FakeCudaTest, AFailingStreamCreateLeaksNothing) {
 // when the process exits): the destructor goes on, it must not throw.
 TEST_F(FakeCudaTest, ADriverFailingAtTeardownNeitherTerminatesNorLeaks) {
   std::unique_ptr<DeviceCache> cache = open_cache(2, 1);
-  const std::uint64_t calls = control().calls("cuCtxSetCurrent");
-  ASSERT_EQ(control().fail("cuCtxSetCurrent", 0, CUDA_ERROR_DEINITIALIZED, 1), 0);
+  const std::uint64_t calls = control().calls("cuCtxPushCurrent");
+  ASSERT_EQ(control().fail("cuCtxPushCurrent", 0, CUDA_ERROR_DEINITIALIZED, 1), 0);
   cache.reset();
-  EXPECT_EQ(control().calls("cuCtxSetCurrent"), calls + 1) << "the failing call was made";
-  EXPECT_EQ(counters().reservations, 0u);
+  EXPECT_EQ(control().calls("cuCtxPushCurrent"), calls + 1) << "the failing call was made";
+  EXPECT_EQ(counters().reservations, 0u) << "given back in the context the thread had";
 }
 
 // ---------------------------------------------------------------- host registration of the L1 buffer
@@ -715,6 +670,192 @@ TEST_F(FakeCudaTest, ADevicePointerIsRefusedFromAThreadWithoutACurrentContext) {
   EXPECT_EQ(query_without_context, CUDA_ERROR_INVALID_CONTEXT);
   EXPECT_NE(refusal.find("its pointer is device memory"), std::string::npos) << refusal;
   EXPECT_EQ(left_current, nullptr) << "the check left a context current on the application's thread";
+}
+
+// ---------------------------------------------------------------- defects a GPU would show
+
+// The loader asks every entry point for the legacy default stream's variant:
+// the null stream of its calls is the legacy one, whatever the application
+// was compiled with.
+TEST_F(FakeCudaTest, EntryPointsAreResolvedForTheLegacyDefaultStream) {
+  const CudaDriver loaded("libcuda.so.1");
+  ASSERT_TRUE(loaded.available()) << loaded.why_unavailable();
+  for (const char* name : {"cuMemcpyHtoD", "cuMemcpyDtoHAsync", "cuStreamSynchronize", "cuInit", "cuCtxGetDevice"}) {
+    EXPECT_EQ(control().resolved_with(name, CU_GET_PROC_ADDRESS_LEGACY_STREAM), 1u) << name;
+    EXPECT_EQ(control().resolved_with(name, CU_GET_PROC_ADDRESS_DEFAULT), 0u) << name;
+  }
+}
+
+// A staging buffer of two pin pieces whose second registration is held:
+// the first piece is registered, the second not, while versions are staged
+// across the boundary; then both are, in two registrations. The driver
+// refuses a copy over memory partly registered, and the fake one spanning
+// two registrations: every copy must stay within a piece.
+TEST_F(FakeCudaTest, StagingCopiesStayWithinAPinPieceWhileTheBufferIsPinnedAndAfter) {
+  constexpr std::size_t kPiece = 4 * kMiB;
+  const Config lazy = store_config("0", {{"buffer.pin", "lazy"}});
+  control().hold_host_register(1);
+  DeviceStaging staging(lazy, 2 * kPiece, std::make_unique<CudaHostPinner>(0, driver(), kPiece), log_);
+  struct Release {  // before the staging buffer's destructor waits for its pinning thread
+    ~Release() { control().release_host_register(); }
+  } release_on_failure;
+  ASSERT_EQ(control().wait_host_register_waiting(1), 1u) << "the second piece's registration never started";
+  EXPECT_EQ(counters().registered_bytes, kPiece) << "the first piece alone is registered";
+
+  DeviceBuffer device(2 * kPiece);
+  const std::vector<unsigned char> bytes = random_bytes(2 * kPiece, 11);
+  device.upload(bytes);
+  const auto from_device = [&](std::uint64_t offset, std::byte* target, std::uint64_t length) {
+    check(driver().cuMemcpyDtoH(target, device.address() + offset, length), "cuMemcpyDtoH");
+  };
+  const auto staged = [&](const DeviceStaging::Block& block, std::size_t length) {
+    return std::memcmp(block.data(), bytes.data(), length) == 0;
+  };
+  {
+    const auto head = staging.stage(kPiece - kMiB, from_device);  // leaves the next block straddling the boundary
+    const auto across = staging.stage(2 * kMiB + 123, from_device);
+    EXPECT_TRUE(staged(*head, kPiece - kMiB));
+    EXPECT_TRUE(staged(*across, 2 * kMiB + 123)) << "a copy over the registered and the unregistered piece";
+  }
+  control().release_host_register();
+  ASSERT_TRUE(staging.stats().state != LatePinState::kPinFailed) << staging.stats().pin_failure;
+  for (int polls = 0; polls < 1000 && !staging.stats().pinned; ++polls) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(staging.stats().pinned) << to_string(staging.stats().state) << " " << staging.stats().pin_failure;
+  const auto head = staging.stage(kPiece - kMiB, from_device);
+  const auto across = staging.stage(2 * kMiB + 123, from_device);
+  EXPECT_TRUE(staged(*across, 2 * kMiB + 123)) << "a copy over two registrations";
+}
+
+// The application chose device 1 (cudaSetDevice): the store puts L0 there,
+// copies there, and leaves the application's context current after every
+// call, though it pushes its own for each driver call.
+TEST_F(FakeCudaTest, AStoreUsesTheApplicationsDeviceAndLeavesItsContextCurrent) {
+  ASSERT_EQ(control().set_device_count(2), -1) << "refused while the test holds device 0's context";
+  check(driver().cuDevicePrimaryCtxRelease(0), "cuDevicePrimaryCtxRelease");
+  context_ = nullptr;
+  ASSERT_EQ(control().set_device_count(2), 0);
+  // Device 0 is nearly full: L0 there could map 4 MiB of its 16.
+  control().set_device_memory(64 * kMiB);
+  CUcontext contexts[2] = {};
+  for (int ordinal : {0, 1}) check(driver().cuDevicePrimaryCtxRetain(&contexts[ordinal], ordinal), "retain");
+  check(driver().cuCtxSetCurrent(contexts[0]), "cuCtxSetCurrent");
+  CUdeviceptr filler = 0;
+  check(driver().cuMemAlloc(&filler, 60 * kMiB), "cuMemAlloc");
+  CUcontext device_1 = contexts[1];
+  check(driver().cuCtxSetCurrent(device_1), "cuCtxSetCurrent");
+  const auto current = [&] {
+    CUcontext now = nullptr;
+    check(driver().cuCtxGetCurrent(&now), "cuCtxGetCurrent");
+    return now;
+  };
+  {
+    Store store("fake", store_config("16MiB"));
+    EXPECT_EQ(current(), device_1) << "open";
+    StoreRegions regions;
+    int ordinal = -1;
+    check(driver().cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, regions.first.address()),
+          "cuPointerGetAttribute");
+    ASSERT_EQ(ordinal, 1);
+    regions.protect(store);
+    EXPECT_EQ(current(), device_1) << "protect";
+    regions.take(store, 2);
+    EXPECT_EQ(current(), device_1) << "checkpoint";
+    for (const VersionStats& stats : store.stats()) EXPECT_EQ(stats.device_path, "l0") << stats.version;
+    regions.clobber();
+    EXPECT_EQ(store.restart(2), 2);
+    EXPECT_EQ(store.last_restart().bytes_from_device_cache, StoreRegions::kFirst + StoreRegions::kSecond);
+    EXPECT_TRUE(regions.hold(2));
+    regions.clobber();
+    EXPECT_EQ(store.restart(1), 1);
+    EXPECT_TRUE(regions.hold(1));
+    EXPECT_EQ(current(), device_1) << "restart";
+    EXPECT_GT(store.device_stats().cache->mapped, 4 * kMiB) << "L0 is on device 0, which has 4 MiB left";
+
+    // The application works on device 0 meanwhile: the store still pushes
+    // its device's context and pops it.
+    check(driver().cuCtxSetCurrent(contexts[0]), "cuCtxSetCurrent");
+    regions.fill(3);
+    store.checkpoint(3);
+    store.wait();
+    regions.clobber();
+    EXPECT_EQ(store.restart(3), 3);
+    EXPECT_TRUE(regions.hold(3));
+    EXPECT_EQ(current(), contexts[0]) << "checkpoint or restart left the store's context current";
+    check(driver().cuCtxSetCurrent(device_1), "cuCtxSetCurrent");
+  }
+  EXPECT_EQ(current(), device_1) << "close";
+  check(driver().cuCtxSetCurrent(contexts[0]), "cuCtxSetCurrent");
+  check(driver().cuMemFree(filler), "cuMemFree");
+  check(driver().cuCtxSetCurrent(nullptr), "cuCtxSetCurrent");
+  for (int ordinal : {0, 1}) check(driver().cuDevicePrimaryCtxRelease(ordinal), "release");
+}
+
+// One store, one device: a region of another device is refused by name.
+TEST_F(FakeCudaTest, ARegionOnAnotherDeviceThanTheStoresIsRefused) {
+  check(driver().cuDevicePrimaryCtxRelease(0), "cuDevicePrimaryCtxRelease");
+  context_ = nullptr;
+  ASSERT_EQ(control().set_device_count(2), 0);
+  CUcontext contexts[2] = {};
+  for (int ordinal : {0, 1}) check(driver().cuDevicePrimaryCtxRetain(&contexts[ordinal], ordinal), "retain");
+  check(driver().cuCtxSetCurrent(contexts[1]), "cuCtxSetCurrent");
+  {
+    DeviceBuffer on_device_1(4096);
+    check(driver().cuCtxSetCurrent(contexts[0]), "cuCtxSetCurrent");
+    DeviceBuffer on_device_0(4096);
+    Store store("fake", store_config("0"));
+    store.protect_device(0, on_device_1.get(), 4096, "first");  // the store's device: the first region's
+    try {
+      store.protect_device(1, on_device_0.get(), 4096, "second");
+      ADD_FAILURE() << "a region of device 0 was protected in a store on device 1";
+    } catch (const InvalidArgumentError& error) {
+      EXPECT_NE(std::string(error.what()).find("region 'second' of store 'fake': it is on device 0, and the "
+                                               "store's device regions and L0 cache are on device 1"),
+                std::string::npos)
+          << error.what();
+    }
+    store.checkpoint(1);
+    store.wait();
+    EXPECT_EQ(store.describe(1).regions.size(), 1u) << "the refused region is not registered";
+  }
+  check(driver().cuCtxSetCurrent(nullptr), "cuCtxSetCurrent");
+  for (int ordinal : {0, 1}) check(driver().cuDevicePrimaryCtxRelease(ordinal), "release");
+}
+
+// A pageable cuMemcpyHtoD returns once the bytes are staged, before they
+// reach the device: restart must not return before they did. Held streams
+// keep the copy queued; restart has to wait for it. (One device region:
+// a second cuMemcpyHtoD would wait for the first one's stream itself.)
+TEST_F(FakeCudaTest, RestartReturnsOnlyOnceTheBytesAreOnTheDevice) {
+  Store store("fake", store_config("0"));
+  DeviceBuffer region(kMiB);
+  const std::vector<unsigned char> saved = random_bytes(kMiB, 12);
+  region.upload(saved);
+  store.protect_device(0, region.get(), kMiB, "field");
+  store.checkpoint(1);
+  store.wait();
+  region.upload(std::vector<unsigned char>(kMiB, 0));
+  const std::uint64_t copies_before = control().calls("cuMemcpyHtoD");
+  const std::uint64_t syncs_before = control().calls("cuStreamSynchronize");
+  control().hold_streams(1);
+  std::atomic<bool> returned{false};
+  std::thread restart([&] {
+    check(driver().cuCtxSetCurrent(context_), "cuCtxSetCurrent");
+    store.restart(1);
+    returned = true;
+  });
+  // Until restart waits for the stream holding its copy, or returns.
+  for (int polls = 0; polls < 10000 && !returned; ++polls) {
+    if (control().calls("cuMemcpyHtoD") > copies_before && control().calls("cuStreamSynchronize") > syncs_before) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_FALSE(returned) << "restart returned while its host-to-device copy was still queued";
+  control().hold_streams(0);
+  restart.join();
+  EXPECT_EQ(region.download(), saved);
 }
 
 }  // namespace

@@ -25,9 +25,10 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 FAKE = Path(os.environ.get("RESURGO_FAKE_CUDA", REPO / "build/cpp/tests/cpp/fake_cuda/libcuda.so.1"))
 
-pytestmark = pytest.mark.skipif(
-    not FAKE.exists(), reason=f"the fake CUDA driver is not built ({FAKE}; `make build` builds it)"
-)
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not FAKE.exists(), reason=f"the fake CUDA driver is not built ({FAKE}; `make build` builds it)"),
+]
 
 # The child's preamble: the fake's entry points through cuGetProcAddress, a
 # device array type, and helpers to fill and read device memory.
@@ -58,6 +59,7 @@ PREAMBLE = textwrap.dedent(
     mem_free = entry("cuMemFree", c.c_uint64)
     to_device = entry("cuMemcpyHtoD", c.c_uint64, c.c_void_p, c.c_size_t)
     to_host = entry("cuMemcpyDtoH", c.c_void_p, c.c_uint64, c.c_size_t)
+    synchronize = entry("cuStreamSynchronize", c.c_void_p)
     check(cuInit(0), "cuInit")
     context = c.c_void_p()
     check(retain(c.byref(context), 0), "cuDevicePrimaryCtxRetain")
@@ -75,8 +77,11 @@ PREAMBLE = textwrap.dedent(
             return {"data": (self.address.value, False), "shape": self.shape,
                     "typestr": self.dtype.str, "strides": None, "version": 3}
         def set(self, values):
+            # As CuPy's set(): a pageable copy returns before the bytes land,
+            # and the application synchronises before checkpoint().
             values = np.ascontiguousarray(values, dtype=self.dtype)
             check(to_device(self.address.value, values.ctypes.data, self.nbytes), "cuMemcpyHtoD")
+            check(synchronize(None), "cuStreamSynchronize")
         def get(self):
             out = np.empty(self.shape, self.dtype)
             check(to_host(out.ctypes.data, self.address.value, self.nbytes), "cuMemcpyDtoH")

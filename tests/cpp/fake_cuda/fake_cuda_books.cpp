@@ -1,6 +1,8 @@
 #include "fake_cuda_books.h"
 
 #include <algorithm>
+#include <chrono>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 
@@ -32,6 +34,17 @@ std::vector<CUcontext>& pushed_contexts() {
   return contexts;
 }
 
+void Context::retire_streams() {
+  if (legacy_stream) legacy_stream->retire();
+  legacy_stream.reset();
+  for (auto& [thread, stream] : per_thread_streams) stream->retire();
+  per_thread_streams.clear();
+}
+
+Driver::Driver() {
+  for (int ordinal = 0; ordinal < kMaxDevices; ++ordinal) devices[ordinal].primary.device = ordinal;
+}
+
 CUresult Driver::admit(const char* name, Needs needs) {
   ++calls[name];
   if (const auto rule = rules.find(name); rule != rules.end()) {
@@ -45,11 +58,22 @@ CUresult Driver::admit(const char* name, Needs needs) {
     }
   }
   if (needs != Needs::kNothing && !initialized) return CUDA_ERROR_NOT_INITIALIZED;
-  if (needs == Needs::kContext && (current_context() != primary_handle() || primary.references == 0)) {
-    return CUDA_ERROR_INVALID_CONTEXT;
-  }
+  if (needs == Needs::kContext && current() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   return CUDA_SUCCESS;
 }
+
+bool Driver::has_room(int device, std::uint64_t bytes) const {
+  return bytes <= device_memory - std::min(device_memory, devices[device].allocated);
+}
+
+Context* Driver::context(CUcontext handle) {
+  for (Device& device : devices) {
+    if (handle == device.primary.handle() && device.primary.references > 0) return &device.primary;
+  }
+  return nullptr;
+}
+
+Context* Driver::current() { return context(current_context()); }
 
 Range* Driver::find(std::uintptr_t address) {
   auto it = ranges.upper_bound(address);
@@ -73,7 +97,8 @@ void Driver::insert(Range range) {
   ranges.emplace(range.begin, std::move(range));
 }
 
-CUresult Driver::device_pieces(CUdeviceptr address, std::size_t bytes, bool write, std::vector<Piece>& pieces) {
+CUresult Driver::device_pieces(CUdeviceptr address, std::size_t bytes, bool write, int device,
+                               std::vector<Piece>& pieces) {
   if (bytes == 0) return CUDA_SUCCESS;
   Range* range = find(address);
   if (range == nullptr || address + bytes < address) return CUDA_ERROR_INVALID_VALUE;
@@ -87,11 +112,10 @@ CUresult Driver::device_pieces(CUdeviceptr address, std::size_t bytes, bool writ
   // A copy may span mappings that lie back to back, each accessible.
   const CUmemAccess_flags needed = write ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE : CU_MEM_ACCESS_FLAGS_PROT_READ;
   for (std::uintptr_t at = address, end = address + bytes; at < end;) {
-    auto it = range->vmm.upper_bound(at);
-    if (it == range->vmm.begin()) return CUDA_ERROR_INVALID_VALUE;
-    const Range::Vmm& vmm = (--it)->second;
+    const auto it = mapping_at(*range, at);
+    if (it == range->vmm.end() || (it->second.access[device] & needed) != needed) return CUDA_ERROR_INVALID_VALUE;
+    const Range::Vmm& vmm = it->second;
     const std::size_t into = at - it->first;
-    if (into >= vmm.size || (vmm.mapping->access & needed) != needed) return CUDA_ERROR_INVALID_VALUE;
     const std::size_t piece = std::min<std::size_t>(end - at, vmm.size - into);
     pieces.push_back({vmm.mapping->backing->data() + into, piece, vmm.mapping});
     at += piece;
@@ -99,50 +123,95 @@ CUresult Driver::device_pieces(CUdeviceptr address, std::size_t bytes, bool writ
   return CUDA_SUCCESS;
 }
 
-CUresult Driver::host_pieces(const void* host, std::size_t bytes, std::vector<Piece>& pieces) {
+// The cuMemcpy documentation: "Memory regions requested must be either
+// entirely registered with CUDA, or in the case of host pageable transfers,
+// not registered at all. Memory regions spanning over allocations that are
+// both registered and not registered with CUDA are not supported and will
+// return CUDA_ERROR_INVALID_VALUE." A span over several registrations that
+// lie back to back is not documented: refused unless
+// fake_cuda_set_copies_across_registrations allows it.
+CUresult Driver::host_pieces(const void* host, std::size_t bytes, std::vector<Piece>& pieces, bool& registered) {
+  registered = false;
   if (host == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (bytes == 0) return CUDA_SUCCESS;
   const auto begin = reinterpret_cast<std::uintptr_t>(host);
-  for (auto it = first_overlap(ranges, begin, bytes); it != ranges.end() && it->first < begin + bytes; ++it) {
-    const Range::Kind kind = it->second.kind;
-    if (kind == Range::Kind::kDevice || kind == Range::Kind::kReservation) return CUDA_ERROR_INVALID_VALUE;
+  const std::uintptr_t end = begin + bytes;
+  std::vector<Piece> known;
+  std::size_t covered = 0;
+  for (auto it = first_overlap(ranges, begin, bytes); it != ranges.end() && it->first < end; ++it) {
+    const Range& range = it->second;
+    if (range.kind == Range::Kind::kDevice || range.kind == Range::Kind::kReservation) return CUDA_ERROR_INVALID_VALUE;
+    const std::uintptr_t from = std::max(begin, range.begin);
+    const std::size_t piece = std::min(end, range.begin + range.size) - from;
+    // Pinned or managed memory is kept while the copy waits; registered memory is the caller's.
+    known.push_back({reinterpret_cast<std::byte*>(from), piece, range.mapping});
+    covered += piece;
   }
-  // Pinned or managed memory is kept while the copy waits; pageable memory is the caller's.
-  const Range* range = find(begin);
-  pieces.push_back({static_cast<std::byte*>(const_cast<void*>(host)), bytes, range ? range->mapping : nullptr});
+  if (known.empty()) {
+    pieces.push_back({reinterpret_cast<std::byte*>(begin), bytes, nullptr});
+    return CUDA_SUCCESS;
+  }
+  if (covered < bytes) return CUDA_ERROR_INVALID_VALUE;
+  if (known.size() > 1 && !copies_across_registrations) return CUDA_ERROR_INVALID_VALUE;
+  pieces.insert(pieces.end(), known.begin(), known.end());
+  registered = true;
   return CUDA_SUCCESS;
 }
 
-// The null stream (and CU_STREAM_LEGACY, CU_STREAM_PER_THREAD) is the
-// primary context's; null for an unknown handle.
-std::shared_ptr<Stream> Driver::stream(CUstream handle) {
-  if (handle == nullptr || handle == CU_STREAM_LEGACY || handle == CU_STREAM_PER_THREAD) {
-    if (!primary.null_stream) primary.null_stream = Stream::start();
-    return primary.null_stream;
+CUresult Driver::copy_pieces(Side target, Side source, std::size_t bytes, int device, std::vector<Piece>& to,
+                             std::vector<Piece>& from, bool& registered) {
+  registered = false;
+  const auto pieces = [&](Side side, bool write, std::vector<Piece>& out) {
+    if (side.host) return host_pieces(reinterpret_cast<const void*>(side.address), bytes, out, registered);
+    return device_pieces(side.address, bytes, write, device, out);
+  };
+  if (const CUresult r = pieces(target, true, to); r != CUDA_SUCCESS) return r;
+  return pieces(source, false, from);
+}
+
+Owned<Stream> Driver::stream(CUstream handle) {
+  Context* context = current();
+  if (handle == nullptr || handle == CU_STREAM_LEGACY) {
+    if (!context->legacy_stream) context->legacy_stream = Stream::start();
+    return {context->legacy_stream, context};
+  }
+  if (handle == CU_STREAM_PER_THREAD) {
+    std::shared_ptr<Stream>& own = context->per_thread_streams[std::this_thread::get_id()];
+    if (!own) own = Stream::start();
+    return {own, context};
   }
   const auto it = streams.find(handle);
-  return it == streams.end() ? nullptr : it->second;
+  return it == streams.end() ? Owned<Stream>{} : it->second;
 }
 
-CUresult Driver::enqueue_copy(CUstream handle, std::vector<Piece> target, std::vector<Piece> source,
-                              unsigned char fill) {
-  const std::shared_ptr<Stream> queue = stream(handle);
-  if (queue == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  queue->enqueue([target = std::move(target), source = std::move(source),
-                  fill] { return run_copy(target, source, fill); },
-                 Clock::now() + std::chrono::microseconds(copy_delay_us));
-  return CUDA_SUCCESS;
+Clock::time_point Driver::due() const { return Clock::now() + std::chrono::microseconds(copy_delay_us); }
+
+void Driver::wait_if_held(Lock& lock) {
+  RegisterHold& hold = register_hold;
+  if (!hold.on) return;
+  if (hold.passed < hold.after) {
+    ++hold.passed;
+    return;
+  }
+  const std::uint64_t releases = hold.releases;
+  ++hold.waiting;
+  registration_changed.notify_all();
+  registration_changed.wait(lock, [&] { return hold.releases != releases; });
+  --hold.waiting;
 }
 
 void Driver::free_if_unused(std::map<CUmemGenericAllocationHandle, Physical>::iterator it) {
   if (!it->second.released || it->second.mappings > 0) return;
-  device_bytes -= it->second.backing->size();
+  devices[it->second.device].allocated -= it->second.backing->size();
   physical.erase(it);
 }
 
 FakeCudaCounters Driver::counters() {
   FakeCudaCounters result = {};
-  result.device_bytes = device_bytes;
+  for (const Device& device : devices) {
+    result.device_bytes += device.allocated;
+    result.context_references += static_cast<std::uint64_t>(device.primary.references);
+  }
   for (const auto& [begin, range] : ranges) {
     switch (range.kind) {
       case Range::Kind::kDevice: ++result.device_allocations; break;
@@ -161,18 +230,24 @@ FakeCudaCounters Driver::counters() {
   result.physical_allocations = physical.size();
   result.streams = streams.size();
   result.events = events.size();
-  result.context_references = static_cast<std::uint64_t>(primary.references);
   result.largest_registration = largest_registration;
   result.async_failures = async_failures.load(std::memory_order_relaxed);
   return result;
 }
 
-CUresult check_properties(const CUmemAllocationProp* properties) {
+CUresult check_properties(const Driver& d, const CUmemAllocationProp* properties) {
   if (properties == nullptr || properties->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
       properties->location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  return properties->location.id == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+  return d.valid_device(properties->location.id) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+}
+
+std::map<std::uintptr_t, Range::Vmm>::iterator mapping_at(Range& reservation, std::uintptr_t address) {
+  auto it = reservation.vmm.upper_bound(address);
+  if (it == reservation.vmm.begin()) return reservation.vmm.end();
+  --it;
+  return address - it->first < it->second.size ? it : reservation.vmm.end();
 }
 
 std::vector<std::map<std::uintptr_t, Range::Vmm>::iterator> whole_mappings(Range& reservation, std::uintptr_t address,
@@ -194,19 +269,18 @@ Range* reservation_of(Driver& d, std::uintptr_t address, std::size_t bytes) {
   return bytes <= range->size - (address - range->begin) ? range : nullptr;
 }
 
-CUresult copy_now(Driver& d, Lock& lock, const std::vector<Piece>& target, const std::vector<Piece>& source) {
-  const std::shared_ptr<Stream> null_stream = d.stream(nullptr);
-  lock.unlock();
-  if (const CUresult pending = null_stream->synchronize(); pending != CUDA_SUCCESS) return pending;
-  return run_copy(target, source);
-}
-
 // One setting of the driver, under its lock (the control API's setters).
 template <class Value>
 void set(Value Driver::*setting, Value value) {
   Driver& d = driver();
   std::lock_guard lock(d.mutex);
   d.*setting = value;
+}
+
+// Lets the cuMemHostRegister calls a hold blocks go, and holds no more.
+void release_host_register(Driver& d) {
+  d.register_hold = RegisterHold{false, 0, 0, d.register_hold.waiting, d.register_hold.releases + 1};
+  d.registration_changed.notify_all();
 }
 
 }  // namespace fake_cuda
@@ -227,9 +301,14 @@ FAKE_CUDA_EXPORT uint64_t fake_cuda_reset(FakeCudaCounters* leaked) {
   if (leaked != nullptr) *leaked = live;
   d.rules.clear();
   d.calls.clear();
+  d.resolutions.clear();
+  d.device_count = 1;
   d.device_memory = fake_cuda::kDefaultDeviceMemory;
   d.copy_delay_us = fake_cuda::kDefaultCopyDelayUs;
   d.register_limit = 0;
+  d.register_rate = fake_cuda::kDefaultRegisterRate;
+  d.copies_across_registrations = false;
+  fake_cuda::release_host_register(d);
   d.version = CUDA_VERSION;
   d.largest_registration = 0;
   fake_cuda::async_failures.store(0, std::memory_order_relaxed);
@@ -237,6 +316,18 @@ FAKE_CUDA_EXPORT uint64_t fake_cuda_reset(FakeCudaCounters* leaked) {
   return live.device_allocations + live.managed_allocations + live.host_allocations + live.physical_allocations +
          live.reservations + live.mappings + live.registered_ranges + live.streams + live.events +
          live.context_references;
+}
+
+FAKE_CUDA_EXPORT int fake_cuda_set_device_count(int count) {
+  fake_cuda::Driver& d = fake_cuda::driver();
+  std::lock_guard lock(d.mutex);
+  if (count < 1 || count > fake_cuda::kMaxDevices) return -1;
+  if (count == d.device_count) return 0;
+  for (const fake_cuda::Device& device : d.devices) {
+    if (device.primary.references > 0) return -1;
+  }
+  d.device_count = count;
+  return 0;
 }
 
 FAKE_CUDA_EXPORT void fake_cuda_set_device_memory(uint64_t bytes) {
@@ -251,6 +342,41 @@ FAKE_CUDA_EXPORT void fake_cuda_set_host_register_limit(uint64_t bytes) {
   fake_cuda::set(&fake_cuda::Driver::register_limit, bytes);
 }
 
+FAKE_CUDA_EXPORT void fake_cuda_set_host_register_rate(uint64_t bytes_per_second) {
+  fake_cuda::set(&fake_cuda::Driver::register_rate, bytes_per_second);
+}
+
+FAKE_CUDA_EXPORT void fake_cuda_set_copies_across_registrations(int allowed) {
+  fake_cuda::set(&fake_cuda::Driver::copies_across_registrations, allowed != 0);
+}
+
+FAKE_CUDA_EXPORT void fake_cuda_hold_host_register(uint64_t after_calls) {
+  fake_cuda::Driver& d = fake_cuda::driver();
+  std::lock_guard lock(d.mutex);
+  d.register_hold.on = true;
+  d.register_hold.after = after_calls;
+  d.register_hold.passed = 0;
+}
+
+FAKE_CUDA_EXPORT void fake_cuda_release_host_register(void) {
+  fake_cuda::Driver& d = fake_cuda::driver();
+  std::lock_guard lock(d.mutex);
+  fake_cuda::release_host_register(d);
+}
+
+FAKE_CUDA_EXPORT uint64_t fake_cuda_host_register_waiting(void) {
+  fake_cuda::Driver& d = fake_cuda::driver();
+  std::lock_guard lock(d.mutex);
+  return d.register_hold.waiting;
+}
+
+FAKE_CUDA_EXPORT uint64_t fake_cuda_wait_host_register_waiting(uint64_t count) {
+  fake_cuda::Driver& d = fake_cuda::driver();
+  fake_cuda::Lock lock(d.mutex);
+  d.registration_changed.wait_for(lock, std::chrono::seconds(10), [&] { return d.register_hold.waiting >= count; });
+  return d.register_hold.waiting;
+}
+
 FAKE_CUDA_EXPORT void fake_cuda_set_driver_version(int version) {
   fake_cuda::set(&fake_cuda::Driver::version, version);
 }
@@ -260,7 +386,7 @@ FAKE_CUDA_EXPORT void fake_cuda_hold_streams(int held) {
 }
 
 FAKE_CUDA_EXPORT int fake_cuda_fail(const char* entry_point, uint64_t after_calls, int result, int times) {
-  if (entry_point == nullptr || fake_cuda::entry_point(entry_point) == nullptr) return -1;
+  if (entry_point == nullptr || !fake_cuda::entry_point(entry_point, INT_MAX, false).known) return -1;
   fake_cuda::Driver& d = fake_cuda::driver();
   std::lock_guard lock(d.mutex);
   if (const auto it = d.rules.find(std::string_view(entry_point)); it != d.rules.end()) d.rules.erase(it);
@@ -275,6 +401,13 @@ FAKE_CUDA_EXPORT uint64_t fake_cuda_calls(const char* entry_point) {
   std::lock_guard lock(d.mutex);
   const auto it = d.calls.find(std::string_view(entry_point));
   return it == d.calls.end() ? 0 : it->second;
+}
+
+FAKE_CUDA_EXPORT uint64_t fake_cuda_resolved_with(const char* entry_point, uint64_t flags) {
+  fake_cuda::Driver& d = fake_cuda::driver();
+  std::lock_guard lock(d.mutex);
+  const auto it = d.resolutions.find({entry_point, flags});
+  return it == d.resolutions.end() ? 0 : it->second;
 }
 
 }  // extern "C"

@@ -1,13 +1,15 @@
 // The fake CUDA driver's books (fake_cuda_driver.cpp says what is
-// emulated): the address ranges it knows, physical memory, streams, events,
-// the primary context, call counts and failure rules, all under one mutex;
-// and what the entry points share to admit a call, check its memory and
-// copy.
+// emulated): the devices and their primary contexts, the address ranges it
+// knows, physical memory, streams, events, call counts and failure rules,
+// all under one mutex; and what the entry points share to admit a call,
+// check its memory and copy.
 #pragma once
 
 #include <cuda.h>
 #include <unistd.h>
 
+#include <array>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
@@ -16,6 +18,8 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "fake_cuda_control.h"
@@ -28,6 +32,9 @@ namespace fake_cuda {
 constexpr std::size_t kGranularity = std::size_t{2} << 20;
 constexpr std::uint64_t kDefaultDeviceMemory = std::uint64_t{16} << 30;
 constexpr std::uint32_t kDefaultCopyDelayUs = 200;
+// Bytes per second cuMemHostRegister pins (fake_cuda_set_host_register_rate).
+constexpr std::uint64_t kDefaultRegisterRate = std::uint64_t{8} << 30;
+constexpr int kMaxDevices = 8;
 inline const std::size_t kPage = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
 
 inline std::size_t round_up(std::size_t value, std::size_t multiple) {
@@ -42,11 +49,15 @@ struct Range {
     std::size_t size;
     CUmemGenericAllocationHandle handle;
     std::shared_ptr<Mapping> mapping;
+    int device;  // of the physical memory
+    // What cuMemSetAccess gave each device, by ordinal (PROT_NONE, 0, until then).
+    std::array<CUmemAccess_flags, kMaxDevices> access{};
   };
 
   Kind kind;
   std::uintptr_t begin;
   std::size_t size;
+  int device;                        // allocated or registered for (a reservation: its mappings say)
   std::shared_ptr<Mapping> mapping;  // allocations (kDevice, kManaged, kPinnedHost)
   std::size_t view_bytes = 0;        // kDevice: the mapping at the device address, whole pages
   std::map<std::uintptr_t, Vmm> vmm;  // kReservation: by address
@@ -55,8 +66,44 @@ struct Range {
 // cuMemCreate memory: freed once released and no longer mapped.
 struct Physical {
   std::shared_ptr<Backing> backing;
+  int device;
   int mappings = 0;
   bool released = false;
+};
+
+// A device's primary context, the only kind the fake has. Its null streams
+// start at first use while it is active and end with its last release.
+struct Context {
+  CUcontext handle() { return reinterpret_cast<CUcontext>(this); }
+  void retire_streams();
+
+  int device = 0;
+  int references = 0;
+  std::shared_ptr<Stream> legacy_stream;
+  // The per-thread default streams (CU_STREAM_PER_THREAD), by thread.
+  std::map<std::thread::id, std::shared_ptr<Stream>> per_thread_streams;
+};
+
+struct Device {
+  Context primary;
+  std::uint64_t allocated = 0;  // cuMemAlloc and cuMemCreate bytes not yet freed
+};
+
+// A stream or an event, and the context current when it was created.
+template <class Object>
+struct Owned {
+  std::shared_ptr<Object> object;
+  Context* context = nullptr;
+};
+
+// fake_cuda_hold_host_register: the cuMemHostRegister calls after the first
+// `after` ones wait until the hold is released.
+struct RegisterHold {
+  bool on = false;
+  std::uint64_t after = 0;
+  std::uint64_t passed = 0;
+  std::uint64_t waiting = 0;
+  std::uint64_t releases = 0;  // a waiting call goes on once this changed
 };
 
 struct Rule {
@@ -68,6 +115,13 @@ struct Rule {
 
 // What a call needs before it may run.
 enum class Needs { kNothing, kInit, kContext };
+
+// One side of a copy: memory the application names by a host pointer or
+// by a device address.
+struct Side {
+  bool host;
+  std::uintptr_t address;
+};
 
 // The entry of `map` (keyed by start address, values with a `size`) that
 // overlaps [begin, begin + bytes) first, or end().
@@ -82,40 +136,65 @@ using Lock = std::unique_lock<std::mutex>;
 
 // The driver's books, all under `mutex`.
 struct Driver {
+  Driver();
+
   std::mutex mutex;
+  // A held cuMemHostRegister started or stopped waiting.
+  std::condition_variable registration_changed;
   bool initialized = false;
   int version = CUDA_VERSION;
-  std::uint64_t device_memory = kDefaultDeviceMemory;
-  std::uint64_t device_bytes = 0;
+  int device_count = 1;
+  std::array<Device, kMaxDevices> devices;
+  std::uint64_t device_memory = kDefaultDeviceMemory;  // of each device
   std::uint64_t register_limit = 0;
+  std::uint64_t register_rate = kDefaultRegisterRate;
+  bool copies_across_registrations = false;
+  RegisterHold register_hold;
   std::uint64_t largest_registration = 0;
   std::uint32_t copy_delay_us = kDefaultCopyDelayUs;
-  struct PrimaryContext {
-    int references = 0;
-    std::shared_ptr<Stream> null_stream;  // started at first use while the context is active
-  } primary;
   std::map<std::uintptr_t, Range> ranges;
+  // cuMemHostRegister calls under way: not registered yet, but a second
+  // registration overlapping one fails.
+  std::map<std::uintptr_t, Range> registering;
   std::map<CUmemGenericAllocationHandle, Physical> physical;
   CUmemGenericAllocationHandle next_handle = 1;
-  std::map<CUstream, std::shared_ptr<Stream>> streams;
-  std::map<CUevent, std::shared_ptr<Event>> events;
+  std::map<CUstream, Owned<Stream>> streams;
+  std::map<CUevent, Owned<Event>> events;
   std::map<std::string, std::uint64_t, std::less<>> calls;
+  // Successful cuGetProcAddress calls, by base name and flags.
+  std::map<std::pair<std::string, cuuint64_t>, std::uint64_t> resolutions;
   std::map<std::string, Rule, std::less<>> rules;
 
-  CUcontext primary_handle() { return reinterpret_cast<CUcontext>(&primary); }
   CUresult admit(const char* name, Needs needs);
+  bool valid_device(CUdevice ordinal) const { return ordinal >= 0 && ordinal < device_count; }
+  // Whether `device` has `bytes` of device memory left.
+  bool has_room(int device, std::uint64_t bytes) const;
+  // The primary context `handle` names while it is active, or null.
+  Context* context(CUcontext handle);
+  // The calling thread's current context while it is active, or null.
+  Context* current();
   Range* find(std::uintptr_t address);
   Range* find_base(std::uintptr_t address, Range::Kind kind);
   void insert(Range range);
-  // Appends the pieces of [address, address + bytes) a copy reads (or
-  // writes): all of it device or managed memory, or mappings of one
-  // reservation accessible so; CUDA_ERROR_INVALID_VALUE otherwise.
-  CUresult device_pieces(CUdeviceptr address, std::size_t bytes, bool write, std::vector<Piece>& pieces);
-  // The host side of a copy: no part of it device memory.
-  CUresult host_pieces(const void* host, std::size_t bytes, std::vector<Piece>& pieces);
-  std::shared_ptr<Stream> stream(CUstream handle);
-  // Enqueues the copy (a fill of `fill` when `source` is empty).
-  CUresult enqueue_copy(CUstream handle, std::vector<Piece> target, std::vector<Piece> source, unsigned char fill);
+  // Appends the pieces of [address, address + bytes) a copy run by `device`
+  // reads (or writes): all of it device or managed memory of any device
+  // (unified addressing), or mappings of one reservation that `device` may
+  // access so; CUDA_ERROR_INVALID_VALUE otherwise.
+  CUresult device_pieces(CUdeviceptr address, std::size_t bytes, bool write, int device, std::vector<Piece>& pieces);
+  // The host side of a copy: no part of it device memory, and all of it
+  // either memory CUDA knows (registered, pinned or managed: `registered`)
+  // or pageable.
+  CUresult host_pieces(const void* host, std::size_t bytes, std::vector<Piece>& pieces, bool& registered);
+  // Both sides of a copy run by `device`.
+  CUresult copy_pieces(Side target, Side source, std::size_t bytes, int device, std::vector<Piece>& to,
+                       std::vector<Piece>& from, bool& registered);
+  // The stream `handle` names in the current context (CU_STREAM_LEGACY and
+  // CU_STREAM_PER_THREAD: its null streams); none for an unknown handle.
+  Owned<Stream> stream(CUstream handle);
+  // When an operation enqueued now runs (fake_cuda_set_copy_delay_us).
+  Clock::time_point due() const;
+  // Blocks a cuMemHostRegister call while fake_cuda_hold_host_register says so.
+  void wait_if_held(Lock& lock);
   void free_if_unused(std::map<CUmemGenericAllocationHandle, Physical>::iterator it);
   FakeCudaCounters counters();
 };
@@ -139,8 +218,10 @@ CUresult call(const char* name, Needs needs, Body&& body) {
   return body(d, lock);
 }
 
-// CUDA_SUCCESS for properties of pinned memory on device 0.
-CUresult check_properties(const CUmemAllocationProp* properties);
+// CUDA_SUCCESS for properties of pinned memory on a device there is.
+CUresult check_properties(const Driver& d, const CUmemAllocationProp* properties);
+// The mapping of `reservation` that holds `address`, or vmm.end().
+std::map<std::uintptr_t, Range::Vmm>::iterator mapping_at(Range& reservation, std::uintptr_t address);
 // The mappings of `reservation` that make up [address, address + bytes)
 // exactly; none when the range starts or ends inside one or has a gap
 // (cuMemUnmap and cuMemSetAccess take whole mappings).
@@ -148,11 +229,15 @@ std::vector<std::map<std::uintptr_t, Range::Vmm>::iterator> whole_mappings(Range
                                                                            std::size_t bytes);
 // The reservation holding all of [address, address + bytes), or null.
 Range* reservation_of(Driver& d, std::uintptr_t address, std::size_t bytes);
-// Synchronous copies run on the calling thread, after the null stream's work.
-CUresult copy_now(Driver& d, Lock& lock, const std::vector<Piece>& target, const std::vector<Piece>& source);
 
-// The entry point cuGetProcAddress gives for `name` (a base name), or null
+// What cuGetProcAddress finds for `name` (a base name): whether the fake
+// implements it, and the variant for `cuda_version`, a per-thread default
+// stream one first when `per_thread`; null when every variant is newer
 // (fake_cuda_driver.cpp).
-void* entry_point(std::string_view name);
+struct Found {
+  bool known;
+  void* function;
+};
+Found entry_point(std::string_view name, int cuda_version, bool per_thread);
 
 }  // namespace fake_cuda

@@ -18,7 +18,7 @@ extern "C" {
 /* What the driver holds now. Every count but the last two is of objects
  * created and not yet given back: after a test that cleaned up, all are 0. */
 typedef struct FakeCudaCounters {
-  uint64_t device_bytes;          /* cuMemAlloc and cuMemCreate bytes not yet freed */
+  uint64_t device_bytes;          /* cuMemAlloc and cuMemCreate bytes not yet freed, all devices */
   uint64_t device_allocations;    /* cuMemAlloc */
   uint64_t managed_allocations;   /* cuMemAllocManaged */
   uint64_t host_allocations;      /* cuMemHostAlloc */
@@ -29,7 +29,7 @@ typedef struct FakeCudaCounters {
   uint64_t registered_ranges;
   uint64_t streams;               /* cuStreamCreate; the null stream is not counted */
   uint64_t events;                /* cuEventCreate */
-  uint64_t context_references;    /* cuDevicePrimaryCtxRetain not yet released */
+  uint64_t context_references;    /* cuDevicePrimaryCtxRetain not yet released, all devices */
   /* Since the last reset, not live objects: */
   uint64_t largest_registration;  /* the largest successful cuMemHostRegister */
   uint64_t async_failures;        /* stream operations that failed on the stream (see cuStreamSynchronize) */
@@ -38,16 +38,23 @@ typedef struct FakeCudaCounters {
 /* Fills `counters` with what the driver holds now. */
 void fake_cuda_counters(FakeCudaCounters* counters);
 
-/* Puts every setting back to its default (failure rules, call counts, device
- * memory size, copy delay, registration limit, driver version, streams not
- * held), fills `leaked` (may be null) with what the driver still holds, and
- * returns the number of objects leaked: the sum of the counts of live
- * objects. Leaked objects stay as they are (something may still use them). */
+/* Puts every setting back to its default (failure rules, call counts,
+ * resolution counts, one device, device memory size, copy delay,
+ * registration limit and rate, copies across registrations refused, held
+ * registrations released, driver version, streams not held), fills `leaked`
+ * (may be null) with what the driver still holds, and returns the number of
+ * objects leaked: the sum of the counts of live objects. Leaked objects stay
+ * as they are (something may still use them). */
 uint64_t fake_cuda_reset(FakeCudaCounters* leaked);
 
-/* The device memory cuMemAlloc and cuMemCreate share; beyond it they return
- * CUDA_ERROR_OUT_OF_MEMORY. Default 16 GiB (virtual: host memory is used only
- * where written). */
+/* How many devices there are (1 to 8; default 1), each with its primary
+ * context and its device memory. Returns 0, or -1 for a count out of range
+ * or a change while a primary context is retained. */
+int fake_cuda_set_device_count(int count);
+
+/* The device memory of each device, which its cuMemAlloc and cuMemCreate
+ * share; beyond it they return CUDA_ERROR_OUT_OF_MEMORY. Default 16 GiB
+ * (virtual: host memory is used only where written). */
 void fake_cuda_set_device_memory(uint64_t bytes);
 
 /* How long a stream operation waits after it was enqueued before it runs, so
@@ -59,13 +66,38 @@ void fake_cuda_set_copy_delay_us(uint32_t microseconds);
  * default: no limit. */
 void fake_cuda_set_host_register_limit(uint64_t bytes);
 
-/* What cuDriverGetVersion reports; default CUDA_VERSION of the cuda.h the
- * fake was built with. */
+/* How fast cuMemHostRegister pins: the call sleeps bytes / rate (without
+ * blocking other calls), and the range counts as registered only once it
+ * returns. Default 8 GiB/s; 0: instant. */
+void fake_cuda_set_host_register_rate(uint64_t bytes_per_second);
+
+/* Whether a copy whose host side spans several registrations (or pinned
+ * allocations) that lie back to back is accepted. The driver's
+ * documentation does not say; the default refuses it
+ * (CUDA_ERROR_INVALID_VALUE), as it refuses a span partly registered. */
+void fake_cuda_set_copies_across_registrations(int allowed);
+
+/* The cuMemHostRegister calls after the first `after_calls` ones from now
+ * (counting those past the argument checks) block before they register,
+ * their range not registered yet, until fake_cuda_release_host_register or
+ * fake_cuda_reset. */
+void fake_cuda_hold_host_register(uint64_t after_calls);
+void fake_cuda_release_host_register(void);
+/* cuMemHostRegister calls blocked by the hold now. */
+uint64_t fake_cuda_host_register_waiting(void);
+/* Waits until at least `count` calls are blocked by the hold, at most 10
+ * seconds; returns how many are. */
+uint64_t fake_cuda_wait_host_register_waiting(uint64_t count);
+
+/* What cuDriverGetVersion reports, and the highest cudaVersion
+ * cuGetProcAddress accepts; default CUDA_VERSION of the cuda.h the fake was
+ * built with. */
 void fake_cuda_set_driver_version(int version);
 
 /* While `held` is not 0, no stream starts an operation (what is enqueued
  * waits): a test frees or unmaps memory under a copy in flight. Reset lets
- * the streams go. */
+ * the streams go. What the caller did before letting them go (0) happens
+ * before every operation that starts after (for ThreadSanitizer). */
 void fake_cuda_hold_streams(int held);
 
 /* Injects `result` (a CUresult) into `entry_point` (a base name such as
@@ -78,6 +110,12 @@ int fake_cuda_fail(const char* entry_point, uint64_t after_calls, int result, in
 
 /* Calls of `entry_point` since the last reset, failed ones included. */
 uint64_t fake_cuda_calls(const char* entry_point);
+
+/* How many times since the last reset cuGetProcAddress handed out
+ * `entry_point` (a base name) when asked with exactly `flags`
+ * (CU_GET_PROC_ADDRESS_DEFAULT, _LEGACY_STREAM or
+ * _PER_THREAD_DEFAULT_STREAM). */
+uint64_t fake_cuda_resolved_with(const char* entry_point, uint64_t flags);
 
 #ifdef __cplusplus
 }

@@ -109,11 +109,12 @@ void Stream::run() {
       next = std::move(queue_.front());
       queue_.pop_front();
     }
-    // Polled, not locked: a lock shared by the workers would order their
-    // copies. Acquire pairs with the release that lets the streams go, so
-    // what the test did while they were held happens before the copy.
-    while (streams_held.load(std::memory_order_acquire)) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    // Polled once due, not locked: a lock shared by the workers would order
+    // their copies. Acquire pairs with the release that lets the streams go
+    // (fake_cuda_hold_streams), so what the test did before that happens
+    // before the operation.
     std::this_thread::sleep_until(next.due);
+    while (streams_held.load(std::memory_order_acquire)) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     const CUresult result = next.operation();
     if (result != CUDA_SUCCESS) async_failures.fetch_add(1, std::memory_order_relaxed);
     std::lock_guard lock(mutex_);

@@ -51,12 +51,10 @@ class Backing {
 // the mappings it uses; one freed or unmapped before the operation ran makes
 // it fail with CUDA_ERROR_ILLEGAL_ADDRESS, as the GPU's access would fault.
 struct Mapping {
-  Mapping(std::shared_ptr<Backing> memory, CUmemAccess_flags initial_access)
-      : backing(std::move(memory)), access(initial_access) {}
+  explicit Mapping(std::shared_ptr<Backing> memory) : backing(std::move(memory)) {}
   const std::shared_ptr<Backing> backing;
   // Relaxed: it detects misuse, it must not order the application's threads.
   std::atomic<bool> live{true};
-  CUmemAccess_flags access;  // under the driver's mutex
 };
 
 // Part of a copy's source or target: `bytes` at `data` in the fake's view,
