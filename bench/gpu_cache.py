@@ -53,10 +53,12 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
+    QUICK_REPEATS,
     GiB,
     MiB,
     Series,
     check_resources,
+    cuda_driver_is_fake,
     finish_common_args,
     fmt_time,
     human,
@@ -65,6 +67,9 @@ from _common import (  # noqa: E402
     machine_lines,
     parse_size,
     parse_sizes,
+    pick_backend,
+    plot_title,
+    probe_cuda,
     pyplot,
     report_header,
 )
@@ -76,12 +81,36 @@ DEFAULT_BINARY = ROOT / "build" / "cpp" / "bench" / "gpu_cache"
 UNAVAILABLE = 3
 CAPTURE_TARGET = 1.2  # capture / bare device-to-device copy
 # Defaults per backend: the paper's sizes on a GPU, a scaled-down analog on host.
+COMMON = dict(intervals="5,10,20,50,100", rtm_intervals="5,20,100", processes="1,2,4")
 DEFAULTS = {
-    "cuda": dict(sizes="128MiB,1GiB", capacity="32GiB", chunk="1GiB", trace_size="128MiB", count=256,
+    "cuda": dict(COMMON, sizes="128MiB,1GiB", capacity="32GiB", chunk="1GiB", trace_size="128MiB", count=256,
                  rtm_total="2750MB", rtm_count=128),
-    "host": dict(sizes="128MiB,1GiB", capacity="2GiB", chunk="256MiB", trace_size="64MiB", count=32,
+    "host": dict(COMMON, sizes="128MiB,1GiB", capacity="2GiB", chunk="256MiB", trace_size="64MiB", count=32,
                  rtm_total="1GiB", rtm_count=32),
 }
+# --quick, over the defaults (explicit options win), sized for about 3
+# minutes on a GPU machine (16 cores, an H100) with 3 repeats: every table,
+# fewer rows. From expected_seconds: 81 processes (capture 2 sizes x 3,
+# init 2 x 3, uniform 3 intervals x 3 methods x 3, RTM-like 2 x 4 x 3,
+# processes (1 + 2) x 2 methods x 3) at about CUDA_PROCESS_SECONDS each,
+# 53 s of compute sleeps (uniform 32 x 125 ms x 9 runs, RTM-like 32 x 25 ms
+# x 12, processes 32 x 20 ms x 12) and about 25 s of device-to-host copies
+# (the captures' Store.checkpoint, the large-host flushes): 2.6 minutes.
+# The paper's checkpoint sizes and the RTM-like trace's total per process
+# (2750 MB) stay; the traces are shorter (32 checkpoints; the cache then
+# has 4 GiB to map for the uniform trace), the initialisation of 8 GiB (4 s
+# of mapping at most at 2 GiB/s, against 32 GiB).
+QUICK = {
+    "cuda": dict(capacity="8GiB", count=32, intervals="5,20,100", rtm_count=32, rtm_intervals="5,20",
+                 processes="1,2"),
+    "host": dict(count=16, rtm_count=16, intervals="5,20,100", rtm_intervals="5,20", processes="1,2"),
+}
+# --fake-driver: the runs of --quick against the test fake, whose device
+# memory is host memory: at most about 250 MiB at once (a capture of 8 MiB:
+# source, copy, cache, the store's L0 and its memory level of 4 x 8 MiB +
+# 64 MiB), done in under a minute on 2 cores.
+FAKE = dict(QUICK["cuda"], sizes="4MiB,8MiB", capacity="64MiB", chunk="8MiB", trace_size="4MiB", count=8,
+            rtm_total="32MiB", rtm_count=8)
 # The RTM-like size model (module docstring).
 RTM_FLOOR = 0.25  # f: the first checkpoints' size relative to the peak's
 RTM_PEAK = 0.4  # p: where in the forward pass the size peaks
@@ -93,6 +122,11 @@ SIZE_QUANTUM = 4096  # q
 CAPTURE_SECONDS_PER_GIB = 9.0  # one repeat of the capture measure, per GiB captured
 INIT_SECONDS_PER_GIB = 1.0  # one repeat of both initialisations, per GiB of capacity
 TRACE_SECONDS_PER_GIB = 1.1  # one trace run besides its sleeps, per GiB of all its processes' traces
+# Guesses for a GPU machine (not measured yet), for the same purpose: a
+# process's CUDA start-up and teardown (cuInit, the primary context; more
+# without persistence mode), and device-to-host copies into pageable memory.
+CUDA_PROCESS_SECONDS = 1.0
+CUDA_D2H_BYTES_PER_SECOND = 5e9
 
 
 def start(binary: Path, backend: str, *args: str) -> Tuple[List[str], subprocess.Popen]:
@@ -120,16 +154,6 @@ def run_together(binary: Path, backend: str, arg_lists: List[List[str]]) -> List
     few ms apart, against traces that run for seconds), then waited for."""
     started = [start(binary, backend, *args) for args in arg_lists]
     return [finish(*s) for s in started]
-
-
-def probe_cuda(binary: Path) -> Optional[str]:
-    """None when the cuda backend works here, else why not."""
-    cmd = [str(binary), "--backend", "cuda", "--mode", "capture", "--mib", "1", "--iterations", "1",
-           "--chunk-mib", "2"]
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    if done.returncode == 0:
-        return None
-    return (done.stderr.strip().splitlines() or ["no output"])[-1]
 
 
 def mib(nbytes: int) -> str:
@@ -291,20 +315,33 @@ def fmt_ratio(value: float) -> str:
     return f"{value:.3g}×"
 
 
-def expected_seconds(setup: dict, backend: str, repeats: int, skip_trace: bool) -> Tuple[float, float]:
-    """A rough duration of the run: (the traces' compute sleeps, the rest at
-    the host analog's speed on the 2-core VM)."""
-    rest = repeats * (CAPTURE_SECONDS_PER_GIB * sum(setup["sizes"]) + INIT_SECONDS_PER_GIB * setup["capacity"]) / GiB
-    if skip_trace:
-        return 0.0, rest
-    methods = 3 if backend == "cuda" else 2
-    runs = [(repeats * methods, setup["count"], setup["count"] * setup["trace_size"], setup["intervals"]),
-            (repeats * (methods + 1), setup["rtm_count"], setup["rtm_total"], setup["rtm_intervals"])]
-    runs += [(repeats * 2, setup["rtm_count"], n * setup["rtm_total"], [setup["process_interval"]])
-             for n in setup["processes"]]
-    sleeps = sum(times * count * t / 1e3 for times, count, _, intervals in runs for t in intervals)
-    rest += sum(times * len(intervals) * TRACE_SECONDS_PER_GIB * nbytes / GiB for times, _, nbytes, intervals in runs)
-    return sleeps, rest
+def expected_seconds(setup: dict, backend: str, repeats: int, skip_trace: bool) -> Tuple[float, float, int]:
+    """A rough duration of the run: (the traces' compute sleeps, the rest,
+    the processes started). The rest: on host at the analog's speed on the
+    2-core VM; on cuda each process's start-up and the device-to-host
+    copies into pageable memory (the captures' Store.checkpoint into the
+    memory level, the large-host flushes), both guesses."""
+    captured = sum(setup["sizes"])
+    processes = repeats * (len(setup["sizes"]) + 2)  # capture, init
+    rest = repeats * (CAPTURE_SECONDS_PER_GIB * captured + INIT_SECONDS_PER_GIB * setup["capacity"]) / GiB
+    d2h = repeats * 22 * captured  # 2 warm-up + 20 checkpoints per capture run
+    sleeps = 0.0
+    if not skip_trace:
+        methods = 3 if backend == "cuda" else 2
+        # (runs per interval, processes per run, checkpoints, bytes of a run's traces, intervals)
+        runs = [(repeats * methods, 1, setup["count"], setup["count"] * setup["trace_size"], setup["intervals"]),
+                (repeats * (methods + 1), 1, setup["rtm_count"], setup["rtm_total"], setup["rtm_intervals"])]
+        runs += [(repeats * 2, n, setup["rtm_count"], n * setup["rtm_total"], [setup["process_interval"]])
+                 for n in setup["processes"]]
+        sleeps = sum(times * count * t / 1e3 for times, _, count, _, intervals in runs for t in intervals)
+        rest += sum(times * len(intervals) * TRACE_SECONDS_PER_GIB * nbytes / GiB
+                    for times, _, _, nbytes, intervals in runs)
+        processes += sum(times * n * len(intervals) for times, n, _, _, intervals in runs)
+        large_host = repeats * len(setup["rtm_intervals"]) + repeats * sum(setup["processes"])
+        d2h += large_host * setup["rtm_total"]
+    if backend == "cuda":
+        rest = processes * CUDA_PROCESS_SECONDS + d2h / CUDA_D2H_BYTES_PER_SECOND
+    return sleeps, rest, processes
 
 
 def floats(text: str) -> List[float]:
@@ -322,14 +359,13 @@ def main() -> None:
     ap.add_argument("--chunk", help="mapping chunk (cuda: 1GiB, host: 256MiB)")
     ap.add_argument("--trace-size", help="checkpoint size of the trace (cuda: 128MiB, host: 64MiB)")
     ap.add_argument("--count", type=int, help="checkpoints in the trace (cuda: 256, host: 32)")
-    ap.add_argument("--intervals", default="5,10,20,50,100", help="compute intervals in ms (default 5,10,20,50,100)")
+    ap.add_argument("--intervals", help="compute intervals in ms (default 5,10,20,50,100)")
     ap.add_argument("--rtm-total", help="mean total of the RTM-like trace per process (cuda: 2750MB, host: 1GiB)")
     ap.add_argument("--rtm-count", type=int, help="checkpoints in the RTM-like trace (cuda: 128, host: 32)")
-    ap.add_argument("--rtm-intervals", default="5,20,100",
-                    help="compute intervals of the RTM-like trace in ms (default 5,20,100)")
+    ap.add_argument("--rtm-intervals", help="compute intervals of the RTM-like trace in ms (default 5,20,100)")
     ap.add_argument("--cache-fraction", type=float, default=0.25,
                     help="large-host configuration: the device cache as a fraction of the trace (default 0.25)")
-    ap.add_argument("--processes", default="1,2,4",
+    ap.add_argument("--processes",
                     help="process counts run at once on RTM-like traces, large-host (default 1,2,4; '' for none)")
     ap.add_argument("--process-interval", type=float, default=20.0,
                     help="compute interval of the processes measure in ms (default 20, as the paper's Fig. 6)")
@@ -337,43 +373,72 @@ def main() -> None:
                     help="seed of the RTM-like trace; process k of the processes measure gets seed + k (default 2022)")
     ap.add_argument("--skip-trace", action="store_true",
                     help="measure capture and initialisation only (no uniform or RTM-like trace, no processes)")
-    ap.add_argument("--repeats", type=int, default=5, help="repeats per measure (>= 5; default 5)")
+    ap.add_argument("--quick", action="store_true",
+                    help=f"a shorter run with every table, about 3 minutes on a GPU machine (16 cores, an H100): "
+                         f"{QUICK_REPEATS} repeats (allowed with --quick, the default then); on cuda capture sizes "
+                         "128MiB,1GiB, initialisation of 8GiB, uniform trace 128MiB x 32 at 5,20,100 ms, RTM-like "
+                         "trace 2750MB in 32 checkpoints at 5,20 ms, processes 1,2 (host: traces of 16 "
+                         "checkpoints, the same intervals and processes). Estimate: 81 processes at about 1 s of "
+                         "CUDA start-up each, 53 s of compute sleeps, about 25 s of device-to-host copies. "
+                         "Explicit options override these")
+    ap.add_argument("--fake-driver", action="store_true",
+                    help="against the test fake (tests/cpp/fake_cuda: put its libcuda.so.1 on LD_LIBRARY_PATH): "
+                         "implies --smoke and the cuda backend, --quick's intervals, processes and repeats, and "
+                         "sizes that end in under a minute on 2 cores with at most about 250 MiB at once (captures "
+                         "4MiB,8MiB, initialisation 64MiB in chunks of 8MiB, uniform trace 4MiB x 8, RTM-like 32MiB "
+                         "in 8); the report says the timings mean nothing. Implied (unless "
+                         "--backend host) when the libcuda.so.1 found is the fake")
+    ap.add_argument("--repeats", type=int, default=None,
+                    help=f"repeats per measure (>= 5, default 5; --quick: >= {QUICK_REPEATS}, default {QUICK_REPEATS})")
     ap.add_argument("--out", type=Path, default=None,
-                    help=f"where {NAME}.md/.png go (default: bench/results; with --smoke: build/bench-smoke)")
+                    help=f"where {NAME}.md/.png go (default: bench/results; with --smoke: build/bench-smoke; with "
+                         "--quick: build/bench-quick)")
     ap.add_argument("--smoke", action="store_true",
                     help="check that the script runs: allows --repeats < 5; the report says it is no result")
     args = ap.parse_args()
     args.argv = sys.argv[1:]
+    if not args.fake_driver and args.backend != "host" and cuda_driver_is_fake():
+        log("the CUDA driver here is the test fake (tests/cpp/fake_cuda): running as with --fake-driver")
+        args.fake_driver = True
+    if args.fake_driver:
+        if args.backend == "host":
+            ap.error("--fake-driver runs the cuda backend")
+        args.smoke = True
+        if args.repeats is None:
+            args.repeats = QUICK_REPEATS
     finish_common_args(ap, args)
     if not 0 < args.cache_fraction < 1:
         ap.error("--cache-fraction must lie in (0, 1): 1 is the large-device configuration, measured anyway")
-    if not floats(args.rtm_intervals):
+    if args.rtm_intervals is not None and not floats(args.rtm_intervals):
         ap.error("--rtm-intervals needs at least one interval (--skip-trace skips every trace)")
     binary = args.binary if args.binary.is_absolute() else Path.cwd() / args.binary
     if not binary.is_file():
         sys.exit(f"{SCRIPT}: {args.binary} not found. Build it first:  cmake --build build/cpp --target gpu_cache")
 
     notes: List[str] = []
-    backend = args.backend
-    why_not_cuda = probe_cuda(binary)
-    if backend == "cuda" and why_not_cuda:
-        sys.exit(f"{SCRIPT}: the cuda backend is unavailable: {why_not_cuda}")
-    if backend == "auto":
-        backend = "host" if why_not_cuda else "cuda"
+    why_not_cuda = probe_cuda(binary, ["--mode", "capture", "--mib", "1", "--iterations", "1", "--chunk-mib", "2"])
+    backend = pick_backend(SCRIPT, "cuda" if args.fake_driver else args.backend, why_not_cuda)
     if backend == "host":
         cuda_here = why_not_cuda or "usable, but --backend host was asked for"
         notes.append(f"**Host analog only: no GPU measure was taken** (CUDA here: {cuda_here}). The same "
                      "cache logic runs over host memory; 'device-to-device copy' is memcpy, 'direct allocation' "
                      "is an mmap per checkpoint whose pages the copy faults in.")
-    setup = make_setup(args, DEFAULTS[backend])
+    if args.fake_driver:
+        notes.append("**The CUDA driver was the test fake** (tests/cpp/fake_cuda): device memory is host memory, "
+                     "copies run on the fake's stream threads, and the sizes are shrunk (`--fake-driver`); the "
+                     "timings mean nothing.")
+    preset = dict(DEFAULTS[backend], **(FAKE if args.fake_driver else QUICK[backend] if args.quick else {}))
+    setup = make_setup(args, preset)
     if not args.skip_trace and setup["processes"]:
         check_resources(SCRIPT, ROOT, f"{max(setup['processes'])} processes at once",
                         max(setup["processes"]) * setup["rtm_total"] * (1.2 + setup["fraction"]), 0)
-    sleeps, rest = expected_seconds(setup, backend, args.repeats, args.skip_trace)
+    sleeps, rest, processes = expected_seconds(setup, backend, args.repeats, args.skip_trace)
     if backend == "host":
         log(f"expected duration: about {(sleeps + rest) / 60:.1f} min (at the speed of a 2-core machine)")
     else:
-        log(f"expected duration: more than {sleeps / 60:.1f} min (the traces' compute sleeps)")
+        log(f"expected duration on a GPU machine: about {(sleeps + rest) / 60:.1f} min ({sleeps:.0f} s of compute "
+            f"sleeps, {processes} processes at a guessed {CUDA_PROCESS_SECONDS:g} s of CUDA start-up each, "
+            "device-to-host copies)")
 
     started = time.perf_counter()
     capture = {size: measure_capture(binary, backend, size, setup["chunk"], args.repeats) for size in setup["sizes"]}
@@ -384,14 +449,16 @@ def main() -> None:
 
 
 def make_setup(args, d: dict) -> dict:
-    """The sizes, counts and intervals of the run, with the RTM-like traces
-    of every process (process 0's is the RTM measure's)."""
-    setup = dict(sizes=parse_sizes(args.sizes or d["sizes"]), capacity=parse_size(args.capacity or d["capacity"]),
-                 chunk=parse_size(args.chunk or d["chunk"]), trace_size=parse_size(args.trace_size or d["trace_size"]),
-                 count=args.count or d["count"], intervals=floats(args.intervals),
-                 rtm_total=parse_size(args.rtm_total or d["rtm_total"]), rtm_count=args.rtm_count or d["rtm_count"],
-                 rtm_intervals=floats(args.rtm_intervals), fraction=args.cache_fraction,
-                 processes=[int(n) for n in args.processes.split(",") if n.strip()],
+    """The sizes, counts and intervals of the run (each option, else the
+    preset `d`), with the RTM-like traces of every process (process 0's is
+    the RTM measure's)."""
+    pick = lambda key: d[key] if getattr(args, key) is None else getattr(args, key)  # noqa: E731
+    setup = dict(sizes=parse_sizes(pick("sizes")), capacity=parse_size(pick("capacity")),
+                 chunk=parse_size(pick("chunk")), trace_size=parse_size(pick("trace_size")),
+                 count=pick("count"), intervals=floats(pick("intervals")),
+                 rtm_total=parse_size(pick("rtm_total")), rtm_count=pick("rtm_count"),
+                 rtm_intervals=floats(pick("rtm_intervals")), fraction=args.cache_fraction,
+                 processes=[int(n) for n in pick("processes").split(",") if n.strip()],
                  process_interval=args.process_interval, seed=args.seed)
     setup["traces"] = [rtm_sizes(setup["rtm_total"], setup["rtm_count"], args.seed + k)
                        for k in range(max(setup["processes"], default=1))]
@@ -419,10 +486,11 @@ def write_report(args, binary: Path, backend: str, capture, init, traces: dict, 
     machine.pop("target directory", None)
     machine["backend"] = backend
     if backend == "cuda":
-        machine["GPU"] = _nvidia_smi()
+        machine["GPU"] = ("the test fake, tests/cpp/fake_cuda (`--fake-driver`): host memory, no GPU"
+                          if args.fake_driver else _nvidia_smi())
     machine["program"] = str(binary)
     title = ("L0 device cache: capture, initialisation, uniform and RTM-like traces"
-             + (" (host analog)" if backend == "host" else ""))
+             + (" (host analog)" if backend == "host" else " (fake CUDA driver)" if args.fake_driver else ""))
     lines = report_header(title, SCRIPT, args, extra="One process per measure and repeat.")
     lines += machine_lines(machine)
     lines += capture_lines(capture) + init_lines(init, setup)
@@ -582,8 +650,7 @@ def write_plot(args, title: str, capture, init, traces: dict, setup: dict) -> No
     init_panel(axes[1], init, setup)
     if traces:
         trace_panels(axes[2:], traces, setup)
-    fig.suptitle(("SMOKE RUN, not a result — " if args.smoke else "") + title
-                 + f", median [min–max] of {args.repeats}")
+    fig.suptitle(plot_title(title, args))
     fig.tight_layout()
     png = args.out / f"{NAME}.png"
     fig.savefig(png, dpi=110)
