@@ -5,8 +5,9 @@
 #   make demo    build everything, run the heat2d demo (kill + restart)
 #   make test    the whole suite: ctest (C++, Fortran, quick crash, stress
 #                and fuzz campaigns), pytest (incl. the corruption campaign),
-#                then test-asan and test-tsan
-#   make test-suite  ctest + pytest only
+#                the GPU check against the fake CUDA driver, then test-asan
+#                and test-tsan
+#   make test-suite  ctest, pytest and the fake-driver GPU check only
 #   make test-asan, make test-tsan   C++ tests and quick campaigns under
 #                ASan+UBSan / TSan
 #   make soak    the long campaigns (docs/reliability.md); logs in build/soak
@@ -18,6 +19,8 @@
 #   make build   configure + build the C++ library, tests, examples (build/cpp)
 #   make python  (re)install the Python package into .venv, editable
 #   make install PREFIX=/opt/resurgo   install the C/C++/Fortran library
+#   make gpu-prepare  fetch the build dependencies into .gpu for an offline GPU machine
+#                (then scripts/gpu_check.sh there: docs/gpu.md)
 #   make clean   remove build/ (keeps .venv); make distclean also removes .venv
 
 SHELL := /bin/bash
@@ -46,7 +49,7 @@ PY_INPUTS := $(shell find python src include cmake -type f \
                -not -path '*/__pycache__/*' -not -name '*.pyc' 2>/dev/null) \
              $(wildcard pyproject.toml) CMakeLists.txt
 
-.PHONY: all deps bench-deps build python test test-suite test-asan test-tsan soak demo bench install clean distclean
+.PHONY: all deps bench-deps gpu-prepare build python test test-suite test-asan test-tsan soak demo bench install clean distclean
 
 all: build python
 
@@ -56,6 +59,11 @@ deps:
 # The benchmarks' baselines need more system packages than the tests.
 bench-deps:
 	@RESURGO_BENCH_PACKAGES=1 scripts/bootstrap.sh
+
+# Debian packages and wheels of the build dependencies, in .gpu, for a GPU
+# machine without network or package manager (needs .venv: make deps).
+gpu-prepare:
+	@scripts/gpu_prepare.sh
 
 $(BUILD_DIR)/CMakeCache.txt: | deps
 	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DRESURGO_WERROR=ON $(CMAKE_ARGS)
@@ -78,14 +86,22 @@ python: deps $(PY_BUILD)/.installed
 
 test: test-suite test-asan test-tsan
 
+# The GPU check against the fake CUDA driver proves scripts/gpu_check.sh
+# (docs/gpu.md, "Running the GPU checks"); its summary is printed when a
+# step fails.
+GPU_CHECK_OUT := build/gpu-check/out
+
 test-suite: deps build python
+	scripts/gpu_prepare.sh
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j$(JOBS) || \
 	  { sh scripts/failed_test_output.sh $(BUILD_DIR); exit 1; }
 	$(VENV_PY) -m pytest tests/python -q
+	JOBS=$(JOBS) scripts/gpu_check.sh --fake-driver $(GPU_CHECK_OUT) || \
+	  { cat $(GPU_CHECK_OUT)/summary.md; exit 1; }
 
 # The GPU suites that run a second time against the fake CUDA driver
 # (tests/cpp/fake_cuda; the fake_cuda.* ctest registration runs the same).
-FAKE_CUDA_TESTS := GpuDriverTest.*:GpuCudaTest.*:GpuStoreTest.*:HostPinnerTest.TheCudaPinner*:FakeCudaTest.*
+FAKE_CUDA_TESTS := GpuDriverTest.*:GpuCudaTest.*:GpuStoreTest.*:HostPinnerTest.TheCudaPinner*:FakeCudaTest.*:FakeCudaRulesTest.*
 
 # Sanitizer builds of the library and the GoogleTest suite (no Python):
 # $(call sanitized_tests,build dir,-fsanitize= list,runtime options).

@@ -455,7 +455,7 @@ def test_cuda_backend_without_a_usable_driver(dirs):
     assert bits_equal(h, expected)
 
 
-# -- real GPUs (skipped without one) ------------------------------------------------
+# -- real GPUs (skipped without one; marked gpu: scripts/gpu_check.sh runs them) -----
 
 
 def _cupy():
@@ -479,6 +479,7 @@ def gpu_kw(dirs):
     return dirs.kw(device_capacity="64MiB")
 
 
+@pytest.mark.gpu
 def test_cupy_round_trip(dirs):
     cupy = _cupy()
     a = cupy.arange(1 << 18, dtype=cupy.float32).reshape(512, 512)
@@ -495,6 +496,7 @@ def test_cupy_round_trip(dirs):
     assert bits_equal(a.get(), expected)
 
 
+@pytest.mark.gpu
 def test_cupy_managed_memory(dirs):
     cupy = _cupy()
     previous = cupy.cuda.get_allocator()
@@ -516,6 +518,7 @@ def test_cupy_managed_memory(dirs):
     assert bits_equal(a.get(), expected)
 
 
+@pytest.mark.gpu
 def test_torch_cuda_tensor_round_trip(dirs):
     torch = _torch_cuda()
     t = torch.randn(300, 70, device="cuda")
@@ -546,6 +549,7 @@ class DLPackOnly:
         return self._tensor.__dlpack_device__()
 
 
+@pytest.mark.gpu
 def test_torch_cuda_tensor_through_dlpack(dirs):
     torch = _torch_cuda()
     t = torch.randn(1000, device="cuda", dtype=torch.float64)

@@ -1,0 +1,331 @@
+#!/usr/bin/env bash
+# The GPU check (docs/gpu.md, "Running the GPU checks"): on a bare GPU
+# machine, from the repository root with the folder `make gpu-prepare` filled
+# (.gpu/) beside it, builds what the GPU checks need and runs them, each step
+# with its own time limit and log:
+#
+#   environment  nvidia-smi -q, the driver's and the toolkit's versions
+#   prefix       the build dependencies unpacked from .gpu/ (scripts/gpu_prefix.sh)
+#   build        the library, the GPU tests, the driver probe, the fake driver
+#                and the GPU benchmarks, with all cores
+#   probe        a minute's check of the driver rules the code relies on
+#   gtest        every GPU GoogleTest against the driver
+#   python       the Python extension for this machine's python3
+#   pytest       the Python tests marked gpu (CuPy, PyTorch, the fake driver)
+#   bench        bench/gpu_cache.py and bench/gpu_late_pin.py --quick
+#
+# and writes 8 files into OUTDIR: summary.md (a table of the steps, the
+# probe's table, the benchmarks' figures, the machine), build.log, tests.log
+# (probe, gtest, pytest), bench.log, and the two benchmarks' reports
+# (gpu_cache.md/.png, gpu_late_pin.md/.png, in bench/results' format). Exits
+# 1 when a step failed, naming it; 2 for a usage error.
+#
+#   scripts/gpu_check.sh OUTDIR                on a GPU machine (about 5 min on an H100)
+#   scripts/gpu_check.sh --fake-driver OUTDIR  the same steps against the fake
+#                                              CUDA driver (tests/cpp/fake_cuda), on a
+#                                              machine without a GPU: proves the script;
+#                                              its timings mean nothing
+#
+# Environment: PYTHON (default python3; .venv/bin/python with --fake-driver
+# where it exists), GPU_DIR (default .gpu), GPU_CHECK_WORK (default
+# build/gpu-check), JOBS (default: the number of cores).
+set -uo pipefail
+
+usage() {
+  echo "usage: scripts/gpu_check.sh [--fake-driver] OUTDIR" >&2
+  exit 2
+}
+
+fake=0
+out=""
+step=""  # internal: one step (the script runs itself once per step, under `timeout`)
+while (($#)); do
+  case "$1" in
+    --fake-driver) fake=1 ;;
+    --step) step=${2:-}; shift ;;
+    -h | --help) sed -n '2,31p' "$0"; exit 0 ;;
+    -*) usage ;;
+    *) [[ -z "$out" ]] || usage; out=$1 ;;
+  esac
+  shift
+done
+[[ -n "$out" ]] || usage
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+root=$(pwd)
+work=$(realpath -m "${GPU_CHECK_WORK:-build/gpu-check}")
+gpu_dir=$(realpath -m "${GPU_DIR:-.gpu}")
+build=$work/build
+logs=$work/logs
+jobs=${JOBS:-$(nproc 2>/dev/null || echo 2)}
+if [[ -n "${PYTHON:-}" ]]; then
+  python=$PYTHON
+elif ((fake)) && [[ -x .venv/bin/python ]]; then
+  python=$root/.venv/bin/python
+else
+  python=python3
+fi
+fake_lib=$build/tests/cpp/fake_cuda
+
+# ------------------------------------------------------------------ steps
+
+step_environment() {
+  echo "mode: $( ((fake)) && echo fake driver || echo GPU)"
+  uname -a
+  echo "cores: $(nproc)"
+  command -v nvidia-smi >/dev/null && nvidia-smi -q || echo "nvidia-smi: not found"
+  command -v nvcc >/dev/null && nvcc --version || echo "nvcc: not found"
+  cmake --version | head -1
+  "${CXX:-c++}" --version | head -1
+  "$python" --version
+}
+
+step_prefix() {
+  # shellcheck source=scripts/gpu_prefix.sh
+  source "$root/scripts/gpu_prefix.sh"
+  [[ -d "$gpu_dir" ]] || { echo "no $gpu_dir: run 'make gpu-prepare' on a machine with apt and copy it here"; return 1; }
+  rm -rf "$work/prefix"
+  gpu_prefix_unpack "$gpu_dir" "$work/prefix" || return 1
+  declare -p CMAKE_PREFIX_PATH PKG_CONFIG_PATH GPU_PREFIX_LIBDIR >"$work/prefix.env"
+  for variable in PKG_CONFIG_EXECUTABLE PYTHONPATH LD_LIBRARY_PATH; do
+    [[ -n "${!variable:-}" ]] && declare -p "$variable" >>"$work/prefix.env"
+  done
+  return 0
+}
+
+# The environment of the build: the prefix's packages, the CUDA toolkit.
+build_environment() {
+  source "$work/prefix.env"
+  export CMAKE_PREFIX_PATH PKG_CONFIG_PATH
+  [[ -n "${PYTHONPATH:-}" ]] && export PYTHONPATH
+  [[ -n "${LD_LIBRARY_PATH:-}" ]] && export LD_LIBRARY_PATH
+  if [[ -z "${CUDA_HOME:-}" ]] && command -v nvcc >/dev/null; then
+    CUDA_HOME=$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")
+    export CUDA_HOME
+  fi
+  return 0
+}
+
+# Warnings are not errors here (a newer compiler on the GPU machine may
+# warn where CI's does not): CI builds with -Werror.
+step_build() {
+  build_environment
+  local generator=()
+  command -v ninja >/dev/null && generator=(-G Ninja)
+  local pkg_config=()
+  [[ -n "${PKG_CONFIG_EXECUTABLE:-}" ]] && pkg_config=(-DPKG_CONFIG_EXECUTABLE="$PKG_CONFIG_EXECUTABLE")
+  # A build tree configured against other dependencies is started afresh.
+  if [[ -f "$build/CMakeCache.txt" ]] && ! grep -q "^RESURGO_GPU_CHECK_PREFIX:STRING=$work/prefix$" "$build/CMakeCache.txt"; then
+    rm -rf "$build"
+  fi
+  cmake -S "$root" -B "$build" "${generator[@]}" "${pkg_config[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DRESURGO_WERROR=OFF -DRESURGO_BUILD_EXAMPLES=OFF -DRESURGO_BUILD_FORTRAN=OFF -DRESURGO_BUILD_PYTHON=ON \
+    -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON -DPython_EXECUTABLE="$(command -v "$python")" \
+    -DRESURGO_GPU_CHECK_PREFIX:STRING="$work/prefix" || return 1
+  grep -q "^RESURGO_CUDA_INCLUDE_DIR:PATH=.*include" "$build/CMakeCache.txt" ||
+    { echo "cuda.h was not found: set CUDA_HOME to the CUDA toolkit"; return 1; }
+  echo "dependencies found (each must lie in $work/prefix):"
+  grep -E "^(tomlplusplus_DIR|nlohmann_json_DIR|GTest_DIR|XXHASH_INCLUDEDIR|ZSTD_INCLUDEDIR|LZ4_INCLUDEDIR|BLOSC_INCLUDEDIR)" \
+    "$build/CMakeCache.txt"
+  if grep -E "^(tomlplusplus_DIR|GTest_DIR|XXHASH_INCLUDEDIR|BLOSC_INCLUDEDIR)" "$build/CMakeCache.txt" | grep -v "$work/prefix"; then
+    echo "a dependency above was found outside the prefix"
+    return 1
+  fi
+  cmake --build "$build" -j"$jobs" --target resurgo_gpu_tests gpu_driver_probe resurgo_fake_cuda gpu_cache gpu_late_pin
+}
+
+# The Python extension for this machine's interpreter, and the package
+# around it importable without pip (a step of its own: the C++ checks run
+# even where the interpreter has no headers to build it against).
+step_python() {
+  build_environment
+  cmake --build "$build" -j"$jobs" --target _core || return 1
+  rm -rf "$work/python"
+  mkdir -p "$work/python"
+  cp -r "$root/python/resurgo" "$work/python/resurgo"
+  cp "$build"/python/_core*.so "$work/python/resurgo/"
+}
+
+# The environment of the programs: the prefix's libraries the system lacks.
+program_environment() {
+  source "$work/prefix.env"
+  export LD_LIBRARY_PATH="$GPU_PREFIX_LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export PYTHONPATH="$work/python${PYTHONPATH:+:$PYTHONPATH}"
+  if ((fake)); then export LD_LIBRARY_PATH="$fake_lib:$LD_LIBRARY_PATH"; fi
+  return 0
+}
+
+step_probe() {
+  program_environment
+  "$build/tests/cpp/gpu_driver_probe" | tee "$work/probe.md"
+}
+
+# Skips that hold wherever a driver is usable: the no-driver branches.
+expected_skip='(WithoutAUsableDriver|SaysWhyTheDriverIsUnavailable)'
+
+step_gtest() {
+  program_environment
+  local filter='*'
+  # On a GPU the fake's own suites would skip (libcuda.so.1 is NVIDIA's):
+  # they run in every `make test`.
+  ((fake)) || filter='-FakeCuda*'
+  RESURGO_LOG_LEVEL=error "$build/tests/cpp/resurgo_gpu_tests" --gtest_filter="$filter" --gtest_color=no |
+    tee "$work/gtest.out"
+  local status=${PIPESTATUS[0]}
+  local skipped
+  skipped=$(grep -E '^\[  SKIPPED \] [A-Za-z]' "$work/gtest.out" | grep -vE "$expected_skip" || true)
+  if ((status == 0)) && ((!fake)) && [[ -n "$skipped" ]]; then
+    echo "gpu_check: tests skipped on a GPU machine, where every one must run:"
+    echo "$skipped"
+    return 1
+  fi
+  return "$status"
+}
+
+step_pytest() {
+  program_environment
+  # tests/python/test_fake_cuda_driver.py loads the fake by this path (a
+  # RESURGO_ variable: set for pytest alone, every store reads the others).
+  (cd "$root" && RESURGO_FAKE_CUDA="$fake_lib/libcuda.so.1" "$python" -m pytest -m gpu tests/python -q -rs \
+    -p no:cacheprovider) | tee "$work/pytest.out"
+  local status=${PIPESTATUS[0]}
+  if ((status == 0)) && ((!fake)) && grep -q '^SKIPPED' "$work/pytest.out"; then
+    echo "gpu_check: Python tests skipped on a GPU machine (CuPy and PyTorch must run there)"
+    return 1
+  fi
+  return "$status"
+}
+
+step_bench() {
+  program_environment
+  local size=(--quick)
+  ((fake)) && size=(--quick --fake-driver --backend cuda)
+  ((fake)) || size+=(--backend cuda)
+  "$python" "$root/bench/gpu_cache.py" --binary "$build/bench/gpu_cache" "${size[@]}" --out "$work/bench" || return 1
+  "$python" "$root/bench/gpu_late_pin.py" --binary "$build/bench/gpu_late_pin" "${size[@]}" --out "$work/bench"
+}
+
+if [[ -n "$step" ]]; then
+  declare -F "step_$step" >/dev/null || usage
+  "step_$step"
+  exit
+fi
+
+# ------------------------------------------------------------------ the run
+
+mkdir -p "$out" || { echo "gpu_check: cannot create $out" >&2; exit 2; }
+out=$(cd "$out" && pwd)
+mode=$( ((fake)) && echo "fake CUDA driver (tests/cpp/fake_cuda): timings meaningless" || echo "GPU")
+rm -rf "$logs" "$work/bench" "$work"/*.out "$work/probe.md"
+mkdir -p "$logs" "$work/bench"
+rows=()
+failed=()
+started_all=$(date +%s)
+
+# run_step NAME SECONDS LOG: runs step_NAME (this script once more) with a
+# time limit, its output appended to LOG, and records the outcome.
+run_step() {
+  local name=$1 seconds=$2 log=$3
+  local begin result status mode_flag=()
+  ((fake)) && mode_flag=(--fake-driver)
+  begin=$(date +%s)
+  printf '\n===== %s (limit %s s) =====\n' "$name" "$seconds" >>"$log"
+  echo "gpu_check: $name ..." >&2
+  timeout --kill-after=10 "$seconds" "$root/scripts/gpu_check.sh" "${mode_flag[@]}" --step "$name" "$out" >>"$log" 2>&1
+  status=$?
+  if ((status == 0)); then
+    result=passed
+  elif ((status == 124 || status == 137)); then
+    result="FAILED: over its limit of $seconds s"
+    failed+=("$name")
+  else
+    result="FAILED (exit status $status)"
+    failed+=("$name")
+  fi
+  rows+=("| $name | $result | $(($(date +%s) - begin)) s | $(basename "$log") |")
+  echo "gpu_check: $name: $result" >&2
+}
+
+run_step environment 60 "$logs/environment.log"
+run_step prefix 120 "$logs/build.log"
+if [[ " ${failed[*]} " == *" prefix "* ]]; then
+  rows+=("| build, probe, gtest, pytest, bench | not run: no prefix | | |")
+else
+  run_step build 900 "$logs/build.log"
+  if [[ " ${failed[*]} " == *" build "* ]]; then
+    rows+=("| probe, gtest, pytest, bench | not run: the build failed | | |")
+  else
+    run_step probe 90 "$logs/tests.log"
+    run_step gtest 300 "$logs/tests.log"
+    run_step python 300 "$logs/build.log"
+    if [[ " ${failed[*]} " == *" python "* ]]; then
+      rows+=("| pytest | not run: no Python extension | | |")
+    else
+      run_step pytest 300 "$logs/tests.log"
+    fi
+    run_step bench 420 "$logs/bench.log"
+  fi
+fi
+
+# ------------------------------------------------------------------ summary
+counts() {  # gtest and pytest result lines, for the summary
+  [[ -f "$work/gtest.out" ]] && grep -E '^\[  (PASSED|FAILED|SKIPPED)  \] [0-9]+ test' "$work/gtest.out" | sed 's/^/- gtest: /'
+  [[ -f "$work/pytest.out" ]] && grep -E '(passed|failed|skipped|error)' "$work/pytest.out" | tail -1 | sed 's/^/- pytest: /'
+  return 0
+}
+
+{
+  echo "# GPU check: $mode"
+  echo
+  echo "$(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet 2>/dev/null || echo ' (with uncommitted changes)'), $(($(date +%s) - started_all)) s in all."
+  echo
+  if ((${#failed[@]})); then echo "**Failed: ${failed[*]}.**"; else echo "Every step passed."; fi
+  echo
+  echo "| step | result | time | log |"
+  echo "|---|---|---:|---|"
+  printf '%s\n' "${rows[@]}"
+  echo
+  counts
+  echo
+  echo "## Device and driver"
+  echo
+  if ((fake)); then
+    echo "The fake CUDA driver of tests/cpp/fake_cuda (host memory); no GPU was used."
+  else
+    grep -E '^(Driver Version|CUDA Version|    Product Name|    Product Architecture|        Total)' \
+      "$logs/environment.log" | head -8 | sed 's/^ */- /'
+  fi
+  grep -E 'release [0-9]' "$logs/environment.log" | sed 's/^/- nvcc: /'
+  echo
+  if [[ -f "$work/probe.md" ]]; then
+    echo "## Driver rules (gpu_driver_probe)"
+    echo
+    cat "$work/probe.md"
+    echo
+  fi
+  for report in gpu_cache gpu_late_pin; do
+    [[ -f "$work/bench/$report.md" ]] || continue
+    echo "## Figures: $report.md (table rows)"
+    echo
+    grep -E '^(\||#)' "$work/bench/$report.md"
+    echo
+  done
+  echo "## Environment"
+  echo
+  echo '```'
+  cat "$logs/environment.log"
+  echo '```'
+} >"$out/summary.md"
+
+for log in build tests bench; do
+  [[ -f "$logs/$log.log" ]] && cp "$logs/$log.log" "$out/$log.log"
+done
+for report in gpu_cache.md gpu_cache.png gpu_late_pin.md gpu_late_pin.png; do
+  [[ -f "$work/bench/$report" ]] && cp "$work/bench/$report" "$out/$report"
+done
+
+if ((${#failed[@]})); then
+  echo "gpu_check: FAILED: ${failed[*]} (see $out/summary.md and the step's log)" >&2
+  exit 1
+fi
+echo "gpu_check: every step passed; $out/summary.md" >&2
