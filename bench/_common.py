@@ -268,6 +268,21 @@ def finish_common_args(ap: argparse.ArgumentParser, args) -> None:
         args.out = SMOKE_OUT if args.smoke else QUICK_OUT if quick else RESULTS
 
 
+def finish_gpu_args(ap: argparse.ArgumentParser, args) -> None:
+    """finish_common_args for the GPU benchmarks (--backend, --fake-driver):
+    the test fake as libcuda.so.1 means --fake-driver, which implies --smoke."""
+    if not args.fake_driver and args.backend != "host" and cuda_driver_is_fake():
+        log("the CUDA driver here is the test fake (tests/cpp/fake_cuda): running as with --fake-driver")
+        args.fake_driver = True
+    if args.fake_driver:
+        if args.backend == "host":
+            ap.error("--fake-driver runs the cuda backend")
+        args.smoke = True
+        if args.repeats is None:
+            args.repeats = QUICK_REPEATS
+    finish_common_args(ap, args)
+
+
 def report_header(title: str, script: str, args, extra: str = "") -> List[str]:
     lines = [f"# {title}", ""]
     if args.smoke:

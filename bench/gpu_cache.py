@@ -58,8 +58,7 @@ from _common import (  # noqa: E402
     MiB,
     Series,
     check_resources,
-    cuda_driver_is_fake,
-    finish_common_args,
+    finish_gpu_args,
     fmt_time,
     human,
     log,
@@ -397,16 +396,7 @@ def main() -> None:
                     help="check that the script runs: allows --repeats < 5; the report says it is no result")
     args = ap.parse_args()
     args.argv = sys.argv[1:]
-    if not args.fake_driver and args.backend != "host" and cuda_driver_is_fake():
-        log("the CUDA driver here is the test fake (tests/cpp/fake_cuda): running as with --fake-driver")
-        args.fake_driver = True
-    if args.fake_driver:
-        if args.backend == "host":
-            ap.error("--fake-driver runs the cuda backend")
-        args.smoke = True
-        if args.repeats is None:
-            args.repeats = QUICK_REPEATS
-    finish_common_args(ap, args)
+    finish_gpu_args(ap, args)
     if not 0 < args.cache_fraction < 1:
         ap.error("--cache-fraction must lie in (0, 1): 1 is the large-device configuration, measured anyway")
     if args.rtm_intervals is not None and not floats(args.rtm_intervals):

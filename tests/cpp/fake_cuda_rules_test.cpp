@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "fake_cuda_lookup.h"
+#include "host_pages.h"
 
 namespace resurgo::gpu {
 namespace {
@@ -113,25 +114,6 @@ const Entries& per_thread() {
   static const Entries entries(CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
   return entries;
 }
-
-// Pageable host memory of its own pages, unmapped on destruction.
-class HostPages {
- public:
-  explicit HostPages(std::size_t bytes) : bytes_(bytes) {
-    void* mapped = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    data_ = mapped == MAP_FAILED ? nullptr : static_cast<unsigned char*>(mapped);
-  }
-  ~HostPages() {
-    if (data_ != nullptr) ::munmap(data_, bytes_);
-  }
-  HostPages(const HostPages&) = delete;
-  HostPages& operator=(const HostPages&) = delete;
-  unsigned char* data() const { return data_; }
-
- private:
-  std::size_t bytes_;
-  unsigned char* data_;
-};
 
 std::vector<unsigned char> bytes_of(const unsigned char* data, std::size_t count) {
   return std::vector<unsigned char>(data, data + count);

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "gpu/cuda_driver.h"
+#include "host_pages.h"
 
 namespace {
 
@@ -71,26 +72,6 @@ class Report {
   };
   std::vector<Row> rows_;
   int failures_ = 0;
-};
-
-// Pageable host memory of its own pages, touched, unmapped on destruction.
-class HostPages {
- public:
-  explicit HostPages(std::size_t bytes) : bytes_(bytes) {
-    void* mapped = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    data_ = mapped == MAP_FAILED ? nullptr : static_cast<unsigned char*>(mapped);
-    if (data_ != nullptr) std::memset(data_, 0, bytes);
-  }
-  ~HostPages() {
-    if (data_ != nullptr) ::munmap(data_, bytes_);
-  }
-  HostPages(const HostPages&) = delete;
-  HostPages& operator=(const HostPages&) = delete;
-  unsigned char* data() const { return data_; }
-
- private:
-  std::size_t bytes_;
-  unsigned char* data_;
 };
 
 unsigned char pattern(std::size_t i) { return static_cast<unsigned char>(i * 131 + 7); }

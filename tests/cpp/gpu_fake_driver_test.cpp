@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -97,6 +98,10 @@ class FakeCudaTest : public ::testing::Test {
   void TearDown() override {
     if (!fake().control) return;
     if (context_ != nullptr) driver().cuDevicePrimaryCtxRelease(0);
+    for (int ordinal = 0; ordinal < static_cast<int>(devices_.size()); ++ordinal) {
+      if (devices_[ordinal] != nullptr) driver().cuDevicePrimaryCtxRelease(ordinal);
+    }
+    driver().cuCtxSetCurrent(nullptr);
     FakeCudaCounters left = {};
     EXPECT_EQ(control().reset(&left), 0u) << "leaked: " << describe(left);
     EXPECT_EQ(left.device_bytes, 0u);
@@ -106,6 +111,17 @@ class FakeCudaTest : public ::testing::Test {
 
   static const CudaDriver& driver() { return cuda(); }
   static const FakeControl& control() { return *fake().control; }
+
+  // Two devices, each primary context retained (released at TearDown);
+  // the test's own context on device 0 is given back first (the fake
+  // changes the device count only while no context is retained).
+  std::array<CUcontext, 2> two_devices() {
+    check(driver().cuDevicePrimaryCtxRelease(0), "cuDevicePrimaryCtxRelease");
+    context_ = nullptr;
+    EXPECT_EQ(control().set_device_count(2), 0);
+    for (int ordinal : {0, 1}) check(driver().cuDevicePrimaryCtxRetain(&devices_[ordinal], ordinal), "retain");
+    return devices_;
+  }
   static FakeCudaCounters counters() {
     FakeCudaCounters now = {};
     control().counters(&now);
@@ -147,6 +163,7 @@ class FakeCudaTest : public ::testing::Test {
   }
 
   CUcontext context_ = nullptr;
+  std::array<CUcontext, 2> devices_ = {};
   std::size_t granularity_ = 0;
   std::uint64_t expected_async_failures_ = 0;
   Logger log_{"fake-cuda-test", LogLevel::kOff};
@@ -517,6 +534,15 @@ struct StoreRegions {
     second.upload(std::vector<unsigned char>(kSecond, 0));
     std::fill(host.begin(), host.end(), 0);
   }
+  // Clobbers the regions and restarts `version`, which L0 holds: its
+  // device regions come from there, device to device.
+  ::testing::AssertionResult restart_from_l0(Store& store, int version) {
+    clobber();
+    if (store.restart(version) != version) return ::testing::AssertionFailure() << "another version restored";
+    const std::uint64_t from_l0 = store.last_restart().bytes_from_device_cache;
+    if (from_l0 != kFirst + kSecond) return ::testing::AssertionFailure() << from_l0 << " bytes from L0";
+    return hold(version);
+  }
   // Whether the regions hold version `version` (1-based, as filled).
   ::testing::AssertionResult hold(int version) const {
     const auto index = static_cast<std::size_t>(version - 1);
@@ -535,10 +561,7 @@ TEST_F(FakeCudaTest, AStoreRoundTripsDeviceRegionsThroughL0AndRestartsDeviceToDe
     regions.take(store, 3);
     for (const VersionStats& stats : store.stats()) EXPECT_EQ(stats.device_path, "l0") << stats.version;
 
-    regions.clobber();
-    EXPECT_EQ(store.restart(2), 2);
-    EXPECT_EQ(store.last_restart().bytes_from_device_cache, StoreRegions::kFirst + StoreRegions::kSecond);
-    EXPECT_TRUE(regions.hold(2));
+    EXPECT_TRUE(regions.restart_from_l0(store, 2));
 
     regions.clobber();
     EXPECT_EQ(store.restart(), 3);  // the newest, not known beforehand: from the levels
@@ -733,13 +756,9 @@ TEST_F(FakeCudaTest, StagingCopiesStayWithinAPinPieceWhileTheBufferIsPinnedAndAf
 // call, though it pushes its own for each driver call.
 TEST_F(FakeCudaTest, AStoreUsesTheApplicationsDeviceAndLeavesItsContextCurrent) {
   ASSERT_EQ(control().set_device_count(2), -1) << "refused while the test holds device 0's context";
-  check(driver().cuDevicePrimaryCtxRelease(0), "cuDevicePrimaryCtxRelease");
-  context_ = nullptr;
-  ASSERT_EQ(control().set_device_count(2), 0);
   // Device 0 is nearly full: L0 there could map 4 MiB of its 16.
   control().set_device_memory(64 * kMiB);
-  CUcontext contexts[2] = {};
-  for (int ordinal : {0, 1}) check(driver().cuDevicePrimaryCtxRetain(&contexts[ordinal], ordinal), "retain");
+  const std::array<CUcontext, 2> contexts = two_devices();
   check(driver().cuCtxSetCurrent(contexts[0]), "cuCtxSetCurrent");
   CUdeviceptr filler = 0;
   check(driver().cuMemAlloc(&filler, 60 * kMiB), "cuMemAlloc");
@@ -763,10 +782,7 @@ TEST_F(FakeCudaTest, AStoreUsesTheApplicationsDeviceAndLeavesItsContextCurrent) 
     regions.take(store, 2);
     EXPECT_EQ(current(), device_1) << "checkpoint";
     for (const VersionStats& stats : store.stats()) EXPECT_EQ(stats.device_path, "l0") << stats.version;
-    regions.clobber();
-    EXPECT_EQ(store.restart(2), 2);
-    EXPECT_EQ(store.last_restart().bytes_from_device_cache, StoreRegions::kFirst + StoreRegions::kSecond);
-    EXPECT_TRUE(regions.hold(2));
+    EXPECT_TRUE(regions.restart_from_l0(store, 2));
     regions.clobber();
     EXPECT_EQ(store.restart(1), 1);
     EXPECT_TRUE(regions.hold(1));
@@ -788,17 +804,11 @@ TEST_F(FakeCudaTest, AStoreUsesTheApplicationsDeviceAndLeavesItsContextCurrent) 
   EXPECT_EQ(current(), device_1) << "close";
   check(driver().cuCtxSetCurrent(contexts[0]), "cuCtxSetCurrent");
   check(driver().cuMemFree(filler), "cuMemFree");
-  check(driver().cuCtxSetCurrent(nullptr), "cuCtxSetCurrent");
-  for (int ordinal : {0, 1}) check(driver().cuDevicePrimaryCtxRelease(ordinal), "release");
 }
 
 // One store, one device: a region of another device is refused by name.
 TEST_F(FakeCudaTest, ARegionOnAnotherDeviceThanTheStoresIsRefused) {
-  check(driver().cuDevicePrimaryCtxRelease(0), "cuDevicePrimaryCtxRelease");
-  context_ = nullptr;
-  ASSERT_EQ(control().set_device_count(2), 0);
-  CUcontext contexts[2] = {};
-  for (int ordinal : {0, 1}) check(driver().cuDevicePrimaryCtxRetain(&contexts[ordinal], ordinal), "retain");
+  const std::array<CUcontext, 2> contexts = two_devices();
   check(driver().cuCtxSetCurrent(contexts[1]), "cuCtxSetCurrent");
   {
     DeviceBuffer on_device_1(4096);
@@ -819,8 +829,6 @@ TEST_F(FakeCudaTest, ARegionOnAnotherDeviceThanTheStoresIsRefused) {
     store.wait();
     EXPECT_EQ(store.describe(1).regions.size(), 1u) << "the refused region is not registered";
   }
-  check(driver().cuCtxSetCurrent(nullptr), "cuCtxSetCurrent");
-  for (int ordinal : {0, 1}) check(driver().cuDevicePrimaryCtxRelease(ordinal), "release");
 }
 
 // A pageable cuMemcpyHtoD returns once the bytes are staged, before they
