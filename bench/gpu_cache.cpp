@@ -53,7 +53,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/log.h"
+#include "base/log.h"
 #include "resurgo/resurgo.hpp"
 #include "gpu/device_cache.h"
 #include "gpu/host_memory.h"

@@ -52,7 +52,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/log.h"
+#include "base/log.h"
 #include "gpu/device_access.h"
 #include "gpu/host_pinner.h"
 #include "gpu/late_pin_buffer.h"

@@ -275,6 +275,11 @@ class Store {
   std::unique_ptr<Impl> impl_;
 };
 
+// The communicator of `store`'s job (one of its own for a store opened
+// without one): what the layers above the Store (automatic checkpointing,
+// the matrix) agree through.
+Comm& comm_of(Store& store);
+
 // Removes `version` of every rank from the level directory `store_dir` (a
 // level's <path>/<store>, as `resurgo ls` shows), as the store's own
 // eviction does. Takes each rank's lock there first: a store open on that

@@ -29,9 +29,10 @@
 
 #include "format/codec.h"
 #include "format/container.h"
+#include "format/file_names.h"
 #include "format/manifest.h"
 #include "gpu/device_access.h"
-#include "tier/directory_tier.h"
+#include "tier/directory_level.h"
 #include "resurgo/auto.hpp"
 #include "resurgo/resurgo.hpp"
 #include "without_gil.h"
@@ -534,7 +535,7 @@ nb::dict verify(const std::string& path, nb::object progress) {
     // may be verified after being moved out of its store's directory.
     int named_version = 0;
     int named_rank = 0;
-    if (resurgo::parse_container_file_name(std::filesystem::path(path).filename().string(), named_version, named_rank)) {
+    if (resurgo::format::parse_container_file_name(std::filesystem::path(path).filename().string(), named_version, named_rank)) {
       resurgo::format::check_identity(container, path, "", named_version, named_rank);
     }
     std::uint64_t last = 0;
@@ -812,7 +813,7 @@ NB_MODULE(_core, m) {
       [](const std::string& name) -> std::optional<std::pair<int, int>> {
         int version = 0;
         int rank = 0;
-        if (!resurgo::parse_container_file_name(name, version, rank)) return std::nullopt;
+        if (!resurgo::format::parse_container_file_name(name, version, rank)) return std::nullopt;
         return std::pair{version, rank};
       },
       "name"_a, "(version, rank) of a container file name such as v0000000012.r000000.rsg, else None.");

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "core/c_status.h"
+#include "base/c_status.h"
 #include "resurgo/resurgo.hpp"
 
 namespace resurgo {

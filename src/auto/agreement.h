@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "mpi/comm.h"
+#include "resurgo/comm.hpp"
 
 namespace resurgo::autockpt {
 

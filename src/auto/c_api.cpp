@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/c_status.h"
-#include "core/c_store.h"
+#include "base/c_status.h"
+#include "base/c_store.h"
 #include "resurgo/auto.h"
 #include "resurgo/auto.hpp"
 

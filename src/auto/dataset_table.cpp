@@ -4,7 +4,7 @@
 #include <string>
 
 #include "auto/checkpoint_record.h"
-#include "core/names.h"
+#include "base/names.h"
 #include "resurgo/errors.hpp"
 
 namespace resurgo::autockpt {

@@ -9,7 +9,8 @@
 #include <cstring>
 
 #include "auto/runtime_impl.h"
-#include "format/container.h"
+#include "base/units.h"
+#include "base/checksum.h"
 
 namespace resurgo::autockpt {
 
@@ -33,12 +34,6 @@ std::uint64_t mix_loop(std::uint64_t hash, std::string_view name, std::span<cons
     hash = fnv(hash, fields, sizeof fields);
   }
   return fnv(hash, "|", 1);
-}
-
-std::string mib(std::uint64_t bytes) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.2f MiB", static_cast<double>(bytes) / (1u << 20));
-  return text;
 }
 
 std::string join(const std::vector<std::string>& names) {
@@ -217,8 +212,8 @@ void Runtime::Impl::become_due() {
   std::string table;
   for (std::size_t i = 0; i < ranking.size() && i < 5; ++i) {
     const LocationCandidate& c = ranking[i];
-    table += "\n  " + c.loop + ": " + mib(static_cast<std::uint64_t>(c.mean_bytes)) + " (spread " +
-             mib(static_cast<std::uint64_t>(c.spread_bytes)) + "), " + std::to_string(c.occurrences) +
+    table += "\n  " + c.loop + ": " + size_text(static_cast<std::uint64_t>(c.mean_bytes)) + " (spread " +
+             size_text(static_cast<std::uint64_t>(c.spread_bytes)) + "), " + std::to_string(c.occurrences) +
              " times, every " + std::to_string(static_cast<long long>(c.mean_spacing)) + " loops";
   }
   report(2, "checkpoint location: before loop '" + location_ + "', the recurring loop that saves least (of " +
@@ -298,9 +293,9 @@ void Runtime::Impl::commit(const std::vector<Piece>& pieces, CheckpointRecord re
   last_checkpoint_loop_ = loop_index_;
   last_checkpoint_time_ = Clock::now();
   report(1, "checkpoint (version " + std::to_string(made.version) + ") before loop " + std::to_string(made.loop_index) + " '" + made.location + "': saved " +
-                join(made.saved) + "; halo rings " + join(made.halos) + "; " + mib(made.dataset_bytes) +
+                join(made.saved) + "; halo rings " + join(made.halos) + "; " + size_text(made.dataset_bytes) +
                 " of datasets, query log " + std::to_string(made.query_log_bytes) + " B, staged " +
-                mib(made.staged_bytes) + ", region of " + std::to_string(made.region_loops) + " loops" +
+                size_text(made.staged_bytes) + ", region of " + std::to_string(made.region_loops) + " loops" +
                 (made.timed_out ? " (timed out)" : "") + ", blocked " +
                 std::to_string(made.blocking_seconds * 1e3) + " ms");
   last_checkpoint_ = std::move(made);
@@ -356,16 +351,16 @@ bool Runtime::Impl::datlist(std::span<const int> ids, void* payload, std::size_t
 // A hash of one part of a dataset: the ring packed, or the dataset with its
 // ring zeroed (a debugging aid: the copies do not matter).
 static std::uint64_t part_hash(const Dataset& dataset, int part) {
-  if (!dataset.ring) return format::checksum(dataset.data, dataset.bytes);
+  if (!dataset.ring) return checksum(dataset.data, dataset.bytes);
   if (part == kRingPart) {
     std::vector<std::byte> ring(dataset.ring->bytes());
     dataset.ring->pack(dataset.data, ring.data());
-    return format::checksum(ring.data(), ring.size());
+    return checksum(ring.data(), ring.size());
   }
   std::vector<std::byte> interior(dataset.data, dataset.data + dataset.bytes);
   const std::vector<std::byte> zeros(dataset.ring->bytes());
   dataset.ring->unpack(zeros.data(), interior.data());
-  return format::checksum(interior.data(), interior.size());
+  return checksum(interior.data(), interior.size());
 }
 
 void Runtime::Impl::record_read_checks(std::string_view name) {

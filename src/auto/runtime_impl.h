@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/clock.h"
 #include "auto/agreement.h"
 #include "auto/checkpoint_record.h"
 #include "auto/checkpoint_region.h"
@@ -24,11 +25,7 @@
 
 namespace resurgo::autockpt {
 
-using Clock = std::chrono::steady_clock;
 
-inline double seconds_since(Clock::time_point begin) {
-  return std::chrono::duration<double>(Clock::now() - begin).count();
-}
 
 inline constexpr std::uint64_t kFnvOffset = 14695981039346656037ull;
 

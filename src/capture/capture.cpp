@@ -4,8 +4,10 @@
 
 #include <algorithm>
 
+#include "base/units.h"
 #include "capture/copy_capture.h"
 #include "capture/delta_capture.h"
+#include "capture/device_capture.h"
 #include "capture/fork_capture.h"
 
 namespace resurgo {
@@ -49,20 +51,26 @@ std::vector<Extent> whole_regions(const std::vector<Region>& regions) {
   return extents;
 }
 
-std::uint64_t quarter_of_physical_memory() {
-  const long pages = ::sysconf(_SC_PHYS_PAGES);
-  const long page_size = ::sysconf(_SC_PAGESIZE);
-  return pages > 0 && page_size > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page_size) / 4
-                                    : 0;
-}
-
 std::uint64_t default_buffer_capacity(std::uint64_t state_bytes) {
   const std::uint64_t quarter = quarter_of_physical_memory();
   const std::uint64_t wanted = 2 * state_bytes;
   return quarter > 0 ? std::min(wanted, quarter) : wanted;
 }
 
-std::unique_ptr<Capture> make_capture(const CaptureContext& context) {
+namespace {
+
+// The regions as they are: restore writes into their memory.
+class InPlace final : public RestartTargets {
+ public:
+  explicit InPlace(const Registry& registry) : registry_(registry) {}
+  const Registry& registry() const override { return registry_; }
+  std::uint64_t write_back() override { return 0; }
+
+ private:
+  const Registry& registry_;
+};
+
+std::unique_ptr<Capture> make_host_capture(const CaptureContext& context) {
   switch (context.config.capture.mode) {
     case CaptureMode::kFork:
       return std::make_unique<ForkCapture>(context);
@@ -74,6 +82,16 @@ std::unique_ptr<Capture> make_capture(const CaptureContext& context) {
       break;
   }
   return std::make_unique<CopyCapture>(context);
+}
+
+}  // namespace
+
+std::unique_ptr<RestartTargets> Capture::restart_targets(const Registry& registry, int) {
+  return std::make_unique<InPlace>(registry);
+}
+
+std::unique_ptr<Capture> make_capture(const CaptureContext& context) {
+  return std::make_unique<DeviceCapture>(make_host_capture(context), context);
 }
 
 }  // namespace resurgo

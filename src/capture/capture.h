@@ -15,62 +15,20 @@
 #include <string>
 #include <vector>
 
-#include "capture/extent.h"
-#include "core/log.h"
+#include "capture/snapshot.h"
+#include "base/log.h"
 #include "core/registry.h"
-#include "format/container.h"
 #include "resurgo/config.hpp"
+#include "resurgo/device_stats.hpp"
+#include "tier/device_level.h"
 #include "tier/level.h"
 
 namespace resurgo {
 
 class ThreadPool;
 
-// What a writer in another process reports once the version is committed.
-struct WrittenVersion {
-  std::uint64_t stored_bytes = 0;
-  std::uint64_t copy_on_write_bytes = 0;  // memory duplicated while it wrote
-};
-
-// What the delta capture's Tracker found (zero for the other captures).
-struct TrackingFacts {
-  std::string tracker;                 // method of the region with the most dirty bytes
-  std::uint64_t dirty_bytes = 0;       // bytes in the pages (or blocks) the tracker reported written
-  std::uint64_t granularity_bytes = 0; // largest management block in force
-};
-
 // Extents covering every region whole, read from the application's memory.
 std::vector<Extent> whole_regions(const std::vector<Region>& regions);
-
-struct Snapshot {
-  format::Header header;  // base_version >= 0: a delta, whose extents are sparse
-  std::vector<Extent> extents;  // ascending (region, offset), disjoint
-  TrackingFacts tracking;
-  std::function<void()> release;          // gives the memory back once written; may be empty
-  // Set when some extents' bytes are not in host memory yet (device regions
-  // held in the L0 device cache): the first level's worker calls it before
-  // writing, and it sets those extents' sources. Throws what made it fail.
-  std::function<void(std::vector<Extent>&)> stage;
-  // Set when another process writes the version to the first level itself:
-  // waits for it; throws what made it fail.
-  std::function<WrittenVersion()> await_writer;
-  // The sources are the application's own memory: checkpoint() returns only
-  // once the version is written.
-  bool synchronous = false;
-};
-
-// Where checkpoint()'s blocking time went; the Catalog publishes it.
-struct CaptureTimes {
-  double backpressure_seconds = 0;  // waiting for buffer space or for the previous child
-  double first_touch_seconds = 0;   // faulting in buffer pages the prefault had not reached
-  double copy_seconds = 0;          // copying (copy) or forking (fork)
-  // Device regions (device_capture.h): their bytes, whether they went into
-  // L0, and the part of copy_seconds spent waiting for L0 space (a chunk to
-  // be mapped, the oldest version to be flushed).
-  std::uint64_t device_bytes = 0;
-  bool device_into_l0 = false;
-  double device_wait_seconds = 0;
-};
 
 // Services a capture may use, owned by the Store.
 struct CaptureContext {
@@ -80,6 +38,20 @@ struct CaptureContext {
   // Called with true before the application's memory is copied and false
   // after: evictions never compete with a capture.
   std::function<void(bool)> capturing;
+  // The route's L0, where device regions go; null without one.
+  DeviceLevel* device_level = nullptr;
+};
+
+// Where a restart writes the protected regions: into their memory, or (the
+// device capture) into host copies of device regions that write_back()
+// then moves to the device once the version was read and verified, so that
+// a failed restart leaves them as they were.
+class RestartTargets {
+ public:
+  virtual ~RestartTargets() = default;
+  virtual const Registry& registry() const = 0;
+  // Returns the bytes copied from L0, device to device.
+  virtual std::uint64_t write_back() = 0;
 };
 
 class Capture {
@@ -106,17 +78,26 @@ class Capture {
   // rewrote the regions; `why` says which, for the log. Only the delta
   // capture keeps chains.
   virtual void start_new_chain(const std::string& /*why*/) {}
+
+  // protect(): refuses (InvalidArgumentError naming `region` of `store`) a
+  // region this capture cannot take, or whose pointer is not the memory
+  // its call says.
+  virtual void check(const Region& /*region*/, const std::string& /*store*/) {}
+  // restart(): where to write the regions of `registry` when restoring
+  // `version` (kLatest when not known yet).
+  virtual std::unique_ptr<RestartTargets> restart_targets(const Registry& registry, int version);
+  // The device regions' caches (none without device regions).
+  virtual DeviceStats device_stats() const { return {}; }
 };
 
-// The capture `config.capture.mode` names.
+// The capture `config.capture.mode` names, for host and managed regions,
+// inside the device capture that takes device regions
+// (capture/device_capture.h).
 std::unique_ptr<Capture> make_capture(const CaptureContext& context);
 
 // Default L1 capacity for `state_bytes` of protected state: twice the state
 // (one version captured while the previous one is written), bounded by a
 // quarter of the node's physical memory.
 std::uint64_t default_buffer_capacity(std::uint64_t state_bytes);
-// A quarter of the physical memory (0 when unknown): the default bound of
-// the memory levels.
-std::uint64_t quarter_of_physical_memory();
 
 }  // namespace resurgo

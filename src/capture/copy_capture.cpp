@@ -6,21 +6,20 @@
 #include <chrono>
 #include <cstring>
 
-#include "core/crash_point.h"
-#include "pipeline/thread_pool.h"
+#include "base/clock.h"
+#include "base/crash_point.h"
+#include "base/thread_pool.h"
 
 namespace resurgo {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 
 // One core alone does not reach the memory bandwidth, so the copy is split
 // into pieces that the application thread and idle pipeline workers take in
 // turn; a busy worker leaves its share to the application thread.
 constexpr std::uint64_t kCapturePiece = 4u << 20;
 
-double seconds_since(Clock::time_point begin) { return std::chrono::duration<double>(Clock::now() - begin).count(); }
 
 struct Piece {
   const std::byte* from;

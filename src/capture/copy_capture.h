@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "capture/capture.h"
-#include "tier/host_buffer.h"
+#include "capture/host_buffer.h"
 
 namespace resurgo {
 

@@ -1,283 +1,48 @@
 #include "capture/device_capture.h"
 
-#include <algorithm>
-#include <chrono>
-
-#include "gpu/gpu_error.h"
+#include "gpu/device_access.h"
+#include "resurgo/errors.hpp"
 
 namespace resurgo {
 
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point begin) { return std::chrono::duration<double>(Clock::now() - begin).count(); }
-
-std::unique_ptr<gpu::DeviceCache> open_cache(const Config& config, int device, const Logger& log) {
-  if (config.device.capacity == 0) return nullptr;
-  gpu::DeviceCacheOptions options;
-  options.capacity = config.device.capacity;
-  options.chunk = config.device.chunk;
-  return std::make_unique<gpu::DeviceCache>(gpu::open_device_memory(config.device.backend, device), options, log);
-}
-
-const char* name_of(MemoryKind kind) {
-  return kind == MemoryKind::kDevice ? "device memory" : kind == MemoryKind::kManaged ? "managed memory" : "host memory";
-}
-
-const char* call_for(MemoryKind kind) {
-  return kind == MemoryKind::kDevice    ? "protect_device (rsg_protect_device)"
-         : kind == MemoryKind::kManaged ? "protect_managed (rsg_protect_managed)"
-                                        : "protect (rsg_protect)";
-}
-
-}  // namespace
-
-void refuse_memory_kind(const Region& region, const std::string& store, MemoryKind found) {
-  throw InvalidArgumentError("cannot protect region '" + region.label + "' of store '" + store + "' as " +
-                             name_of(region.kind) + ": its pointer is " + name_of(found) + "; use " +
-                             call_for(found));
-}
-
-// The host copy of one version's device regions, and its place in L0.
-struct DeviceCapture::Staging {
-  std::shared_ptr<DeviceStaging> buffer;        // outlives `block`
-  std::unique_ptr<DeviceStaging::Block> block;  // the host copy, once staged
-  std::uint64_t bytes = 0;
-  double compute_seconds = 0;  // since the previous capture of device regions
-  std::shared_ptr<gpu::DeviceCache> cache;  // null when the version bypassed L0
-  std::int64_t version = -1;
-  bool flushed = false;
-
-  // The version is in host memory (or given up): L0 may evict it.
-  void release_cache() {
-    if (cache == nullptr || flushed) return;
-    flushed = true;
-    cache->flushed(version);
-  }
-};
-
-DeviceCapture::DeviceCapture(const Config& config, int device, const Logger& log)
-    : config_(config),
-      log_(log),
-      device_(device),
-      access_(gpu::open_device_access(config.device.backend, device)),
-      cache_(open_cache(config, device, log)) {
-  log_.info("device regions through " + access_->name() +
-            (cache_ ? ", L0 device cache on " + cache_->memory_name() : std::string(", no L0 device cache")));
-}
+DeviceCapture::DeviceCapture(std::unique_ptr<Capture> host, const CaptureContext& context)
+    : host_(std::move(host)), config_(context.config), log_(context.log), l0_(context.device_level) {}
 
 DeviceCapture::~DeviceCapture() = default;
 
-int DeviceCapture::device_of(const Config& config, const Region& region) {
-  const std::optional<gpu::PointerInfo> info =
-      region.data ? gpu::describe_pointer(config.device.backend, region.data) : std::nullopt;
-  return info && info->device >= 0 ? info->device : gpu::current_device(config.device.backend);
+Snapshot DeviceCapture::take(const std::vector<Region>& regions, format::Header header, Level& first_level,
+                             CaptureTimes& times) {
+  if (!device_) return host_->take(regions, std::move(header), first_level, times);
+  return device_->take(*host_, regions, std::move(header), first_level, times);
 }
 
-void DeviceCapture::check(const Region& region, const std::string& store) const {
-  if (region.data == nullptr) return;
-  const std::optional<gpu::PointerInfo> info = access_->describe(region.data);
-  if (!info) return;
-  if (info->kind != MemoryKind::kDevice) refuse_memory_kind(region, store, info->kind);
-  if (info->device >= 0 && info->device != device_) {
-    throw InvalidArgumentError("cannot protect device region '" + region.label + "' of store '" + store +
-                               "': it is on device " + std::to_string(info->device) + ", and the store's device "
-                               "regions and L0 cache are on device " + std::to_string(device_) +
-                               " (the device current when the store was opened, or of its first device region); a "
-                               "store uses one device: open one store per device");
-  }
-}
-
-Snapshot DeviceCapture::take(Capture& host_capture, const std::vector<Region>& regions, format::Header header,
-                             Level& first_level, CaptureTimes& times) {
-  std::vector<Region> host;
-  std::vector<std::uint32_t> header_index;  // of each host region
-  for (std::size_t index = 0; index < regions.size(); ++index) {
-    if (regions[index].kind == MemoryKind::kDevice) continue;
-    host.push_back(regions[index]);
-    header_index.push_back(static_cast<std::uint32_t>(index));
-  }
-  Snapshot snapshot;
-  if (host.empty()) {
-    snapshot.header = std::move(header);
-  } else {
-    snapshot = host_capture.take(host, std::move(header), first_level, times);
-  }
-  for (Extent& extent : snapshot.extents) extent.region = header_index[extent.region];
-  try {
-    take_device_regions(regions, snapshot, times);
-  } catch (...) {
-    if (snapshot.release) snapshot.release();  // the host regions' buffer space
-    throw;
-  }
-  return snapshot;
-}
-
-void DeviceCapture::take_device_regions(const std::vector<Region>& regions, Snapshot& snapshot, CaptureTimes& times) {
-  std::vector<const Region*> device;
-  std::uint64_t bytes = 0;
-  for (const Region& region : regions) {
-    if (region.kind != MemoryKind::kDevice) continue;
-    device.push_back(&region);
-    bytes += region.bytes;
-  }
-  if (device.empty()) return;
-  const Clock::time_point started = Clock::now();
-  const double compute_seconds =
-      previous_take_end_ ? std::chrono::duration<double>(started - *previous_take_end_).count() : 0;
-  if (!staging_) {
-    const std::uint64_t capacity =
-        config_.buffer.capacity > 0 ? config_.buffer.capacity : default_buffer_capacity(bytes);
-    staging_ = std::make_shared<DeviceStaging>(config_, capacity, gpu::open_host_pinner(config_.device.backend, device_),
-                                               log_);
-  }
-  auto staging = std::make_shared<Staging>();
-  staging->buffer = staging_;
-  staging->bytes = bytes;
-  staging->compute_seconds = compute_seconds;
-  if (cache_) take_into_cache(snapshot.header.version, regions, device, snapshot, staging, times);
-  if (staging->cache == nullptr) take_to_host(device, *staging);
-  times.copy_seconds += seconds_since(started);
-  times.device_bytes = bytes;
-  times.device_into_l0 = staging->cache != nullptr;
-  std::function<void()> release_host = std::move(snapshot.release);
-  // On the first level's worker once the version is written: the staging
-  // buffer's touch model decides for the flushes to come there, not on the
-  // application's checkpoint path.
-  snapshot.release = [release_host = std::move(release_host), staging] {
-    if (release_host) release_host();
-    staging->release_cache();  // a version whose staging never ran
-    staging->block.reset();
-    staging->buffer->checkpoint_taken(staging->bytes, staging->compute_seconds);
-  };
-  for (std::size_t index = 0, offset = 0; index < regions.size(); ++index) {
-    if (regions[index].kind != MemoryKind::kDevice) continue;
-    const std::byte* source = staging->block ? staging->block->data() + offset : nullptr;
-    snapshot.extents.push_back(Extent{static_cast<std::uint32_t>(index), 0, regions[index].bytes, source});
-    offset += regions[index].bytes;
-  }
-  previous_take_end_ = Clock::now();
-  std::sort(snapshot.extents.begin(), snapshot.extents.end(), [](const Extent& a, const Extent& b) {
-    return a.region != b.region ? a.region < b.region : a.offset < b.offset;
-  });
-}
-
-// Device to device into L0; the stage hook brings the bytes to host memory
-// on the worker. A version L0 cannot hold is left to take_to_host.
-void DeviceCapture::take_into_cache(std::int64_t version, const std::vector<Region>& regions,
-                                    const std::vector<const Region*>& device, Snapshot& snapshot,
-                                    const std::shared_ptr<Staging>& staging, CaptureTimes& times) {
-  std::vector<gpu::CaptureSpan> spans;
-  for (const Region* region : device) spans.push_back({region->data, region->bytes});
-  std::erase_if(cached_layouts_, [&](const auto& entry) { return !cache_->contains(entry.first); });
-  if (cache_->contains(version)) {
-    // An older version of this number, taken before a restart fell back past
-    // it: stale, so it bypasses L0 and restart no longer reads it there.
-    cached_layouts_.erase(version);
+void DeviceCapture::check(const Region& region, const std::string& store) {
+  if (region.kind != MemoryKind::kDevice) {
+    const std::optional<gpu::PointerInfo> found =
+        region.data ? gpu::describe_if_cuda_is_loaded(region.data) : std::nullopt;
+    if (found && found->kind == MemoryKind::kDevice) refuse_memory_kind(region, store, found->kind);
     return;
   }
-  const gpu::CaptureResult result = cache_->capture(version, spans);
-  times.device_wait_seconds = result.map_wait_seconds + result.flush_wait_seconds;
-  if (result.status != gpu::CaptureResult::Status::kCached) return;
-  cached_layouts_[version] = device_layout(regions);
-  staging->cache = cache_;
-  staging->version = version;
-  snapshot.stage = [staging](std::vector<Extent>& extents) {
-    try {
-      staging->block = staging->buffer->stage(
-          staging->bytes, [&](std::uint64_t offset, std::byte* target, std::uint64_t bytes) {
-            staging->cache->read(staging->version, offset, target, bytes);
-          });
-    } catch (...) {
-      staging->release_cache();
-      throw;
-    }
-    staging->release_cache();
-    std::uint64_t offset = 0;
-    for (Extent& extent : extents) {
-      if (extent.source != nullptr) continue;
-      extent.source = staging->block->data() + offset;
-      offset += extent.bytes;
-    }
-  };
-}
-
-void DeviceCapture::take_to_host(const std::vector<const Region*>& device, Staging& staging) {
-  staging.block = staging.buffer->stage(staging.bytes, [&](std::uint64_t offset, std::byte* target,
-                                                           std::uint64_t bytes) {
-    copy_to_host(device, offset, target, bytes);
-  });
-}
-
-void DeviceCapture::copy_to_host(const std::vector<const Region*>& device, std::uint64_t offset, std::byte* target,
-                                 std::uint64_t bytes) {
-  std::uint64_t region_start = 0;
-  for (const Region* region : device) {
-    const std::uint64_t begin = std::max(offset, region_start);
-    const std::uint64_t end = std::min(offset + bytes, region_start + region->bytes);
-    if (begin < end) {
-      access_->to_host(target + (begin - offset), static_cast<const std::byte*>(region->data) + (begin - region_start),
-                       end - begin);
-    }
-    region_start += region->bytes;
+  if (config_.capture.mode == CaptureMode::kFork || config_.capture.mode == CaptureMode::kAuto) {
+    throw InvalidArgumentError("cannot protect device region '" + region.label + "' of store '" + store +
+                               "': capture.mode = fork (or auto) writes versions from a child process, which cannot "
+                               "reach device memory; use capture.mode = copy or delta");
   }
-}
-
-DeviceRestart::DeviceRestart(const Registry& registry, DeviceCapture& device, int version)
-    : capture_(device),
-      protected_(registry),
-      version_(version),
-      from_cache_(version != kLatest && device.cached(version, registry.regions())) {
-  for (Region region : registry.regions()) {
-    if (region.kind == MemoryKind::kDevice && from_cache_) {
-      region.restored_elsewhere = true;
-    } else if (region.kind == MemoryKind::kDevice) {
-      Copy& copy = copies_.emplace_back(Copy{region, std::make_unique_for_overwrite<std::byte[]>(region.bytes)});
-      region.data = copy.host.get();
-    }
-    staged_.add(std::move(region));
+  if (!device_) {
+    device_ = std::make_unique<DeviceRegions>(config_, l0_, DeviceRegions::device_of(config_, l0_, region), log_);
   }
+  device_->check(region, store);
 }
 
-std::uint64_t DeviceRestart::write_back() {
-  if (from_cache_) return capture_.restore_from_cache(version_, protected_.regions());
-  for (const Copy& copy : copies_) capture_.write_back(copy.device, copy.host.get());
-  return 0;
+std::unique_ptr<RestartTargets> DeviceCapture::restart_targets(const Registry& registry, int version) {
+  if (!registry.has_device_regions()) return host_->restart_targets(registry, version);
+  return std::make_unique<DeviceRestart>(registry, *device_, version);
 }
 
-std::vector<DeviceCapture::CachedRegion> DeviceCapture::device_layout(const std::vector<Region>& regions) {
-  std::vector<CachedRegion> layout;
-  for (const Region& region : regions) {
-    if (region.kind == MemoryKind::kDevice) layout.push_back({region.id, region.label, region.bytes});
-  }
-  return layout;
-}
-
-bool DeviceCapture::cached(std::int64_t version, const std::vector<Region>& regions) const {
-  const auto found = cached_layouts_.find(version);
-  return cache_ && found != cached_layouts_.end() && cache_->contains(version) &&
-         found->second == device_layout(regions);
-}
-
-std::uint64_t DeviceCapture::restore_from_cache(std::int64_t version, const std::vector<Region>& regions) {
-  std::uint64_t offset = 0;
-  for (const Region& region : regions) {
-    if (region.kind != MemoryKind::kDevice) continue;
-    cache_->read(version, offset, region.data, region.bytes);
-    offset += region.bytes;
-  }
-  return offset;
-}
-
-void DeviceCapture::write_back(const Region& region, const std::byte* host) {
-  access_->to_device(region.data, host, region.bytes);
-}
-
-DeviceStats DeviceCapture::stats() const {
+DeviceStats DeviceCapture::device_stats() const {
+  if (device_) return device_->stats();
   DeviceStats stats;
-  if (cache_) stats.cache = cache_->stats();
-  if (staging_) stats.staging = staging_->stats();
+  if (l0_) stats.cache = l0_->stats();
   return stats;
 }
 

@@ -1,137 +1,51 @@
-// The device regions' part of a version (docs/gpu.md; HiPC'22 cache paper,
-// section IV). On the application thread, checkpoint() copies them device to
-// device into the L0 device cache and returns; on the first level's worker,
-// the Snapshot's `stage` copies them out of L0 into host memory for the
-// writer and tells the cache the version is flushed, so that it may be
-// evicted (first in, first out) once the cache is full. Without L0, or for a
-// version the cache cannot hold, the regions are copied device to host before
-// checkpoint() returns (the L0 bypass, logged by the cache). Either way the
-// host copy goes to the L1 host buffer that pins late (device_staging.h),
-// sized at the first capture: buffer.capacity, or twice that version.
-//
-// Once checkpoint() returned, the version no longer reads the application's
-// device memory (L0 and the host copy are the store's own), so a device
-// region may be freed right after unprotect().
+// DeviceCapture: the Capture the Store uses (DESIGN.md, "Capture"). It wraps
+// the capture of host and managed regions (copy, fork, delta) and takes the
+// device regions itself (device_regions.h: device to device into L0, or to
+// host memory at once): it owns the pointer-kind checks at protect(), the
+// L0 path of a checkpoint, and the restart of device regions. The Store
+// knows none of it. A store that never protects a device region never
+// loads the CUDA driver: the device side is opened at the first one.
 #pragma once
 
-#include <chrono>
-#include <cstdint>
-#include <map>
 #include <memory>
 #include <string>
-#include <optional>
 #include <vector>
 
 #include "capture/capture.h"
-#include "capture/device_staging.h"
-#include "core/log.h"
-#include "core/registry.h"
-#include "gpu/device_access.h"
-#include "gpu/device_cache.h"
-#include "resurgo/config.hpp"
-#include "resurgo/device_stats.hpp"
+#include "capture/device_regions.h"
 
 namespace resurgo {
 
-class DeviceCapture {
+class DeviceCapture final : public Capture {
  public:
-  // Opens the backend `config.device.backend` names on device `device` and,
-  // when `config.device.capacity` > 0, the L0 cache there (its mapping
-  // starts at once). Throws GpuError when the backend cannot be used (no
-  // driver, no such device), saying why.
-  DeviceCapture(const Config& config, int device, const Logger& log);
-  ~DeviceCapture();
-  DeviceCapture(const DeviceCapture&) = delete;
-  DeviceCapture& operator=(const DeviceCapture&) = delete;
+  DeviceCapture(std::unique_ptr<Capture> host, const CaptureContext& context);
+  ~DeviceCapture() override;
 
-  // The device of a store's first device region `region`: the device holding
-  // it, or (where the backend cannot tell) the calling thread's current one.
-  static int device_of(const Config& config, const Region& region);
+  const char* mode(std::uint64_t state_bytes) const override { return host_->mode(state_bytes); }
+  void resize(std::uint64_t state_bytes) override { host_->resize(state_bytes); }
+  // The host and managed regions through the wrapped capture, the device
+  // regions into L0 (or host memory). Region i of `regions` is region i of
+  // the header.
+  Snapshot take(const std::vector<Region>& regions, format::Header header, Level& first_level,
+                CaptureTimes& times) override;
+  void restarting(bool restarting) override { host_->restarting(restarting); }
+  void unprotected(int id) override { host_->unprotected(id); }
+  void start_new_chain(const std::string& why) override { host_->start_new_chain(why); }
 
-  // Refuses (InvalidArgumentError naming `region` of store `store`) a
-  // pointer that is not device memory, or device memory of another device
-  // than this store's: one store uses one device.
-  void check(const Region& region, const std::string& store) const;
-
-  // The version `header` describes: the host and managed regions of
-  // `regions` through `host_capture`, the device regions into L0 (or host
-  // memory). Region i of `regions` is region i of the header.
-  Snapshot take(Capture& host_capture, const std::vector<Region>& regions, format::Header header,
-                Level& first_level, CaptureTimes& times);
-
-  // Whether L0 holds `version` with the device regions of `regions` (the
-  // same ids, labels and sizes, in order), so that restart may copy them
-  // from there, device to device. Application thread only, as take().
-  bool cached(std::int64_t version, const std::vector<Region>& regions) const;
-  // Copies them from L0 into the regions; returns the bytes copied.
-  std::uint64_t restore_from_cache(std::int64_t version, const std::vector<Region>& regions);
-  // Copies host bytes back into a device region; they are there on return.
-  void write_back(const Region& region, const std::byte* host);
-
-  // The L0 cache's counters and the staging buffer's, where they exist.
-  // Application thread only, as take().
-  DeviceStats stats() const;
+  // Host and managed regions: a device pointer is refused where the process
+  // uses the CUDA driver. Device regions: refused under capture.mode fork
+  // or auto (a forked child cannot reach device memory), when the pointer is
+  // not device memory, or device memory of another device than the store's.
+  void check(const Region& region, const std::string& store) override;
+  std::unique_ptr<RestartTargets> restart_targets(const Registry& registry, int version) override;
+  DeviceStats device_stats() const override;
 
  private:
-  struct Staging;
-  struct CachedRegion {
-    int id;
-    std::string label;
-    std::uint64_t bytes;
-    bool operator==(const CachedRegion&) const = default;
-  };
-  static std::vector<CachedRegion> device_layout(const std::vector<Region>& regions);
-
-  void take_device_regions(const std::vector<Region>& regions, Snapshot& snapshot, CaptureTimes& times);
-  // `device`: the device regions among `regions`.
-  void take_into_cache(std::int64_t version, const std::vector<Region>& regions,
-                       const std::vector<const Region*>& device, Snapshot& snapshot,
-                       const std::shared_ptr<Staging>& staging, CaptureTimes& times);
-  void take_to_host(const std::vector<const Region*>& device, Staging& staging);
-  // Copies bytes [offset, offset + bytes) of the regions laid end to end to `target`.
-  void copy_to_host(const std::vector<const Region*>& device, std::uint64_t offset, std::byte* target,
-                    std::uint64_t bytes);
-
+  std::unique_ptr<Capture> host_;
   const Config& config_;
   const Logger& log_;
-  const int device_;
-  std::unique_ptr<gpu::DeviceAccess> access_;
-  std::shared_ptr<DeviceStaging> staging_;  // made at the first capture, sized for it; shared with versions in flight
-  std::optional<std::chrono::steady_clock::time_point> previous_take_end_;  // the compute interval starts there
-  std::shared_ptr<gpu::DeviceCache> cache_;  // shared with the stage hooks of versions in flight
-  // The device regions of each version L0 may still hold (pruned at take()).
-  std::map<std::int64_t, std::vector<CachedRegion>> cached_layouts_;
-};
-
-// "cannot protect region 'u' of store 's' as device memory: its pointer is
-// host memory; use protect (rsg_protect)": thrown as InvalidArgumentError.
-[[noreturn]] void refuse_memory_kind(const Region& region, const std::string& store, MemoryKind found);
-
-// Restart into device regions. When L0 still holds `version` with these
-// device regions, restore reads only the other regions (registry() marks the
-// device ones restored elsewhere) and write_back() copies them from L0,
-// device to device. Otherwise restore fills host copies of them, and
-// write_back() copies those to device memory. Either way the device regions
-// change only once the rest of the version was read and verified.
-class DeviceRestart {
- public:
-  // `version`: kLatest never reads from L0 (the version is not known yet).
-  DeviceRestart(const Registry& registry, DeviceCapture& device, int version);
-  const Registry& registry() const { return staged_; }
-  // Returns the bytes copied from L0 (0 when from host copies).
-  std::uint64_t write_back();
-
- private:
-  struct Copy {
-    Region device;
-    std::unique_ptr<std::byte[]> host;
-  };
-  DeviceCapture& capture_;
-  const Registry& protected_;
-  const int version_;
-  const bool from_cache_;
-  Registry staged_;
-  std::vector<Copy> copies_;
+  DeviceLevel* const l0_;
+  std::unique_ptr<DeviceRegions> device_;  // from the first device region
 };
 
 }  // namespace resurgo

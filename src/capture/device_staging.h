@@ -16,11 +16,11 @@
 #include <functional>
 #include <memory>
 
-#include "core/log.h"
+#include "base/log.h"
 #include "gpu/late_pin_buffer.h"
 #include "gpu/registration_token.h"
 #include "resurgo/config.hpp"
-#include "tier/block_ring.h"
+#include "capture/block_ring.h"
 
 namespace resurgo {
 

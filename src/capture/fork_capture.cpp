@@ -16,19 +16,18 @@
 #include <mutex>
 #include <sstream>
 
-#include "pipeline/thread_pool.h"
-#include "pipeline/version_writer.h"
+#include "base/clock.h"
+#include "base/thread_pool.h"
+#include "format/version_writer.h"
 #include "resurgo/errors.hpp"
 
 namespace resurgo {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 
 std::atomic<ForkCapture::ForkFunction> fork_function{nullptr};
 
-double seconds_since(Clock::time_point begin) { return std::chrono::duration<double>(Clock::now() - begin).count(); }
 
 // Exit statuses of the child besides 0.
 constexpr int kChildFailed = 1;      // an Error; its message is on the pipe

@@ -1,3 +1,4 @@
+#include "base/clock.h"
 #include "core/catalog.h"
 
 #include <algorithm>
@@ -8,9 +9,6 @@ namespace {
 // Statistics of this many versions are kept; older finished ones are dropped.
 constexpr std::size_t kStatsHistory = 4096;
 
-double seconds_since(Catalog::Clock::time_point begin) {
-  return std::chrono::duration<double>(Catalog::Clock::now() - begin).count();
-}
 }  // namespace
 
 Catalog::Entry& Catalog::entry(int version) { return entries_[version]; }
@@ -206,6 +204,16 @@ void Catalog::report_failure(const std::function<std::string()>& prefix) {
                                                "' failed in the background: " + e.failure->message));
     }
   }
+}
+
+void Catalog::discard(int version) {
+  std::lock_guard lock(mutex_);
+  discarded_.insert(version);
+}
+
+bool Catalog::discarded(int version) {
+  std::lock_guard lock(mutex_);
+  return discarded_.count(version) != 0;
 }
 
 std::vector<VersionStats> Catalog::stats() {

@@ -10,9 +10,11 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "base/clock.h"
 #include "resurgo/errors.hpp"
 #include "resurgo/resurgo.hpp"
 
@@ -20,7 +22,7 @@ namespace resurgo {
 
 class Catalog {
  public:
-  using Clock = std::chrono::steady_clock;
+  using Clock = resurgo::Clock;
 
   explicit Catalog(std::string store_name) : store_(std::move(store_name)) {}
 
@@ -73,6 +75,11 @@ class Catalog {
   // `prefix()` (which says what the throwing call did).
   void report_failure(const std::function<std::string()>& prefix);
 
+  // Adjoint staging: `version` was consumed (Store::discard); no call may
+  // name it again.
+  void discard(int version);
+  bool discarded(int version);
+
   std::vector<VersionStats> stats();
   // Versions with work left, and whether each is still only in L1 (no level reached).
   std::map<int, bool> pending();
@@ -103,6 +110,7 @@ class Catalog {
   std::mutex mutex_;
   std::condition_variable changed_;
   std::map<int, Entry> entries_;
+  std::set<int> discarded_;
   int unreported_failures_ = 0;
   long failures_ = 0;
   std::function<void()> listener_;

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "core/names.h"
+#include "base/names.h"
 #include "format/container.h"
 #include "format/element_size.h"
 

@@ -203,7 +203,6 @@ T load(const std::byte* p) {
 
 }  // namespace
 
-std::uint64_t checksum(const void* data, std::size_t bytes) { return XXH3_64bits(data, bytes); }
 
 ContainerWriter::ContainerWriter(WritableFile& file, const Header& header)
     : file_(file), header_bytes_(serialize_header(header)) {

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "base/checksum.h"
+#include "base/names.h"
 #include "resurgo/config.hpp"
 #include "resurgo/env.hpp"
 
@@ -19,7 +21,6 @@ inline constexpr std::uint32_t kFormatVersion = 1;
 inline constexpr std::size_t kFooterBytes = 40;
 inline constexpr std::size_t kChunkRecordBytes = 48;
 inline constexpr std::size_t kMaxHeaderBytes = 64u << 20;  // bounds a hostile header
-inline constexpr std::size_t kMaxLabelBytes = 255;
 inline constexpr std::size_t kMaxMetadataBytes = 16u << 20;
 inline constexpr std::size_t kMaxShapeRank = 32;
 inline constexpr std::size_t kMaxDtypeBytes = 64;
@@ -135,7 +136,7 @@ void check_chunk_record(const ReadableFile& file, const Container& container, co
 template <class Progress>
 void verify_chunks(const ReadableFile& file, const Container& container, Progress&& progress);
 
-std::uint64_t checksum(const void* data, std::size_t bytes);
+using resurgo::checksum;  // base/checksum.h
 
 // Appends the container `source` (read_container's result `container`) to
 // `file` in file order, each chunk checked before it is appended, so that a

@@ -134,17 +134,4 @@ void decode_manifest_part(const std::string& text, Manifest& into) {
   for (const Json& region : json.at("regions")) into.regions.push_back(region_from(region));
 }
 
-std::string manifest_file_name(int version) {
-  char name[32];
-  std::snprintf(name, sizeof name, "v%010d.job", version);
-  return name;
-}
-
-bool parse_manifest_file_name(const std::string& name, int& version) {
-  char tail = 0;
-  return name.size() == 15 && name[0] == 'v' && name[1] != '-' &&
-         std::sscanf(name.c_str(), "v%10d.jo%c", &version, &tail) == 2 && tail == 'b' &&
-         manifest_file_name(version) == name;
-}
-
 }  // namespace resurgo::format

@@ -55,7 +55,5 @@ std::string encode_manifest_part(const ManifestFile& file, const std::vector<Man
 void decode_manifest_part(const std::string& text, Manifest& into);
 
 // "v0000000012.job" and back; the parser rejects anything else.
-std::string manifest_file_name(int version);
-bool parse_manifest_file_name(const std::string& name, int& version);
 
 }  // namespace resurgo::format

@@ -80,9 +80,22 @@ MapResult CudaVmmMemory::map(std::size_t offset, std::size_t bytes) {
 
 void CudaVmmMemory::copy_in(std::size_t offset, const void* source, std::size_t bytes) {
   const CudaContext::Scope scope(context_);
-  driver_.check(
-      driver_.cuMemcpyDtoDAsync(base_ + offset, reinterpret_cast<CUdeviceptr>(source), bytes, capture_stream_),
-      "cuMemcpyDtoDAsync", std::to_string(bytes) + " bytes into the device cache at offset " + std::to_string(offset));
+  const std::string what = std::to_string(bytes) + " bytes into the device cache at offset " + std::to_string(offset);
+  const auto address = reinterpret_cast<CUdeviceptr>(source);
+  if (on_device(address)) {
+    driver_.check(driver_.cuMemcpyDtoDAsync(base_ + offset, address, bytes, capture_stream_), "cuMemcpyDtoDAsync",
+                  what);
+  } else {
+    driver_.check(driver_.cuMemcpyHtoDAsync(base_ + offset, source, bytes, capture_stream_), "cuMemcpyHtoDAsync",
+                  what);
+  }
+}
+
+// Pageable host memory is unknown to the driver: the query fails for it.
+bool CudaVmmMemory::on_device(CUdeviceptr address) const {
+  CUmemorytype kind = CU_MEMORYTYPE_HOST;
+  return driver_.cuPointerGetAttribute(&kind, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, address) == CUDA_SUCCESS &&
+         kind == CU_MEMORYTYPE_DEVICE;
 }
 
 void CudaVmmMemory::wait_copies_in() {
@@ -93,13 +106,8 @@ void CudaVmmMemory::wait_copies_in() {
 void CudaVmmMemory::copy_out(std::size_t offset, void* target, std::size_t bytes) {
   const CudaContext::Scope scope(context_);
   const std::string what = std::to_string(bytes) + " bytes out of the device cache at offset " + std::to_string(offset);
-  // Pageable host memory is unknown to the driver: the query fails for it.
-  CUmemorytype kind = CU_MEMORYTYPE_HOST;
   const auto address = reinterpret_cast<CUdeviceptr>(target);
-  const bool on_device =
-      driver_.cuPointerGetAttribute(&kind, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, address) == CUDA_SUCCESS &&
-      kind == CU_MEMORYTYPE_DEVICE;
-  if (on_device) {
+  if (on_device(address)) {
     driver_.check(driver_.cuMemcpyDtoDAsync(address, base_ + offset, bytes, read_stream_), "cuMemcpyDtoDAsync", what);
   } else {
     driver_.check(driver_.cuMemcpyDtoHAsync(target, base_ + offset, bytes, read_stream_), "cuMemcpyDtoHAsync", what);

@@ -2,8 +2,9 @@
 // with cuMemAddressReserve, each chunk a cuMemCreate allocation on the
 // store's device mapped with cuMemMap and made accessible to that device with
 // cuMemSetAccess; copies on two streams of the device's primary context
-// (captures on one, reads on the other). Every driver call runs inside a
-// CudaContext::Scope: the calling thread's own context is left as it was.
+// (captures on one, reads on the other), from and to device or host memory.
+// Every driver call runs inside a CudaContext::Scope: the calling thread's
+// own context is left as it was.
 #pragma once
 
 #include <cuda.h>
@@ -36,6 +37,7 @@ class CudaVmmMemory : public DeviceMemory {
 
  private:
   CUmemAllocationProp chunk_properties() const;
+  bool on_device(CUdeviceptr address) const;  // in the calling scope's context
   // Gives back what was made: chunks, reservation, streams.
   void release() noexcept;
 

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <limits>
 
+#include "base/units.h"
+#include "base/clock.h"
 #include "resurgo/errors.hpp"
 
 namespace resurgo::gpu {
@@ -14,21 +16,6 @@ constexpr std::size_t kNowhere = std::numeric_limits<std::size_t>::max();
 // Versions start on this boundary: full-speed copies, whatever the spans.
 constexpr std::size_t kAlignment = 256;
 
-std::size_t round_up(std::size_t value, std::size_t multiple) { return (value + multiple - 1) / multiple * multiple; }
-
-std::string size_text(std::size_t bytes) {
-  char text[32];
-  if (bytes >= (std::size_t{1} << 30)) {
-    std::snprintf(text, sizeof text, "%.2f GiB", static_cast<double>(bytes) / (1 << 30));
-  } else {
-    std::snprintf(text, sizeof text, "%.2f MiB", static_cast<double>(bytes) / (1 << 20));
-  }
-  return text;
-}
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 }  // namespace
 
 DeviceCache::DeviceCache(std::unique_ptr<DeviceMemory> memory, DeviceCacheOptions options, const Logger& log)
@@ -162,7 +149,7 @@ CaptureResult DeviceCache::capture(std::int64_t version, const std::vector<Captu
       continue;
     }
     const Entry& oldest = fifo_.front();
-    if (oldest.flushed && oldest.readers == 0) {
+    if ((oldest.flushed || oldest.removed) && oldest.readers == 0) {
       fifo_.pop_front();
       counters_.evicted++;
       if (fifo_.empty()) head_ = 0;
@@ -174,7 +161,7 @@ CaptureResult DeviceCache::capture(std::int64_t version, const std::vector<Captu
   counters_.flush_wait_seconds += result.flush_wait_seconds;
   if (result.status != CaptureResult::Status::kCached) return result;
 
-  fifo_.push_back(Entry{version, offset, bytes});
+  fifo_.push_back(Entry{version, offset, bytes, total});
   head_ = offset + bytes;
   lock.unlock();
   try {
@@ -244,18 +231,49 @@ bool DeviceCache::contains(std::int64_t version) const {
   return entry != nullptr && entry->complete;
 }
 
+std::vector<std::int64_t> DeviceCache::versions() const {
+  std::lock_guard lock(mutex_);
+  std::vector<std::int64_t> found;
+  for (const Entry& entry : fifo_) {
+    if (entry.complete && !entry.removed) found.push_back(entry.version);
+  }
+  return found;
+}
+
+std::optional<std::size_t> DeviceCache::size_of(std::int64_t version) const {
+  std::lock_guard lock(mutex_);
+  const Entry* entry = find(version);
+  if (entry == nullptr || !entry->complete) return std::nullopt;
+  return entry->size;
+}
+
+void DeviceCache::remove(std::int64_t version) {
+  std::lock_guard lock(mutex_);
+  Entry* entry = find(version);
+  if (entry == nullptr || !entry->complete) {
+    throw NotFoundError("device cache: version " + std::to_string(version) + " is not cached; cannot remove it");
+  }
+  entry->removed = true;
+  changed_.notify_all();
+}
+
 DeviceCacheStats DeviceCache::stats() const {
   std::lock_guard lock(mutex_);
   DeviceCacheStats stats = counters_;
   stats.mapped = mapped_;
   stats.growth_done = growth_done_;
-  stats.versions = fifo_.size();
-  for (const Entry& entry : fifo_) stats.used += entry.bytes;
+  for (const Entry& entry : fifo_) {
+    if (entry.removed) continue;
+    stats.versions++;
+    stats.used += entry.bytes;
+  }
   return stats;
 }
 
+// Removed entries are no longer there for anyone but the eviction.
 DeviceCache::Entry* DeviceCache::find(std::int64_t version) {
-  auto it = std::find_if(fifo_.begin(), fifo_.end(), [version](const Entry& e) { return e.version == version; });
+  auto it = std::find_if(fifo_.begin(), fifo_.end(),
+                         [version](const Entry& e) { return e.version == version && !e.removed; });
   return it == fifo_.end() ? nullptr : &*it;
 }
 

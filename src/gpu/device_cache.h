@@ -18,11 +18,13 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "core/log.h"
+#include "base/clock.h"
+#include "base/log.h"
 #include "gpu/device_memory.h"
 #include "resurgo/device_stats.hpp"
 
@@ -40,7 +42,7 @@ struct DeviceCacheOptions {
 };
 
 // One piece of a version: `bytes` from `source` (device memory, or host
-// memory for HostMemory).
+// memory).
 struct CaptureSpan {
   const void* source;
   std::size_t bytes;
@@ -85,6 +87,13 @@ class DeviceCache {
   void read(std::int64_t version, std::size_t offset, void* target, std::size_t bytes);
 
   bool contains(std::int64_t version) const;
+  // The versions cached, oldest first, and the bytes one was captured with.
+  std::vector<std::int64_t> versions() const;
+  std::optional<std::size_t> size_of(std::int64_t version) const;
+  // Drops `version` now (it is no longer contained); its space comes back
+  // when the versions before it are evicted. NotFoundError when it is not
+  // cached.
+  void remove(std::int64_t version);
   // Blocks until mapping ended (fully mapped, stopped, or closed).
   void wait_growth_done() const;
   // Wakes waiting captures, which return kClosed, and stops the mapping.
@@ -96,12 +105,14 @@ class DeviceCache {
   struct Entry {
     std::int64_t version;
     std::size_t offset;
-    std::size_t bytes;
+    std::size_t bytes;  // of the range: the size captured, aligned
+    std::size_t size;   // captured
     bool complete = false;  // the copies are done
     bool flushed = false;
+    bool removed = false;   // dropped, its space not free yet
     int readers = 0;
   };
-  using Clock = std::chrono::steady_clock;
+  using Clock = resurgo::Clock;
 
   void map_chunks();
   // Where `bytes` would go given the free space, or SIZE_MAX when the oldest

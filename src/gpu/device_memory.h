@@ -30,9 +30,8 @@ class DeviceMemory {
   // throws on any other failure.
   virtual MapResult map(std::size_t offset, std::size_t bytes) = 0;
 
-  // Enqueues a copy of `bytes` from `source` (device memory, or host memory
-  // for the host implementation) to [offset, offset + bytes) of the range,
-  // on the capture stream.
+  // Enqueues a copy of `bytes` from `source` (device or host memory) to
+  // [offset, offset + bytes) of the range, on the capture stream.
   virtual void copy_in(std::size_t offset, const void* source, std::size_t bytes) = 0;
   // Waits for every copy enqueued by copy_in().
   virtual void wait_copies_in() = 0;

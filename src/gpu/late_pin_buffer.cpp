@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "base/units.h"
+#include "base/clock.h"
 #include "gpu/gpu_error.h"
 #include "resurgo/errors.hpp"
 
@@ -54,18 +56,6 @@ namespace {
 
 constexpr std::size_t kHugePage = std::size_t{2} << 20;
 
-std::size_t round_up(std::size_t value, std::size_t multiple) { return (value + multiple - 1) / multiple * multiple; }
-
-double since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-std::string size_text(std::size_t bytes) {
-  if (bytes < (std::size_t{1} << 20)) return std::to_string(bytes) + " bytes";
-  char text[32];
-  std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
-  return text;
-}
 
 bool settled(LatePinState state) {
   return state == LatePinState::kPinned || state == LatePinState::kPinFailed || state == LatePinState::kNotPinned ||
@@ -181,7 +171,7 @@ bool LatePinBuffer::touch_one_step() {
 
   const Clock::time_point start = Clock::now();
   const std::string failure = populate(step * step_, step_);
-  const double seconds = since(start);
+  const double seconds = seconds_since(start);
 
   lock.lock();
   if (!failure.empty()) {
@@ -203,7 +193,7 @@ void LatePinBuffer::populate_and_pin_now() {
   const std::string failure = populate(0, capacity_);
   {
     std::lock_guard lock(mutex_);
-    counters_.touch_seconds = since(start);
+    counters_.touch_seconds = seconds_since(start);
     if (failure.empty()) {
       std::fill(touched_.begin(), touched_.end(), true);
       untouched_steps_ = 0;
@@ -227,7 +217,7 @@ void LatePinBuffer::pin_all() {
       const Clock::time_point start = Clock::now();
       token = options_.token->acquire([this] { return stopping(); });
       std::lock_guard lock(mutex_);
-      counters_.token_wait_seconds = since(start);
+      counters_.token_wait_seconds = seconds_since(start);
       if (!token) {
         set_state(LatePinState::kStopped);
         return;
@@ -248,7 +238,7 @@ void LatePinBuffer::pin_all() {
       pinner_->pin(base_ + offset, bytes);
       pinned_pieces_.emplace_back(base_ + offset, bytes);
       std::lock_guard lock(mutex_);
-      counters_.pin_seconds += since(start);
+      counters_.pin_seconds += seconds_since(start);
       counters_.pin_pieces = pinned_pieces_.size();
     }
   } catch (const std::exception& error) {

@@ -39,7 +39,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/log.h"
+#include "base/clock.h"
+#include "base/log.h"
 #include "gpu/host_pinner.h"
 #include "gpu/registration_token.h"
 #include "gpu/touch_model.h"
@@ -125,7 +126,7 @@ class LatePinBuffer {
   LatePinStats stats() const;
 
  private:
-  using Clock = std::chrono::steady_clock;
+  using Clock = resurgo::Clock;
   struct OpenFlush {
     std::size_t offset;
     std::size_t bytes;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "base/units.h"
 #include "resurgo/errors.hpp"
 
 namespace resurgo {
@@ -93,12 +94,6 @@ std::string rate_text(double bytes_per_second) {
   return text;
 }
 
-std::string bytes_text(double bytes) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.4g MiB", bytes / (1 << 20));
-  return text;
-}
-
 std::string seconds_text(double seconds) {
   char text[32];
   std::snprintf(text, sizeof text, "%.4g s", seconds);
@@ -166,9 +161,9 @@ TouchDecision gpu::choose_touch_strategy(const TouchModelInputs& inputs) {
 std::string TouchDecision::describe() const {
   return std::string("touch model: ") + to_string(strategy) + " (flushing until all is touched, over " +
          std::to_string(horizon_iterations) + " checkpoints: concurrent " + seconds_text(concurrent.flush_seconds) +
-         ", sequential " + seconds_text(sequential.flush_seconds) + "; S=" + bytes_text(inputs.checkpoint_bytes) +
-         ", C=" + seconds_text(inputs.compute_seconds) + ", U=" + bytes_text(inputs.untouched_bytes) +
-         ", L=" + bytes_text(inputs.touched_ahead_bytes) +
+         ", sequential " + seconds_text(sequential.flush_seconds) + "; S=" + size_text(static_cast<std::uint64_t>(inputs.checkpoint_bytes)) +
+         ", C=" + seconds_text(inputs.compute_seconds) + ", U=" + size_text(static_cast<std::uint64_t>(inputs.untouched_bytes)) +
+         ", L=" + size_text(static_cast<std::uint64_t>(inputs.touched_ahead_bytes)) +
          (inputs.flushes_overlap_compute ? ", flushes overlap compute" : ", flushes between computes") +
          "; T=" + rate_text(rates.touch_alone) + ", Tc=" + rate_text(rates.touch_concurrent) +
          ", Ft=" + rate_text(rates.flush_touched) + ", Fu=" + rate_text(rates.flush_untouched) +

@@ -6,7 +6,7 @@
 #include <climits>
 #include <string>
 
-#include "core/log.h"
+#include "base/log.h"
 #include "matrix/matrix_impl.h"
 #include "matrix/message_backend.h"
 #include "matrix/mpi_call.h"

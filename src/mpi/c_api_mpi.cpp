@@ -1,7 +1,7 @@
 // The C API of MPI stores (resurgo/resurgo_mpi.h): the C shell over
 // Store(name, config, mpi_comm(comm)).
-#include "core/c_status.h"
-#include "core/c_store.h"
+#include "base/c_status.h"
+#include "base/c_store.h"
 #include "resurgo/mpi.hpp"
 #include "resurgo/resurgo_mpi.h"
 

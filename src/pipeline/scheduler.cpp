@@ -2,15 +2,15 @@
 
 #include <algorithm>
 
-#include "pipeline/thread_priority.h"
-#include "pipeline/version_writer.h"
+#include "base/clock.h"
+#include "base/thread_priority.h"
+#include "format/version_writer.h"
 #include "resurgo/errors.hpp"
 
 namespace resurgo {
 
 namespace {
 
-using Clock = Catalog::Clock;
 
 // Versions that may wait for their copy to the next level (the one being
 // copied included) before the level that feeds it waits too. When L4 is
@@ -20,18 +20,12 @@ using Clock = Catalog::Clock;
 // application sees the wait as backpressure.
 constexpr std::size_t kMaxBacklog = 2;
 
-double seconds_since(Clock::time_point begin) { return std::chrono::duration<double>(Clock::now() - begin).count(); }
 
 }  // namespace
 
 Scheduler::Scheduler(std::vector<Step> steps, const Config::Pipeline& pipeline, ThreadPool& pool, Catalog& catalog,
                      const Logger& log, Trace& trace)
     : steps_(std::move(steps)), pipeline_(pipeline), pool_(pool), catalog_(catalog), log_(log), trace_(trace) {
-  const bool any = std::any_of(steps_.begin(), steps_.end(), [](const Step& step) { return step.every > 0; });
-  if (!any) {
-    throw ConfigError(
-        "no level takes checkpoints: memory.every, local.every and persistent.every are all 0; set one of them");
-  }
   bool earlier_takes_all = false;
   for (const Step& step : steps_) {
     if (step.every <= 0) continue;
@@ -56,31 +50,18 @@ Scheduler::~Scheduler() {
   evictor_.join();
 }
 
-std::vector<Level*> Scheduler::route(long checkpoint_number) const {
-  std::vector<Level*> levels;
-  for (const Step& step : steps_) {
-    if (step.every > 0 && checkpoint_number % step.every == 0) levels.push_back(step.level);
-  }
-  if (levels.empty()) {  // e.g. local.every = 0 and persistent.every = 10: the first level with a period
-    for (const Step& step : steps_) {
-      if (step.every > 0) return {step.level};
-    }
-  }
-  return levels;
-}
-
 Scheduler::Worker& Scheduler::worker_of(const Level* level) {
   for (auto& worker : workers_) {
     if (worker->level == level) return *worker;
   }
-  throw StateError("level L" + std::to_string(level->number()) + " has no worker");  // a route from route() always has one
+  throw StateError("level L" + std::to_string(level->number()) + " has no worker");  // a route from the Route always has one
 }
 
 void Scheduler::submit(int version, std::vector<Level*> route, Snapshot snapshot) {
   {
     std::lock_guard lock(mutex_);
     Worker& worker = worker_of(route.front());
-    worker.queue.push_back(Job{version, std::move(route), 0, std::move(snapshot)});
+    worker.queue.push_back(Task{version, std::move(route), 0, std::move(snapshot)});
   }
   changed_.notify_all();
 }
@@ -111,7 +92,7 @@ std::size_t Scheduler::backlog(const Level* level) const {
   return 0;
 }
 
-void Scheduler::wait_for_backlog(const Job& job) {
+void Scheduler::wait_for_backlog(const Task& job) {
   if (job.step + 1 >= job.route.size()) return;
   const Level* next = job.route[job.step + 1];
   std::unique_lock lock(mutex_);
@@ -126,7 +107,7 @@ void Scheduler::work(Worker& worker) {
   if (worker.copies_only) lower_this_thread_priority();
   Trace::name_this_thread("level L" + std::to_string(worker.level->number()));
   for (;;) {
-    Job job;
+    Task job;
     {
       std::unique_lock lock(mutex_);
       changed_.wait(lock, [&] { return stopping_ || !worker.queue.empty(); });
@@ -147,7 +128,7 @@ void Scheduler::work(Worker& worker) {
 
 // The first level writes the snapshot (or waits for the process that does);
 // the others copy from the level before. A failure ends the version's route.
-std::uint64_t Scheduler::write(Job& job, Clock::time_point& started) {
+std::uint64_t Scheduler::write(Task& job, Clock::time_point& started) {
   Level& level = *job.route[job.step];
   if (job.step > 0) {
     Level& source = *job.route[job.step - 1];
@@ -187,7 +168,7 @@ std::uint64_t Scheduler::write(Job& job, Clock::time_point& started) {
   return stored;
 }
 
-void Scheduler::run(Job& job) {
+void Scheduler::run(Task& job) {
   Level& level = *job.route[job.step];
   Clock::time_point started = Clock::now();
   bool written = false;
@@ -209,7 +190,7 @@ void Scheduler::run(Job& job) {
   catalog_.reached(job.version, level.number(), stored, seconds_since(started));
   if (job.step + 1 < job.route.size()) {
     std::lock_guard lock(mutex_);
-    worker_of(job.route[job.step + 1]).queue.push_back(Job{job.version, job.route, job.step + 1, {}});
+    worker_of(job.route[job.step + 1]).queue.push_back(Task{job.version, job.route, job.step + 1, {}});
   }
   changed_.notify_all();
 }

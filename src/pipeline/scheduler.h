@@ -1,7 +1,7 @@
 // Scheduler: moves captured versions through the levels of their route
-// (DESIGN.md, "Data flow and modules"). The route comes from configuration:
-// the directory levels in order (L2, then L4), each with `every` (the n-th
-// checkpoints it takes) and `keep`. Each level has one worker thread with a
+// (DESIGN.md, "Data flow and modules"). The levels come from the Route: L1,
+// L2, L4 in order, each with `every` (the n-th checkpoints it takes) and
+// `keep`. Each level has one worker thread with a
 // queue: the first level of a version's route writes its Snapshot, every
 // later one copies it from the level before (verifying every chunk). An
 // eviction thread removes surplus versions, never while a capture runs and
@@ -19,32 +19,28 @@
 #include <thread>
 #include <vector>
 
-#include "capture/capture.h"
+#include "capture/snapshot.h"
 #include "core/catalog.h"
-#include "core/log.h"
-#include "core/trace.h"
-#include "pipeline/thread_pool.h"
+#include "base/log.h"
+#include "base/trace.h"
+#include "base/thread_pool.h"
 #include "tier/level.h"
+#include "tier/route.h"
 
 namespace resurgo {
 
 class Scheduler {
  public:
-  struct Step {
-    Level* level;
-    int every;  // the n-th checkpoints go to this level; 0 = none
-  };
+  using Step = Route::Step;
 
-  // `steps` in route order; at least one must take checkpoints.
+  // `steps` in route order (Route::scheduled); at least one takes checkpoints.
   Scheduler(std::vector<Step> steps, const Config::Pipeline& pipeline, ThreadPool& pool, Catalog& catalog,
             const Logger& log, Trace& trace);
   ~Scheduler();  // drains, then stops the threads
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
-  // The levels the `checkpoint_number`-th checkpoint (counting from 1) goes to.
-  std::vector<Level*> route(long checkpoint_number) const;
-  // Hands a captured version to the first level of `route`.
+  // Hands a captured version to the first level of `route` (Route::levels_for).
   void submit(int version, std::vector<Level*> route, Snapshot snapshot);
   // Until every submitted version has settled and no eviction is due or running.
   void drain();
@@ -60,7 +56,7 @@ class Scheduler {
   void discard(int version);
 
  private:
-  struct Job {
+  struct Task {
     int version = 0;
     std::vector<Level*> route;  // the version's whole route
     std::size_t step = 0;       // index in `route` of the level this job goes to
@@ -69,15 +65,15 @@ class Scheduler {
   struct Worker {
     Level* level = nullptr;
     bool copies_only = false;  // every version reached an earlier level first
-    std::deque<Job> queue;
+    std::deque<Task> queue;
     bool busy = false;
     std::thread thread;
   };
 
   void work(Worker& worker);
-  void run(Job& job);
-  std::uint64_t write(Job& job, Catalog::Clock::time_point& started);
-  void wait_for_backlog(const Job& job);
+  void run(Task& job);
+  std::uint64_t write(Task& job, Catalog::Clock::time_point& started);
+  void wait_for_backlog(const Task& job);
   std::size_t backlog(const Level* level) const;  // the caller holds mutex_
   Worker& worker_of(const Level* level);
   void evict_loop();

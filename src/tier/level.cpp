@@ -22,4 +22,18 @@ std::optional<int> Level::base_of(int version, const std::map<int, int>& known_b
   }
 }
 
+std::map<int, std::vector<int>> committed_versions(const std::vector<Level*>& levels) {
+  std::map<int, std::vector<int>> found;
+  for (Level* level : levels) {
+    for (int version : level->versions()) found[version].push_back(level->number());
+  }
+  return found;
+}
+
+std::vector<int> level_numbers(const std::vector<Level*>& levels) {
+  std::vector<int> numbers;
+  for (const Level* level : levels) numbers.push_back(level->number());
+  return numbers;
+}
+
 }  // namespace resurgo

@@ -14,6 +14,7 @@
 
 #include "resurgo/env.hpp"
 #include "resurgo/errors.hpp"
+#include "resurgo/resurgo.hpp"  // kL0 ... kL4
 
 namespace resurgo {
 
@@ -32,11 +33,12 @@ class Level {
     bool is_volatile = false;  // lost with the process (memory levels)
     bool node_local = false;   // lost with the node (L2, L0)
     bool collective = false;   // a version is complete only when every rank's copy is
+    bool device = false;       // in GPU memory (L0): holds device images, not container files
   };
 
   virtual ~Level() = default;
 
-  virtual int number() const = 0;  // 0..4: L0 device ... L4 persistent
+  virtual int number() const = 0;  // kL0 device ... kL4 persistent
   virtual Features features() const = 0;
   virtual std::string where() const = 0;  // for messages: a directory, a device
 
@@ -72,5 +74,12 @@ class Level {
   // chain is broken already). Throws StorageError when the copy cannot be read.
   std::optional<int> base_of(int version, const std::map<int, int>& known_bases = {});
 };
+
+// Committed versions of this rank on `levels`, each with the numbers of the
+// levels holding a copy (in the order of `levels`).
+std::map<int, std::vector<int>> committed_versions(const std::vector<Level*>& levels);
+
+// The numbers of `levels`, in order.
+std::vector<int> level_numbers(const std::vector<Level*>& levels);
 
 }  // namespace resurgo

@@ -6,9 +6,11 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "format/file_names.h"
+#include "base/units.h"
 #include "format/container.h"
 #include "resurgo/errors.hpp"
-#include "tier/directory_tier.h"
+#include "tier/directory_level.h"
 #include "tier/eviction.h"
 
 namespace resurgo {
@@ -24,7 +26,6 @@ struct FreeDeleter {
 };
 using Piece = std::unique_ptr<std::byte[], FreeDeleter>;
 
-std::string mebibytes(std::uint64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
 
 // The pool ran out while a version was written; commit() says what to do.
 class MemoryFull : public StorageError {
@@ -58,7 +59,7 @@ class MemoryLevel::PiecePool {
     Piece piece(static_cast<std::byte*>(std::aligned_alloc(kPieceBytes, kPieceBytes)));
     if (!piece) {
       --out_;
-      throw StorageError("the L1 memory level of store '" + store_ + "' cannot allocate " + mebibytes(kPieceBytes) +
+      throw StorageError("the L1 memory level of store '" + store_ + "' cannot allocate " + size_text(kPieceBytes) +
                          " of memory; lower memory.capacity");
     }
     ::madvise(piece.get(), kPieceBytes, MADV_HUGEPAGE);  // a hint: without THP the piece works the same
@@ -186,7 +187,7 @@ Level::Features MemoryLevel::features() const {
 }
 
 std::string MemoryLevel::where() const {
-  return "memory of store '" + store_ + "' (capacity " + mebibytes(pool_->capacity()) + ")";
+  return "memory of store '" + store_ + "' (capacity " + size_text(pool_->capacity()) + ")";
 }
 
 std::uint64_t MemoryLevel::capacity() const { return pool_->capacity(); }
@@ -197,7 +198,7 @@ std::uint64_t MemoryLevel::footprint(std::uint64_t file_bytes) const {
 void MemoryLevel::on_space_freed(std::function<void()> listener) { pool_->set_listener(std::move(listener)); }
 
 void MemoryLevel::commit(int version, const std::function<void(WritableFile&)>& write) {
-  const std::string path = "memory:" + store_ + "/" + container_file_name(version, rank_);
+  const std::string path = "memory:" + store_ + "/" + format::container_file_name(version, rank_);
   auto image = std::make_shared<Image>(pool_, path);
   ImageWriter writer(*image);
   try {
@@ -206,7 +207,7 @@ void MemoryLevel::commit(int version, const std::function<void(WritableFile&)>& 
     std::string held;
     for (int stored : versions()) held += (held.empty() ? "" : ", ") + std::to_string(stored);
     throw LevelFullError("version " + std::to_string(version) + " does not fit in the L1 memory level of store '" +
-                       store_ + "': its capacity of " + mebibytes(pool_->capacity()) + " is held by versions [" +
+                       store_ + "': its capacity of " + size_text(pool_->capacity()) + " is held by versions [" +
                        held + "]; raise memory.capacity, lower memory.keep, or discard consumed versions");
   }
   std::lock_guard lock(mutex_);

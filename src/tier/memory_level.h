@@ -34,7 +34,7 @@ class MemoryLevel final : public Level {
   MemoryLevel(const std::string& store, int rank, std::uint64_t capacity, int keep);
   ~MemoryLevel() override;
 
-  int number() const override { return 1; }
+  int number() const override { return kL1; }
   Features features() const override;
   std::string where() const override;
 

@@ -6,8 +6,9 @@
 #include <set>
 
 #include "resurgo/errors.hpp"
+#include "format/file_names.h"
 #include "resurgo/resurgo.hpp"
-#include "tier/directory_tier.h"
+#include "tier/directory_level.h"
 
 namespace resurgo {
 
@@ -16,7 +17,7 @@ namespace {
 // The versions of the tier's rank whose chain goes through `version`
 // (directly or through other deltas), ascending. A damaged file names no
 // base: its chain is broken already.
-std::vector<int> dependents_of(DirectoryTier& tier, int version) {
+std::vector<int> dependents_of(DirectoryLevel& tier, int version) {
   std::vector<int> found;
   for (int candidate : tier.versions()) {
     if (candidate <= version) continue;  // a base is older than its deltas
@@ -43,7 +44,7 @@ std::vector<int> remove_version(const std::string& store_dir, int version, std::
   for (const std::string& name : env->list_dir(store_dir)) {
     int file_version = 0;
     int rank = 0;
-    if (parse_container_file_name(name, file_version, rank) && file_version == version) ranks.insert(rank);
+    if (format::parse_container_file_name(name, file_version, rank) && file_version == version) ranks.insert(rank);
   }
   if (ranks.empty()) {
     throw NotFoundError("no file of version " + std::to_string(version) + " in " + store_dir);
@@ -58,10 +59,9 @@ std::vector<int> remove_version(const std::string& store_dir, int version, std::
   std::map<int, std::vector<int>> dependents;  // rank -> versions
   std::set<int> all_dependents;
   for (int rank : ranks) {
-    char lock_name[32];
-    std::snprintf(lock_name, sizeof lock_name, "/.lock.r%06d", rank);
-    if (env->exists(store_dir + lock_name)) locks.push_back(env->lock(store_dir + lock_name));
-    DirectoryTier tier(0, root, store, rank, 0600, 0, env);
+    const std::string lock_path = store_dir + "/" + format::lock_file_name(rank);
+    if (env->exists(lock_path)) locks.push_back(env->lock(lock_path));
+    DirectoryLevel tier(0, root, store, rank, 0600, 0, env);
     dependents[rank] = dependents_of(tier, version);
     all_dependents.insert(dependents[rank].begin(), dependents[rank].end());
   }
@@ -72,7 +72,7 @@ std::vector<int> remove_version(const std::string& store_dir, int version, std::
                                "with it (with_dependents; resurgo rm --with-dependents)");
   }
   for (int rank : ranks) {
-    DirectoryTier tier(0, root, store, rank, 0600, 0, env);
+    DirectoryLevel tier(0, root, store, rank, 0600, 0, env);
     // Newest first: an interruption leaves no delta without its base.
     const std::vector<int>& doomed = dependents[rank];
     for (auto dependent = doomed.rbegin(); dependent != doomed.rend(); ++dependent) tier.remove(*dependent);

@@ -13,7 +13,7 @@
 #include <memory>
 #include <string_view>
 
-#include "core/log.h"
+#include "base/log.h"
 #include "track/tracker.h"
 
 namespace resurgo::track {

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "capture/extent.h"  // `source` unused: the bytes come from written_byte
+#include "format/extent.h"  // `source` unused: the bytes come from written_byte
 #include "format/container.h"
 #include "resurgo/env.hpp"
 

@@ -13,13 +13,14 @@
 #include <utility>
 
 #include "chain_files.h"
-#include "core/byte_ranges.h"
+#include "format/file_names.h"
+#include "base/byte_ranges.h"
 #include "format/container.h"
 #include "io/fault_env.h"
 #include "forwarding_env.h"
 #include "resurgo/resurgo.hpp"
 #include "test_util.h"
-#include "tier/directory_tier.h"
+#include "tier/directory_level.h"
 
 namespace resurgo {
 namespace {
@@ -123,13 +124,13 @@ class ChainRestoreTest : public ::testing::Test {
                              {"log.level", "off"}});
   }
   std::string path(int level, int version) const {
-    return dir_.path() + (level == 2 ? "/l2/s/" : "/l4/s/") + container_file_name(version, 0);
+    return dir_.path() + (level == 2 ? "/l2/s/" : "/l4/s/") + format::container_file_name(version, 0);
   }
   // Writes `version` to each of `levels` and records it in the model.
   void write(int version, int base, const std::vector<Extent>& extents, std::vector<int> levels = {2, 4},
              const std::vector<format::RegionEntry>* regions = nullptr) {
     for (int level : levels) {
-      DirectoryTier tier(level, dir_.path() + (level == 2 ? "/l2" : "/l4"), "s", 0, 0600, 0, Env::posix());
+      DirectoryLevel tier(level, dir_.path() + (level == 2 ? "/l2" : "/l4"), "s", 0, 0600, 0, Env::posix());
       tier.prepare();
       tier.commit(version, chain_file("s", version, base, regions ? *regions : model_.regions(), extents, kBlock));
     }
@@ -337,7 +338,7 @@ TEST_F(ChainRestoreTest, UnreadableBaseIsAStorageErrorWithoutRollBack) {
   write(2, 1, {{0, kBlock, kBlock}});
   const auto env = std::make_shared<FaultEnv>();
   const auto store = open(env);
-  env->inject({FaultEnv::Op::kOpen, EIO, container_file_name(1, 0), 0, -1});
+  env->inject({FaultEnv::Op::kOpen, EIO, format::container_file_name(1, 0), 0, -1});
   EXPECT_THROW(store->restart(), StorageError);
   EXPECT_TRUE(fs::exists(path(2, 1)));
   EXPECT_TRUE(fs::exists(path(4, 1)));

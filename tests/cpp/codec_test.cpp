@@ -14,9 +14,9 @@
 #include "format/codec.h"
 #include "format/container.h"
 #include "format/element_size.h"
-#include "pipeline/compress_probe.h"
-#include "pipeline/thread_pool.h"
-#include "pipeline/version_writer.h"
+#include "format/compress_probe.h"
+#include "base/thread_pool.h"
+#include "format/version_writer.h"
 #include "resurgo/errors.hpp"
 #include "test_util.h"
 

@@ -1,4 +1,4 @@
-// Versions of a job (issue 12, src/mpi/collective_versions.h): every rank's
+// Versions of a job (issue 12, src/job/collective_versions.h): every rank's
 // Store of one job, each on a thread with a communicator of threads
 // (thread_job.h), so the two-phase commit, the agreement at checkpoint and
 // at restart, and the fall-backs run in one process under the sanitizers.
@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "format/manifest.h"
+#include "format/file_names.h"
 #include "resurgo/resurgo.hpp"
 #include "test_util.h"
 #include "thread_job.h"

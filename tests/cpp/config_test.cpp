@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/names.h"
+#include "base/names.h"
 #include "resurgo/config.hpp"
 #include "resurgo/errors.hpp"
 #include "test_util.h"

@@ -33,12 +33,13 @@
 #include <vector>
 
 #include "format/container.h"
+#include "format/file_names.h"
 #include "io/fault_env.h"
 #include "resurgo/errors.hpp"
 #include "resurgo/resurgo.hpp"
 #include "../sanitized.h"
 #include "test_util.h"
-#include "tier/directory_tier.h"
+#include "tier/directory_level.h"
 
 namespace resurgo {
 namespace {
@@ -100,7 +101,7 @@ const LevelKind kLevels[] = {
        return keys;
      },
      [](const std::string& root) -> std::unique_ptr<Level> {
-       return std::make_unique<DirectoryTier>(kL2, root + "/l2", kStore, 0, 0600, 0, Env::posix());
+       return std::make_unique<DirectoryLevel>(kL2, root + "/l2", kStore, 0, 0600, 0, Env::posix());
      }},
     {"L4", kL4, "/l4/",
      [](const std::string& root) {
@@ -110,7 +111,7 @@ const LevelKind kLevels[] = {
        return keys;
      },
      [](const std::string& root) -> std::unique_ptr<Level> {
-       return std::make_unique<DirectoryTier>(kL4, root + "/l4", kStore, 0, 0600, 0, Env::posix());
+       return std::make_unique<DirectoryLevel>(kL4, root + "/l4", kStore, 0, 0600, 0, Env::posix());
      }},
 };
 
@@ -472,7 +473,7 @@ TEST_P(RouteConformanceTest, EvictionKeepsTheNewestAndNeverRemovesACopyALaterLev
     const auto version_of = [](const std::string& path) {
       int version = -1;
       int rank = -1;
-      if (!parse_container_file_name(fs::path(path).filename().string(), version, rank)) return -1;
+      if (!format::parse_container_file_name(fs::path(path).filename().string(), version, rank)) return -1;
       return version;
     };
     auto env = std::make_shared<ObservedEnv>(std::make_shared<FaultEnv>());

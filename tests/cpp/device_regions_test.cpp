@@ -14,13 +14,13 @@
 #include <vector>
 
 #include "capture/capture.h"
-#include "capture/device_capture.h"
+#include "capture/device_regions.h"
 #include "capture/device_staging.h"
 #include "gpu/device_access.h"
 #ifdef RESURGO_HAVE_CUDA_HEADERS
 #include "gpu/cuda_driver.h"
 #endif
-#include "pipeline/thread_pool.h"
+#include "base/thread_pool.h"
 #include "resurgo/errors.hpp"
 #include "resurgo/resurgo.h"
 #include "resurgo/resurgo.hpp"
@@ -297,7 +297,7 @@ TEST_F(DeviceRegionsTest, TheCApiReportsTheDeviceCaches) {
   }
 }
 
-// DeviceCapture alone: what goes through L0 and what bypasses it.
+// DeviceRegions alone, over an L0 of its own: what goes through L0 and what bypasses it.
 class DeviceCaptureTest : public DeviceRegionsTest {
  protected:
   // A staging fill that copies from `source` as a device-to-host copy would.
@@ -320,7 +320,8 @@ class DeviceCaptureTest : public DeviceRegionsTest {
 
 TEST_F(DeviceCaptureTest, AVersionLargerThanL0IsCopiedToHostAtOnceAndTheCacheCountsTheBypass) {
   const Config small = config({{"device.capacity", "1MiB"}, {"device.chunk", "1MiB"}});
-  DeviceCapture capture(small, 0, log);
+  DeviceLevel l0("d", small.device, 0, log);
+  DeviceRegions capture(small, &l0, 0, log);
   std::vector<float> large = values(2 * kMiB / 4, 1), fits = values(1000, 2);
   format::Header header;
   header.version = 1;
@@ -350,7 +351,8 @@ TEST_F(DeviceCaptureTest, AVersionLargerThanL0IsCopiedToHostAtOnceAndTheCacheCou
 
 TEST_F(DeviceCaptureTest, AVersionNumberStillInL0FromBeforeARestartBypassesIt) {
   const Config with_l0 = config();
-  DeviceCapture capture(with_l0, 0, log);
+  DeviceLevel l0("d", with_l0.device, 0, log);
+  DeviceRegions capture(with_l0, &l0, 0, log);
   ThreadPool pool(1);
   const std::unique_ptr<Capture> host = make_capture(CaptureContext{with_l0, pool, log, [](bool) {}});
   MemoryLevel level("d", 0, 4 * kMiB, 0);

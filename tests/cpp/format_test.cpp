@@ -18,8 +18,8 @@
 #include "format/bytes.h"
 #include "format/codec.h"
 #include "format/container.h"
-#include "pipeline/thread_pool.h"
-#include "pipeline/version_writer.h"
+#include "base/thread_pool.h"
+#include "format/version_writer.h"
 #include "resurgo/errors.hpp"
 #include "test_util.h"
 

@@ -730,7 +730,7 @@ TEST(TouchModelTest, RefusesMissingOrInvalidInputs) {
 
 TEST(TouchModelTest, DescribeNamesTheChoiceTheEstimatesAndEveryInput) {
   const std::string line = choose_touch_strategy(paper_inputs(0.1)).describe();
-  for (const char* part : {"sequential", "concurrent", "S=128 MiB", "C=0.1 s", "U=8192 MiB", "L=0 MiB", "T=20 GB/s",
+  for (const char* part : {"sequential", "concurrent", "S=128.00 MiB", "C=0.1 s", "U=8.00 GiB", "L=0 bytes", "T=20 GB/s",
                            "Tc=10 GB/s", "Ft=6 GB/s", "Fu=3 GB/s", "Fc=4.5 GB/s"}) {
     EXPECT_NE(line.find(part), std::string::npos) << part << " in " << line;
   }

@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "resurgo/errors.hpp"
-#include "tier/host_buffer.h"
+#include "capture/host_buffer.h"
 
 namespace resurgo {
 namespace {

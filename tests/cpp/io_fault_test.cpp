@@ -46,13 +46,14 @@
 #include <vector>
 
 #include "format/container.h"
+#include "format/file_names.h"
 #include "io/fault_env.h"
 #include "resurgo/errors.hpp"
 #include "io/system_calls.h"
 #include "forwarding_env.h"
 #include "resurgo/resurgo.hpp"
 #include "test_util.h"
-#include "tier/directory_tier.h"
+#include "tier/directory_level.h"
 
 namespace resurgo {
 namespace {
@@ -183,7 +184,7 @@ class Checks {
       if (name == ".lock.r000000" && parent == root_ + "/l2/" + kStore) continue;
       int version = 0;
       int rank = 0;
-      if (!parse_container_file_name(name, version, rank) ||
+      if (!format::parse_container_file_name(name, version, rank) ||
           (parent != root_ + "/l2/" + kStore && parent != root_ + "/l4/" + kStore)) {
         violation(when + ": unexpected file " + path);
         continue;
@@ -349,7 +350,7 @@ class ScenarioRun : public Checks {
     }
     store.reset();
     for (const char* level : {"/l2/", "/l4/"}) {
-      const std::string path = root_ + level + kStore + "/" + container_file_name(kPhaseTwoVersion, 0);
+      const std::string path = root_ + level + kStore + "/" + format::container_file_name(kPhaseTwoVersion, 0);
       if (!fs::exists(path)) violation(std::string("phase 2: version 10 missing at ") + path);
     }
   }

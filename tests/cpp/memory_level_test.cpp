@@ -12,7 +12,7 @@
 #include "format/container.h"
 #include "resurgo/errors.hpp"
 #include "test_util.h"
-#include "tier/directory_tier.h"
+#include "tier/directory_level.h"
 
 namespace resurgo {
 namespace {
@@ -98,7 +98,7 @@ TEST(MemoryLevelTest, EvictionKeepsTheNewestAndTheBasesTheyNeed) {
 
 TEST(MemoryLevelTest, CopyFromADamagedFileIsRefusedAndLeavesNothing) {
   TempDir dir;
-  DirectoryTier disk(2, dir.path(), "s", 0, 0600, 0, Env::posix());
+  DirectoryLevel disk(2, dir.path(), "s", 0, 0600, 0, Env::posix());
   disk.prepare();
   const std::vector<format::RegionEntry> regions{{0, "u", format::RegionKind::kHost, 1u << 20, "", {}}};
   disk.commit(4, chain_file("s", 4, -1, regions, {}, 256u << 10));

@@ -1,4 +1,4 @@
-// L3 of MPI stores (src/mpi/partner_copies.h, partner_topology.h): every
+// L3 of MPI stores (src/job/partner_copies.h, partner_topology.h): every
 // rank's L2 file protected by a partner copy or an XOR set on other nodes,
 // rebuilt at restart after a node's L2 directory is lost; a job of threads
 // (thread_job.h) stands in for the ranks.
@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "mpi/partner_topology.h"
+#include "job/partner_topology.h"
 #include "resurgo/resurgo.hpp"
 #include "test_util.h"
 #include "thread_job.h"

@@ -1,7 +1,7 @@
-// The pieces of an old block that land in a new one (src/mpi/redistribution.h).
+// The pieces of an old block that land in a new one (src/job/redistribution.h).
 #include <gtest/gtest.h>
 
-#include "mpi/redistribution.h"
+#include "job/redistribution.h"
 
 namespace resurgo {
 namespace {

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "core/catalog.h"
-#include "core/log.h"
-#include "core/trace.h"
-#include "pipeline/thread_pool.h"
+#include "base/log.h"
+#include "base/trace.h"
+#include "base/thread_pool.h"
 #include "resurgo/config.hpp"
 #include "tier/memory_level.h"
 

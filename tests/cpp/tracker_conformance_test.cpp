@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/log.h"
+#include "base/log.h"
 #include "test_util.h"
 #include "track_test_util.h"
 #include "track/tracker_choice.h"

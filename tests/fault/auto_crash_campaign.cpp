@@ -65,12 +65,13 @@
 #include <vector>
 
 #include "auto_application.h"
+#include "format/file_names.h"
 #include "campaign_main.h"
 #include "child_process.h"
-#include "core/crash_point.h"
+#include "base/crash_point.h"
 #include "resurgo/auto.hpp"
 #include "resurgo/resurgo.hpp"
-#include "tier/directory_tier.h"
+#include "tier/directory_level.h"
 
 namespace resurgo::fault {
 namespace {
@@ -399,9 +400,9 @@ void plant_stale_temporary(const std::string& dir) {
   const pid_t dead = ::fork();
   if (dead == 0) _exit(0);
   ::waitpid(dead, nullptr, 0);
-  const std::string level_dir = DirectoryTier(kL2, dir + "/l2", kStore, 0, 0600, 0, Env::posix()).dir();
+  const std::string level_dir = DirectoryLevel(kL2, dir + "/l2", kStore, 0, 0600, 0, Env::posix()).dir();
   fs::create_directories(level_dir);
-  std::ofstream(level_dir + "/." + container_file_name(999999, 0) + ".tmp-" + std::to_string(dead))
+  std::ofstream(level_dir + "/." + format::container_file_name(999999, 0) + ".tmp-" + std::to_string(dead))
       << "half of a checkpoint";
 }
 

@@ -62,14 +62,15 @@
 #include <vector>
 
 #include "application.h"
+#include "format/file_names.h"
 #include "campaign_main.h"
 #include "child_process.h"
-#include "core/crash_point.h"
+#include "base/crash_point.h"
 #include "format/container.h"
 #include "resurgo/env.hpp"
 #include "resurgo/errors.hpp"
 #include "resurgo/resurgo.hpp"
-#include "tier/directory_tier.h"
+#include "tier/directory_level.h"
 
 namespace resurgo::fault {
 namespace {
@@ -101,8 +102,8 @@ void send(int fd, Kind kind, int version) {
 // The store's two levels, read through the library's own tier (rank 0).
 struct Layout {
   std::string root;
-  DirectoryTier tier(int level) const {
-    return DirectoryTier(level, root + (level == 2 ? "/l2" : "/l4"), kStore, 0, 0600, 0, Env::posix());
+  DirectoryLevel tier(int level) const {
+    return DirectoryLevel(level, root + (level == 2 ? "/l2" : "/l4"), kStore, 0, 0600, 0, Env::posix());
   }
   std::string level_dir(int level) const { return tier(level).dir(); }
   std::string file(int level, int version) const { return tier(level).path(version); }
@@ -307,7 +308,7 @@ void plant_stale_temporary(const Layout& layout, int level) {
   if (dead == 0) _exit(0);
   ::waitpid(dead, nullptr, 0);
   fs::create_directories(layout.level_dir(level));
-  std::ofstream(layout.level_dir(level) + "/." + container_file_name(999999, 0) + ".tmp-" + std::to_string(dead))
+  std::ofstream(layout.level_dir(level) + "/." + format::container_file_name(999999, 0) + ".tmp-" + std::to_string(dead))
       << "half of a checkpoint";
 }
 

@@ -28,12 +28,13 @@
 #include <vector>
 
 #include "application.h"
+#include "format/file_names.h"
 #include "campaign_main.h"
 #include "format/container.h"
 #include "resurgo/env.hpp"
 #include "resurgo/errors.hpp"
 #include "resurgo/resurgo.hpp"
-#include "tier/directory_tier.h"
+#include "tier/directory_level.h"
 
 namespace resurgo::fault {
 namespace {
@@ -94,7 +95,7 @@ struct StoreResult {
 StoreResult run_store(const std::string& root, int store, int rank, Clock::time_point deadline) {
   StoreResult result;
   const Config config = store_config(root, store);
-  DirectoryTier local_files(2, root + "/l2", store_name(store), rank, 0600, 0, Env::posix());  // only listed
+  DirectoryLevel local_files(2, root + "/l2", store_name(store), rank, 0600, 0, Env::posix());  // only listed
   int newest = -1;
   try {
     Application application(kFieldValues, kTagBytes);
@@ -171,7 +172,7 @@ std::vector<std::string> check_tree(const std::string& root) {
     const std::string path = entry.path().string();
     int version = 0;
     int rank = 0;
-    if (parse_container_file_name(name, version, rank)) {
+    if (format::parse_container_file_name(name, version, rank)) {
       ++versions_held[entry.path().parent_path().string() + " rank " + std::to_string(rank)];
       try {
         const std::unique_ptr<ReadableFile> file = env->open(path);

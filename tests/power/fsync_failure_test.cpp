@@ -12,9 +12,10 @@
 #include <vector>
 
 #include "io/fault_env.h"
+#include "format/file_names.h"
 #include "resurgo/resurgo.hpp"
 #include "test_util.h"
-#include "tier/directory_tier.h"
+#include "tier/directory_level.h"
 
 namespace resurgo {
 namespace {
@@ -32,7 +33,7 @@ class FsyncFailureTest : public ::testing::Test {
                              {"log.level", "off"}});
   }
   std::string file(int level, int version) const {
-    return dir.path() + (level == 2 ? "/l2/s/" : "/l4/s/") + container_file_name(version, 0);
+    return dir.path() + (level == 2 ? "/l2/s/" : "/l4/s/") + format::container_file_name(version, 0);
   }
   // Checkpoints `version` with every value equal to it.
   void checkpoint(Store& store, int version) {

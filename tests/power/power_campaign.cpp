@@ -37,7 +37,7 @@
 #include "power_loss_env.h"
 #include "resurgo/errors.hpp"
 #include "resurgo/resurgo.hpp"
-#include "tier/directory_tier.h"
+#include "tier/directory_level.h"
 
 namespace resurgo::power {
 namespace {
@@ -131,9 +131,9 @@ Config configure(const StoreSpec& spec, Capture capture, const std::string& root
 
 // The store's level, as the library lays it out (rank 0); listing goes
 // through `env`.
-DirectoryTier tier_of(const std::string& root, const char* store, int level,
+DirectoryLevel tier_of(const std::string& root, const char* store, int level,
                       std::shared_ptr<Env> env = Env::posix()) {
-  return DirectoryTier(level, root + (level == 2 ? "/l2" : "/l4"), store, 0, 0600, 0, std::move(env));
+  return DirectoryLevel(level, root + (level == 2 ? "/l2" : "/l4"), store, 0, 0600, 0, std::move(env));
 }
 
 fault::Application application_for(const StoreSpec& spec) { return fault::Application(spec.field_values, spec.tag_bytes); }
@@ -199,7 +199,7 @@ void damage(const Workload& workload, int version, Recording& recording) {
   for (std::size_t s = 0; s < workload.stores.size(); ++s) {
     for (int level : {2, 4}) {
       if (level == 4 && workload.damage != Damage::kEveryCopy) continue;
-      DirectoryTier tier = tier_of(kRoot, workload.stores[s].name, level, recording.env);
+      DirectoryLevel tier = tier_of(kRoot, workload.stores[s].name, level, recording.env);
       if (!tier.holds(version)) continue;
       // Noted before the damage: from its write on, the copy may be damaged.
       recording.damaged.push_back({s, version, tier.path(version), workload.damage == Damage::kEveryCopy,
@@ -275,7 +275,7 @@ std::string verify_file(const std::string& path, const char* store, int version)
 // path, under kRoot, is `excused` were damaged on purpose.
 std::string first_damaged(const std::string& root, const char* store, const std::set<std::string>& excused = {}) {
   for (int level : {2, 4}) {
-    DirectoryTier tier = tier_of(root, store, level);
+    DirectoryLevel tier = tier_of(root, store, level);
     for (int version : tier.versions()) {
       if (excused.count(tier_of(kRoot, store, level).path(version))) continue;
       std::string error = verify_file(tier.path(version), store, version);

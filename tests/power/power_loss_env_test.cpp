@@ -62,7 +62,7 @@ bool all_of(const std::vector<State>& states, const std::function<bool(const Sta
 }
 
 // A directory made, a file written under a temporary name, synced, renamed,
-// and the directory synced: the commit protocol of DirectoryTier.
+// and the directory synced: the commit protocol of DirectoryLevel.
 struct Commit {
   PowerLossEnv env{kRoot};
   std::size_t after_sync = 0;

@@ -1,0 +1,270 @@
+#include "capture/device_regions.h"
+
+#include <algorithm>
+
+#include "base/clock.h"
+#include "resurgo/errors.hpp"
+
+namespace resurgo {
+
+namespace {
+
+const char* name_of(MemoryKind kind) {
+  return kind == MemoryKind::kDevice ? "device memory" : kind == MemoryKind::kManaged ? "managed memory" : "host memory";
+}
+
+const char* call_for(MemoryKind kind) {
+  return kind == MemoryKind::kDevice    ? "protect_device (rsg_protect_device)"
+         : kind == MemoryKind::kManaged ? "protect_managed (rsg_protect_managed)"
+                                        : "protect (rsg_protect)";
+}
+
+}  // namespace
+
+void refuse_memory_kind(const Region& region, const std::string& store, MemoryKind found) {
+  throw InvalidArgumentError("cannot protect region '" + region.label + "' of store '" + store + "' as " +
+                             name_of(region.kind) + ": its pointer is " + name_of(found) + "; use " +
+                             call_for(found));
+}
+
+// The host copy of one version's device regions, and its place in L0.
+struct DeviceRegions::Staging {
+  std::shared_ptr<DeviceStaging> buffer;        // outlives `block`
+  std::unique_ptr<DeviceStaging::Block> block;  // the host copy, once staged
+  std::uint64_t bytes = 0;
+  double compute_seconds = 0;  // since the previous capture of device regions
+  DeviceLevel* l0 = nullptr;  // null when the version bypassed L0
+  std::int64_t version = -1;
+  bool released = false;
+
+  // The version is in host memory (or given up): L0 may evict it.
+  void release_l0() {
+    if (l0 == nullptr || released) return;
+    released = true;
+    l0->release(static_cast<int>(version));
+  }
+};
+
+DeviceRegions::DeviceRegions(const Config& config, DeviceLevel* l0, int device, const Logger& log)
+    : config_(config), log_(log), l0_(l0), device_(device), access_(gpu::open_device_access(config.device.backend, device)) {
+  log_.info("device regions through " + access_->name() +
+            (l0_ ? ", L0 device cache on " + l0_->memory_name() : std::string(", no L0 device cache")));
+}
+
+DeviceRegions::~DeviceRegions() = default;
+
+int DeviceRegions::device_of(const Config& config, const DeviceLevel* l0, const Region& region) {
+  if (l0 != nullptr) return l0->device();
+  const std::optional<gpu::PointerInfo> info =
+      region.data ? gpu::describe_pointer(config.device.backend, region.data) : std::nullopt;
+  return info && info->device >= 0 ? info->device : gpu::current_device(config.device.backend);
+}
+
+void DeviceRegions::check(const Region& region, const std::string& store) const {
+  if (region.data == nullptr) return;
+  const std::optional<gpu::PointerInfo> info = access_->describe(region.data);
+  if (!info) return;
+  if (info->kind != MemoryKind::kDevice) refuse_memory_kind(region, store, info->kind);
+  if (info->device >= 0 && info->device != device_) {
+    throw InvalidArgumentError("cannot protect device region '" + region.label + "' of store '" + store +
+                               "': it is on device " + std::to_string(info->device) + ", and the store's device "
+                               "regions and L0 cache are on device " + std::to_string(device_) +
+                               " (the device current when the store was opened, or of its first device region); a "
+                               "store uses one device: open one store per device");
+  }
+}
+
+Snapshot DeviceRegions::take(Capture& host_capture, const std::vector<Region>& regions, format::Header header,
+                             Level& first_level, CaptureTimes& times) {
+  std::vector<Region> host;
+  std::vector<std::uint32_t> header_index;  // of each host region
+  for (std::size_t index = 0; index < regions.size(); ++index) {
+    if (regions[index].kind == MemoryKind::kDevice) continue;
+    host.push_back(regions[index]);
+    header_index.push_back(static_cast<std::uint32_t>(index));
+  }
+  Snapshot snapshot;
+  if (host.empty()) {
+    snapshot.header = std::move(header);
+  } else {
+    snapshot = host_capture.take(host, std::move(header), first_level, times);
+  }
+  for (Extent& extent : snapshot.extents) extent.region = header_index[extent.region];
+  try {
+    take_device_regions(regions, snapshot, times);
+  } catch (...) {
+    if (snapshot.release) snapshot.release();  // the host regions' buffer space
+    throw;
+  }
+  return snapshot;
+}
+
+void DeviceRegions::take_device_regions(const std::vector<Region>& regions, Snapshot& snapshot, CaptureTimes& times) {
+  std::vector<const Region*> device;
+  std::uint64_t bytes = 0;
+  for (const Region& region : regions) {
+    if (region.kind != MemoryKind::kDevice) continue;
+    device.push_back(&region);
+    bytes += region.bytes;
+  }
+  if (device.empty()) return;
+  const Clock::time_point started = Clock::now();
+  const double compute_seconds =
+      previous_take_end_ ? std::chrono::duration<double>(started - *previous_take_end_).count() : 0;
+  if (!staging_) {
+    const std::uint64_t capacity =
+        config_.buffer.capacity > 0 ? config_.buffer.capacity : default_buffer_capacity(bytes);
+    staging_ = std::make_shared<DeviceStaging>(config_, capacity, gpu::open_host_pinner(config_.device.backend, device_),
+                                               log_);
+  }
+  auto staging = std::make_shared<Staging>();
+  staging->buffer = staging_;
+  staging->bytes = bytes;
+  staging->compute_seconds = compute_seconds;
+  if (l0_) take_into_cache(snapshot.header.version, regions, device, snapshot, staging, times);
+  if (staging->l0 == nullptr) take_to_host(device, *staging);
+  times.copy_seconds += seconds_since(started);
+  times.device_bytes = bytes;
+  times.device_into_l0 = staging->l0 != nullptr;
+  std::function<void()> release_host = std::move(snapshot.release);
+  // On the first level's worker once the version is written: the staging
+  // buffer's touch model decides for the flushes to come there, not on the
+  // application's checkpoint path.
+  snapshot.release = [release_host = std::move(release_host), staging] {
+    if (release_host) release_host();
+    staging->release_l0();  // a version whose staging never ran
+    staging->block.reset();
+    staging->buffer->checkpoint_taken(staging->bytes, staging->compute_seconds);
+  };
+  for (std::size_t index = 0, offset = 0; index < regions.size(); ++index) {
+    if (regions[index].kind != MemoryKind::kDevice) continue;
+    const std::byte* source = staging->block ? staging->block->data() + offset : nullptr;
+    snapshot.extents.push_back(Extent{static_cast<std::uint32_t>(index), 0, regions[index].bytes, source});
+    offset += regions[index].bytes;
+  }
+  previous_take_end_ = Clock::now();
+  std::sort(snapshot.extents.begin(), snapshot.extents.end(), [](const Extent& a, const Extent& b) {
+    return a.region != b.region ? a.region < b.region : a.offset < b.offset;
+  });
+}
+
+// Device to device into L0; the stage hook brings the bytes to host memory
+// on the worker. A version L0 cannot hold is left to take_to_host.
+void DeviceRegions::take_into_cache(std::int64_t version, const std::vector<Region>& regions,
+                                    const std::vector<const Region*>& device, Snapshot& snapshot,
+                                    const std::shared_ptr<Staging>& staging, CaptureTimes& times) {
+  std::vector<gpu::CaptureSpan> spans;
+  for (const Region* region : device) spans.push_back({region->data, region->bytes});
+  const int number = static_cast<int>(version);
+  std::erase_if(cached_layouts_, [&](const auto& entry) { return !l0_->holds(static_cast<int>(entry.first)); });
+  if (l0_->holds(number)) {
+    // An older version of this number, taken before a restart fell back past
+    // it: stale, so it bypasses L0 and restart no longer reads it there.
+    cached_layouts_.erase(version);
+    return;
+  }
+  const gpu::CaptureResult result = l0_->capture(number, spans);
+  times.device_wait_seconds = result.map_wait_seconds + result.flush_wait_seconds;
+  if (result.status != gpu::CaptureResult::Status::kCached) return;
+  cached_layouts_[version] = device_layout(regions);
+  staging->l0 = l0_;
+  staging->version = version;
+  snapshot.stage = [staging](std::vector<Extent>& extents) {
+    try {
+      staging->block = staging->buffer->stage(
+          staging->bytes, [&](std::uint64_t offset, std::byte* target, std::uint64_t bytes) {
+            staging->l0->read(static_cast<int>(staging->version), offset, target, bytes);
+          });
+    } catch (...) {
+      staging->release_l0();
+      throw;
+    }
+    staging->release_l0();
+    std::uint64_t offset = 0;
+    for (Extent& extent : extents) {
+      if (extent.source != nullptr) continue;
+      extent.source = staging->block->data() + offset;
+      offset += extent.bytes;
+    }
+  };
+}
+
+void DeviceRegions::take_to_host(const std::vector<const Region*>& device, Staging& staging) {
+  staging.block = staging.buffer->stage(staging.bytes, [&](std::uint64_t offset, std::byte* target,
+                                                           std::uint64_t bytes) {
+    copy_to_host(device, offset, target, bytes);
+  });
+}
+
+void DeviceRegions::copy_to_host(const std::vector<const Region*>& device, std::uint64_t offset, std::byte* target,
+                                 std::uint64_t bytes) {
+  std::uint64_t region_start = 0;
+  for (const Region* region : device) {
+    const std::uint64_t begin = std::max(offset, region_start);
+    const std::uint64_t end = std::min(offset + bytes, region_start + region->bytes);
+    if (begin < end) {
+      access_->to_host(target + (begin - offset), static_cast<const std::byte*>(region->data) + (begin - region_start),
+                       end - begin);
+    }
+    region_start += region->bytes;
+  }
+}
+
+DeviceRestart::DeviceRestart(const Registry& registry, DeviceRegions& device, int version)
+    : capture_(device),
+      protected_(registry),
+      version_(version),
+      from_cache_(version != kLatest && device.cached(version, registry.regions())) {
+  for (Region region : registry.regions()) {
+    if (region.kind == MemoryKind::kDevice && from_cache_) {
+      region.restored_elsewhere = true;
+    } else if (region.kind == MemoryKind::kDevice) {
+      Copy& copy = copies_.emplace_back(Copy{region, std::make_unique_for_overwrite<std::byte[]>(region.bytes)});
+      region.data = copy.host.get();
+    }
+    staged_.add(std::move(region));
+  }
+}
+
+std::uint64_t DeviceRestart::write_back() {
+  if (from_cache_) return capture_.restore_from_l0(version_, protected_.regions());
+  for (const Copy& copy : copies_) capture_.write_back(copy.device, copy.host.get());
+  return 0;
+}
+
+std::vector<DeviceRegions::CachedRegion> DeviceRegions::device_layout(const std::vector<Region>& regions) {
+  std::vector<CachedRegion> layout;
+  for (const Region& region : regions) {
+    if (region.kind == MemoryKind::kDevice) layout.push_back({region.id, region.label, region.bytes});
+  }
+  return layout;
+}
+
+bool DeviceRegions::cached(std::int64_t version, const std::vector<Region>& regions) const {
+  const auto found = cached_layouts_.find(version);
+  return l0_ && found != cached_layouts_.end() && l0_->holds(static_cast<int>(version)) &&
+         found->second == device_layout(regions);
+}
+
+std::uint64_t DeviceRegions::restore_from_l0(std::int64_t version, const std::vector<Region>& regions) {
+  std::uint64_t offset = 0;
+  for (const Region& region : regions) {
+    if (region.kind != MemoryKind::kDevice) continue;
+    l0_->read(static_cast<int>(version), offset, region.data, region.bytes);
+    offset += region.bytes;
+  }
+  return offset;
+}
+
+void DeviceRegions::write_back(const Region& region, const std::byte* host) {
+  access_->to_device(region.data, host, region.bytes);
+}
+
+DeviceStats DeviceRegions::stats() const {
+  DeviceStats stats;
+  if (l0_) stats.cache = l0_->stats();
+  if (staging_) stats.staging = staging_->stats();
+  return stats;
+}
+
+}  // namespace resurgo

@@ -1,0 +1,35 @@
+// Turns one captured version into a container file: splits its extents into
+// chunks, checksums (and compresses) them on the pipeline threads, and
+// writes them in order.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "format/extent.h"
+#include "format/container.h"
+#include "base/thread_pool.h"
+#include "resurgo/config.hpp"
+
+namespace resurgo {
+
+struct WriteResult {
+  std::uint64_t file_bytes = 0;  // size of the container file
+  std::uint64_t chunks = 0;
+  // Chunks stored raw because a sample of them did not compress
+  // (pipeline/compress_probe.h), so they were never compressed whole.
+  std::uint64_t chunks_raw_early_abort = 0;
+};
+
+// Writes `extents` (ascending and disjoint within each region; covering
+// every region whole unless header.base_version marks a delta), each split
+// into chunks of at most pipeline.chunk_size. Returns the file's size; fills
+// `result` too when given.
+std::uint64_t write_extents(WritableFile& file, const format::Header& header, const std::vector<Extent>& extents,
+                            const Config::Pipeline& pipeline, ThreadPool& pool, WriteResult* result = nullptr);
+
+// A full version: sources[i] holds header.regions[i].bytes bytes.
+std::uint64_t write_version(WritableFile& file, const format::Header& header, const std::vector<const std::byte*>& sources,
+                            const Config::Pipeline& pipeline, ThreadPool& pool, WriteResult* result = nullptr);
+
+}  // namespace resurgo

@@ -1,0 +1,299 @@
+#include "job/collective_job.h"
+
+#include <algorithm>
+#include <exception>
+
+#include "format/container.h"
+#include "format/file_names.h"
+#include "job/partner_topology.h"
+#include "job/redistribution.h"
+#include "resurgo/errors.hpp"
+
+namespace resurgo {
+
+CollectiveJob::CollectiveJob(const JobContext& context) : context_(context), local_(context) {
+  const Config& config = context.config;
+  context.route.local().set_collective();
+  context.route.persistent().set_collective();
+  versions_ = std::make_unique<CollectiveVersions>(context.comm, context.node, context.store, hooks(), context.log,
+                                                   config.mpi.timeout);
+  if (config.partner.scheme == PartnerScheme::kNone) return;
+  partner_ = std::make_unique<PartnerCopies>(
+      config.partner.scheme, PartnerTopology(versions_->nodes(), config.partner.set_size), context.comm.rank(),
+      context.store, context.route.local(), config.local.mode, config.local.keep, config.pipeline.chunk_size,
+      context.env, context.log);
+  context.route.add_partner(partner_->level());
+}
+
+CollectiveJob::~CollectiveJob() = default;
+
+// The job's steps ask the catalog (or, for a version it no longer keeps,
+// the level itself) how this rank's copy fares.
+CollectiveVersions::Hooks CollectiveJob::hooks() {
+  CollectiveVersions::Hooks hooks;
+  hooks.outcome = [this](int version, int level) {
+    if (const std::optional<int> known = context_.catalog.outcome(version, level)) return *known;
+    return context_.route.level(level)->holds(version) ? 1 : -1;
+  };
+  hooks.settle = [this](int version, int level) { context_.catalog.wait_settled(version, level); };
+  hooks.complete_at_local = [this](int version, Clock::time_point started, Comm& job) {
+    if (partner_) partner_->protect(version, started, job);
+  };
+  return hooks;
+}
+
+// ------------------------------------------------------------ checkpoint
+
+void CollectiveJob::before_checkpoint(int version) {
+  versions_->report_failure("checkpoint " + std::to_string(version) +
+                            " not taken: an earlier version failed for the job (the store keeps working; call "
+                            "checkpoint again): ");
+}
+
+// The job takes a step for every checkpoint() call, taken or not, so that
+// the ranks' steps match.
+void CollectiveJob::checkpoint_failed(int version) { versions_->add_failed(version); }
+
+void CollectiveJob::checkpointed(int version, Clock::time_point started, const std::vector<Level*>& route) {
+  std::vector<format::ManifestRegion> layout;
+  for (const Region& region : context_.registry.regions()) {
+    layout.push_back({context_.comm.rank(), region.id, region.label, region.type.dtype, region.bytes,
+                      region.type.shape, region.block.global_shape, region.block.offset});
+  }
+  std::vector<DirectoryLevel*> directories;
+  for (Level* level : route) {
+    if (DirectoryLevel* directory = context_.route.directory(level)) directories.push_back(directory);
+  }
+  versions_->add(version, started, std::move(directories), std::move(layout));
+}
+
+// ------------------------------------------------------------ wait, latest
+
+void CollectiveJob::drain(const std::string& call, int level) {
+  versions_->drain(level == kL4);
+  versions_->report_failure(call);
+}
+
+void CollectiveJob::wait(int version, int level) {
+  if (level == kL3) return wait_for_partner_copies(version);
+  drain("wait: ", level);
+  local_.wait(version, level);
+  const bool failed =
+      version == kAllVersions ? versions_->take_failures(level) : versions_->failed(version, level);
+  if (!failed) return;
+  throw StorageError("wait: " + (version == kAllVersions ? std::string("a version") : "version " + std::to_string(version)) +
+                     " of store '" + context_.store + "' did not reach L" + std::to_string(level) +
+                     " on every rank; the ranks where it failed say why");
+}
+
+// wait(v, 3): the job's L2 step for the version (which protects it on L3)
+// has run; every rank learns whether every rank's protection succeeded.
+void CollectiveJob::wait_for_partner_copies(int version) {
+  drain("wait: ", kL2);
+  std::vector<int> versions{version};
+  if (version == kAllVersions) {
+    versions.clear();
+    for (const VersionStats& stats : context_.catalog.stats()) versions.push_back(stats.version);
+  }
+  std::string failure;
+  for (int each : versions) {
+    const std::optional<PartnerCopies::Outcome> outcome = partner_->outcome(each);
+    if (!outcome && version != kAllVersions) {
+      failure = "version " + std::to_string(each) + " was not protected on L3 (it is not complete on L2 for the job)";
+    } else if (outcome && !outcome->error.empty()) {
+      failure = "version " + std::to_string(each) + ": " + outcome->error;
+    }
+  }
+  if (versions_->on_every_rank(failure.empty())) return;
+  throw StorageError("wait: L3 of store '" + context_.store + "': " +
+                     (failure.empty() ? std::string("another rank's protection failed (its error says why)") : failure));
+}
+
+std::optional<int> CollectiveJob::latest() {
+  drain("latest: ", kL4);
+  std::vector<std::string> skipped;
+  std::vector<int> found = candidates(skipped);
+  for (const auto& [version, manifest] : other_rank_counts(skipped)) found.push_back(version);
+  const int agreed = versions_->agree_newest(found);
+  return agreed < 0 ? std::nullopt : std::optional<int>(agreed);
+}
+
+// Empty when `version` is a version of the job this rank can restore: a
+// directory level holds its manifest for this job size, and a copy here is
+// the file the manifest names (same header+index checksum). Else why not;
+// none when the version was written by another rank count (which
+// other_rank_counts() judges).
+std::optional<std::string> CollectiveJob::version_problem(int version) {
+  std::string problem = "no job manifest (the job did not commit it: a rank failed before every rank had written it)";
+  for (DirectoryLevel* directory : context_.route.directories()) {
+    try {
+      const std::optional<std::string> text = directory->read_manifest(version);
+      if (!text) continue;
+      const format::Manifest manifest =
+          format::decode_manifest(*text, directory->dir() + "/" + format::manifest_file_name(version));
+      if (manifest.ranks != context_.comm.size()) return std::nullopt;
+      const std::uint64_t expected = manifest.files[static_cast<std::size_t>(context_.comm.rank())].checksum;
+      for (Level* copy : context_.route.readable()) {
+        if (!copy->holds(version)) continue;
+        try {
+          if (format::read_container(*copy->open(version)).checksum == expected) return "";
+        } catch (const Error&) {
+        }
+      }
+      problem = "this rank's files differ from the one the job committed (files of another job?)";
+    } catch (const Error& error) {
+      problem = error.what();
+    }
+  }
+  return problem;
+}
+
+std::vector<int> CollectiveJob::candidates(std::vector<std::string>& skipped) {
+  std::vector<int> found;
+  for (const auto& [version, held] : committed_versions(context_.route.readable())) {
+    if (context_.catalog.discarded(version)) continue;
+    const std::optional<std::string> problem = version_problem(version);
+    if (problem && problem->empty()) {
+      found.push_back(version);
+    } else if (problem) {
+      skipped.push_back("version " + std::to_string(version) + " (rank " + std::to_string(context_.comm.rank()) +
+                        "): " + *problem);
+    }
+  }
+  return found;
+}
+
+// Versions whose L4 manifest names another rank count and whose regions
+// hold every region protected here as a block of the same global array.
+std::map<int, format::Manifest> CollectiveJob::other_rank_counts(std::vector<std::string>& skipped) {
+  std::map<int, format::Manifest> found;
+  const std::vector<DirectoryLevel*> directories = context_.route.directories();
+  DirectoryLevel& persistent = context_.route.persistent();
+  if (std::find(directories.begin(), directories.end(), &persistent) == directories.end()) return found;
+  for (int version : persistent.manifest_versions()) {
+    if (context_.catalog.discarded(version)) continue;
+    const std::string path = persistent.dir() + "/" + format::manifest_file_name(version);
+    try {
+      const std::optional<std::string> text = persistent.read_manifest(version);
+      if (!text) continue;
+      format::Manifest manifest = format::decode_manifest(*text, path);
+      if (manifest.ranks == context_.comm.size()) continue;  // a version of this rank count: candidates()
+      const std::string problem = redistribution_problem(manifest, context_.registry.regions());
+      if (problem.empty()) {
+        found.emplace(version, std::move(manifest));
+      } else {
+        skipped.push_back("version " + std::to_string(version) + " (written by " + std::to_string(manifest.ranks) +
+                          " ranks): " + problem);
+      }
+    } catch (const Error& error) {
+      skipped.push_back("version " + std::to_string(version) + ": " + error.what());
+    }
+  }
+  return found;
+}
+
+// ------------------------------------------------------------ restart
+
+Restored CollectiveJob::restart(int version, const RestoreSteps& steps) {
+  context_.scheduler.drain();
+  drain("restart: ", kL4);
+  PartnerCopies::Rebuild rebuild;
+  if (partner_) rebuild = partner_->rebuild(context_.comm);
+  if (context_.comm.rank() == 0) {
+    for (const std::string& note : rebuild.notes) context_.log.warn(note);
+  }
+  std::vector<std::string> skipped;
+  std::vector<int> found = candidates(skipped);
+  const std::map<int, format::Manifest> other_rank_count = other_rank_counts(skipped);
+  for (const auto& [other, manifest] : other_rank_count) found.push_back(other);
+  if (version != kLatest) found.assign(std::count(found.begin(), found.end(), version), version);
+  for (;;) {
+    const int agreed = versions_->agree_newest(found);
+    if (agreed < 0) {
+      std::string why;
+      for (const std::string& line : skipped) why += "; " + line;
+      throw NotFoundError("restart of store '" + context_.store + "': " +
+                          (version == kLatest ? std::string("no version") : "version " + std::to_string(version) + " is not one") +
+                          " that every rank of the job can restore" + why);
+    }
+    std::exception_ptr failure;
+    std::string cause = "another rank could not restore it";
+    Restored restored;
+    try {
+      restored = restore(agreed, other_rank_count, steps);
+    } catch (const std::exception& error) {
+      failure = std::current_exception();
+      cause = error.what();
+    }
+    if (versions_->on_every_rank(!failure)) {
+      restored.report.skipped.insert(restored.report.skipped.begin(), skipped.begin(), skipped.end());
+      restored.report.rebuilt = rebuild.notes;
+      restored.report.rebuild_seconds = rebuild.seconds;
+      return restored;
+    }
+    if (version != kLatest) {
+      if (failure) std::rethrow_exception(failure);
+      throw StateError("restart of store '" + context_.store + "': version " + std::to_string(version) +
+                       " could not be restored on every rank (" + cause + ")");
+    }
+    skipped.push_back("version " + std::to_string(agreed) + ": not restorable on every rank (" + cause + ")");
+    found.erase(std::remove(found.begin(), found.end(), agreed), found.end());
+  }
+}
+
+Restored CollectiveJob::restore(int version, const std::map<int, format::Manifest>& other_rank_count,
+                                const RestoreSteps& steps) {
+  const auto written_by_others = other_rank_count.find(version);
+  if (written_by_others == other_rank_count.end()) return steps.from_levels(version);
+  return redistribute(written_by_others->second, steps);
+}
+
+Restored CollectiveJob::redistribute(const format::Manifest& manifest, const RestoreSteps& steps) {
+  const Clock::time_point started = Clock::now();
+  return steps.into_regions([&](const Registry& targets) {
+    const RedistributionReport report =
+        resurgo::redistribute(manifest, context_.route.persistent().dir(), targets.regions(), *context_.env);
+    Restored restored;
+    restored.version = manifest.version;
+    restored.metadata = report.metadata;
+    restored.report.version = manifest.version;
+    restored.report.level = kL4;
+    restored.report.seconds = seconds_since(started);
+    restored.report.bytes = report.bytes_restored;
+    restored.report.bytes_read = report.bytes_read;
+    restored.report.written_by_ranks = manifest.ranks;
+    restored.report.chain = {manifest.version};
+    return restored;
+  });
+}
+
+// ------------------------------------------------------------ stats, close
+
+void CollectiveJob::add_stats(std::vector<VersionStats>& stats) {
+  if (!partner_) return;
+  for (VersionStats& version : stats) {
+    const std::optional<PartnerCopies::Outcome> outcome = partner_->outcome(version.version);
+    if (!outcome) continue;
+    LevelStats level{kL3, outcome->error.empty() ? outcome->seconds_to_level : -1, outcome->stored_bytes,
+                     outcome->write_seconds};
+    version.levels.insert(std::find_if(version.levels.begin(), version.levels.end(),
+                                       [](const LevelStats& other) { return other.level > kL3; }),
+                          level);
+    if (!outcome->error.empty() && version.error.empty()) version.error = "L3: " + outcome->error;
+  }
+}
+
+// The job's thread stops whether or not the last steps failed.
+void CollectiveJob::close() {
+  std::exception_ptr failure;
+  try {
+    drain("store closed, but ", kL4);
+    context_.scheduler.request_eviction();  // the manifests just written free older versions
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  versions_.reset();
+  if (failure) std::rethrow_exception(failure);
+}
+
+}  // namespace resurgo

@@ -1,0 +1,56 @@
+#include "job/solo_job.h"
+
+#include "job/collective_job.h"
+#include "resurgo/errors.hpp"
+
+namespace resurgo {
+
+void SoloJob::wait(int version, int level) {
+  Catalog& catalog = context_.catalog;
+  if (version == kAllVersions) return catalog.wait_all(level);
+  if (!catalog.known(version)) {
+    Level* held = context_.route.level(level);
+    if (held != nullptr && held->holds(version)) return;
+    throw NotFoundError("wait: store '" + context_.store + "' has no version " + std::to_string(version) +
+                        (held != nullptr ? " at L" + std::to_string(level) + " (" + held->where() + ")" : ""));
+  }
+  if (level >= kL2 && !catalog.routed(version, level)) {
+    throw InvalidArgumentError("wait: version " + std::to_string(version) + " does not go to L" +
+                               std::to_string(level) + " (" + context_.route.every_text(level) +
+                               ": only the checkpoints whose number it divides go there)");
+  }
+  catalog.wait(version, level);
+}
+
+std::optional<int> SoloJob::latest() {
+  const std::map<int, std::vector<int>> committed = committed_versions(context_.route.readable());
+  for (auto version = committed.rbegin(); version != committed.rend(); ++version) {
+    if (!context_.catalog.discarded(version->first)) return version->first;
+  }
+  return std::nullopt;
+}
+
+Restored SoloJob::restart(int version, const RestoreSteps& steps) {
+  if (version == kLatest) {
+    context_.scheduler.drain();
+  } else {
+    context_.catalog.wait_first_level(version);
+  }
+  context_.catalog.report_failure([] { return std::string("restart not done: "); });
+  return steps.from_levels(version);
+}
+
+int node_of(const Config& config, const Comm& comm) {
+  return config.mpi.ranks_per_node > 0 ? comm.rank() / config.mpi.ranks_per_node : comm.node();
+}
+
+std::unique_ptr<Job> make_job(const JobContext& context, bool collective) {
+  if (collective) return std::make_unique<CollectiveJob>(context);
+  if (context.config.partner.scheme != PartnerScheme::kNone) {
+    context.log.warn("store '" + context.store + "': partner.scheme is set, but the store has no communicator (L3 "
+                     "is for MPI stores: open it with one); no L3");
+  }
+  return std::make_unique<SoloJob>(context);
+}
+
+}  // namespace resurgo

@@ -1,0 +1,463 @@
+#include "store/restore.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <exception>
+#include <optional>
+#include <utility>
+#include <variant>
+
+#include "base/clock.h"
+#include "base/byte_ranges.h"
+#include "base/crash_point.h"
+#include "format/container.h"
+
+namespace resurgo {
+
+namespace {
+
+std::string describe(int version) { return version == kLatest ? "any version" : "version " + std::to_string(version); }
+
+std::string level_name(const Level& level) { return "L" + std::to_string(level.number()); }
+
+// The protected region `entry` goes to; nullptr for a region that is not
+// protected when the restart reads only the protected ones.
+const Region* region_for(const RestoreContext& context, const format::RegionEntry& entry, const std::string& where) {
+  const auto& regions = context.registry.regions();
+  const auto it = std::find_if(regions.begin(), regions.end(), [&](const Region& r) { return r.label == entry.label; });
+  if (it == regions.end()) {
+    if (context.scope == RestartScope::kProtectedRegions) return nullptr;
+    throw MismatchError("the checkpoint holds region '" + entry.label + "' (" + std::to_string(entry.bytes) +
+                        " bytes) that is not protected" + where + "; protect it before restart");
+  }
+  if (it->bytes != entry.bytes) {
+    throw MismatchError("region '" + entry.label + "' is protected with " + std::to_string(it->bytes) +
+                        " bytes but the checkpoint holds " + std::to_string(entry.bytes) + " bytes" + where);
+  }
+  if (!it->type.dtype.empty() && !entry.dtype.empty() && it->type.dtype != entry.dtype) {
+    throw MismatchError("region '" + entry.label + "' is protected as " + it->type.dtype +
+                        " but the checkpoint holds " + entry.dtype + where);
+  }
+  if (!it->type.shape.empty() && !entry.shape.empty() && it->type.shape != entry.shape) {
+    throw MismatchError("region '" + entry.label + "' is protected with another shape than the checkpoint holds" + where);
+  }
+  return &*it;
+}
+
+// Where each region of the container goes (nullptr: not read); every
+// protected region must be in the checkpoint, and with kExactRegions the
+// protected set must be exactly the checkpoint's.
+std::vector<std::byte*> destinations(const RestoreContext& context, const format::Container& container,
+                                     const std::string& path, int version) {
+  const std::string where = " (version " + std::to_string(version) + ", " + path + ")";
+  std::vector<std::byte*> list;
+  for (const format::RegionEntry& entry : container.header.regions) {
+    const Region* region = region_for(context, entry, where);
+    list.push_back(region != nullptr && !region->restored_elsewhere ? region->data : nullptr);
+  }
+  for (const Region& region : context.registry.regions()) {
+    const bool held = std::any_of(container.header.regions.begin(), container.header.regions.end(),
+                                  [&](const format::RegionEntry& e) { return e.label == region.label; });
+    if (!held) throw MismatchError("region '" + region.label + "' is protected but the checkpoint does not hold it" + where);
+  }
+  return list;
+}
+
+// One link of a chain: a copy of one version whose header and index passed
+// their checks and which names the expected store, version and rank.
+struct Link {
+  int version = 0;
+  Level* level = nullptr;
+  std::unique_ptr<ReadableFile> file;
+  format::Container container;
+};
+
+// One chunk of the plan: read whole straight into its region, or (`parts`
+// not empty) into scratch, copying only the parts no newer link holds.
+struct ChunkRead {
+  std::size_t link = 0;
+  const format::ChunkRecord* chunk = nullptr;
+  std::vector<ByteRange> parts;
+};
+
+// Thrown out of the parallel read: which link failed, with the error.
+struct LinkFailure {
+  std::size_t link;
+  std::exception_ptr error;
+};
+
+// Why a chain cannot be restored: the first link without an intact copy.
+struct BrokenChain {
+  int link = 0;         // the version whose copies are missing or damaged
+  bool missing = false;  // no copy at all (deleted by hand) rather than damaged ones
+  std::string why;       // "version 12 skipped: its base 10 ..."
+};
+
+// What this restart has learnt about the copies of one version. A copy that
+// failed once is not tried again: later candidates on the same base get the
+// same verdict without reading it again.
+struct CopyFaults {
+  std::vector<std::pair<Level*, std::string>> damaged;  // failed a check (checksum, format, identity)
+  std::vector<std::pair<Level*, std::string>> unreadable;  // I/O error: proves nothing about the bytes
+  bool quarantined = false;
+
+  bool excludes(const Level* level) const {
+    const auto at = [&](const auto& entry) { return entry.first == level; };
+    return std::any_of(damaged.begin(), damaged.end(), at) || std::any_of(unreadable.begin(), unreadable.end(), at);
+  }
+};
+
+// Restores versions from their chains for one restart (one call of
+// restore_version), remembering which copies failed.
+class ChainRestorer {
+ public:
+  ChainRestorer(const RestoreContext& context, bool falling_back, RestartReport& report)
+      : context_(context), falling_back_(falling_back), report_(report) {}
+
+  // Restores `version` and fills the report, or says why its chain is
+  // broken. A link is retried at another level when its copy fails; an
+  // unreadable copy with no intact one elsewhere is a StorageError (its bytes
+  // may be fine, so there is no roll-back past it).
+  std::optional<BrokenChain> restore(int version, std::vector<std::byte>& metadata) {
+    for (;;) {
+      const Clock::time_point started = Clock::now();
+      auto resolved = resolve(version);
+      if (auto* broken = std::get_if<BrokenChain>(&resolved)) return std::move(*broken);
+      auto& chain = std::get<std::vector<Link>>(resolved);
+      try {
+        read_chain(chain, metadata);
+      } catch (const LinkFailure& failure) {
+        try {
+          std::rethrow_exception(failure.error);
+        } catch (const Error& error) {
+          note_fault(chain[failure.link].version, *chain[failure.link].level, error);
+        }
+        continue;  // the protected regions may hold part of the chain: read it all again
+      }
+      finish(chain, started);
+      return std::nullopt;
+    }
+  }
+
+ private:
+  // The chain of `version` down to a full version, newest first, each link
+  // at the fastest level holding an intact-looking copy.
+  std::variant<std::vector<Link>, BrokenChain> resolve(int version) {
+    std::vector<Link> chain;
+    for (int next = version;;) {
+      std::optional<Link> link = open_link(next);
+      if (!link) return broken_at(version, next);
+      if (!chain.empty()) {
+        const std::string difference =
+            format::region_table_difference(chain.back().container.header, link->container.header);
+        if (!difference.empty()) {
+          return BrokenChain{next, false,
+                             "version " + std::to_string(version) + " skipped: version " +
+                                 std::to_string(chain.back().version) + " is a delta of version " +
+                                 std::to_string(next) + " but their region tables differ (" + difference + ")"};
+        }
+      }
+      chain.push_back(std::move(*link));
+      const format::Header& header = chain.back().container.header;
+      if (!format::is_delta(header)) return chain;
+      next = static_cast<int>(header.base_version);  // older than `next`: read_container checks it
+    }
+  }
+
+  std::optional<Link> open_link(int version) {
+    for (Level* level : context_.levels) {
+      if (faults_[version].excludes(level) || !level->holds(version)) continue;
+      try {
+        Link link{version, level, level->open(version), {}};
+        link.container = format::read_container(*link.file);
+        format::check_identity(link.container, link.file->path(), context_.store, version, context_.rank);
+        return link;
+      } catch (const NotFoundError&) {
+        continue;  // removed since holds(): not a copy any more
+      } catch (const Error& error) {
+        note_fault(version, *level, error);
+      }
+    }
+    return std::nullopt;
+  }
+
+  void note_fault(int version, Level& level, const Error& error) {
+    const std::string line = "version " + std::to_string(version) + " at " + level_name(level) +
+                             " skipped: " + error.what();
+    context_.log.warn(line);
+    report_.skipped.push_back(line);
+    auto& list = error.code() == ErrorCode::kStorage ? faults_[version].unreadable : faults_[version].damaged;
+    list.emplace_back(&level, error.what());
+  }
+
+  // `link` of `version`'s chain has no intact copy left.
+  BrokenChain broken_at(int version, int link) {
+    CopyFaults& faults = faults_[link];
+    if (!faults.unreadable.empty()) {
+      throw StorageError("restart: version " + std::to_string(link) + " of store '" + context_.store +
+                         "' could not be read (the protected regions may hold part of it; nothing was "
+                         "quarantined): " + faults.unreadable.front().second +
+                         "; retry, or restart an older version explicitly");
+    }
+    const std::string subject = "version " + std::to_string(version) + " skipped: " +
+                                (link == version ? std::string("it") : "its base " + std::to_string(link));
+    if (faults.damaged.empty()) {
+      std::string where;
+      for (Level* level : context_.levels) where += (where.empty() ? "" : ", ") + level->where();
+      return BrokenChain{link, true, subject + " is missing from every level (" + where + "; deleted by hand?)"};
+    }
+    std::string causes;
+    for (const auto& [level, what] : faults.damaged) {
+      causes += (causes.empty() ? "" : "; ") + level_name(*level) + ": " + what;
+    }
+    if (falling_back_) quarantine(link, faults);
+    return BrokenChain{link, false, subject + " is damaged at every level holding it (" + causes + ")"};
+  }
+
+  // The restart falls back past a version damaged on every level: set its
+  // copies aside so that it is neither offered nor restored again.
+  void quarantine(int version, CopyFaults& faults) {
+    if (std::exchange(faults.quarantined, true)) return;
+    for (const auto& [level, what] : faults.damaged) {
+      try {
+        level->quarantine(version);
+      } catch (const Error& error) {
+        context_.log.warn(std::string("could not quarantine a damaged copy: ") + error.what());
+      }
+    }
+  }
+
+  // Plans the chain newest first so that no byte is read twice, then reads
+  // every chunk the plan needs in parallel. A failing chunk leaves the
+  // regions partly overwritten; the caller reads the whole chain again.
+  void read_chain(const std::vector<Link>& chain, std::vector<std::byte>& metadata) {
+    const Link& newest = chain.front();
+    TraceSpan span(context_.trace, "restore from " + level_name(*newest.level), newest.version);
+    const std::vector<std::byte*> targets =
+        destinations(context_, newest.container, newest.file->path(), newest.version);
+    const std::vector<ChunkRead> plan = plan_reads(chain, targets);
+    const std::vector<std::pair<std::size_t, std::size_t>> runs = runs_of(plan);
+    context_.pool.parallel_for(runs.size(), [&](std::size_t i) {
+      const auto [first, count] = runs[i];
+      const Link& link = chain[plan[first].link];
+      try {
+        if (small(plan[first])) {
+          read_run(link, &plan[first], count, targets);
+        } else {
+          read_planned(link, plan[first], targets[plan[first].chunk->region]);
+        }
+      } catch (const Error&) {
+        throw LinkFailure{plan[first].link, std::current_exception()};
+      }
+    });
+    metadata = newest.container.header.metadata;
+  }
+
+  static std::vector<ChunkRead> plan_reads(const std::vector<Link>& chain, const std::vector<std::byte*>& targets) {
+    std::vector<ByteRanges> claimed(chain.front().container.header.regions.size());
+    std::vector<ChunkRead> plan;
+    for (std::size_t l = 0; l < chain.size(); ++l) {
+      for (const format::ChunkRecord& chunk : chain[l].container.chunks) {
+        if (targets[chunk.region] == nullptr) continue;  // a region this restart does not read
+        std::vector<ByteRange> parts = claimed[chunk.region].claim(chunk.offset, chunk.offset + chunk.raw_length);
+        if (parts.empty()) continue;  // newer links hold all of it
+        if (parts.size() == 1 && parts[0].size() == chunk.raw_length) parts.clear();
+        plan.push_back({l, &chunk, std::move(parts)});
+      }
+    }
+    return plan;
+  }
+
+  // Runs of the plan, as (first, count): small chunks of one link that lie
+  // back to back in its file are read together, up to 1 MiB, so that a
+  // delta of scattered 4 KiB blocks costs a read per MiB, not two per block.
+  // A chunk read with its neighbours (read_run); larger ones are read
+  // straight into their region (read_planned), their checksum computed on
+  // the way.
+  static bool small(const ChunkRead& read) { return read.chunk->stored_length < (256u << 10); }
+
+  static std::vector<std::pair<std::size_t, std::size_t>> runs_of(const std::vector<ChunkRead>& plan) {
+    constexpr std::uint64_t kRunBytes = 1u << 20;
+    std::vector<std::pair<std::size_t, std::size_t>> runs;
+    for (std::size_t i = 0; i < plan.size();) {
+      std::size_t end = i + 1;
+      const std::uint64_t begin_offset = plan[i].chunk->file_offset - format::kChunkRecordBytes;
+      while (small(plan[i]) && end < plan.size() && small(plan[end]) && plan[end].link == plan[i].link) {
+        const format::ChunkRecord& previous = *plan[end - 1].chunk;
+        const format::ChunkRecord& next = *plan[end].chunk;
+        const bool adjacent = next.file_offset - format::kChunkRecordBytes == previous.file_offset + previous.stored_length;
+        if (!adjacent || next.file_offset + next.stored_length - begin_offset > kRunBytes) break;
+        ++end;
+      }
+      runs.emplace_back(i, end - i);
+      i = end;
+    }
+    return runs;
+  }
+
+  static void read_planned(const Link& link, const ChunkRead& read, std::byte* region) {
+    thread_local std::vector<std::byte> scratch;  // stored bytes of a compressed chunk
+    thread_local std::vector<std::byte> partial;  // a chunk newer links hold part of
+    const format::ChunkRecord& chunk = *read.chunk;
+    format::check_chunk_record(*link.file, link.container, chunk);  // one 48-byte read per chunk
+    if (read.parts.empty()) {
+      format::read_chunk(*link.file, link.container, chunk, region + chunk.offset, scratch);
+    } else {
+      // Its checksum covers the whole stored chunk: read all of it, keep the parts.
+      partial.resize(chunk.raw_length);
+      format::read_chunk(*link.file, link.container, chunk, partial.data(), scratch);
+      keep_parts(read, partial.data(), region);
+    }
+    RESURGO_CRASH_POINT("restore.chunk", link.level->number());
+  }
+
+  // `count` small chunks lying back to back in the file, records included: one read.
+  static void read_run(const Link& link, const ChunkRead* reads, std::size_t count,
+                       const std::vector<std::byte*>& targets) {
+    thread_local std::vector<std::byte> bytes;
+    thread_local std::vector<std::byte> partial;
+    const std::uint64_t begin = reads[0].chunk->file_offset - format::kChunkRecordBytes;
+    const format::ChunkRecord& last = *reads[count - 1].chunk;
+    bytes.resize(last.file_offset + last.stored_length - begin);
+    link.file->read_at(begin, bytes.data(), bytes.size());
+    for (const ChunkRead* read = reads; read != reads + count; ++read) {
+      const format::ChunkRecord& chunk = *read->chunk;
+      const std::byte* record = bytes.data() + (chunk.file_offset - format::kChunkRecordBytes - begin);
+      std::byte* region = targets[chunk.region];
+      if (read->parts.empty()) {
+        format::decode_chunk(*link.file, link.container, chunk, record, region + chunk.offset);
+      } else {
+        partial.resize(chunk.raw_length);
+        format::decode_chunk(*link.file, link.container, chunk, record, partial.data());
+        keep_parts(*read, partial.data(), region);
+      }
+      RESURGO_CRASH_POINT("restore.chunk", link.level->number());
+    }
+  }
+
+  static void keep_parts(const ChunkRead& read, const std::byte* raw, std::byte* region) {
+    for (const ByteRange& part : read.parts) {
+      std::memcpy(region + part.begin, raw + (part.begin - read.chunk->offset), part.size());
+    }
+  }
+
+  void finish(const std::vector<Link>& chain, Clock::time_point started) {
+    const Link& newest = chain.front();
+    report_.version = newest.version;
+    report_.level = newest.level->number();
+    report_.bytes = 0;
+    for (const format::RegionEntry& entry : newest.container.header.regions) {
+      if (region_for(context_, entry, "") != nullptr) report_.bytes += entry.bytes;  // the regions restored
+    }
+    report_.chain.clear();
+    for (const Link& link : chain) report_.chain.push_back(link.version);
+    report_.seconds = std::chrono::duration<double>(Clock::now() - started).count();
+    for (const Link& link : chain) repair(link);
+  }
+
+  // Rewrites the damaged copies of a link from the intact one it was read from.
+  void repair(const Link& intact) {
+    for (const auto& [bad, what] : faults_[intact.version].damaged) {
+      try {
+        bad->commit_copy(intact.version, *intact.level->open(intact.version));
+        context_.log.warn("repaired version " + std::to_string(intact.version) + " at " + level_name(*bad) +
+                          " from the intact copy at " + level_name(*intact.level));
+      } catch (const Error& error) {
+        context_.log.warn(std::string("could not repair a damaged copy: ") + error.what());
+      }
+    }
+  }
+
+  const RestoreContext& context_;
+  const bool falling_back_;
+  RestartReport& report_;
+  std::map<int, CopyFaults> faults_;
+};
+
+std::string chain_text(const std::vector<int>& chain) {
+  std::string text;
+  for (int version : chain) text += (text.empty() ? "" : " <- ") + std::to_string(version);
+  return text;
+}
+
+}  // namespace
+
+int restore_version(const RestoreContext& context, int version, RestartReport& report,
+                    std::vector<std::byte>& metadata) {
+  report = RestartReport{};
+  std::vector<int> candidates;
+  if (version == kLatest) {
+    for (const auto& [held, levels] : committed_versions(context.levels)) candidates.insert(candidates.begin(), held);
+  } else if (std::any_of(context.levels.begin(), context.levels.end(), [&](Level* l) { return l->holds(version); })) {
+    candidates.push_back(version);
+  }
+  if (candidates.empty()) {
+    std::string where;
+    for (Level* level : context.levels) where += (where.empty() ? "" : " or ") + level->where();
+    throw NotFoundError("restart: store '" + context.store + "' rank " + std::to_string(context.rank) + " has no " +
+                        (version == kLatest ? std::string("checkpoint") : "version " + std::to_string(version)) +
+                        " in " + where);
+  }
+  ChainRestorer restorer(context, version == kLatest, report);
+  std::vector<int> broken;
+  for (int candidate : candidates) {
+    const std::optional<BrokenChain> failure = restorer.restore(candidate, metadata);
+    if (!failure) {
+      const std::string chain = report.chain.size() > 1 ? " from its chain " + chain_text(report.chain) : "";
+      if (!broken.empty()) {
+        context.log.warn("restarted from version " + std::to_string(candidate) + chain + ": the chains of " +
+                         std::to_string(broken.size()) + " newer versions are broken (" +
+                         std::to_string(report.skipped.size()) + " lines in the restart report)");
+      } else if (!report.skipped.empty()) {
+        context.log.warn("restarted from version " + std::to_string(candidate) + chain + " after skipping " +
+                         std::to_string(report.skipped.size()) + " damaged copies");
+      } else {
+        context.log.info("restarted from version " + std::to_string(candidate) + chain);
+      }
+      return candidate;
+    }
+    broken.push_back(candidate);
+    // The copies of the candidate itself already have their lines; a chain
+    // broken below it gets one of its own.
+    if (failure->link != candidate) {
+      context.log.warn(failure->why);
+      report.skipped.push_back(failure->why);
+    }
+    if (version != kLatest && failure->missing) {
+      throw NotFoundError("restart: version " + std::to_string(candidate) + " of store '" + context.store +
+                          "' cannot be restored: " + failure->why);
+    }
+  }
+  std::string causes;
+  for (const std::string& line : report.skipped) causes += "\n  " + line;
+  throw CorruptionError("restart: no intact copy of " + describe(version) + " of store '" + context.store +
+                        "':" + causes);
+}
+
+VersionDescription describe_version(const std::vector<Level*>& levels, const std::string& store, int rank,
+                                    int version) {
+  std::string damage;
+  for (Level* candidate : levels) {
+    if (!candidate->holds(version)) continue;
+    try {
+      const std::unique_ptr<ReadableFile> file = candidate->open(version);
+      const format::Container container = format::read_container(*file);
+      format::check_identity(container, file->path(), store, version, rank);
+      VersionDescription description{version, {}, container.header.metadata};
+      for (const format::RegionEntry& entry : container.header.regions) {
+        description.regions.push_back({entry.id, entry.label, entry.bytes, ElementType{entry.dtype, entry.shape},
+                                       static_cast<MemoryKind>(entry.kind)});
+      }
+      return description;
+    } catch (const Error& error) {
+      if (error.code() != ErrorCode::kCorrupt && error.code() != ErrorCode::kFormat) throw;
+      damage += (damage.empty() ? "" : "; ") + std::string(error.what());
+    }
+  }
+  if (damage.empty()) throw NotFoundError("describe: store '" + store + "' has no version " + std::to_string(version));
+  throw CorruptionError("describe: every copy of version " + std::to_string(version) + " of store '" + store +
+                        "' is damaged: " + damage);
+}
+
+}  // namespace resurgo

@@ -1,0 +1,49 @@
+// Restore: reads a version back into the protected regions from its chain
+// (the version, its base, and so on down to a full version), newest link
+// first, each link from the fastest level holding an intact copy, verifying
+// every chunk read and reading no byte that a newer link holds. A damaged
+// copy is repaired from an intact one on another level, or quarantined when
+// restart falls back past it.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "base/log.h"
+#include "core/registry.h"
+#include "base/trace.h"
+#include "base/thread_pool.h"
+#include "resurgo/resurgo.hpp"
+#include "tier/level.h"
+
+namespace resurgo {
+
+struct RestoreContext {
+  const std::string& store;
+  int rank;
+  const std::vector<Level*>& levels;  // fastest first
+  const Registry& registry;
+  ThreadPool& pool;
+  const Logger& log;
+  Trace& trace;
+  RestartScope scope = RestartScope::kExactRegions;
+};
+
+// Restores `version` (kLatest: the newest one whose whole chain is intact,
+// falling back past broken chains) into the registered regions; fills
+// `report` and `metadata` (the newest link's); returns the version restored.
+// For one requested version, a chain broken by damage is a CorruptionError and
+// one whose base is missing a NotFoundError; a copy that cannot be read
+// anywhere is a StorageError either way (no roll-back past bytes that may be
+// intact).
+int restore_version(const RestoreContext& context, int version, RestartReport& report,
+                    std::vector<std::byte>& metadata);
+
+// The regions and metadata of `version` of store `store`, rank `rank`,
+// from the header of its first intact copy on `levels`. NotFoundError when
+// none holds it, CorruptionError when every copy is damaged.
+VersionDescription describe_version(const std::vector<Level*>& levels, const std::string& store, int rank,
+                                    int version);
+
+}  // namespace resurgo

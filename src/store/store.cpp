@@ -1,0 +1,550 @@
+// Store: the facade over the seams of DESIGN.md; it conducts them and
+// branches on neither MPI nor GPU. checkpoint() asks the Capture (which
+// takes device regions itself) for a Snapshot of the protected regions,
+// records it in the Catalog, hands it to the Job and to the Scheduler, which
+// moves it along the levels the Route gives; restart() asks the Job, handing
+// it the restore steps (restore.cpp). A background failure is thrown by the
+// next mutating call (or wait) on the store.
+#include <algorithm>
+#include <optional>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "base/names.h"
+#include "base/thread_pool.h"
+#include "base/trace.h"
+#include "capture/capture.h"
+#include "core/catalog.h"
+#include "core/checkpoint_timer.h"
+#include "core/registry.h"
+#include "format/container.h"
+#include "format/file_names.h"
+#include "job/job.h"
+#include "job/self_comm.h"
+#include "pipeline/prefetcher.h"
+#include "pipeline/scheduler.h"
+#include "resurgo/resurgo.hpp"
+#include "store/restore.h"
+#include "tier/route.h"
+
+namespace resurgo {
+
+namespace {
+
+// What the configuration cannot mean together, found at open.
+void check_config(const std::string& store, const Config& config) {
+  if (config.interval.policy == IntervalPolicy::kSeconds && config.interval.seconds <= 0) {
+    throw ConfigError("store '" + store + "': interval.policy = seconds needs interval.seconds (e.g. \"15min\")");
+  }
+  const bool forks = config.capture.mode == CaptureMode::kFork || config.capture.mode == CaptureMode::kAuto;
+  if (config.memory.every > 0 && forks) {
+    throw ConfigError("store '" + store +
+                      "': capture.mode = fork (or auto) writes versions from a child process, which cannot fill the "
+                      "memory level that memory.every > 0 routes them to; use capture.mode = copy or delta");
+  }
+}
+
+}  // namespace
+
+class Store::Impl {
+ public:
+  // `job`: the communicator of an MPI store; none for a process alone.
+  Impl(const std::string& name, const Config& config, std::shared_ptr<Comm> job, std::shared_ptr<Env> env);
+  ~Impl();
+
+  void close();
+  void protect(Region region);
+  void unprotect(int id);
+  void reserve(std::uint64_t bytes);
+  void set_metadata(const void* data, std::size_t bytes);
+  void checkpoint(int version);
+  void wait(int version, int level);
+  std::optional<int> latest();
+  int restart(int version, RestartScope scope);
+  VersionDescription describe(int version);
+  void persist(int version, int level);
+  std::vector<VersionInfo> versions();
+  std::vector<VersionStats> stats();
+  DeviceStats device_stats() const { return capture_ ? capture_->device_stats() : DeviceStats{}; }
+  void prefetch(std::vector<int> versions);
+  void discard(int version);
+  bool need_checkpoint();
+  std::optional<double> checkpoint_interval() const { return timer_.interval(checkpoint_cost_); }
+
+  std::string name;
+  Config config;
+  std::shared_ptr<Comm> comm;
+  std::vector<std::byte> metadata;
+  RestartReport last_restart;
+
+ private:
+  void check_open(const char* call) const;
+  void check_version(int version, const char* call);
+  void check_new_version(int version) const;
+  format::Header make_header(int version) const;
+  Snapshot capture(int version, const std::vector<Level*>& route, CaptureTimes& times);
+  VersionStats capture_stats(const Snapshot& snapshot, const CaptureTimes& times) const;
+  void submit(int version, Clock::time_point started, std::vector<Level*> route, Snapshot snapshot);
+  int newest_committed();
+  RestoreSteps restore_steps(RestartScope scope);
+  Restored restore_into(int version, const RestoreSteps::Filler& fill);
+  Restored restore_from_levels(int version, RestartScope scope);
+  void copy_with_bases(int version, Level& target);
+
+  std::shared_ptr<Env> env_;
+  Logger log_;
+  Trace trace_;
+  Route route_;
+  std::unique_ptr<FileLock> lock_;
+  Registry registry_;
+  Catalog catalog_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<Capture> capture_;
+  std::unique_ptr<Prefetcher> prefetcher_;
+  std::unique_ptr<Job> job_;
+  CheckpointTimer timer_;
+  Clock::time_point last_checkpoint_end_ = Clock::now();  // or the open
+  std::optional<double> checkpoint_cost_;  // seconds checkpoint() blocks, averaged
+  int newest_version_ = -1;
+  long checkpoints_ = 0;
+  long failures_seen_ = 0;  // catalog_.failure_count() at the previous checkpoint
+  bool closed_ = false;
+};
+
+Store::Impl::Impl(const std::string& store_name, const Config& store_config, std::shared_ptr<Comm> job,
+                  std::shared_ptr<Env> env)
+    : name((validate_store_name(store_name), store_name)),  // before the route makes directories
+      config(store_config),
+      comm(job ? job : std::shared_ptr<Comm>(self_comm())),
+      env_(env ? std::move(env) : Env::posix()),
+      log_(store_name, store_config.log.level),
+      trace_(store_config.trace.path),
+      route_(store_name, comm->rank(), node_of(config, *comm), config, env_, log_),
+      catalog_(store_name),
+      timer_(store_config.interval) {
+  check_config(name, config);
+  lock_ = env_->lock(route_.local().dir() + "/" + format::lock_file_name(comm->rank()));
+  newest_version_ = newest_committed();
+  pool_ = std::make_unique<ThreadPool>(pipeline_thread_count(config) - 1);
+  scheduler_ = std::make_unique<Scheduler>(route_.scheduled(), config.pipeline, *pool_, catalog_, log_, trace_);
+  capture_ = make_capture(CaptureContext{config, *pool_, log_, [this](bool on) { scheduler_->set_capturing(on); },
+                                         route_.device()});
+  // Made at open, idle until the first prefetch(): the listeners below run
+  // on pipeline threads and may not race with its creation.
+  prefetcher_ = std::make_unique<Prefetcher>(
+      route_.memory(),
+      [this] {
+        std::vector<Level*> slower = route_.readable();
+        slower.erase(slower.begin());  // the memory level itself
+        return slower;
+      },
+      log_, trace_);
+  catalog_.on_reached([this] { prefetcher_->poke(); });
+  route_.memory().on_space_freed([this] { prefetcher_->poke(); });
+  job_ = make_job(JobContext{name, config, *comm, node_of(config, *comm), route_, catalog_, *scheduler_, registry_,
+                             log_, env_},
+                  job != nullptr);
+  log_.info("opened store '" + name + "' rank " + std::to_string(comm->rank()) + ": L2 " + route_.local().dir() +
+            (config.persistent.every > 0 ? ", L4 " + route_.persistent().dir() : ", L4 disabled"));
+}
+
+Store::Impl::~Impl() {
+  if (closed_) return;
+  try {
+    close();
+  } catch (const std::exception& error) {
+    log_.error(std::string("closing the store: ") + error.what());
+  }
+}
+
+void Store::Impl::check_open(const char* call) const {
+  if (closed_) throw StateError(std::string(call) + " on store '" + name + "': the store is closed");
+}
+
+// Every version is decided for the job first; the pipeline then drains.
+void Store::Impl::close() {
+  if (closed_) return;
+  std::exception_ptr job_failure;
+  try {
+    job_->close();
+  } catch (...) {
+    job_failure = std::current_exception();
+  }
+  scheduler_.reset();
+  catalog_.on_reached(nullptr);
+  route_.memory().on_space_freed(nullptr);
+  prefetcher_.reset();
+  capture_.reset();
+  route_.close_device();
+  closed_ = true;
+  lock_.reset();
+  if (trace_.enabled()) trace_.write(*env_);
+  catalog_.report_failure([] { return std::string("store closed, but "); });
+  if (job_failure) std::rethrow_exception(job_failure);
+}
+
+// ---------------------------------------------------------------- registry
+
+void Store::Impl::protect(Region region) {
+  check_open("protect");
+  capture_->check(region, name);
+  registry_.add(std::move(region));
+  capture_->resize(registry_.host_bytes());
+}
+
+void Store::Impl::unprotect(int id) {
+  check_open("unprotect");
+  registry_.remove(id);
+  capture_->unprotected(id);
+  capture_->resize(registry_.host_bytes());
+}
+
+void Store::Impl::reserve(std::uint64_t bytes) {
+  check_open("reserve");
+  capture_->resize(std::max(bytes, registry_.host_bytes()));
+}
+
+void Store::Impl::set_metadata(const void* data, std::size_t bytes) {
+  check_open("set_metadata");
+  if (bytes > format::kMaxMetadataBytes) {
+    throw InvalidArgumentError("metadata of " + std::to_string(bytes) + " bytes exceeds the limit of " +
+                               std::to_string(format::kMaxMetadataBytes) + " bytes");
+  }
+  if (bytes > 0 && data == nullptr) throw InvalidArgumentError("metadata pointer is null");
+  const auto* begin = static_cast<const std::byte*>(data);
+  metadata.assign(begin, begin + bytes);
+}
+
+// ---------------------------------------------------------------- checkpoint
+
+format::Header Store::Impl::make_header(int version) const {
+  format::Header header;
+  header.store = name;
+  header.version = version;
+  header.rank = static_cast<std::uint32_t>(comm->rank());
+  header.created_unix_ns = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                          std::chrono::system_clock::now().time_since_epoch())
+                                                          .count());
+  header.chunk_size = config.pipeline.chunk_size;
+  for (const Region& region : registry_.regions()) {
+    header.regions.push_back({region.id, region.label, static_cast<format::RegionKind>(region.kind), region.bytes,
+                              region.type.dtype, region.type.shape});
+  }
+  header.metadata = metadata;
+  return header;
+}
+
+void Store::Impl::check_new_version(int version) const {
+  if (version < 0) throw InvalidArgumentError("checkpoint: version " + std::to_string(version) + " is negative");
+  if (version <= newest_version_) {
+    throw InvalidArgumentError("checkpoint: version " + std::to_string(version) + " is not newer than version " +
+                               std::to_string(newest_version_) + ", the newest one store '" + name +
+                               "' holds; versions must increase (remove newer ones with `resurgo rm`)");
+  }
+  if (registry_.empty()) {
+    throw InvalidArgumentError("checkpoint " + std::to_string(version) + " of store '" + name +
+                               "': nothing is protected; call protect first");
+  }
+}
+
+// The job takes a step for every checkpoint() call, taken or not.
+void Store::Impl::checkpoint(int version) {
+  const Clock::time_point started = Clock::now();
+  std::vector<Level*> route;
+  Snapshot snapshot;
+  CaptureTimes times;
+  try {
+    check_open("checkpoint");
+    job_->before_checkpoint(version);
+    catalog_.report_failure([&] {
+      return "checkpoint " + std::to_string(version) + " not taken (the store keeps working; call checkpoint again): ";
+    });
+    check_new_version(version);
+    route = route_.levels_for(checkpoints_ + 1);
+    snapshot = capture(version, route, times);
+  } catch (...) {
+    if (!closed_) job_->checkpoint_failed(version);
+    throw;
+  }
+  catalog_.add(version, started, level_numbers(route), capture_stats(snapshot, times));
+  job_->checkpointed(version, started, route);
+  submit(version, started, std::move(route), std::move(snapshot));
+}
+
+// A delta's base must be on every level the delta goes to: only a level
+// that takes every checkpoint holds it for sure.
+Snapshot Store::Impl::capture(int version, const std::vector<Level*>& route, CaptureTimes& times) {
+  const long failures = catalog_.failure_count();
+  if (failures != failures_seen_) capture_->start_new_chain("an earlier version failed");
+  failures_seen_ = failures;
+  for (Level* level : route) {
+    if (route_.takes_every_checkpoint(*level)) continue;
+    capture_->start_new_chain("it goes to L" + std::to_string(level->number()) +
+                              ", which does not take every checkpoint");
+  }
+  TraceSpan span(trace_, "capture", version, registry_.total_bytes());
+  Snapshot snapshot = capture_->take(registry_.regions(), make_header(version), *route.front(), times);
+  ++checkpoints_;
+  newest_version_ = version;
+  return snapshot;
+}
+
+VersionStats Store::Impl::capture_stats(const Snapshot& snapshot, const CaptureTimes& times) const {
+  VersionStats captured;
+  captured.bytes = registry_.total_bytes();
+  captured.base_version = static_cast<int>(snapshot.header.base_version);
+  captured.capture = captured.base_version >= 0 ? "delta"
+                     : snapshot.synchronous     ? "synchronous"
+                                                : capture_->mode(captured.bytes);
+  captured.captured_bytes = total_bytes(snapshot.extents);
+  captured.dirty_bytes = snapshot.tracking.dirty_bytes;
+  captured.granularity_bytes = snapshot.tracking.granularity_bytes;
+  captured.tracker = snapshot.tracking.tracker;
+  captured.backpressure_seconds = times.backpressure_seconds;
+  captured.first_touch_seconds = times.first_touch_seconds;
+  captured.copy_seconds = times.copy_seconds;
+  captured.device_bytes = times.device_bytes;
+  captured.device_path = times.device_bytes == 0 ? "" : times.device_into_l0 ? "l0" : "host";
+  captured.device_wait_seconds = times.device_wait_seconds;
+  return captured;
+}
+
+// A moving average of the blocking (a quarter on the newest), so that one
+// slow checkpoint does not swing the interval.
+void Store::Impl::submit(int version, Clock::time_point started, std::vector<Level*> route, Snapshot snapshot) {
+  const bool synchronous = snapshot.synchronous;
+  const int first_level = route.front()->number();
+  scheduler_->submit(version, std::move(route), std::move(snapshot));
+  if (synchronous) catalog_.wait(version, first_level);
+  const double blocked = seconds_since(started);
+  catalog_.set_blocking(version, blocked);
+  checkpoint_cost_ = checkpoint_cost_ ? 0.75 * *checkpoint_cost_ + 0.25 * blocked : blocked;
+  last_checkpoint_end_ = Clock::now();
+}
+
+// ------------------------------------------------------------------ queries
+
+void Store::Impl::wait(int version, int level) {
+  check_open("wait");
+  route_.check_wait(level);
+  job_->wait(version, level);
+}
+
+int Store::Impl::newest_committed() {
+  const std::map<int, std::vector<int>> committed = committed_versions(route_.readable());
+  return committed.empty() ? -1 : committed.rbegin()->first;
+}
+
+std::optional<int> Store::Impl::latest() {
+  check_open("latest");
+  return job_->latest();
+}
+
+std::vector<VersionInfo> Store::Impl::versions() {
+  check_open("versions");
+  std::map<int, VersionInfo> found;
+  for (auto& [version, held] : committed_versions(route_.readable())) {
+    found[version] = VersionInfo{version, std::move(held), false};
+  }
+  for (const auto& [version, only_in_buffer] : catalog_.pending()) {
+    VersionInfo& info = found[version];
+    info.version = version;
+    info.pending = true;
+    if (only_in_buffer && (info.levels.empty() || info.levels.front() != kL1)) {
+      info.levels.insert(info.levels.begin(), kL1);
+    }
+  }
+  std::vector<VersionInfo> list;
+  for (auto& [version, info] : found) {
+    if (!catalog_.discarded(version)) list.push_back(std::move(info));
+  }
+  return list;
+}
+
+std::vector<VersionStats> Store::Impl::stats() {
+  check_open("stats");
+  std::vector<VersionStats> list = catalog_.stats();
+  job_->add_stats(list);
+  return list;
+}
+
+// ------------------------------------------------------------------ restart
+
+void Store::Impl::check_version(int version, const char* call) {
+  if (version < 0) throw InvalidArgumentError(std::string(call) + ": version " + std::to_string(version) + " is negative");
+  if (!catalog_.discarded(version)) return;
+  throw NotFoundError(std::string(call) + ": version " + std::to_string(version) + " of store '" + name +
+                      "' was discarded (consumed); restart another version, or checkpoint the state again");
+}
+
+int Store::Impl::restart(int version, RestartScope scope) {
+  check_open("restart");
+  if (version != kLatest) check_version(version, "restart");
+  Restored restored = job_->restart(version, restore_steps(scope));
+  last_restart = std::move(restored.report);
+  metadata = std::move(restored.metadata);
+  newest_version_ = std::max(newest_committed(), restored.version);  // the next version must be newer
+  return restored.version;
+}
+
+RestoreSteps Store::Impl::restore_steps(RestartScope scope) {
+  RestoreSteps steps;
+  steps.from_levels = [this, scope](int version) { return restore_from_levels(version, scope); };
+  steps.into_regions = [this](const RestoreSteps::Filler& fill) { return restore_into(kLatest, fill); };
+  return steps;
+}
+
+// The regions change only once the version was read and verified: device
+// regions are filled through host copies first (Capture::restart_targets).
+Restored Store::Impl::restore_into(int version, const RestoreSteps::Filler& fill) {
+  if (registry_.empty()) throw InvalidArgumentError("restart of store '" + name + "': nothing is protected");
+  const std::unique_ptr<RestartTargets> targets = capture_->restart_targets(registry_, version);
+  capture_->restarting(true);
+  try {
+    Restored restored = fill(targets->registry());
+    restored.report.bytes_from_device_cache = targets->write_back();
+    capture_->restarting(false);
+    return restored;
+  } catch (...) {
+    capture_->restarting(false);
+    throw;
+  }
+}
+
+Restored Store::Impl::restore_from_levels(int version, RestartScope scope) {
+  const std::optional<std::string> prefetch_failure =
+      version != kLatest ? prefetcher_->settle(version) : std::nullopt;
+  Restored restored = restore_into(version, [&](const Registry& targets) {
+    Restored read;
+    const std::vector<Level*> levels = route_.readable();
+    const RestoreContext context{name, comm->rank(), levels, targets, *pool_, log_, trace_, scope};
+    read.version = restore_version(context, version, read.report, read.metadata);
+    return read;
+  });
+  prefetcher_->restored(restored.version);
+  if (prefetch_failure) {
+    restored.report.skipped.push_back("version " + std::to_string(version) + ": " + *prefetch_failure +
+                                      "; read from L" + std::to_string(restored.report.level) + " instead");
+  }
+  return restored;
+}
+
+// -------------------------------------------------- describe and persist
+
+VersionDescription Store::Impl::describe(int version) {
+  check_open("describe");
+  check_version(version, "describe");
+  if (catalog_.known(version)) catalog_.wait_first_level(version);
+  return describe_version(route_.readable(), name, comm->rank(), version);
+}
+
+// A delta's bases go first: `target` never holds a delta it cannot restore.
+void Store::Impl::copy_with_bases(int version, Level& target) {
+  if (target.holds(version)) return;
+  for (Level* source : route_.readable()) {
+    if (source == &target || !source->holds(version)) continue;
+    if (const std::optional<int> base = source->base_of(version)) copy_with_bases(*base, target);
+    target.commit_copy(version, *source->open(version));
+    return;
+  }
+  throw NotFoundError("persist: store '" + name + "' holds no copy of version " + std::to_string(version) +
+                      " to copy to " + target.where());
+}
+
+void Store::Impl::persist(int version, int level) {
+  check_open("persist");
+  Level& target = route_.persist_target(level);
+  check_version(version, "persist");
+  if (catalog_.known(version)) catalog_.wait_first_level(version);
+  copy_with_bases(version, target);
+}
+
+// ---------------------------------------------------------- adjoint staging
+
+void Store::Impl::prefetch(std::vector<int> versions) {
+  check_open("prefetch");
+  for (int version : versions) check_version(version, "prefetch");
+  prefetcher_->set_order(std::move(versions));
+}
+
+void Store::Impl::discard(int version) {
+  check_open("discard");
+  if (version < 0) throw InvalidArgumentError("discard: version " + std::to_string(version) + " is negative");
+  if (catalog_.discarded(version)) {
+    throw StateError("discard: version " + std::to_string(version) + " of store '" + name + "' was already discarded");
+  }
+  bool held = catalog_.known(version);
+  std::string where;
+  for (Level* level : route_.readable()) {
+    held = held || level->holds(version);
+    where += (where.empty() ? "" : ", ") + level->where();
+  }
+  if (!held) {
+    throw NotFoundError("discard: store '" + name + "' has no version " + std::to_string(version) + " (looked in " +
+                        where + ")");
+  }
+  catalog_.discard(version);
+  prefetcher_->forget(version);
+  route_.memory().remove(version);  // its room is free at once for the next prefetch
+  scheduler_->discard(version);
+}
+
+bool Store::Impl::need_checkpoint() {
+  check_open("need_checkpoint");
+  if (config.interval.policy == IntervalPolicy::kNone) {
+    throw StateError("need_checkpoint: store '" + name +
+                     "' has no checkpoint interval policy; set interval.policy to seconds, overhead or young-daly "
+                     "(docs/interval.md)");
+  }
+  return timer_.due(seconds_since(last_checkpoint_end_), checkpoint_cost_);
+}
+
+// ------------------------------------------------------------- public API
+
+Store::Store(const std::string& name, const Config& config, std::shared_ptr<Env> env)
+    : impl_(std::make_unique<Impl>(name, config, nullptr, std::move(env))) {}
+Store::Store(const std::string& name, const Config& config, std::shared_ptr<Comm> comm, std::shared_ptr<Env> env)
+    : impl_(comm ? std::make_unique<Impl>(name, config, std::move(comm), std::move(env))
+                 : throw InvalidArgumentError("store '" + name + "': the communicator is null")) {}
+Store::~Store() = default;
+Store::Store(Store&&) noexcept = default;
+Store& Store::operator=(Store&&) noexcept = default;
+
+Comm& comm_of(Store& store) { return *store.impl_->comm; }
+
+const std::string& Store::name() const { return impl_->name; }
+const Config& Store::config() const { return impl_->config; }
+int Store::rank() const { return impl_->comm->rank(); }
+void Store::close() { impl_->close(); }
+void Store::protect(int id, void* data, std::size_t bytes, const std::string& label, const ElementType& type,
+                    const GlobalBlock& block) {
+  impl_->protect(Region{id, label, static_cast<std::byte*>(data), bytes, type, block});
+}
+void Store::protect_device(int id, void* device_data, std::size_t bytes, const std::string& label,
+                           const ElementType& type) {
+  impl_->protect(Region{id, label, static_cast<std::byte*>(device_data), bytes, type, {}, MemoryKind::kDevice});
+}
+void Store::protect_managed(int id, void* data, std::size_t bytes, const std::string& label, const ElementType& type) {
+  impl_->protect(Region{id, label, static_cast<std::byte*>(data), bytes, type, {}, MemoryKind::kManaged});
+}
+void Store::unprotect(int id) { impl_->unprotect(id); }
+void Store::reserve(std::uint64_t bytes) { impl_->reserve(bytes); }
+void Store::set_metadata(const void* data, std::size_t bytes) { impl_->set_metadata(data, bytes); }
+const std::vector<std::byte>& Store::metadata() const { return impl_->metadata; }
+void Store::checkpoint(int version) { impl_->checkpoint(version); }
+void Store::wait(int version, int level) { impl_->wait(version, level); }
+std::optional<int> Store::latest() { return impl_->latest(); }
+int Store::restart(int version, RestartScope scope) { return impl_->restart(version, scope); }
+VersionDescription Store::describe(int version) { return impl_->describe(version); }
+void Store::persist(int version, int level) { impl_->persist(version, level); }
+std::vector<VersionInfo> Store::versions() { return impl_->versions(); }
+std::vector<VersionStats> Store::stats() { return impl_->stats(); }
+RestartReport Store::last_restart() const { return impl_->last_restart; }
+DeviceStats Store::device_stats() const { return impl_->device_stats(); }
+void Store::prefetch(const std::vector<int>& versions) { impl_->prefetch(versions); }
+void Store::discard(int version) { impl_->discard(version); }
+bool Store::need_checkpoint() { return impl_->need_checkpoint(); }
+std::optional<double> Store::checkpoint_interval() const { return impl_->checkpoint_interval(); }
+
+}  // namespace resurgo
