@@ -8,7 +8,8 @@
 !              real64, int32, int64, complex(real32) and complex(real64)
 !              arrays of any rank (scalars included), resurgo_latest giving
 !              -1 when there is no version (not an error), resurgo_last_error
-!              as a string.
+!              as a string, the lists of resurgo_versions and
+!              resurgo_describe as allocated arrays.
 ! Fortran names ignore case, so the binding of rsg_latest is named
 ! rsg_latest_version (RSG_LATEST is the constant).
 !
@@ -25,6 +26,18 @@
 ! store is optional; `version` is the one to restore (default RSG_LATEST)
 ! and `restored` receives the one read: pass it by name,
 ! resurgo_restart(store, restored=v).
+!
+! What the store reports comes in the C structs, bind(C) types of the same
+! names: resurgo_stats gives a type(rsg_version_stats), resurgo_last_restart
+! a type(rsg_restart_report), resurgo_device_stats a type(rsg_device_caches),
+! resurgo_versions rsg_version_info and resurgo_describe
+! rsg_region_description elements. resurgo_string(field) turns one of their
+! character arrays into a string:
+!
+!   call resurgo_stats(store, step, stats)
+!   print *, resurgo_string(stats%capture), stats%blocking_seconds, stats%seconds_to_level(RSG_L2)
+!   call resurgo_describe(store, v, regions)
+!   print *, (resurgo_string(regions(i)%label), regions(i)%bytes, i = 1, size(regions))
 !
 ! Every wrapper takes an optional argument `ierr`. When present it receives
 ! RSG_OK (0) or a negative RSG_E* code and the caller decides, with the
@@ -79,13 +92,121 @@ module resurgo
 
   ! Levels (tiers).
   integer(c_int), parameter, public :: RSG_L0 = 0  ! device cache (GPU memory)
-  integer(c_int), parameter, public :: RSG_L1 = 1  ! host buffer
+  integer(c_int), parameter, public :: RSG_L1 = 1  ! memory level: whole versions in host memory
   integer(c_int), parameter, public :: RSG_L2 = 2  ! node-local directory
   integer(c_int), parameter, public :: RSG_L3 = 3  ! partner copy on another node
   integer(c_int), parameter, public :: RSG_L4 = 4  ! persistent (parallel) file system
 
+  integer(c_int), parameter, public :: RSG_LEVELS = 5  ! arrays indexed by level: (RSG_L0:RSG_L4)
+
   integer(c_int), parameter, public :: RSG_ALL = -1     ! wait: every pending version
   integer(c_int), parameter, public :: RSG_LATEST = -1  ! restart: newest intact version
+
+  ! Region kinds (rsg_region_description%kind).
+  integer(c_int), parameter, public :: RSG_KIND_HOST = 0
+  integer(c_int), parameter, public :: RSG_KIND_DEVICE = 1
+  integer(c_int), parameter, public :: RSG_KIND_MANAGED = 2
+
+  ! Bounds of a region table (labels of at most 255 bytes and dtype names of
+  ! at most 64, NUL-terminated here; shapes of at most 32 axes).
+  integer(c_int), parameter, public :: RSG_LABEL_CAPACITY = 256
+  integer(c_int), parameter, public :: RSG_DTYPE_CAPACITY = 65
+  integer(c_int), parameter, public :: RSG_MAX_DIMS = 32
+
+  ! ---- The C API's structs, field for field (resurgo.h) ---------------------
+  ! Named as in C. Unsigned C fields are signed here (Fortran has no
+  ! unsigned integers; counts and sizes stay below 2**63). Arrays indexed by
+  ! level start at 0, so stats%seconds_to_level(RSG_L4) reads as in C.
+  ! Strings are NUL-terminated character(kind=c_char) arrays: resurgo_string
+  ! turns one into a Fortran string.
+
+  ! What one checkpoint cost (resurgo_stats); per-level entries are -1 where
+  ! the version does not go or has not arrived.
+  type, bind(C), public :: rsg_version_stats
+    integer(c_int) :: version
+    character(kind=c_char) :: capture(16)            ! "copy", "synchronous", "fork" or "delta"
+    integer(c_long_long) :: bytes                    ! protected bytes captured
+    real(c_double) :: blocking_seconds               ! time the checkpoint blocked, in all
+    real(c_double) :: backpressure_seconds           ! ... waiting for buffer space or the forked writer
+    real(c_double) :: first_touch_seconds            ! ... faulting in buffer pages
+    real(c_double) :: copy_seconds                   ! ... copying (copy) or forking (fork)
+    integer(c_long_long) :: copy_on_write_bytes      ! fork: pages written while the child wrote
+    real(c_double) :: seconds_to_level(0:RSG_LEVELS - 1)  ! from the checkpoint until durable there
+    integer(c_long_long) :: stored_bytes(0:RSG_LEVELS - 1)  ! bytes of the file at each level
+    integer(c_int) :: failed                         ! 1 when a background error hit this version
+    integer(c_int) :: base_version                   ! delta: the version it builds on; -1 = full
+    integer(c_long_long) :: captured_bytes           ! the state, or the delta's blocks
+    integer(c_long_long) :: dirty_bytes              ! in the pages the tracker reported written
+    integer(c_long_long) :: granularity_bytes        ! largest management block in force
+    character(kind=c_char) :: tracker(16)            ! "uffd", "soft-dirty", "mprotect", "hash"; ""
+    integer(c_long_long) :: device_bytes             ! bytes of device regions
+    character(kind=c_char) :: device_path(8)         ! "l0", "host" or ""
+    real(c_double) :: device_wait_seconds            ! part of copy_seconds waiting for L0
+  end type rsg_version_stats
+
+  ! The device regions' caches (resurgo_device_stats; docs/gpu.md): the L0
+  ! device cache and the host staging buffer they are copied into.
+  type, bind(C), public :: rsg_device_caches
+    integer(c_int) :: has_cache                      ! 1 with device.capacity > 0 and a usable backend
+    integer(c_long_long) :: cache_capacity           ! reserved bytes
+    integer(c_long_long) :: cache_mapped             ! bytes usable now
+    integer(c_long_long) :: cache_used               ! bytes held by cached versions
+    integer(c_long_long) :: cache_versions           ! cached versions
+    integer(c_long_long) :: cache_evicted            ! versions evicted so far
+    integer(c_long_long) :: cache_bypassed           ! versions too large for L0
+    integer(c_int) :: cache_growth_done              ! fully mapped, or stopped growing
+    character(kind=c_char) :: cache_growth_stopped(256)  ! why mapping stopped early
+    real(c_double) :: cache_mapping_seconds
+    real(c_double) :: cache_map_wait_seconds
+    real(c_double) :: cache_flush_wait_seconds
+    integer(c_int) :: has_staging                    ! 1 once a device region was checkpointed
+    integer(c_long_long) :: staging_capacity
+    character(kind=c_char) :: pin(8)                 ! "lazy", "eager", "off"
+    character(kind=c_char) :: touch(16)              ! "auto", "concurrent", "sequential"
+    character(kind=c_char) :: state(40)              ! "touching", "pinning", "pinned", ...
+    character(kind=c_char) :: strategy(16)           ! the touch strategy in force
+    integer(c_long_long) :: touched_bytes
+    real(c_double) :: touch_seconds
+    integer(c_int) :: pinned
+    integer(c_long_long) :: pin_pieces
+    real(c_double) :: pin_seconds
+    real(c_double) :: token_wait_seconds
+    character(kind=c_char) :: pin_failure(256)       ! the driver's error when pinning failed
+    integer(c_long_long) :: flushes
+    integer(c_long_long) :: flushes_to_untouched
+    integer(c_long_long) :: checkpoints
+    real(c_double) :: touch_alone, touch_concurrent, flush_touched, flush_untouched, flush_concurrent
+    character(kind=c_char) :: decision(512)          ! the touch model's latest choice, one line
+  end type rsg_device_caches
+
+  ! The last restart (resurgo_last_restart).
+  type, bind(C), public :: rsg_restart_report
+    integer(c_int) :: version                        ! restored; -1 before any restart succeeded
+    integer(c_int) :: level                          ! read from; -1 likewise
+    real(c_double) :: seconds
+    integer(c_long_long) :: bytes
+    integer(c_int) :: skipped                        ! damaged copies skipped or repaired
+  end type rsg_restart_report
+
+  ! A region of a committed version (resurgo_describe).
+  type, bind(C), public :: rsg_region_description
+    integer(c_int) :: id
+    integer(c_int) :: kind                           ! RSG_KIND_HOST, RSG_KIND_DEVICE, RSG_KIND_MANAGED
+    integer(c_long_long) :: bytes
+    character(kind=c_char) :: label(RSG_LABEL_CAPACITY)
+    character(kind=c_char) :: dtype(RSG_DTYPE_CAPACITY)  ! NumPy's name; "" when not given
+    integer(c_int) :: ndims                          ! entries of shape in use
+    ! Row-major, the slowest axis first: Fortran's axis order reversed, as
+    ! for resurgo_protect_global.
+    integer(c_long_long) :: shape(RSG_MAX_DIMS)
+  end type rsg_region_description
+
+  ! A version the store holds (resurgo_versions).
+  type, bind(C), public :: rsg_version_info
+    integer(c_int) :: version
+    integer(c_int) :: pending                        ! 1: captured, not yet durable everywhere
+    integer(c_int) :: levels(0:RSG_LEVELS - 1)       ! 1 where the level holds a complete copy
+  end type rsg_version_info
 
   ! Message of the wrapper's own refusal of the last call; not allocated
   ! when the last call reached the C API. Process-wide, unlike the C API's
@@ -98,14 +219,33 @@ module resurgo
   end type resurgo_store
 
   ! ---- The C API, bound one to one ------------------------------------------
-  public :: rsg_open, rsg_close, rsg_protect, rsg_unprotect, rsg_set_metadata, &
-            rsg_get_metadata, rsg_checkpoint, rsg_wait, rsg_latest_version, rsg_restart, &
-            rsg_prefetch, rsg_discard, rsg_need_checkpoint, &
-            rsg_last_error, rsg_appic_open, rsg_appic_register, rsg_appic_write, rsg_appic_read, &
+  public :: rsg_open, rsg_close, rsg_protect, rsg_protect_device, rsg_protect_managed, rsg_unprotect, &
+            rsg_set_metadata, rsg_get_metadata, rsg_checkpoint, rsg_wait, rsg_latest_version, rsg_restart, &
+            rsg_prefetch, rsg_discard, rsg_need_checkpoint, rsg_stats, rsg_last_restart, rsg_device_stats, &
+            rsg_versions, rsg_describe, rsg_persist, rsg_last_error, &
+            rsg_appic_open, rsg_appic_register, rsg_appic_write, rsg_appic_read, &
             rsg_appic_version, rsg_appic_close, rsg_appic_finalize
 #ifdef RESURGO_HAVE_MPI
   public :: rsg_open_mpi_fortran, rsg_protect_global
 #endif
+
+  abstract interface
+    ! rsg_protect, rsg_protect_device and rsg_protect_managed. label may be
+    ! c_null_ptr (then "region-<id>").
+    function protect_call(s, id, ptr, bytes, label) bind(C) result(rc)
+      import :: c_ptr, c_int, c_size_t
+      type(c_ptr), value :: s
+      integer(c_int), value :: id
+      type(c_ptr), value :: ptr
+      integer(c_size_t), value :: bytes
+      type(c_ptr), value :: label
+      integer(c_int) :: rc
+    end function protect_call
+  end interface
+
+  procedure(protect_call), bind(C, name="rsg_protect") :: rsg_protect
+  procedure(protect_call), bind(C, name="rsg_protect_device") :: rsg_protect_device
+  procedure(protect_call), bind(C, name="rsg_protect_managed") :: rsg_protect_managed
 
   interface
     ! config_path may be c_null_ptr; otherwise c_loc of a NUL-terminated string.
@@ -122,27 +262,6 @@ module resurgo
       type(c_ptr), value :: s
       integer(c_int) :: rc
     end function rsg_close
-
-    ! label may be c_null_ptr (then "region-<id>").
-    function rsg_protect(s, id, ptr, bytes, label) bind(C, name="rsg_protect") result(rc)
-      import :: c_ptr, c_int, c_size_t
-      type(c_ptr), value :: s
-      integer(c_int), value :: id
-      type(c_ptr), value :: ptr
-      integer(c_size_t), value :: bytes
-      type(c_ptr), value :: label
-      integer(c_int) :: rc
-    end function rsg_protect
-
-    function rsg_protect_device(s, id, device_ptr, bytes, label) bind(C, name="rsg_protect_device") result(rc)
-      import :: c_ptr, c_int, c_size_t
-      type(c_ptr), value :: s
-      integer(c_int), value :: id
-      type(c_ptr), value :: device_ptr
-      integer(c_size_t), value :: bytes
-      type(c_ptr), value :: label
-      integer(c_int) :: rc
-    end function rsg_protect_device
 
     function rsg_unprotect(s, id) bind(C, name="rsg_unprotect") result(rc)
       import :: c_ptr, c_int
@@ -225,6 +344,57 @@ module resurgo
       integer(c_int), intent(inout) :: need
       integer(c_int) :: rc
     end function rsg_need_checkpoint
+
+    function rsg_stats(s, version, out) bind(C, name="rsg_stats") result(rc)
+      import :: c_ptr, c_int, rsg_version_stats
+      type(c_ptr), value :: s
+      integer(c_int), value :: version
+      type(rsg_version_stats), intent(out) :: out
+      integer(c_int) :: rc
+    end function rsg_stats
+
+    function rsg_last_restart(s, out) bind(C, name="rsg_last_restart") result(rc)
+      import :: c_ptr, c_int, rsg_restart_report
+      type(c_ptr), value :: s
+      type(rsg_restart_report), intent(out) :: out
+      integer(c_int) :: rc
+    end function rsg_last_restart
+
+    function rsg_device_stats(s, out) bind(C, name="rsg_device_stats") result(rc)
+      import :: c_ptr, c_int, rsg_device_caches
+      type(c_ptr), value :: s
+      type(rsg_device_caches), intent(out) :: out
+      integer(c_int) :: rc
+    end function rsg_device_stats
+
+    ! The lists: `capacity` entries at `out`; count receives the full number,
+    ! and when it exceeds capacity nothing is copied (RSG_EINVAL).
+    function rsg_versions(s, out, capacity, count) bind(C, name="rsg_versions") result(rc)
+      import :: c_ptr, c_int, c_size_t, rsg_version_info
+      type(c_ptr), value :: s
+      type(rsg_version_info), intent(inout) :: out(*)
+      integer(c_size_t), value :: capacity
+      integer(c_size_t), intent(inout) :: count
+      integer(c_int) :: rc
+    end function rsg_versions
+
+    function rsg_describe(s, version, out, capacity, count) bind(C, name="rsg_describe") result(rc)
+      import :: c_ptr, c_int, c_size_t, rsg_region_description
+      type(c_ptr), value :: s
+      integer(c_int), value :: version
+      type(rsg_region_description), intent(inout) :: out(*)
+      integer(c_size_t), value :: capacity
+      integer(c_size_t), intent(inout) :: count
+      integer(c_int) :: rc
+    end function rsg_describe
+
+    function rsg_persist(s, version, level) bind(C, name="rsg_persist") result(rc)
+      import :: c_ptr, c_int
+      type(c_ptr), value :: s
+      integer(c_int), value :: version
+      integer(c_int), value :: level
+      integer(c_int) :: rc
+    end function rsg_persist
 
     ! Thread-local message of the last failure (a C string; see
     ! resurgo_last_error for a Fortran one).
@@ -313,10 +483,11 @@ module resurgo
 
   ! ---- Fortran wrappers -----------------------------------------------------
   public :: resurgo_open, resurgo_close, resurgo_protect, resurgo_protect_bytes, resurgo_protect_device, &
-            resurgo_unprotect, resurgo_set_metadata, resurgo_get_metadata, &
+            resurgo_protect_managed, resurgo_unprotect, resurgo_set_metadata, resurgo_get_metadata, &
             resurgo_checkpoint, resurgo_wait, resurgo_latest, resurgo_restart, resurgo_prefetch, resurgo_discard, &
-            resurgo_need_checkpoint, &
-            resurgo_last_error
+            resurgo_need_checkpoint, resurgo_stats, resurgo_last_restart, resurgo_device_stats, &
+            resurgo_versions, resurgo_describe, resurgo_persist, &
+            resurgo_last_error, resurgo_string
 #ifdef RESURGO_HAVE_MPI
   public :: resurgo_open_mpi, resurgo_protect_global
 #endif
@@ -352,8 +523,6 @@ contains
     character(len=:), allocatable :: msg
     type(c_ptr) :: p
     character(kind=c_char), pointer :: chars(:)
-    integer(c_size_t) :: n
-    integer :: i
     if (allocated(wrapper_error)) then
       msg = wrapper_error
       return
@@ -363,13 +532,25 @@ contains
       msg = ""
       return
     end if
-    n = c_strlen(p)
-    call c_f_pointer(p, chars, [n])
-    allocate(character(len=n) :: msg)
-    do i = 1, int(n)
-      msg(i:i) = chars(i)
-    end do
+    call c_f_pointer(p, chars, [c_strlen(p)])
+    msg = resurgo_string(chars)
   end function resurgo_last_error
+
+  ! The text of a NUL-terminated character(kind=c_char) array, such as the
+  ! string fields of rsg_version_stats or rsg_region_description, as a
+  ! Fortran string: the characters before the first NUL (all of them when
+  ! there is none).
+  pure function resurgo_string(chars) result(text)
+    character(kind=c_char), intent(in) :: chars(:)
+    character(len=:), allocatable :: text
+    integer :: length, i
+    length = findloc(chars, c_null_char, dim=1) - 1
+    if (length < 0) length = size(chars)
+    allocate(character(len=length) :: text)
+    do i = 1, length
+      text(i:i) = chars(i)
+    end do
+  end function resurgo_string
 
   ! Ends a wrapper with the result of its C call, which has set (or
   ! cleared) rsg_last_error: an older refusal of the wrapper no longer applies.
@@ -447,11 +628,7 @@ contains
     integer(c_size_t), intent(in) :: bytes
     character(len=*), intent(in) :: label
     integer, intent(out), optional :: ierr
-    character(kind=c_char, len=:), allocatable, target :: clabel
-    integer(c_int) :: rc
-    clabel = c_string(label)
-    rc = rsg_protect(store%handle, int(id, c_int), ptr, bytes, c_loc(clabel))
-    call finish(rc, 'resurgo_protect', ierr)
+    call protect_pointer(rsg_protect, 'resurgo_protect', store, id, ptr, bytes, label, ierr)
   end subroutine resurgo_protect_bytes
 
   ! Protects `bytes` bytes of CUDA device memory at `device_ptr` (from
@@ -464,12 +641,37 @@ contains
     integer(c_size_t), intent(in) :: bytes
     character(len=*), intent(in) :: label
     integer, intent(out), optional :: ierr
-    character(kind=c_char, len=:), allocatable, target :: clabel
-    integer(c_int) :: rc
-    clabel = c_string(label)
-    rc = rsg_protect_device(store%handle, int(id, c_int), device_ptr, bytes, c_loc(clabel))
-    call finish(rc, 'resurgo_protect_device', ierr)
+    call protect_pointer(rsg_protect_device, 'resurgo_protect_device', store, id, device_ptr, bytes, label, ierr)
   end subroutine resurgo_protect_device
+
+  ! Protects `bytes` bytes of CUDA managed memory at `ptr` (cudaMallocManaged,
+  ! or OpenACC/CUDA Fortran managed arrays through c_loc): the host reads it
+  ! like host memory, and the version records its kind.
+  subroutine resurgo_protect_managed(store, id, ptr, bytes, label, ierr)
+    type(resurgo_store), intent(in) :: store
+    integer, intent(in) :: id
+    type(c_ptr), intent(in) :: ptr
+    integer(c_size_t), intent(in) :: bytes
+    character(len=*), intent(in) :: label
+    integer, intent(out), optional :: ierr
+    call protect_pointer(rsg_protect_managed, 'resurgo_protect_managed', store, id, ptr, bytes, label, ierr)
+  end subroutine resurgo_protect_managed
+
+  ! The protect wrappers taking an address: `c_call` is the C protect of the
+  ! region's kind, `what` the wrapper's name for its failure.
+  subroutine protect_pointer(c_call, what, store, id, ptr, bytes, label, ierr)
+    procedure(protect_call) :: c_call
+    character(len=*), intent(in) :: what
+    type(resurgo_store), intent(in) :: store
+    integer, intent(in) :: id
+    type(c_ptr), intent(in) :: ptr
+    integer(c_size_t), intent(in) :: bytes
+    character(len=*), intent(in) :: label
+    integer, intent(out), optional :: ierr
+    character(kind=c_char, len=:), allocatable, target :: clabel
+    clabel = c_string(label)
+    call finish(c_call(store%handle, int(id, c_int), ptr, bytes, c_loc(clabel)), what, ierr)
+  end subroutine protect_pointer
 
   ! resurgo_protect has one specific per element kind, each forwarding to
   ! protect_array; the rank is free (assumed rank: scalars and ranks 1 to 15).
@@ -840,6 +1042,95 @@ contains
     call finish(rsg_need_checkpoint(store%handle, flag), 'resurgo_need_checkpoint', ierr)
     need = flag /= 0
   end subroutine resurgo_need_checkpoint
+
+  ! Statistics of `version` (RSG_ENOTFOUND when the store keeps none for it:
+  ! only recent versions of this process are kept), e.g.
+  ! stats%blocking_seconds, stats%seconds_to_level(RSG_L2),
+  ! resurgo_string(stats%capture).
+  subroutine resurgo_stats(store, version, stats, ierr)
+    type(resurgo_store), intent(in) :: store
+    integer, intent(in) :: version
+    type(rsg_version_stats), intent(out) :: stats
+    integer, intent(out), optional :: ierr
+    call finish(rsg_stats(store%handle, int(version, c_int), stats), 'resurgo_stats', ierr)
+  end subroutine resurgo_stats
+
+  ! What the last restart restored (report%version is -1 before any did),
+  ! from which level, in how many seconds.
+  subroutine resurgo_last_restart(store, report, ierr)
+    type(resurgo_store), intent(in) :: store
+    type(rsg_restart_report), intent(out) :: report
+    integer, intent(out), optional :: ierr
+    call finish(rsg_last_restart(store%handle, report), 'resurgo_last_restart', ierr)
+  end subroutine resurgo_last_restart
+
+  ! The device regions' caches now: the L0 device cache (stats%has_cache)
+  ! and the host staging buffer they are copied into (stats%has_staging).
+  subroutine resurgo_device_stats(store, stats, ierr)
+    type(resurgo_store), intent(in) :: store
+    type(rsg_device_caches), intent(out) :: stats
+    integer, intent(out), optional :: ierr
+    call finish(rsg_device_stats(store%handle, stats), 'resurgo_device_stats', ierr)
+  end subroutine resurgo_device_stats
+
+  ! The versions the store holds, committed or pending, ascending:
+  ! versions(i)%levels(RSG_L4) == 1 where L4 holds a complete copy of
+  ! versions(i)%version. Empty when the call fails.
+  subroutine resurgo_versions(store, versions, ierr)
+    type(resurgo_store), intent(in) :: store
+    type(rsg_version_info), allocatable, intent(out) :: versions(:)
+    integer, intent(out), optional :: ierr
+    integer(c_size_t) :: count
+    integer(c_int) :: rc
+    ! A checkpoint between the size query and the copy adds a version: ask
+    ! again with the new count until the list fits.
+    allocate(versions(0))
+    do
+      count = 0
+      rc = rsg_versions(store%handle, versions, size(versions, kind=c_size_t), count)
+      if (rc /= RSG_EINVAL .or. count <= size(versions, kind=c_size_t)) exit
+      deallocate(versions)
+      allocate(versions(count))
+    end do
+    if (rc /= RSG_OK) count = 0
+    versions = versions(:count)  ! a version discarded meanwhile leaves the list shorter
+    call finish(rc, 'resurgo_versions', ierr)
+  end subroutine resurgo_versions
+
+  ! The regions of the committed `version` as its region table records them,
+  ! read from its header (not its data): resurgo_string(regions(i)%label),
+  ! regions(i)%bytes, regions(i)%kind (RSG_KIND_HOST, ...). Empty when the
+  ! call fails (RSG_ENOTFOUND: no level holds the version).
+  subroutine resurgo_describe(store, version, regions, ierr)
+    type(resurgo_store), intent(in) :: store
+    integer, intent(in) :: version
+    type(rsg_region_description), allocatable, intent(out) :: regions(:)
+    integer, intent(out), optional :: ierr
+    integer(c_size_t) :: count
+    integer(c_int) :: rc
+    ! A version's region table never changes: one size query, one copy.
+    allocate(regions(0))
+    count = 0
+    rc = rsg_describe(store%handle, int(version, c_int), regions, 0_c_size_t, count)
+    if (rc == RSG_EINVAL .and. count > 0) then  ! "too small" is the size answer
+      deallocate(regions)
+      allocate(regions(count))
+      rc = rsg_describe(store%handle, int(version, c_int), regions, count, count)
+    end if
+    if (rc /= RSG_OK) count = 0
+    regions = regions(:count)
+    call finish(rc, 'resurgo_describe', ierr)
+  end subroutine resurgo_describe
+
+  ! Copies the committed `version` (with the bases a delta needs) to `level`
+  ! (RSG_L2 or RSG_L4) and returns once it is durable there: for versions
+  ! kept only in memory.
+  subroutine resurgo_persist(store, version, level, ierr)
+    type(resurgo_store), intent(in) :: store
+    integer, intent(in) :: version, level
+    integer, intent(out), optional :: ierr
+    call finish(rsg_persist(store%handle, int(version, c_int), int(level, c_int)), 'resurgo_persist', ierr)
+  end subroutine resurgo_persist
 
   ! ---- Appicpr's calls ------------------------------------------------------
 

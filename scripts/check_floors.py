@@ -29,7 +29,7 @@ FLOORS = [
     ("captures", ["capture"]),
     ("pipeline", ["pipeline"]),
     ("jobs", ["job"]),
-    ("facade", ["store"]),
+    ("facade", ["store", "tools"]),
     ("layers", ["auto", "appic", "matrix"]),
 ]
 # The layers above the Store use only the public API, the ground floor and

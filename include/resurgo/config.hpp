@@ -17,6 +17,9 @@ enum class Codec : std::uint8_t { kNone = 0, kLz4 = 1, kZstd = 2, kBloscLz4 = 3,
 // arrays far more compressible.
 enum class Shuffle : std::uint8_t { kNone = 0, kByte = 1, kBit = 2 };
 enum class CaptureMode : std::uint8_t { kCopy = 0, kFork = 1, kAuto = 2, kDelta = 3 };
+// How the delta capture finds the written pages (docs/tracking.md); a
+// tracker reports the method it runs, never kAuto.
+enum class TrackMethod : std::uint8_t { kAuto = 0, kUffd = 1, kSoftDirty = 2, kMprotect = 3, kHash = 4 };
 enum class LogLevel : int { kOff = 0, kError = 1, kWarn = 2, kInfo = 3, kDebug = 4 };
 enum class IntervalPolicy : std::uint8_t { kNone = 0, kSeconds = 1, kOverhead = 2, kYoungDaly = 3 };
 enum class PartnerScheme : std::uint8_t { kNone = 0, kPartner = 1, kXor = 2 };
@@ -39,7 +42,7 @@ struct Config {
     CaptureMode mode = CaptureMode::kCopy;
   } capture;
   struct Track {  // dirty tracking of the delta capture
-    std::string method = "auto";      // auto | uffd | soft-dirty | mprotect | hash
+    TrackMethod method = TrackMethod::kAuto;  // auto: uffd where the kernel has it, else hash
     std::uint64_t granularity = 0;    // management block in bytes (a power-of-two number of pages); 0 = auto (tuned)
   } track;
   struct Delta {
@@ -131,5 +134,18 @@ struct Config {
 
 // "512MiB", "4 GiB", "1.5GB", "4096" -> bytes. Throws ConfigError naming `key`.
 std::uint64_t parse_size(const std::string& key, const std::string& text);
+
+// The configuration's word for a value ("copy", "soft-dirty", "blosc-lz4"),
+// from the table that Config::set parses it with (docs/config.md lists them).
+const char* to_string(CaptureMode mode);
+const char* to_string(TrackMethod method);
+const char* to_string(PinPolicy policy);
+const char* to_string(TouchSetting setting);
+const char* to_string(DeviceBackend backend);
+const char* to_string(IntervalPolicy policy);
+const char* to_string(PartnerScheme scheme);
+const char* to_string(Codec codec);
+const char* to_string(Shuffle shuffle);
+const char* to_string(LogLevel level);
 
 }  // namespace resurgo

@@ -1,5 +1,5 @@
 // What the device regions' caches report (Store::device_stats(),
-// docs/gpu.md): the L0 device cache, and the L1 host buffer that pins late
+// docs/gpu.md): the L0 device cache, and the staging buffer that pins late
 // with the touch model's choice and its inputs (HiPC'22 cache-allocation
 // paper, section IV; docs/gpu_late_pin.md).
 #pragma once
@@ -79,7 +79,7 @@ struct TouchDecision {
   std::string describe() const;
 };
 
-// The L1 host buffer that pins late (gpu/late_pin_buffer.h).
+// The staging buffer that pins late (gpu/late_pin_buffer.h).
 enum class LatePinState {
   kTouching,         // pages remain untouched
   kPausedForFlush,   // sequential strategy: a flush is open
@@ -119,9 +119,8 @@ struct DeviceStats {
   std::optional<LatePinStats> staging;    // made at the first checkpoint of a device region
 };
 
-// "lazy", "auto", "concurrent", "touching", ... (the configuration's words).
-const char* to_string(PinPolicy policy);
-const char* to_string(TouchSetting setting);
+// "concurrent", "touching", ... (to_string of PinPolicy and TouchSetting:
+// resurgo/config.hpp).
 const char* to_string(TouchStrategy strategy);
 const char* to_string(LatePinState state);
 

@@ -24,11 +24,11 @@ extern "C" {
 #define RSG_ESTATE (-8)    /* call not valid now (store closed, ...)           */
 #define RSG_EINTERNAL (-9) /* unexpected failure; please report it             */
 
-#define RSG_L0 0 /* device cache (GPU memory)            */
-#define RSG_L1 1 /* host buffer                          */
-#define RSG_L2 2 /* node-local directory                 */
-#define RSG_L3 3 /* partner copy on another node         */
-#define RSG_L4 4 /* persistent (parallel) file system    */
+#define RSG_L0 0 /* device cache (GPU memory)                */
+#define RSG_L1 1 /* memory level: whole versions in host RAM */
+#define RSG_L2 2 /* node-local directory                     */
+#define RSG_L3 3 /* partner copy on another node             */
+#define RSG_L4 4 /* persistent (parallel) file system        */
 
 #define RSG_ALL (-1)    /* rsg_wait: every pending version      */
 #define RSG_LATEST (-1) /* rsg_restart: newest intact version   */
@@ -50,7 +50,9 @@ typedef struct rsg_version_stats {
   unsigned long long copy_on_write_bytes; /* fork: pages written while the child wrote */
   double seconds_to_level[RSG_LEVELS];    /* from rsg_checkpoint until durable there */
   long long stored_bytes[RSG_LEVELS];     /* bytes of the file at each level; -1 = none */
-  int failed;                     /* 1 when a background error hit this version */
+  /* 1 when a background error hit this version. Its message (C++ VersionStats::error) is not
+   * copied here: the next call on the store returned the error, with the message in rsg_last_error(). */
+  int failed;
   /* capture.mode = "delta" (docs/tracking.md): */
   int base_version;                       /* the version a delta builds on; -1 = full */
   unsigned long long captured_bytes;      /* bytes captured: the state, or the delta's blocks */
@@ -64,8 +66,8 @@ typedef struct rsg_version_stats {
 } rsg_version_stats;
 
 /* The device regions' caches (rsg_device_stats; docs/gpu.md): the L0 device
- * cache and the L1 host buffer they are staged in, which pins late. Strings
- * are "" where there is nothing to say. */
+ * cache and the host staging buffer they are copied into, which pins late.
+ * Strings are "" where there is nothing to say. */
 typedef struct rsg_device_caches {
   int has_cache;                          /* 1 with device.capacity > 0 and a usable backend */
   unsigned long long cache_capacity;      /* reserved bytes */
@@ -108,6 +110,37 @@ typedef struct rsg_restart_report {
   unsigned long long bytes;
   int skipped;                    /* damaged copies skipped or repaired (their lines are logged) */
 } rsg_restart_report;
+
+/* Region kinds (rsg_region_description.kind): where a region's memory
+ * lives, as rsg_protect, rsg_protect_device and rsg_protect_managed say. */
+#define RSG_KIND_HOST 0
+#define RSG_KIND_DEVICE 1
+#define RSG_KIND_MANAGED 2
+
+/* Bounds of what a region table holds, so that rsg_describe never truncates:
+ * labels have at most 255 bytes and dtype names at most 64 (both plus the
+ * terminating NUL here), shapes at most 32 axes. */
+#define RSG_LABEL_CAPACITY 256
+#define RSG_DTYPE_CAPACITY 65
+#define RSG_MAX_DIMS 32
+
+/* A region as a committed version's region table records it (rsg_describe). */
+typedef struct rsg_region_description {
+  int id;
+  int kind;                         /* RSG_KIND_HOST, RSG_KIND_DEVICE or RSG_KIND_MANAGED */
+  unsigned long long bytes;
+  char label[RSG_LABEL_CAPACITY];
+  char dtype[RSG_DTYPE_CAPACITY];   /* NumPy's name ("float64"); "" when the region was protected without one */
+  int ndims;                        /* entries of shape in use; 0 without a shape */
+  long long shape[RSG_MAX_DIMS];    /* row-major: the slowest axis first */
+} rsg_region_description;
+
+/* One version the store holds (rsg_versions). */
+typedef struct rsg_version_info {
+  int version;
+  int pending;                      /* 1: captured, not yet durable everywhere it goes */
+  int levels[RSG_LEVELS];           /* indexed by level: 1 where a complete copy is held, else 0 */
+} rsg_version_info;
 
 /* Opens the store `name`. config_path may be NULL (defaults, then
  * RESURGO_<SECTION>_<KEY> environment overrides). */
@@ -153,8 +186,37 @@ int rsg_need_checkpoint(rsg_store *s, int *need);
  * only recent versions of this process are kept). */
 int rsg_stats(rsg_store *s, int version, rsg_version_stats *out);
 int rsg_last_restart(rsg_store *s, rsg_restart_report *out);
-/* The device regions' caches now (zeros and has_* = 0 where the store has none). */
+/* The device regions' caches now (zeros and has_* = 0 where the store has none).
+ * The struct cannot take the call's name (C++ DeviceStats): in C a type
+ * and a function share one name space. */
 int rsg_device_stats(rsg_store *s, rsg_device_caches *out);
+
+/* Lists of variable length (rsg_versions, rsg_describe) go into an array
+ * the caller provides, as rsg_get_metadata's bytes do: `capacity` entries
+ * at `out` (which may be NULL when capacity is 0). *count receives the
+ * full number of entries; when it exceeds capacity nothing is copied and
+ * RSG_EINVAL is returned, so a first call with capacity 0 asks for the
+ * size. The caller owns the memory (no rsg_free to pair, and Fortran passes
+ * its own allocated array); the price is a second call. */
+
+/* The versions the store holds, committed or pending, ascending, with the
+ * levels holding each (Store::versions). New checkpoints can make the list
+ * grow between the size query and the copy: call again with the new count. */
+int rsg_versions(rsg_store *s, rsg_version_info *out, size_t capacity, size_t *count);
+/* The regions of the committed `version`, in its region table's order, read
+ * from the header of its fastest intact copy without reading its data
+ * (Store::describe). RSG_ENOTFOUND when no level holds the version,
+ * RSG_ECORRUPT when every copy is damaged. The version's metadata, which
+ * Store::describe also returns, is left out: two lists in one call would
+ * make a too-small answer ambiguous; rsg_get_metadata gives it after
+ * rsg_restart. */
+int rsg_describe(rsg_store *s, int version, rsg_region_description *out, size_t capacity, size_t *count);
+/* Copies the committed `version` (with the bases a delta needs) to `level`
+ * (RSG_L2 or RSG_L4), verifying each chunk; returns once it is durable
+ * there (Store::persist). For versions kept only in memory. Unlike the
+ * other calls it may run on another thread while the application's thread
+ * is inside rsg_checkpoint or rsg_wait (not rsg_close or rsg_discard). */
+int rsg_persist(rsg_store *s, int version, int level);
 const char *rsg_last_error(void);
 
 #ifdef __cplusplus

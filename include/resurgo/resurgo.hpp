@@ -52,7 +52,7 @@ struct VersionInfo {
   bool pending = false;     // captured, not yet durable everywhere it goes
 };
 
-// The levels (DESIGN.md): L0 device cache, L1 host buffer, L2 node-local
+// The levels (DESIGN.md): L0 device cache, L1 memory level, L2 node-local
 // directory, L3 partner copy, L4 persistent directory.
 inline constexpr int kL0 = 0;
 inline constexpr int kL1 = 1;

@@ -37,6 +37,7 @@ from typing import Any, Callable, List, NamedTuple, Optional, Sequence, Tuple, U
 import numpy as np
 
 from resurgo import _core
+from resurgo.array_view import array_view
 from resurgo.errors import InvalidArgumentError
 from resurgo.store import Store
 
@@ -107,35 +108,10 @@ class Dataset:
         return Arg(self.id, Access.INCREMENT, _range_arg(range))
 
 
-@dataclass(frozen=True)
-class CheckpointReport:
-    """The newest automatic checkpoint taken by this process."""
-
-    version: int
-    loop_index: int  # the loop (1-based) before which it was taken
-    location: str  # that loop's name, or "fastfw" / "datlist"
-    saved: Tuple[str, ...]  # datasets saved whole
-    halos: Tuple[str, ...]  # datasets of which only the halo ring was saved
-    dataset_bytes: int
-    query_log_bytes: int
-    payload_bytes: int
-    staged_bytes: int  # copied aside because a loop of the region was about to change them
-    region_loops: int  # loops the checkpointing region spanned
-    timed_out: bool  # closed by region_timeout_loops
-    blocking_seconds: float  # time the runtime held the application over the region
-
-
-@dataclass(frozen=True)
-class RestoreReport:
-    """The restore of this process, when it restarted from a checkpoint."""
-
-    version: int
-    loop_index: int  # where execution resumed
-    skipped_loops: int  # loops replayed without executing them
-    replayed_queries: int
-    fast_forward: bool  # resumed at fastfw()/datlist() from the payload
-    read_seconds: float  # the query log at attach, the datasets at the resume point
-    replay_seconds: float  # from the end of the first read (or of the initialisation phase) to the resume point
+# The reports are the C++ API's own (include/resurgo/auto.hpp), bound once by
+# the extension.
+CheckpointReport = _core.CheckpointReport
+RestoreReport = _core.RestoreReport
 
 
 def _count(value: Any, what: str) -> int:
@@ -263,18 +239,11 @@ class Runtime:
             raise TypeError(f"dataset name must be a str, not {type(name).__name__}")
         if not isinstance(array, np.ndarray):
             raise TypeError(f"dataset '{name}': expected a NumPy array, not {type(array).__name__}")
-        if array.dtype.hasobject:
-            raise InvalidArgumentError(f"dataset '{name}' holds Python objects (dtype {array.dtype})")
-        if not array.flags.c_contiguous:
-            raise InvalidArgumentError(
-                f"dataset '{name}' is not C-contiguous; pass a C-contiguous array "
-                "(numpy.ascontiguousarray) and keep that array as the live state"
-            )
-        if not array.flags.writeable:
+        view = array_view(array, f"dataset '{name}'")  # a NumPy array: host memory
+        if not view.writable:
             raise InvalidArgumentError(f"dataset '{name}' is read-only; a restore writes into it")
         halo = _count(halo, f"dataset '{name}': halo")
-        shape = [int(n) for n in array.shape]
-        dataset_id = self._core.dataset(name, _bytes_of(array), array.dtype.name, shape, halo)
+        dataset_id = self._core.dataset(name, view.pointer, view.bytes, view.dtype, list(view.shape), halo)
         dataset = Dataset(name, dataset_id, array, halo)
         self._datasets.append(dataset)
         return dataset
@@ -367,13 +336,11 @@ class Runtime:
 
     @property
     def last_checkpoint(self) -> Optional[CheckpointReport]:
-        record = self._core.last_checkpoint()
-        return None if record is None else CheckpointReport(**record)
+        return self._core.last_checkpoint()
 
     @property
     def last_restore(self) -> Optional[RestoreReport]:
-        record = self._core.last_restore()
-        return None if record is None else RestoreReport(**record)
+        return self._core.last_restore()
 
     @property
     def bookkeeping_bytes(self) -> int:

@@ -125,7 +125,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
         base = "-"
         try:
             info = _core.inspect(str(e.path))
-            regions = str(len(info["regions"]))
+            regions = str(len(info.regions))
             base = _base_text(info, short=True)
             state = "ok"
         except resurgo.Error as exc:
@@ -137,9 +137,9 @@ def cmd_ls(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _base_text(info: dict, short: bool = False) -> str:
+def _base_text(info: _core.ContainerInfo, short: bool = False) -> str:
     """'full', or the base of a delta ('delta of version N'; just N when short)."""
-    base = info["base_version"]
+    base = info.base_version
     if base < 0:
         return "full"
     return str(base) if short else f"delta of version {base}"
@@ -152,8 +152,8 @@ def _first_line(exc: BaseException) -> str:
 
 # --- inspect ----------------------------------------------------------------------
 
-def _jsonable(info: dict, path: str) -> dict:
-    out = dict(info)
+def _jsonable(info: _core.ContainerInfo, path: str) -> dict:
+    out = info._asdict()
     meta: bytes = out.pop("metadata")
     out["path"] = path
     out["metadata_size"] = len(meta)
@@ -186,38 +186,37 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         json.dump(_jsonable(info, path), sys.stdout, indent=2)
         print()
         return EXIT_OK
-    created = _dt.datetime.fromtimestamp(info["created_unix_ns"] / 1e9, tz=_dt.timezone.utc)
-    chunks = info["chunks"]
-    raw = sum(c["raw_length"] for c in chunks)
+    created = _dt.datetime.fromtimestamp(info.created_unix_ns / 1e9, tz=_dt.timezone.utc)
+    chunks = info.chunks
+    raw = sum(c.raw_length for c in chunks)
     fields = [
         ("file", path),
-        ("store", info["store"]),
-        ("version", str(info["version"])),
-        ("rank", str(info["rank"])),
+        ("store", info.store),
+        ("version", str(info.version)),
+        ("rank", str(info.rank)),
         ("base", _base_text(info)),
         ("created", created.isoformat(timespec="milliseconds")),
-        ("chunk size", _human(info["chunk_size"])),
-        ("file size", f"{_human(info['file_size'])} ({info['file_size']} bytes)"),
-        ("metadata", _metadata_preview(info["metadata"])),
+        ("chunk size", _human(info.chunk_size)),
+        ("file size", f"{_human(info.file_size)} ({info.file_size} bytes)"),
+        ("metadata", _metadata_preview(info.metadata)),
     ]
-    if info["base_version"] >= 0:
-        region_bytes = sum(r["bytes"] for r in info["regions"])
+    if info.base_version >= 0:
+        region_bytes = sum(r.bytes for r in info.regions)
         fields.append(("extents", f"{len(chunks)}, {_human(raw)} of {_human(region_bytes)} "
                                   f"({raw} of {region_bytes} bytes; the base holds the rest)"))
     width = max(len(k) for k, _ in fields)
     for key, value in fields:
         print(f"{key.ljust(width)}  {value}")
     print()
-    print(f"regions ({len(info['regions'])}):")
+    print(f"regions ({len(info.regions)}):")
     rows = [("  ID", "LABEL", "KIND", "BYTES", "DTYPE", "SHAPE")]
-    for r in info["regions"]:
-        shape = "(" + ", ".join(str(n) for n in r["shape"]) + ("," if len(r["shape"]) == 1 else "") + ")"
-        rows.append((f"  {r['id']}", r["label"], r["kind"], str(r["bytes"]), r["dtype"] or "-", shape))
+    for r in info.regions:
+        rows.append((f"  {r.id}", r.label, r.kind, str(r.bytes), r.dtype or "-", str(r.shape)))
     _print_table(rows)
-    stored = sum(c["stored_length"] for c in chunks)
+    stored = sum(c.stored_length for c in chunks)
     codecs: dict = {}
     for c in chunks:
-        codecs[c["codec"]] = codecs.get(c["codec"], 0) + 1
+        codecs[c.codec] = codecs.get(c.codec, 0) + 1
     ratio = f"{raw / stored:.2f}x" if stored else "-"
     codec_text = ", ".join(f"{name} x{count}" for name, count in sorted(codecs.items())) or "-"
     print()
@@ -268,7 +267,7 @@ def _broken_chains(files: List[Path], damaged: Set[Path]) -> List[str]:
     """One line per delta whose chain is broken: a base (in the same directory,
     of the same rank) missing, damaged, or with another region table, down to
     a full version. What restart would find, without reading chunks again."""
-    links: Dict[Tuple[Path, int, int], Tuple[Path, Optional[dict]]] = {}
+    links: Dict[Tuple[Path, int, int], Tuple[Path, Optional[_core.ContainerInfo]]] = {}
     for f in files:
         parsed = _parse_name(f.name)
         if parsed is None or parsed[2]:
@@ -285,8 +284,8 @@ def _broken_chains(files: List[Path], damaged: Set[Path]) -> List[str]:
     def break_in(key: Tuple[Path, int, int]) -> Optional[str]:
         directory, rank, version = key
         info = links[key][1]
-        while info["base_version"] >= 0:
-            base = info["base_version"]
+        while info.base_version >= 0:
+            base = info.base_version
             base_key = (directory, rank, base)
             if base_key not in links:
                 return f"its base {base} is missing from {directory}"
@@ -294,7 +293,7 @@ def _broken_chains(files: List[Path], damaged: Set[Path]) -> List[str]:
             if base_info is None:
                 return f"its base {base} ({base_path}) is damaged"
             # The region tables must be equal field by field, as restart requires.
-            if base_info["regions"] != info["regions"]:
+            if base_info.regions != info.regions:
                 return f"version {version} is a delta of version {base} but their region tables differ"
             version, info = base, base_info
         return None
@@ -302,7 +301,7 @@ def _broken_chains(files: List[Path], damaged: Set[Path]) -> List[str]:
     lines = []
     for key in sorted(links):
         path, info = links[key]
-        if info is None or info["base_version"] < 0:
+        if info is None or info.base_version < 0:
             continue
         why = break_in(key)
         if why is not None:

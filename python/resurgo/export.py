@@ -11,7 +11,6 @@ verified on the way, and the file appears under its name only when complete.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import dataclass
@@ -35,52 +34,52 @@ class ExportSummary:
     rank_regions: int  # datasets under /rankNNNNNN
 
 
-def _numpy_dtype(region: Dict[str, Any]) -> Optional[np.dtype]:
+def _numpy_dtype(region: _core.ManifestRegion) -> Optional[np.dtype]:
     """The region's element type, or None when it has none NumPy knows."""
     try:
-        return np.dtype(region["dtype"]) if region["dtype"] else None
+        return np.dtype(region.dtype) if region.dtype else None
     except TypeError:
         return None
 
 
-def _as_array(data: bytes, region: Dict[str, Any], path: Path) -> np.ndarray:
+def _as_array(data: bytes, region: _core.ManifestRegion, path: Path) -> np.ndarray:
     """The region's bytes as its elements; as raw bytes when its element
     type is unknown (an untyped buffer)."""
     dtype = _numpy_dtype(region)
-    shape = tuple(region["shape"])
+    shape = region.shape
     if dtype is None:
         dtype, shape = np.dtype(np.uint8), (len(data),)
     if math.prod(shape) * dtype.itemsize != len(data):
         raise FormatError(
-            f"{path}: region '{region['label']}' holds {len(data)} bytes, not the "
+            f"{path}: region '{region.label}' holds {len(data)} bytes, not the "
             f"{shape} {dtype.name} elements the job manifest declares"
         )
     return np.frombuffer(data, dtype=dtype).reshape(shape)
 
 
-def _global_arrays(manifest: Dict[str, Any], where: str) -> Dict[str, Tuple[List[int], np.dtype]]:
+def _global_arrays(manifest: _core.Manifest, where: str) -> Dict[str, Tuple[Tuple[int, ...], np.dtype]]:
     """Label -> (global shape, dtype) of each global array; its blocks must
     agree on both and hold at least as many elements as the array."""
-    arrays: Dict[str, Tuple[List[int], np.dtype]] = {}
+    arrays: Dict[str, Tuple[Tuple[int, ...], np.dtype]] = {}
     elements: Dict[str, int] = {}
-    for region in manifest["regions"]:
-        if not region["global_shape"]:
+    for region in manifest.regions:
+        if not region.global_shape:
             continue
-        label = region["label"]
+        label = region.label
         dtype = _numpy_dtype(region)
         if dtype is None:
             raise FormatError(
-                f"{where}: global array '{label}' has element type '{region['dtype']}', which NumPy and "
+                f"{where}: global array '{label}' has element type '{region.dtype}', which NumPy and "
                 f"HDF5 do not know; it cannot be exported"
             )
-        layout = (region["global_shape"], dtype)
+        layout = (region.global_shape, dtype)
         if arrays.setdefault(label, layout) != layout:
             raise FormatError(
                 f"{where}: the blocks of global array '{label}' disagree on its "
                 f"shape or dtype ({arrays[label][0]} {arrays[label][1]} vs. {layout[0]} {layout[1]} on "
-                f"rank {region['rank']}); the ranks must protect it alike"
+                f"rank {region.rank}); the ranks must protect it alike"
             )
-        elements[label] = elements.get(label, 0) + math.prod(region["shape"])
+        elements[label] = elements.get(label, 0) + math.prod(region.shape)
     for label, (shape, _) in arrays.items():
         if elements[label] < math.prod(shape):
             raise FormatError(
@@ -90,55 +89,55 @@ def _global_arrays(manifest: Dict[str, Any], where: str) -> Dict[str, Tuple[List
     return arrays
 
 
-def _checked_file(store_dir: Path, manifest: Dict[str, Any], entry: Dict[str, Any]) -> Path:
+def _checked_file(store_dir: Path, manifest: _core.Manifest, entry: _core.ManifestFile) -> Path:
     """The container file of a rank, once it is the one the manifest names."""
-    path = store_dir / entry["file"]
+    path = store_dir / entry.file
     if not path.is_file():
         raise NotFoundError(
-            f"{path}: rank {entry['rank']}'s file of version {manifest['version']} is not in {store_dir}; a "
+            f"{path}: rank {entry.rank}'s file of version {manifest.version} is not in {store_dir}; a "
             f"node-local level (L2) holds only its node's ranks: export from the persistent level (L4), or "
             f"gather every node's files in one directory"
         )
     info = _core.inspect(str(path))
-    identity = (info["store"], info["version"], info["rank"])
-    if identity != (manifest["store"], manifest["version"], entry["rank"]):
+    identity = (info.store, info.version, info.rank)
+    if identity != (manifest.store, manifest.version, entry.rank):
         raise CorruptionError(
             f"{path} holds store '{identity[0]}' version {identity[1]} rank {identity[2]}, not what the "
             f"job manifest names; the directory was altered (check it with `resurgo verify`)"
         )
-    if info["checksum"] != int(entry["checksum"], 16):
+    if info.checksum != entry.checksum:
         raise CorruptionError(
-            f"{path} is not the file the job manifest of version {manifest['version']} names (its "
+            f"{path} is not the file the job manifest of version {manifest.version} names (its "
             f"header+index checksum differs); the version was overwritten or damaged: export another "
             f"version or check it with `resurgo verify`"
         )
     return path
 
 
-def _write(h5: Any, store_dir: Path, manifest: Dict[str, Any]) -> ExportSummary:
-    where = f"job manifest of version {manifest['version']} in {store_dir}"
+def _write(h5: Any, store_dir: Path, manifest: _core.Manifest) -> ExportSummary:
+    where = f"job manifest of version {manifest.version} in {store_dir}"
     arrays = _global_arrays(manifest, where)
     datasets = {label: h5.create_dataset(label, shape=tuple(shape), dtype=dtype)
                 for label, (shape, dtype) in arrays.items()}
-    regions_of: Dict[int, List[Dict[str, Any]]] = {}
-    for region in manifest["regions"]:
-        regions_of.setdefault(region["rank"], []).append(region)
+    regions_of: Dict[int, List[_core.ManifestRegion]] = {}
+    for region in manifest.regions:
+        regions_of.setdefault(region.rank, []).append(region)
     rank_regions = 0
-    for entry in manifest["files"]:
+    for entry in manifest.files:
         path = _checked_file(store_dir, manifest, entry)
-        for region in regions_of.get(entry["rank"], []):
-            block = _as_array(_core._read_region(str(path), region["id"]), region, path)
-            if region["global_shape"]:
+        for region in regions_of.get(entry.rank, []):
+            block = _as_array(_core.read_region(str(path), region.id), region, path)
+            if region.global_shape:
                 if block.size:
-                    place = tuple(slice(o, o + n) for o, n in zip(region["offset"], block.shape))
-                    datasets[region["label"]][place] = block
+                    place = tuple(slice(o, o + n) for o, n in zip(region.offset, block.shape))
+                    datasets[region.label][place] = block
             else:
-                h5.create_dataset(f"rank{entry['rank']:06d}/{region['label']}", data=block)
+                h5.create_dataset(f"rank{entry.rank:06d}/{region.label}", data=block)
                 rank_regions += 1
-    h5.attrs["store"] = manifest["store"]
-    h5.attrs["version"] = manifest["version"]
-    h5.attrs["ranks"] = manifest["ranks"]
-    return ExportSummary(manifest["store"], manifest["version"], manifest["ranks"], len(arrays), rank_regions)
+    h5.attrs["store"] = manifest.store
+    h5.attrs["version"] = manifest.version
+    h5.attrs["ranks"] = manifest.ranks
+    return ExportSummary(manifest.store, manifest.version, manifest.ranks, len(arrays), rank_regions)
 
 
 def export_version(store_dir: "os.PathLike[str] | str", version: int,
@@ -152,10 +151,10 @@ def export_version(store_dir: "os.PathLike[str] | str", version: int,
 
     store_dir = Path(store_dir)
     output = Path(output)
-    manifest = json.loads(_core._read_manifest_json(str(store_dir), version))
-    if manifest["version"] != version:
+    manifest = _core.read_manifest(str(store_dir), version)
+    if manifest.version != version:
         raise CorruptionError(
-            f"the job manifest of version {version} in {store_dir} describes version {manifest['version']}: "
+            f"the job manifest of version {version} in {store_dir} describes version {manifest.version}: "
             f"the directory was altered (check it with `resurgo verify`)"
         )
     partial = output.with_name(f".{output.name}.partial")

@@ -6,7 +6,7 @@
 
 namespace resurgo {
 
-void validate_store_name(const std::string& name) {
+const std::string& validate_store_name(const std::string& name) {
   bool valid = !name.empty() && name.size() <= 128 && name != "." && name != "..";
   for (char c : name) {
     const auto u = static_cast<unsigned char>(c);
@@ -17,6 +17,7 @@ void validate_store_name(const std::string& name) {
                                "': use 1-128 letters, digits, '.', '-' or '_' "
                                "(it becomes a directory name)");
   }
+  return name;
 }
 
 void validate_label(const std::string& label) {

@@ -1,7 +1,7 @@
 // FIFO allocation of byte ranges in [0, capacity): blocks are handed out in
 // order, one after the other around the ring, and their space comes back in
 // the same order once released (a block released early waits for the older
-// ones). The L1 host buffer of host captures and the staging buffer of
+// ones). The host staging buffer of the copy and delta captures and the staging buffer of
 // device regions both keep versions this way: the oldest version is written
 // first, so its space is the first to free.
 #pragma once

@@ -51,6 +51,25 @@ std::vector<Extent> whole_regions(const std::vector<Region>& regions) {
   return extents;
 }
 
+VersionStats capture_stats(const Snapshot& snapshot, const CaptureTimes& times, std::uint64_t state_bytes,
+                           const char* mode) {
+  VersionStats captured;
+  captured.bytes = state_bytes;
+  captured.base_version = static_cast<int>(snapshot.header.base_version);
+  captured.capture = captured.base_version >= 0 ? "delta" : snapshot.synchronous ? "synchronous" : mode;
+  captured.captured_bytes = total_bytes(snapshot.extents);
+  captured.dirty_bytes = snapshot.tracking.dirty_bytes;
+  captured.granularity_bytes = snapshot.tracking.granularity_bytes;
+  captured.tracker = snapshot.tracking.tracker;
+  captured.backpressure_seconds = times.backpressure_seconds;
+  captured.first_touch_seconds = times.first_touch_seconds;
+  captured.copy_seconds = times.copy_seconds;
+  captured.device_bytes = times.device_bytes;
+  captured.device_path = times.device_bytes == 0 ? "" : times.device_into_l0 ? "l0" : "host";
+  captured.device_wait_seconds = times.device_wait_seconds;
+  return captured;
+}
+
 std::uint64_t default_buffer_capacity(std::uint64_t state_bytes) {
   const std::uint64_t quarter = quarter_of_physical_memory();
   const std::uint64_t wanted = 2 * state_bytes;

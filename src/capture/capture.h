@@ -3,7 +3,7 @@
 // protected regions into a Snapshot: where the bytes of each region are for
 // the writer, and a hook that gives that memory back once written. A capture
 // whose version is written by another process (fork) hands over a waiter
-// instead. Implementations: copy into the L1 host buffer (with a synchronous
+// instead. Implementations: copy into the host staging buffer (with a synchronous
 // path for states larger than the buffer), fork, auto (copy when the state
 // fits the buffer, fork otherwise) and delta (copy of the blocks written
 // since the previous version, found by a Tracker).
@@ -94,6 +94,11 @@ class Capture {
 // inside the device capture that takes device regions
 // (capture/device_capture.h).
 std::unique_ptr<Capture> make_capture(const CaptureContext& context);
+
+// What a checkpoint's capture reports (VersionStats' capture part): of a
+// state of `state_bytes` taken in `mode` (Capture::mode).
+VersionStats capture_stats(const Snapshot& snapshot, const CaptureTimes& times, std::uint64_t state_bytes,
+                           const char* mode);
 
 // Default L1 capacity for `state_bytes` of protected state: twice the state
 // (one version captured while the previous one is written), bounded by a

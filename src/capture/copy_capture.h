@@ -1,5 +1,5 @@
 // Copy capture: checkpoint() copies the protected bytes into a block of the
-// L1 host buffer and returns; the pipeline writes the block and releases it.
+// host staging buffer and returns; the pipeline writes the block and releases it.
 // A state larger than the buffer is captured synchronously: the writer reads
 // the application's memory and checkpoint() waits until the version is written.
 #pragma once

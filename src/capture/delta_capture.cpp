@@ -124,7 +124,7 @@ Snapshot DeltaCapture::take(const std::vector<Region>& regions, format::Header h
     facts.granularity_bytes = std::max<std::uint64_t>(facts.granularity_bytes, block * page);
     if (written.dirty_bytes >= most_dirty) {
       most_dirty = written.dirty_bytes;
-      facts.tracker = std::string(track::method_name(tracker_->method_of(region.id)));
+      facts.tracker = to_string(tracker_->method_of(region.id));
     }
     facts.dirty_bytes += written.dirty_bytes;
     if (full) {

@@ -2,7 +2,7 @@
 // holds only the management blocks written since the previous version, its
 // base. A Tracker (track.method) reports the written pages of each region; a
 // GranularityTuner per region (track.granularity) turns them into the
-// blocks to save; the blocks are copied into the L1 buffer like a copy
+// blocks to save; the blocks are copied into the staging buffer like a copy
 // capture. A full version starts each chain: the first checkpoint, every
 // delta.full_every-th one, and whenever the next version cannot rely on the
 // previous one (start_new_chain(): another level, a failure, a restart) or

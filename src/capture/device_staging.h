@@ -1,5 +1,5 @@
 // The host memory device regions are staged in on their way from the device
-// to the levels: the L1 host buffer that pins late (gpu/late_pin_buffer.h,
+// to the levels: the staging buffer that pins late (gpu/late_pin_buffer.h,
 // the HiPC'22 cache paper's section IV), with its blocks allocated first in,
 // first out (tier/block_ring.h) as versions are written in that order. A
 // version larger than the whole buffer is staged in memory of its own

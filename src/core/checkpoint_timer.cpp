@@ -25,4 +25,9 @@ bool CheckpointTimer::due(double since_last, std::optional<double> cost) const {
   return !seconds || since_last >= *seconds;
 }
 
+void CheckpointTimer::checkpointed(double seconds) {
+  cost_ = cost_ ? 0.75 * *cost_ + 0.25 * seconds : seconds;
+  last_end_ = Clock::now();
+}
+
 }  // namespace resurgo

@@ -6,13 +6,18 @@
 #include <bit>
 #include <cctype>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <optional>
 #include <string_view>
 #include <toml++/toml.h>
+#include <vector>
 
+#include "base/units.h"
+#include "core/config_checks.h"
+#include "core/config_names.h"
 #include "resurgo/errors.hpp"
 
 extern char** environ;
@@ -51,7 +56,7 @@ long long parse_integer(const std::string& key, const std::string& text, long lo
 }
 
 unsigned parse_mode(const std::string& key, const std::string& text) {
-  std::string t = lower(trim(text));
+  std::string t = config_word(text);
   if (t.rfind("0o", 0) == 0) t = t.substr(2);
   const bool octal = !t.empty() && t.size() <= 4 &&
                      std::all_of(t.begin(), t.end(), [](char c) { return c >= '0' && c <= '7'; });
@@ -75,17 +80,6 @@ std::uint64_t parse_granularity(const std::string& key, const std::string& text)
   return bytes;
 }
 
-template <class Enum>
-Enum parse_choice(const std::string& key, const std::string& text,
-                  std::initializer_list<std::pair<const char*, Enum>> choices) {
-  std::string allowed;
-  for (const auto& [name, value] : choices) {
-    if (lower(trim(text)) == name) return value;
-    allowed += (allowed.empty() ? "" : ", ") + std::string(name);
-  }
-  throw ConfigError("configuration key '" + key + "': '" + text + "' is not one of " + allowed);
-}
-
 // The whole of `text` as a finite number, or none.
 std::optional<double> parse_number(const std::string& text) {
   std::size_t used = 0;
@@ -99,7 +93,7 @@ std::optional<double> parse_number(const std::string& text) {
 
 // "90", "90s", "15min", "2h", "1d" -> seconds (> 0).
 double parse_duration(const std::string& key, const std::string& text) {
-  const std::string t = lower(trim(text));
+  const std::string t = config_word(text);
   static const std::pair<const char*, double> units[] = {{"min", 60}, {"s", 1}, {"h", 3600}, {"d", 86400}};
   double scale = 1;
   std::string number = t;
@@ -133,180 +127,146 @@ double parse_fraction(const std::string& key, const std::string& text) {
   return *value;
 }
 
-using Setter = std::function<void(Config&, const std::string& key, const std::string& value)>;
-
-const std::vector<std::pair<std::string, Setter>>& setters() {
-  static const std::vector<std::pair<std::string, Setter>> table = {
-      {"capture.mode",
-       [](Config& c, const std::string& k, const std::string& v) {
-         c.capture.mode = parse_choice<CaptureMode>(
-             k, v, {{"copy", CaptureMode::kCopy},
-              {"fork", CaptureMode::kFork},
-              {"auto", CaptureMode::kAuto},
-              {"delta", CaptureMode::kDelta}});
-       }},
-      {"track.method",
-       [](Config& c, const std::string& k, const std::string& v) {
-         static const char* const methods[] = {"auto", "uffd", "soft-dirty", "mprotect", "hash"};
-         const std::string method = lower(trim(v));
-         if (std::find(std::begin(methods), std::end(methods), method) == std::end(methods)) {
-           throw ConfigError("configuration key '" + k + "': '" + v +
-                             "' is not one of auto, uffd, soft-dirty, mprotect, hash");
-         }
-         c.track.method = method;
-       }},
-      {"track.granularity",
-       [](Config& c, const std::string& k, const std::string& v) {
-         c.track.granularity = lower(trim(v)) == "auto" ? 0 : parse_granularity(k, v);
-       }},
-      {"delta.full_every",
-       [](Config& c, const std::string& k, const std::string& v) {
-         c.delta.full_every = static_cast<int>(parse_integer(k, v, 1, 1 << 20));
-       }},
-      {"buffer.capacity",
-       [](Config& c, const std::string& k, const std::string& v) {
-         c.buffer.capacity = lower(trim(v)) == "auto" ? 0 : parse_size(k, v);
-       }},
-      {"buffer.pin",
-       [](Config& c, const std::string& k, const std::string& v) {
-         c.buffer.pin = parse_choice<PinPolicy>(
-             k, v, {{"lazy", PinPolicy::kLazy}, {"eager", PinPolicy::kEager}, {"off", PinPolicy::kOff}});
-       }},
-      {"buffer.touch",
-       [](Config& c, const std::string& k, const std::string& v) {
-         c.buffer.touch = parse_choice<TouchSetting>(
-             k, v, {{"auto", TouchSetting::kAuto}, {"concurrent", TouchSetting::kConcurrent},
-                    {"sequential", TouchSetting::kSequential}});
-       }},
-      {"buffer.pin_token_dir", [](Config& c, const std::string&, const std::string& v) { c.buffer.pin_token_dir = v; }},
-      {"device.capacity",
-       [](Config& c, const std::string& k, const std::string& v) { c.device.capacity = parse_size(k, v); }},
-      {"device.chunk",
-       [](Config& c, const std::string& k, const std::string& v) {
-         c.device.chunk = parse_size(k, v);
-         if (c.device.chunk == 0) throw ConfigError("device.chunk must be larger than 0 (default 1GiB)");
-       }},
-      {"device.backend",
-       [](Config& c, const std::string& k, const std::string& v) {
-         c.device.backend =
-             parse_choice<DeviceBackend>(k, v, {{"cuda", DeviceBackend::kCuda}, {"host", DeviceBackend::kHost}});
-       }},
-      {"memory.every",
-       [](Config& c, const std::string& k, const std::string& v) {
-         c.memory.every = static_cast<int>(parse_integer(k, v, 0, 1 << 20));
-       }},
-      {"memory.keep",
-       [](Config& c, const std::string& k, const std::string& v) {
-         c.memory.keep = static_cast<int>(parse_integer(k, v, 0, 1 << 20));
-       }},
-      {"memory.capacity",
-       [](Config& c, const std::string& k, const std::string& v) {
-         c.memory.capacity = lower(trim(v)) == "auto" ? 0 : parse_size(k, v);
-       }},
-      {"interval.policy",
-       [](Config& c, const std::string& k, const std::string& v) {
-         c.interval.policy = parse_choice<IntervalPolicy>(k, v,
-                                                          {{"none", IntervalPolicy::kNone},
-                                                           {"seconds", IntervalPolicy::kSeconds},
-                                                           {"overhead", IntervalPolicy::kOverhead},
-                                                           {"young-daly", IntervalPolicy::kYoungDaly}});
-       }},
-      {"interval.seconds",
-       [](Config& c, const std::string& k, const std::string& v) { c.interval.seconds = parse_duration(k, v); }},
-      {"interval.max_overhead",
-       [](Config& c, const std::string& k, const std::string& v) { c.interval.max_overhead = parse_fraction(k, v); }},
-      {"interval.mtbf",
-       [](Config& c, const std::string& k, const std::string& v) { c.interval.mtbf = parse_duration(k, v); }},
-      {"partner.scheme",
-       [](Config& c, const std::string& k, const std::string& v) {
-         c.partner.scheme = parse_choice<PartnerScheme>(
-             k, v, {{"none", PartnerScheme::kNone}, {"partner", PartnerScheme::kPartner}, {"xor", PartnerScheme::kXor}});
-       }},
-      {"partner.set_size",
-       [](Config& c, const std::string& k, const std::string& v) {
-         c.partner.set_size = static_cast<int>(parse_integer(k, v, 2, 1 << 16));
-       }},
-      {"mpi.timeout",
-       [](Config& c, const std::string& k, const std::string& v) { c.mpi.timeout = parse_duration(k, v); }},
-      {"mpi.ranks_per_node",
-       [](Config& c, const std::string& k, const std::string& v) {
-         c.mpi.ranks_per_node = static_cast<int>(parse_integer(k, v, 0, 1 << 24));
-       }},
-      {"local.path", [](Config& c, const std::string&, const std::string& v) { c.local.path = v; }},
-      {"local.keep",
-       [](Config& c, const std::string& k, const std::string& v) {
-         c.local.keep = static_cast<int>(parse_integer(k, v, 0, 1 << 20));
-       }},
-      {"local.every",
-       [](Config& c, const std::string& k, const std::string& v) {
-         c.local.every = static_cast<int>(parse_integer(k, v, 0, 1 << 20));
-       }},
-      {"local.mode",
-       [](Config& c, const std::string& k, const std::string& v) { c.local.mode = parse_mode(k, v); }},
-      {"persistent.path",
-       [](Config& c, const std::string&, const std::string& v) { c.persistent.path = v; }},
-      {"persistent.keep",
-       [](Config& c, const std::string& k, const std::string& v) {
-         c.persistent.keep = static_cast<int>(parse_integer(k, v, 0, 1 << 20));
-       }},
-      {"persistent.every",
-       [](Config& c, const std::string& k, const std::string& v) {
-         c.persistent.every = static_cast<int>(parse_integer(k, v, 0, 1 << 20));
-       }},
-      {"persistent.mode",
-       [](Config& c, const std::string& k, const std::string& v) {
-         c.persistent.mode = parse_mode(k, v);
-       }},
-      {"pipeline.threads",
-       [](Config& c, const std::string& k, const std::string& v) {
-         c.pipeline.threads = static_cast<int>(parse_integer(k, v, 0, 64));
-       }},
-      {"pipeline.compress",
-       [](Config& c, const std::string& k, const std::string& v) {
-         c.pipeline.compress = parse_choice<Codec>(
-             k, v,
-             {{"none", Codec::kNone},
-              {"lz4", Codec::kLz4},
-              {"zstd", Codec::kZstd},
-              {"blosc-lz4", Codec::kBloscLz4},
-              {"blosc-zstd", Codec::kBloscZstd}});
-       }},
-      {"pipeline.compress_level",
-       [](Config& c, const std::string& k, const std::string& v) {
-         c.pipeline.compress_level = static_cast<int>(parse_integer(k, v, 1, 19));
-       }},
-      {"pipeline.shuffle",
-       [](Config& c, const std::string& k, const std::string& v) {
-         c.pipeline.shuffle =
-             parse_choice<Shuffle>(k, v, {{"none", Shuffle::kNone}, {"byte", Shuffle::kByte}, {"bit", Shuffle::kBit}});
-       }},
-      {"pipeline.chunk_size",
-       [](Config& c, const std::string& k, const std::string& v) {
-         const std::uint64_t size = parse_size(k, v);
-         if (size < (64u << 10) || size > (1u << 30)) {
-           throw ConfigError("configuration key '" + k + "': '" + v +
-                             "' is outside the allowed range 64KiB to 1GiB");
-         }
-         c.pipeline.chunk_size = size;
-       }},
-      {"log.level",
-       [](Config& c, const std::string& k, const std::string& v) {
-         c.log.level = parse_choice<LogLevel>(k, v,
-                                              {{"off", LogLevel::kOff},
-                                               {"error", LogLevel::kError},
-                                               {"warn", LogLevel::kWarn},
-                                               {"info", LogLevel::kInfo},
-                                               {"debug", LogLevel::kDebug}});
-       }},
-      {"trace.path", [](Config& c, const std::string&, const std::string& v) { c.trace.path = v; }},
+// "auto" (any case) stands for 0: the size is then chosen at open.
+template <class Parse>
+auto or_auto(Parse parse) {
+  return [parse](const std::string& key, const std::string& text) -> std::uint64_t {
+    return config_word(text) == "auto" ? 0 : parse(key, text);
   };
-  return table;
 }
 
-std::string known_keys() {
-  std::string keys;
-  for (const auto& [key, setter] : setters()) keys += (keys.empty() ? "" : ", ") + key;
-  return keys;
+auto integer_in(int min, int max) {
+  return [min, max](const std::string& key, const std::string& text) {
+    return static_cast<int>(parse_integer(key, text, min, max));
+  };
+}
+
+// `allowed` completes "'<text>' is not ..." in the error.
+auto size_in(std::uint64_t min, std::uint64_t max, const char* allowed) {
+  return [min, max, allowed](const std::string& key, const std::string& text) {
+    const std::uint64_t size = parse_size(key, text);
+    if (size < min || size > max) {
+      throw ConfigError("configuration key '" + key + "': '" + text + "' is not " + allowed);
+    }
+    return size;
+  };
+}
+
+template <class Enum, std::size_t N>
+auto choice(const EnumName<Enum> (&names)[N]) {
+  return [&names](const std::string& key, const std::string& text) { return parse_name(names, key, text); };
+}
+
+std::string verbatim(const std::string& /*key*/, const std::string& text) { return text; }
+
+// One key and how its text becomes its field of one Config.
+struct Key {
+  const char* name;
+  std::function<void(const std::string& text)> assign;
+};
+
+// `parse(key, text)` throws ConfigError naming the key, or gives the field's value.
+template <class Field, class Parse>
+Key entry(const char* name, Field& field, Parse parse) {
+  return {name, [name, &field, parse](const std::string& text) { field = parse(name, text); }};
+}
+
+// Every key of docs/config.md, bound to the fields of `c`.
+std::vector<Key> keys_of(Config& c) {
+  const auto count = integer_in(0, 1 << 20);  // versions kept, every n-th checkpoint
+  return {
+      entry("capture.mode", c.capture.mode, choice(kCaptureModeNames)),
+      entry("track.method", c.track.method, choice(kTrackMethodNames)),
+      entry("track.granularity", c.track.granularity, or_auto(parse_granularity)),
+      entry("delta.full_every", c.delta.full_every, integer_in(1, 1 << 20)),
+      entry("buffer.capacity", c.buffer.capacity, or_auto(parse_size)),
+      entry("buffer.pin", c.buffer.pin, choice(kPinPolicyNames)),
+      entry("buffer.touch", c.buffer.touch, choice(kTouchSettingNames)),
+      entry("buffer.pin_token_dir", c.buffer.pin_token_dir, verbatim),
+      entry("device.capacity", c.device.capacity, parse_size),
+      entry("device.chunk", c.device.chunk, size_in(1, UINT64_MAX, "a size larger than 0 (default 1GiB)")),
+      entry("device.backend", c.device.backend, choice(kDeviceBackendNames)),
+      entry("memory.every", c.memory.every, count),
+      entry("memory.keep", c.memory.keep, count),
+      entry("memory.capacity", c.memory.capacity, or_auto(parse_size)),
+      entry("interval.policy", c.interval.policy, choice(kIntervalPolicyNames)),
+      entry("interval.seconds", c.interval.seconds, parse_duration),
+      entry("interval.max_overhead", c.interval.max_overhead, parse_fraction),
+      entry("interval.mtbf", c.interval.mtbf, parse_duration),
+      entry("partner.scheme", c.partner.scheme, choice(kPartnerSchemeNames)),
+      entry("partner.set_size", c.partner.set_size, integer_in(2, 1 << 16)),
+      entry("mpi.timeout", c.mpi.timeout, parse_duration),
+      entry("mpi.ranks_per_node", c.mpi.ranks_per_node, integer_in(0, 1 << 24)),
+      entry("local.path", c.local.path, verbatim),
+      entry("local.keep", c.local.keep, count),
+      entry("local.every", c.local.every, count),
+      entry("local.mode", c.local.mode, parse_mode),
+      entry("persistent.path", c.persistent.path, verbatim),
+      entry("persistent.keep", c.persistent.keep, count),
+      entry("persistent.every", c.persistent.every, count),
+      entry("persistent.mode", c.persistent.mode, parse_mode),
+      entry("pipeline.threads", c.pipeline.threads, integer_in(0, 64)),
+      entry("pipeline.compress", c.pipeline.compress, choice(kCodecNames)),
+      entry("pipeline.compress_level", c.pipeline.compress_level, integer_in(1, 19)),
+      entry("pipeline.shuffle", c.pipeline.shuffle, choice(kShuffleNames)),
+      entry("pipeline.chunk_size", c.pipeline.chunk_size, size_in(64 * kKiB, kGiB, "a size from 64KiB to 1GiB")),
+      entry("log.level", c.log.level, choice(kLogLevelNames)),
+      entry("trace.path", c.trace.path, verbatim),
+  };
+}
+
+std::vector<std::string> key_names() {
+  Config unused;  // keys_of binds fields; only the names are read here
+  std::vector<std::string> names;
+  for (const Key& known : keys_of(unused)) names.emplace_back(known.name);
+  return names;
+}
+
+// "capture", "track", ...: the part before the dot of the known keys.
+std::vector<std::string> section_names() {
+  std::vector<std::string> sections;
+  for (const std::string& key : key_names()) {
+    const std::string section = key.substr(0, key.find('.'));
+    if (std::find(sections.begin(), sections.end(), section) == sections.end()) sections.push_back(section);
+  }
+  return sections;
+}
+
+std::string comma_list(const std::vector<std::string>& words) {
+  std::string list;
+  for (const std::string& word : words) list += (list.empty() ? "" : ", ") + word;
+  return list;
+}
+
+// Levenshtein distance: the letters to insert, delete or replace to turn `a`
+// into `b`.
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j < row.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t above = row[j];
+      row[j] = std::min({above + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0u : 1u)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// Names the key, suggests the known key within a typo's reach (a quarter of
+// its letters, at least two) and lists them all.
+std::string unknown_key_message(const std::string& key) {
+  const std::vector<std::string> names = key_names();
+  std::string message = "unknown configuration key '" + key + "'";
+  const auto nearest = std::min_element(names.begin(), names.end(), [&key](const auto& a, const auto& b) {
+    return edit_distance(key, a) < edit_distance(key, b);
+  });
+  if (edit_distance(key, *nearest) <= std::max<std::size_t>(2, key.size() / 4)) {
+    message += "; did you mean " + *nearest + "?";
+  }
+  return message + "; known keys are " + comma_list(names);
 }
 
 // TOML values become the same text an environment variable would carry, so
@@ -319,13 +279,13 @@ std::string toml_value_text(const std::string& key, const toml::node& node) {
                       "': give the mode as a string of octal digits such as \"0640\"");
   }
   if (auto i = node.value_exact<int64_t>()) return std::to_string(*i);
+  // A fraction goes to the key's own parser, which refuses it where only
+  // whole numbers make sense ("local.keep = 2.5"), naming the key.
   if (auto d = node.value_exact<double>()) {
     if (std::floor(*d) == *d && std::abs(*d) < 9.0e15) return std::to_string(static_cast<long long>(*d));
-    if (key.rfind("interval.", 0) == 0) {  // fractions and durations
-      char text[32];
-      std::snprintf(text, sizeof text, "%.17g", *d);
-      return text;
-    }
+    char text[32];
+    std::snprintf(text, sizeof text, "%.17g", *d);
+    return text;
   }
   throw ConfigError("configuration key '" + key + "' has a value of an unsupported type");
 }
@@ -339,20 +299,17 @@ void apply_file(Config& config, const std::string& path) {
     throw ConfigError("configuration file '" + path + "' line " + std::to_string(where.line) +
                       ": " + std::string(error.description()));
   }
-  static const std::string sections[] = {"capture", "track",    "delta",    "buffer",   "device", "memory", "local",
-                                         "persistent", "partner", "pipeline", "interval", "mpi", "log", "trace"};
-  std::string section_list;
-  for (const std::string& section : sections) section_list += (section_list.empty() ? "" : ", ") + section;
+  const std::vector<std::string> sections = section_names();
   for (const auto& [section, node] : root) {
     const auto* table = node.as_table();
-    const bool known = std::find(std::begin(sections), std::end(sections), section.str()) != std::end(sections);
+    const bool known = std::find(sections.begin(), sections.end(), section.str()) != sections.end();
     if (table != nullptr && table->empty() && !known) {  // keys of an unknown section are reported by set()
       throw ConfigError("configuration file '" + path + "': unknown section [" + std::string(section.str()) +
-                        "]; sections are " + section_list);
+                        "]; sections are " + comma_list(sections));
     }
     if (table == nullptr) {
-      throw ConfigError("configuration file '" + path + "': top-level key '" +
-                        std::string(section.str()) + "' must be a [section]; sections are " + section_list);
+      throw ConfigError("configuration file '" + path + "': top-level key '" + std::string(section.str()) +
+                        "' must be a [section]; sections are " + comma_list(sections));
     }
     for (const auto& [name, value] : *table) {
       const std::string key = std::string(section.str()) + "." + std::string(name.str());
@@ -403,7 +360,9 @@ std::uint64_t parse_size(const std::string& key, const std::string& text) {
   for (const auto& [name, factor] : units) {
     const double bytes = std::round(number * factor);
     // 2^64 is exactly representable: below it the conversion cannot overflow.
-    if (decimal && used > 0 && unit == name && bytes < 18446744073709551616.0 && (bytes >= 1 || number == 0)) {
+    const bool whole_bytes = factor != 1.0 || number == std::floor(number);  // "1.5 bytes" means nothing
+    if (decimal && used > 0 && unit == name && whole_bytes && bytes < 18446744073709551616.0 &&
+        (bytes >= 1 || number == 0)) {
       return static_cast<std::uint64_t>(bytes);
     }
   }
@@ -412,14 +371,24 @@ std::uint64_t parse_size(const std::string& key, const std::string& text) {
                     "TiB, KB, MB, GB or TB (e.g. \"512MiB\")");
 }
 
+std::string config_word(const std::string& text) { return lower(trim(text)); }
+
+const char* to_string(CaptureMode mode) { return name_in(kCaptureModeNames, mode); }
+const char* to_string(TrackMethod method) { return name_in(kTrackMethodNames, method); }
+const char* to_string(PinPolicy policy) { return name_in(kPinPolicyNames, policy); }
+const char* to_string(TouchSetting setting) { return name_in(kTouchSettingNames, setting); }
+const char* to_string(DeviceBackend backend) { return name_in(kDeviceBackendNames, backend); }
+const char* to_string(IntervalPolicy policy) { return name_in(kIntervalPolicyNames, policy); }
+const char* to_string(PartnerScheme scheme) { return name_in(kPartnerSchemeNames, scheme); }
+const char* to_string(Codec codec) { return name_in(kCodecNames, codec); }
+const char* to_string(Shuffle shuffle) { return name_in(kShuffleNames, shuffle); }
+const char* to_string(LogLevel level) { return name_in(kLogLevelNames, level); }
+
 void Config::set(const std::string& key, const std::string& value) {
-  for (const auto& [name, setter] : setters()) {
-    if (name == key) {
-      setter(*this, key, value);
-      return;
-    }
+  for (const Key& known : keys_of(*this)) {
+    if (known.name == key) return known.assign(value);
   }
-  throw ConfigError("unknown configuration key '" + key + "'; known keys are " + known_keys());
+  throw ConfigError(unknown_key_message(key));
 }
 
 Config Config::load(const std::string& toml_path, const std::map<std::string, std::string>& overrides) {
@@ -434,6 +403,18 @@ std::string Config::default_local_path() {
   const char* tmpdir = std::getenv("TMPDIR");
   const std::string base = (tmpdir != nullptr && *tmpdir != '\0') ? tmpdir : "/tmp";
   return base + "/resurgo-" + std::to_string(::getuid());
+}
+
+void check_store_config(const std::string& store, const Config& config) {
+  if (config.interval.policy == IntervalPolicy::kSeconds && config.interval.seconds <= 0) {
+    throw ConfigError("store '" + store + "': interval.policy = seconds needs interval.seconds (e.g. \"15min\")");
+  }
+  const bool forks = config.capture.mode == CaptureMode::kFork || config.capture.mode == CaptureMode::kAuto;
+  if (config.memory.every > 0 && forks) {
+    throw ConfigError("store '" + store +
+                      "': capture.mode = fork (or auto) writes versions from a child process, which cannot fill the "
+                      "memory level that memory.every > 0 routes them to; use capture.mode = copy or delta");
+  }
 }
 
 }  // namespace resurgo

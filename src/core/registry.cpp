@@ -1,5 +1,7 @@
 #include "core/registry.h"
 
+#include <chrono>
+
 #include <algorithm>
 
 #include "base/names.h"
@@ -94,6 +96,24 @@ std::uint64_t Registry::host_bytes() const {
 bool Registry::has_device_regions() const {
   return std::any_of(regions_.begin(), regions_.end(),
                      [](const Region& region) { return region.kind == MemoryKind::kDevice; });
+}
+
+format::Header version_header(const Registry& registry, const std::string& store, int version, int rank,
+                              std::uint64_t chunk_size, const std::vector<std::byte>& metadata) {
+  format::Header header;
+  header.store = store;
+  header.version = version;
+  header.rank = static_cast<std::uint32_t>(rank);
+  header.created_unix_ns = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                          std::chrono::system_clock::now().time_since_epoch())
+                                                          .count());
+  header.chunk_size = chunk_size;
+  for (const Region& region : registry.regions()) {
+    header.regions.push_back({region.id, region.label, static_cast<format::RegionKind>(region.kind), region.bytes,
+                              region.type.dtype, region.type.shape});
+  }
+  header.metadata = metadata;
+  return header;
 }
 
 }  // namespace resurgo

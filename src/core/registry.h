@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "format/container.h"
 #include "resurgo/resurgo.hpp"
 
 namespace resurgo {
@@ -39,5 +40,10 @@ class Registry {
  private:
   std::vector<Region> regions_;
 };
+
+// The header of `version` of store `store`, rank `rank`, holding the regions
+// of `registry` and the application's `metadata`.
+format::Header version_header(const Registry& registry, const std::string& store, int version, int rank,
+                              std::uint64_t chunk_size, const std::vector<std::byte>& metadata);
 
 }  // namespace resurgo

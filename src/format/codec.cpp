@@ -10,16 +10,6 @@
 
 namespace resurgo::format {
 
-const char* codec_name(Codec codec) {
-  switch (codec) {
-    case Codec::kNone: return "none";
-    case Codec::kLz4: return "lz4";
-    case Codec::kZstd: return "zstd";
-    case Codec::kBloscLz4: return "blosc-lz4";
-    case Codec::kBloscZstd: return "blosc-zstd";
-  }
-  return "unknown";
-}
 
 bool codec_is_known(unsigned value) { return value <= static_cast<unsigned>(Codec::kBloscZstd); }
 

@@ -10,7 +10,6 @@
 
 namespace resurgo::format {
 
-const char* codec_name(Codec codec);
 bool codec_is_known(unsigned value);
 
 // How one chunk is compressed. shuffle and element_size matter to the blosc

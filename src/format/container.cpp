@@ -365,11 +365,11 @@ void finish_chunk(const ReadableFile& file, const Container& container, const Ch
   const std::string mismatch = framing_mismatch(chunk.codec, stored, chunk.stored_length, chunk.raw_length);
   if (!mismatch.empty()) {
     throw FormatError("checkpoint file '" + file.path() + "': " + describe_chunk(container, chunk) + " (" +
-                      codec_name(chunk.codec) + ") breaks the format: " + mismatch);
+                      to_string(chunk.codec) + ") breaks the format: " + mismatch);
   }
   if (chunk.codec != Codec::kNone &&
       !decode(chunk.codec, stored, chunk.stored_length, destination, chunk.raw_length)) {
-    corrupt(file, describe_chunk(container, chunk) + " does not decompress (" + codec_name(chunk.codec) + ")");
+    corrupt(file, describe_chunk(container, chunk) + " does not decompress (" + to_string(chunk.codec) + ")");
   }
 }
 

@@ -1,6 +1,7 @@
 #include "format/manifest.h"
 
 #include <cstdio>
+#include <memory>
 
 #include <nlohmann/json.hpp>
 
@@ -132,6 +133,18 @@ void decode_manifest_part(const std::string& text, Manifest& into) {
   const Json json = Json::parse(text);
   into.files.push_back(file_from(json.at("file")));
   for (const Json& region : json.at("regions")) into.regions.push_back(region_from(region));
+}
+
+std::optional<std::string> read_manifest_file(Env& env, const std::string& path) {
+  if (!env.exists(path)) return std::nullopt;
+  const std::unique_ptr<ReadableFile> file = env.open(path);
+  if (file->size() > kMaxManifestBytes) {
+    throw CorruptionError("job manifest '" + path + "' is " + std::to_string(file->size()) +
+                          " bytes, more than any manifest can be");
+  }
+  std::string text(file->size(), '\0');
+  file->read_at(0, text.data(), text.size());
+  return text;
 }
 
 }  // namespace resurgo::format

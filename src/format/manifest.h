@@ -7,43 +7,23 @@
 // people) followed by a line with the XXH3-64 of the JSON in hex.
 #pragma once
 
-#include <cstdint>
+#include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "resurgo/env.hpp"
+#include "resurgo/manifest.hpp"
 
 namespace resurgo::format {
 
 inline constexpr std::size_t kMaxManifestBytes = 256u << 20;  // bounds a hostile file before reading it
 
-struct ManifestFile {
-  int rank = 0;
-  int node = 0;
-  std::string file;  // container file name, in the level's store directory
-  std::uint64_t bytes = 0;
-  std::uint64_t checksum = 0;  // the container's header+index checksum (its footer)
-};
-
-// One region of one rank; a block of a global array when global_shape is not
-// empty (its element offset in the global array is `offset`, its shape
-// `shape`, row-major).
-struct ManifestRegion {
-  int rank = 0;
-  int id = 0;
-  std::string label;
-  std::string dtype;
-  std::uint64_t bytes = 0;
-  std::vector<std::int64_t> shape;
-  std::vector<std::int64_t> global_shape;
-  std::vector<std::int64_t> offset;
-};
-
-struct Manifest {
-  std::string store;
-  int version = 0;
-  int ranks = 0;
-  std::vector<ManifestFile> files;      // one per rank, by rank
-  std::vector<ManifestRegion> regions;  // by rank, then region id
-};
+// The records are public (resurgo/manifest.hpp: tools::read_manifest returns
+// them); this header encodes, decodes and reads them.
+using resurgo::Manifest;
+using resurgo::ManifestFile;
+using resurgo::ManifestRegion;
 
 std::string encode_manifest(const Manifest& manifest);
 // Throws CorruptionError (checksum, truncation) or FormatError (not a
@@ -54,6 +34,8 @@ Manifest decode_manifest(const std::string& text, const std::string& path);
 std::string encode_manifest_part(const ManifestFile& file, const std::vector<ManifestRegion>& regions);
 void decode_manifest_part(const std::string& text, Manifest& into);
 
-// "v0000000012.job" and back; the parser rejects anything else.
+// The text of the manifest file `path` (not decoded), or none when there is
+// no such file. CorruptionError for one larger than any manifest can be.
+std::optional<std::string> read_manifest_file(Env& env, const std::string& path);
 
 }  // namespace resurgo::format

@@ -122,41 +122,7 @@ CaptureResult DeviceCache::capture(std::int64_t version, const std::vector<Captu
     throw InvalidArgumentError("device cache: version " + std::to_string(version) + " is cached already");
   }
   CaptureResult result;
-  const char* announced = nullptr;
-  std::size_t offset = kNowhere;
-  for (;;) {
-    if (closed_) {
-      result.status = CaptureResult::Status::kClosed;
-      break;
-    }
-    const std::size_t limit = growth_done_ ? mapped_ : capacity_;
-    if (bytes > limit) {
-      counters_.bypassed++;
-      const std::string message = "device cache on " + memory_name_ + ": version " + std::to_string(version) + " (" +
-                                  size_text(total) + ") is larger than the cache (" + size_text(limit) +
-                                  "); it bypasses the cache to the next level";
-      if (counters_.bypassed == 1)
-        log_.warn(message);
-      else
-        log_.debug(message);
-      result.status = CaptureResult::Status::kTooLarge;
-      break;
-    }
-    offset = place(bytes, limit);
-    if (offset != kNowhere && offset + bytes <= mapped_) break;
-    if (offset != kNowhere || !growth_done_) {
-      wait(lock, "mapping", announced, result.map_wait_seconds);
-      continue;
-    }
-    const Entry& oldest = fifo_.front();
-    if ((oldest.flushed || oldest.removed) && oldest.readers == 0) {
-      fifo_.pop_front();
-      counters_.evicted++;
-      if (fifo_.empty()) head_ = 0;
-      continue;
-    }
-    wait(lock, oldest.flushed ? "read" : "flush", announced, result.flush_wait_seconds);
-  }
+  const std::size_t offset = make_room(lock, version, total, bytes, result);
   counters_.map_wait_seconds += result.map_wait_seconds;
   counters_.flush_wait_seconds += result.flush_wait_seconds;
   if (result.status != CaptureResult::Status::kCached) return result;
@@ -177,6 +143,53 @@ CaptureResult DeviceCache::capture(std::int64_t version, const std::vector<Captu
   find(version)->complete = true;
   changed_.notify_all();
   return result;
+}
+
+// Evicts the oldest versions once flushed (and not being read) while the
+// space is needed and the cache fully mapped, and waits for chunks to be
+// mapped or versions to be flushed otherwise. Caller holds `lock`.
+std::size_t DeviceCache::make_room(std::unique_lock<std::mutex>& lock, std::int64_t version, std::size_t total,
+                                   std::size_t bytes, CaptureResult& result) {
+  const char* announced = nullptr;
+  for (;;) {
+    if (closed_) {
+      result.status = CaptureResult::Status::kClosed;
+      return kNowhere;
+    }
+    const std::size_t limit = growth_done_ ? mapped_ : capacity_;
+    if (bytes > limit) {
+      log_bypass(version, total, limit);
+      result.status = CaptureResult::Status::kTooLarge;
+      return kNowhere;
+    }
+    const std::size_t offset = place(bytes, limit);
+    if (offset != kNowhere && offset + bytes <= mapped_) return offset;
+    if (offset != kNowhere || !growth_done_) {
+      wait(lock, "mapping", announced, result.map_wait_seconds);
+      continue;
+    }
+    const Entry& oldest = fifo_.front();
+    if ((oldest.flushed || oldest.removed) && oldest.readers == 0) {
+      fifo_.pop_front();
+      counters_.evicted++;
+      if (fifo_.empty()) head_ = 0;
+      continue;
+    }
+    wait(lock, oldest.flushed ? "read" : "flush", announced, result.flush_wait_seconds);
+  }
+}
+
+// A warning the first time, debug lines after. Caller holds mutex_.
+void DeviceCache::log_bypass(std::int64_t version, std::size_t total, std::size_t limit) {
+  counters_.bypassed++;
+  const std::string message = "device cache on " + memory_name_ + ": version " + std::to_string(version) + " (" +
+                              size_text(total) + ") is larger than the cache (" + size_text(limit) +
+                              "); it bypasses the cache to the next level";
+  if (counters_.bypassed == 1) {
+    log_.warn(message);
+  } else {
+    log_.debug(message);
+  }
 }
 
 void DeviceCache::copy_in(std::size_t offset, const std::vector<CaptureSpan>& spans) {

@@ -120,6 +120,9 @@ class DeviceCache {
   std::size_t place(std::size_t bytes, std::size_t limit) const;
   Entry* find(std::int64_t version);
   const Entry* find(std::int64_t version) const;
+  std::size_t make_room(std::unique_lock<std::mutex>& lock, std::int64_t version, std::size_t total, std::size_t bytes,
+                        CaptureResult& result);
+  void log_bypass(std::int64_t version, std::size_t total, std::size_t limit);
   void copy_in(std::size_t offset, const std::vector<CaptureSpan>& spans);
   // Waits for a change, or first tells on_wait that the capture waits for
   // `reason`; adds the time to `seconds`.

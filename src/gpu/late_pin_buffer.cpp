@@ -11,42 +11,25 @@
 
 #include "base/units.h"
 #include "base/clock.h"
+#include "core/config_names.h"
 #include "gpu/gpu_error.h"
 #include "resurgo/errors.hpp"
 
 namespace resurgo {
 
-const char* to_string(PinPolicy policy) {
-  switch (policy) {
-    case PinPolicy::kLazy: return "lazy";
-    case PinPolicy::kEager: return "eager";
-    case PinPolicy::kOff: return "off";
-  }
-  return "";
-}
+namespace {
+constexpr EnumName<LatePinState> kLatePinStateNames[] = {
+    {LatePinState::kTouching, "touching"},
+    {LatePinState::kPausedForFlush, "paused for a flush"},
+    {LatePinState::kWaitingForToken, "waiting for the registration token"},
+    {LatePinState::kPinning, "pinning"},
+    {LatePinState::kPinned, "pinned"},
+    {LatePinState::kPinFailed, "pin failed"},
+    {LatePinState::kNotPinned, "not pinned"},
+    {LatePinState::kStopped, "stopped"}};
+}  // namespace
 
-const char* to_string(TouchSetting setting) {
-  switch (setting) {
-    case TouchSetting::kAuto: return "auto";
-    case TouchSetting::kConcurrent: return "concurrent";
-    case TouchSetting::kSequential: return "sequential";
-  }
-  return "";
-}
-
-const char* to_string(LatePinState state) {
-  switch (state) {
-    case LatePinState::kTouching: return "touching";
-    case LatePinState::kPausedForFlush: return "paused for a flush";
-    case LatePinState::kWaitingForToken: return "waiting for the registration token";
-    case LatePinState::kPinning: return "pinning";
-    case LatePinState::kPinned: return "pinned";
-    case LatePinState::kPinFailed: return "pin failed";
-    case LatePinState::kNotPinned: return "not pinned";
-    case LatePinState::kStopped: return "stopped";
-  }
-  return "";
-}
+const char* to_string(LatePinState state) { return name_in(kLatePinStateNames, state); }
 
 }  // namespace resurgo
 

@@ -1,4 +1,4 @@
-// The L1 host buffer that pins late (HiPC'22 cache-allocation paper,
+// The staging buffer that pins late (HiPC'22 cache-allocation paper,
 // sections IV-A and IV-B). Pinning a buffer up front costs the first
 // checkpoint the whole allocation: every page is faulted in, zeroed and
 // locked before the first flush can start. Most of that cost is the faulting,

@@ -1,5 +1,6 @@
-// A ReadableFile over bytes in memory: a container received from another
-// rank is read (and verified) through the same code as one on disk.
+// A file in memory: a container received from another rank is read (and
+// verified) through the same code as one on disk, and one made for a level
+// without files (L0) or for a test is written through the same code.
 #pragma once
 
 #include <cstddef>
@@ -12,10 +13,18 @@
 
 namespace resurgo {
 
-class BytesFile final : public ReadableFile {
+class BytesFile final : public ReadableFile, public WritableFile {
  public:
   // `name` stands for the path in messages ("rank 3's version 7").
+  explicit BytesFile(std::string name) : name_(std::move(name)) {}
   BytesFile(std::vector<std::byte> bytes, std::string name) : bytes_(std::move(bytes)), name_(std::move(name)) {}
+
+  void append(const void* data, std::size_t bytes) override {
+    const auto* from = static_cast<const std::byte*>(data);
+    bytes_.insert(bytes_.end(), from, from + bytes);
+  }
+  void sync() override {}
+  void close() override {}
 
   void read_at(std::uint64_t offset, void* data, std::size_t bytes) const override {
     if (offset > bytes_.size() || bytes > bytes_.size() - offset) {
@@ -27,6 +36,7 @@ class BytesFile final : public ReadableFile {
   std::uint64_t size() const override { return bytes_.size(); }
   const std::string& path() const override { return name_; }
   const std::vector<std::byte>& bytes() const { return bytes_; }
+  std::vector<std::byte> take() { return std::move(bytes_); }
 
  private:
   std::vector<std::byte> bytes_;

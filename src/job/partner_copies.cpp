@@ -307,7 +307,6 @@ bool PartnerCopies::rebuild_from_partner(int version, int lost_rank, const std::
 bool PartnerCopies::rebuild_from_set(int version, int lost_rank, const std::vector<long>& flags, Comm& comm,
                                      Rebuild& report) {
   const std::vector<int>& set = topology_.set_of(lost_rank);
-  const int size = static_cast<int>(set.size());
   const int lost_index = topology_.index_in_set(lost_rank);
   const std::string what = "version " + std::to_string(version) + " of rank " + std::to_string(lost_rank);
   std::string missing;
@@ -323,47 +322,61 @@ bool PartnerCopies::rebuild_from_set(int version, int lost_rank, const std::vect
     return false;
   }
   const int first = lost_index == 0 ? 1 : 0;  // the survivor that tells the lost rank the set's layout
-  const bool member_here = std::find(set.begin(), set.end(), rank_) != set.end();
-  if (member_here) {
-    const int me = topology_.index_in_set(rank_);
-    if (rank_ == lost_rank) {
-      const Bytes layout_text = receive_sized(comm, set[static_cast<std::size_t>(first)]);
-      const Json layout = Json::parse(reinterpret_cast<const char*>(layout_text.data()),
-                                      reinterpret_cast<const char*>(layout_text.data() + layout_text.size()));
-      const auto bytes = layout.at("segment").get<std::uint64_t>();
-      const auto file_bytes = layout.at("bytes").at(static_cast<std::size_t>(lost_index)).get<std::uint64_t>();
-      Bytes file;
-      for (int index = 0; index < size - 1; ++index) {
-        Bytes piece(bytes, std::byte{0});
-        for (int member = 0; member < size; ++member) {
-          if (member == lost_index) continue;
-          Bytes block(bytes);
-          comm.receive(set[static_cast<std::size_t>(member)], block.data(), block.size());
-          xor_into(piece, block);
-        }
-        file.insert(file.end(), piece.begin(), piece.end());
-      }
-      file.resize(std::min<std::uint64_t>(file_bytes, file.size()));
-      restore_own_file(version, std::move(file), "its XOR set");
-    } else {
-      const Parity parity = read_parity(*l3_.open(version));
-      if (me == first) {
-        const std::string text = parity.layout.dump();
-        send_sized(comm, lost_rank, Bytes(reinterpret_cast<const std::byte*>(text.data()),
-                                          reinterpret_cast<const std::byte*>(text.data() + text.size())));
-      }
-      const Bytes own = read_whole(*local_.open(version));
-      const auto bytes = parity.layout.at("segment").get<std::uint64_t>();
-      for (int index = 0; index < size - 1; ++index) {
-        const int holder = (lost_index + 1 + index) % size;  // whose parity holds the lost segment `index`
-        const Bytes block = me == holder ? parity.bytes : segment(own, bytes, segment_index(me, holder, size));
-        comm.send(lost_rank, block.data(), block.size());
-      }
-    }
+  if (rank_ == lost_rank) {
+    rebuild_own_file(version, set, first, comm);
+  } else if (std::find(set.begin(), set.end(), rank_) != set.end()) {
+    send_for_rebuild(version, set, lost_rank, first, comm);
   }
   report.notes.push_back(what + ": rebuilt into its L2 from its XOR set (ranks of the set: " +
                          Json(set).dump() + ")");
   return true;
+}
+
+// The lost member: segment by segment, the XOR of the other members'
+// blocks (their own file's segment, or the parity holding the lost one).
+void PartnerCopies::rebuild_own_file(int version, const std::vector<int>& set, int first, Comm& comm) {
+  const int size = static_cast<int>(set.size());
+  const int lost_index = topology_.index_in_set(rank_);
+  const Bytes layout_text = receive_sized(comm, set[static_cast<std::size_t>(first)]);
+  const Json layout = Json::parse(reinterpret_cast<const char*>(layout_text.data()),
+                                  reinterpret_cast<const char*>(layout_text.data() + layout_text.size()));
+  const auto bytes = layout.at("segment").get<std::uint64_t>();
+  const auto file_bytes = layout.at("bytes").at(static_cast<std::size_t>(lost_index)).get<std::uint64_t>();
+  Bytes file;
+  for (int index = 0; index < size - 1; ++index) {
+    Bytes piece(bytes, std::byte{0});
+    for (int member = 0; member < size; ++member) {
+      if (member == lost_index) continue;
+      Bytes block(bytes);
+      comm.receive(set[static_cast<std::size_t>(member)], block.data(), block.size());
+      xor_into(piece, block);
+    }
+    file.insert(file.end(), piece.begin(), piece.end());
+  }
+  file.resize(std::min<std::uint64_t>(file_bytes, file.size()));
+  restore_own_file(version, std::move(file), "its XOR set");
+}
+
+// A surviving member: the set's layout (the first survivor), then its block
+// of every segment the lost member rebuilds.
+void PartnerCopies::send_for_rebuild(int version, const std::vector<int>& set, int lost_rank, int first,
+                                     Comm& comm) {
+  const int size = static_cast<int>(set.size());
+  const int lost_index = topology_.index_in_set(lost_rank);
+  const int me = topology_.index_in_set(rank_);
+  const Parity parity = read_parity(*l3_.open(version));
+  if (me == first) {
+    const std::string text = parity.layout.dump();
+    send_sized(comm, lost_rank, Bytes(reinterpret_cast<const std::byte*>(text.data()),
+                                      reinterpret_cast<const std::byte*>(text.data() + text.size())));
+  }
+  const Bytes own = read_whole(*local_.open(version));
+  const auto bytes = parity.layout.at("segment").get<std::uint64_t>();
+  for (int index = 0; index < size - 1; ++index) {
+    const int holder = (lost_index + 1 + index) % size;  // whose parity holds the lost segment `index`
+    const Bytes block = me == holder ? parity.bytes : segment(own, bytes, segment_index(me, holder, size));
+    comm.send(lost_rank, block.data(), block.size());
+  }
 }
 
 }  // namespace resurgo

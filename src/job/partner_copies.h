@@ -73,6 +73,8 @@ class PartnerCopies {
 
   bool rebuild_from_partner(int version, int lost, const std::vector<long>& flags, Comm& comm, Rebuild& report);
   bool rebuild_from_set(int version, int lost, const std::vector<long>& flags, Comm& comm, Rebuild& report);
+  void rebuild_own_file(int version, const std::vector<int>& set, int first, Comm& comm);
+  void send_for_rebuild(int version, const std::vector<int>& set, int lost_rank, int first, Comm& comm);
   void restore_own_file(int version, std::vector<std::byte> bytes, const std::string& from);
 
   PartnerScheme scheme_;

@@ -7,6 +7,8 @@
 
 #include "base/c_status.h"
 #include "base/c_store.h"
+#include "base/names.h"
+#include "format/container.h"
 
 using resurgo::c_api::guarded;
 using resurgo::c_api::invalid;
@@ -58,6 +60,49 @@ void fill_staging(const resurgo::LatePinStats& staging, rsg_device_caches& out) 
   out.flush_untouched = staging.measured.flush_untouched;
   out.flush_concurrent = staging.measured.flush_concurrent;
   if (staging.decision) copy_text(out.decision, staging.decision->describe());
+}
+
+// rsg_region_description holds every region table the reader accepts, untruncated.
+static_assert(RSG_LABEL_CAPACITY == resurgo::kMaxLabelBytes + 1);
+static_assert(RSG_DTYPE_CAPACITY == resurgo::format::kMaxDtypeBytes + 1);
+static_assert(RSG_MAX_DIMS == resurgo::format::kMaxShapeRank);
+static_assert(RSG_KIND_HOST == static_cast<int>(resurgo::MemoryKind::kHost) &&
+              RSG_KIND_DEVICE == static_cast<int>(resurgo::MemoryKind::kDevice) &&
+              RSG_KIND_MANAGED == static_cast<int>(resurgo::MemoryKind::kManaged));
+
+rsg_region_description to_c(const resurgo::RegionDescription& region) {
+  rsg_region_description out{};
+  out.id = region.id;
+  out.kind = static_cast<int>(region.kind);
+  out.bytes = region.bytes;
+  copy_text(out.label, region.label);
+  copy_text(out.dtype, region.type.dtype);
+  out.ndims = static_cast<int>(region.type.shape.size());
+  std::copy(region.type.shape.begin(), region.type.shape.end(), out.shape);
+  return out;
+}
+
+rsg_version_info to_c(const resurgo::VersionInfo& info) {
+  rsg_version_info out{};
+  out.version = info.version;
+  out.pending = info.pending ? 1 : 0;
+  for (int level = 0; level < RSG_LEVELS; ++level) {
+    out.levels[level] = std::find(info.levels.begin(), info.levels.end(), level) != info.levels.end() ? 1 : 0;
+  }
+  return out;
+}
+
+// Hands `list` to the caller's array as resurgo.h describes for lists: the
+// full count always, the entries only when all of them fit. `what` names
+// the list for the refusal ("rsg_versions: store 'x' holds 3 versions").
+template <class Entry, class Item>
+void hand_over(const std::vector<Item>& list, Entry* out, size_t capacity, size_t* count, const std::string& what) {
+  *count = list.size();
+  if (list.size() > capacity) {
+    throw resurgo::InvalidArgumentError(what + ", more than the capacity of " + std::to_string(capacity) +
+                                        ": call again with capacity " + std::to_string(list.size()));
+  }
+  std::transform(list.begin(), list.end(), out, [](const Item& item) { return to_c(item); });
 }
 
 }  // namespace
@@ -220,6 +265,34 @@ int rsg_last_restart(rsg_store* s, rsg_restart_report* out) {
     *out = rsg_restart_report{report.version, report.level, report.seconds, report.bytes,
                               static_cast<int>(report.skipped.size())};
   });
+}
+
+int rsg_versions(rsg_store* s, rsg_version_info* out, size_t capacity, size_t* count) {
+  if (s == nullptr || count == nullptr) return invalid("rsg_versions: store and count must not be NULL");
+  *count = 0;
+  if (out == nullptr && capacity > 0) return invalid("rsg_versions: out is NULL but capacity is not 0");
+  return guarded([&] {
+    const std::vector<resurgo::VersionInfo> versions = s->store.versions();
+    hand_over(versions, out, capacity, count,
+              "rsg_versions: store '" + s->store.name() + "' holds " + std::to_string(versions.size()) + " versions");
+  });
+}
+
+int rsg_describe(rsg_store* s, int version, rsg_region_description* out, size_t capacity, size_t* count) {
+  if (s == nullptr || count == nullptr) return invalid("rsg_describe: store and count must not be NULL");
+  *count = 0;
+  if (out == nullptr && capacity > 0) return invalid("rsg_describe: out is NULL but capacity is not 0");
+  return guarded([&] {
+    const resurgo::VersionDescription description = s->store.describe(version);
+    hand_over(description.regions, out, capacity, count,
+              "rsg_describe: version " + std::to_string(version) + " of store '" + s->store.name() + "' has " +
+                  std::to_string(description.regions.size()) + " regions");
+  });
+}
+
+int rsg_persist(rsg_store* s, int version, int level) {
+  if (s == nullptr) return invalid("rsg_persist: store is NULL");
+  return guarded([&] { s->store.persist(version, level); });
 }
 
 const char* rsg_last_error(void) { return last_error.c_str(); }

@@ -460,4 +460,34 @@ VersionDescription describe_version(const std::vector<Level*>& levels, const std
                         "' is damaged: " + damage);
 }
 
+std::vector<VersionInfo> list_versions(const std::vector<Level*>& levels, Catalog& catalog) {
+  std::map<int, VersionInfo> found;
+  for (auto& [version, held] : committed_versions(levels)) found[version] = VersionInfo{version, std::move(held), false};
+  for (const auto& [version, only_in_buffer] : catalog.pending()) {
+    VersionInfo& info = found[version];
+    info.version = version;
+    info.pending = true;
+    if (only_in_buffer && (info.levels.empty() || info.levels.front() != kL1)) {
+      info.levels.insert(info.levels.begin(), kL1);
+    }
+  }
+  std::vector<VersionInfo> list;
+  for (auto& [version, info] : found) {
+    if (!catalog.discarded(version)) list.push_back(std::move(info));
+  }
+  return list;
+}
+
+void check_held(const std::vector<Level*>& levels, Catalog& catalog, const std::string& store, int version,
+                const char* call) {
+  if (catalog.known(version)) return;
+  std::string where;
+  for (Level* level : levels) {
+    if (level->holds(version)) return;
+    where += (where.empty() ? "" : ", ") + level->where();
+  }
+  throw NotFoundError(std::string(call) + ": store '" + store + "' has no version " + std::to_string(version) +
+                      " (looked in " + where + ")");
+}
+
 }  // namespace resurgo

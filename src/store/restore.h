@@ -3,7 +3,8 @@
 // first, each link from the fastest level holding an intact copy, verifying
 // every chunk read and reading no byte that a newer link holds. A damaged
 // copy is repaired from an intact one on another level, or quarantined when
-// restart falls back past it.
+// restart falls back past it. And the store's other reads of its levels:
+// describe, the list of versions, whether a version is held.
 #pragma once
 
 #include <map>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "base/log.h"
+#include "core/catalog.h"
 #include "core/registry.h"
 #include "base/trace.h"
 #include "base/thread_pool.h"
@@ -45,5 +47,14 @@ int restore_version(const RestoreContext& context, int version, RestartReport& r
 // none holds it, CorruptionError when every copy is damaged.
 VersionDescription describe_version(const std::vector<Level*>& levels, const std::string& store, int rank,
                                     int version);
+
+// The versions on `levels` and those the catalog still has work for, with
+// the levels holding each; discarded ones left out.
+std::vector<VersionInfo> list_versions(const std::vector<Level*>& levels, Catalog& catalog);
+
+// NotFoundError (naming where it looked) unless `version` of `store` is on
+// one of `levels` or still on its way; `call` names the caller.
+void check_held(const std::vector<Level*>& levels, Catalog& catalog, const std::string& store, int version,
+                const char* call);
 
 }  // namespace resurgo

@@ -16,6 +16,7 @@
 #include "capture/capture.h"
 #include "core/catalog.h"
 #include "core/checkpoint_timer.h"
+#include "core/config_checks.h"
 #include "core/registry.h"
 #include "format/container.h"
 #include "format/file_names.h"
@@ -28,23 +29,6 @@
 #include "tier/route.h"
 
 namespace resurgo {
-
-namespace {
-
-// What the configuration cannot mean together, found at open.
-void check_config(const std::string& store, const Config& config) {
-  if (config.interval.policy == IntervalPolicy::kSeconds && config.interval.seconds <= 0) {
-    throw ConfigError("store '" + store + "': interval.policy = seconds needs interval.seconds (e.g. \"15min\")");
-  }
-  const bool forks = config.capture.mode == CaptureMode::kFork || config.capture.mode == CaptureMode::kAuto;
-  if (config.memory.every > 0 && forks) {
-    throw ConfigError("store '" + store +
-                      "': capture.mode = fork (or auto) writes versions from a child process, which cannot fill the "
-                      "memory level that memory.every > 0 routes them to; use capture.mode = copy or delta");
-  }
-}
-
-}  // namespace
 
 class Store::Impl {
  public:
@@ -59,17 +43,23 @@ class Store::Impl {
   void set_metadata(const void* data, std::size_t bytes);
   void checkpoint(int version);
   void wait(int version, int level);
-  std::optional<int> latest();
+  std::optional<int> latest() {
+    check_open("latest");
+    return job_->latest();
+  }
   int restart(int version, RestartScope scope);
   VersionDescription describe(int version);
   void persist(int version, int level);
-  std::vector<VersionInfo> versions();
+  std::vector<VersionInfo> versions() {
+    check_open("versions");
+    return list_versions(route_.readable(), catalog_);
+  }
   std::vector<VersionStats> stats();
   DeviceStats device_stats() const { return capture_ ? capture_->device_stats() : DeviceStats{}; }
   void prefetch(std::vector<int> versions);
   void discard(int version);
   bool need_checkpoint();
-  std::optional<double> checkpoint_interval() const { return timer_.interval(checkpoint_cost_); }
+  std::optional<double> checkpoint_interval() const { return timer_.interval(); }
 
   std::string name;
   Config config;
@@ -81,15 +71,12 @@ class Store::Impl {
   void check_open(const char* call) const;
   void check_version(int version, const char* call);
   void check_new_version(int version) const;
-  format::Header make_header(int version) const;
   Snapshot capture(int version, const std::vector<Level*>& route, CaptureTimes& times);
-  VersionStats capture_stats(const Snapshot& snapshot, const CaptureTimes& times) const;
   void submit(int version, Clock::time_point started, std::vector<Level*> route, Snapshot snapshot);
   int newest_committed();
   RestoreSteps restore_steps(RestartScope scope);
   Restored restore_into(int version, const RestoreSteps::Filler& fill);
   Restored restore_from_levels(int version, RestartScope scope);
-  void copy_with_bases(int version, Level& target);
 
   std::shared_ptr<Env> env_;
   Logger log_;
@@ -104,8 +91,6 @@ class Store::Impl {
   std::unique_ptr<Prefetcher> prefetcher_;
   std::unique_ptr<Job> job_;
   CheckpointTimer timer_;
-  Clock::time_point last_checkpoint_end_ = Clock::now();  // or the open
-  std::optional<double> checkpoint_cost_;  // seconds checkpoint() blocks, averaged
   int newest_version_ = -1;
   long checkpoints_ = 0;
   long failures_seen_ = 0;  // catalog_.failure_count() at the previous checkpoint
@@ -114,7 +99,7 @@ class Store::Impl {
 
 Store::Impl::Impl(const std::string& store_name, const Config& store_config, std::shared_ptr<Comm> job,
                   std::shared_ptr<Env> env)
-    : name((validate_store_name(store_name), store_name)),  // before the route makes directories
+    : name(validate_store_name(store_name)),  // before the route makes directories
       config(store_config),
       comm(job ? job : std::shared_ptr<Comm>(self_comm())),
       env_(env ? std::move(env) : Env::posix()),
@@ -123,7 +108,7 @@ Store::Impl::Impl(const std::string& store_name, const Config& store_config, std
       route_(store_name, comm->rank(), node_of(config, *comm), config, env_, log_),
       catalog_(store_name),
       timer_(store_config.interval) {
-  check_config(name, config);
+  check_store_config(name, config);
   lock_ = env_->lock(route_.local().dir() + "/" + format::lock_file_name(comm->rank()));
   newest_version_ = newest_committed();
   pool_ = std::make_unique<ThreadPool>(pipeline_thread_count(config) - 1);
@@ -133,13 +118,7 @@ Store::Impl::Impl(const std::string& store_name, const Config& store_config, std
   // Made at open, idle until the first prefetch(): the listeners below run
   // on pipeline threads and may not race with its creation.
   prefetcher_ = std::make_unique<Prefetcher>(
-      route_.memory(),
-      [this] {
-        std::vector<Level*> slower = route_.readable();
-        slower.erase(slower.begin());  // the memory level itself
-        return slower;
-      },
-      log_, trace_);
+      route_.memory(), [this] { return route_.readable_after(kL1); }, log_, trace_);
   catalog_.on_reached([this] { prefetcher_->poke(); });
   route_.memory().on_space_freed([this] { prefetcher_->poke(); });
   job_ = make_job(JobContext{name, config, *comm, node_of(config, *comm), route_, catalog_, *scheduler_, registry_,
@@ -218,23 +197,6 @@ void Store::Impl::set_metadata(const void* data, std::size_t bytes) {
 
 // ---------------------------------------------------------------- checkpoint
 
-format::Header Store::Impl::make_header(int version) const {
-  format::Header header;
-  header.store = name;
-  header.version = version;
-  header.rank = static_cast<std::uint32_t>(comm->rank());
-  header.created_unix_ns = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                                          std::chrono::system_clock::now().time_since_epoch())
-                                                          .count());
-  header.chunk_size = config.pipeline.chunk_size;
-  for (const Region& region : registry_.regions()) {
-    header.regions.push_back({region.id, region.label, static_cast<format::RegionKind>(region.kind), region.bytes,
-                              region.type.dtype, region.type.shape});
-  }
-  header.metadata = metadata;
-  return header;
-}
-
 void Store::Impl::check_new_version(int version) const {
   if (version < 0) throw InvalidArgumentError("checkpoint: version " + std::to_string(version) + " is negative");
   if (version <= newest_version_) {
@@ -267,7 +229,8 @@ void Store::Impl::checkpoint(int version) {
     if (!closed_) job_->checkpoint_failed(version);
     throw;
   }
-  catalog_.add(version, started, level_numbers(route), capture_stats(snapshot, times));
+  catalog_.add(version, started, level_numbers(route),
+               capture_stats(snapshot, times, registry_.total_bytes(), capture_->mode(registry_.total_bytes())));
   job_->checkpointed(version, started, route);
   submit(version, started, std::move(route), std::move(snapshot));
 }
@@ -284,34 +247,14 @@ Snapshot Store::Impl::capture(int version, const std::vector<Level*>& route, Cap
                               ", which does not take every checkpoint");
   }
   TraceSpan span(trace_, "capture", version, registry_.total_bytes());
-  Snapshot snapshot = capture_->take(registry_.regions(), make_header(version), *route.front(), times);
+  Snapshot snapshot = capture_->take(
+      registry_.regions(), version_header(registry_, name, version, comm->rank(), config.pipeline.chunk_size, metadata),
+      *route.front(), times);
   ++checkpoints_;
   newest_version_ = version;
   return snapshot;
 }
 
-VersionStats Store::Impl::capture_stats(const Snapshot& snapshot, const CaptureTimes& times) const {
-  VersionStats captured;
-  captured.bytes = registry_.total_bytes();
-  captured.base_version = static_cast<int>(snapshot.header.base_version);
-  captured.capture = captured.base_version >= 0 ? "delta"
-                     : snapshot.synchronous     ? "synchronous"
-                                                : capture_->mode(captured.bytes);
-  captured.captured_bytes = total_bytes(snapshot.extents);
-  captured.dirty_bytes = snapshot.tracking.dirty_bytes;
-  captured.granularity_bytes = snapshot.tracking.granularity_bytes;
-  captured.tracker = snapshot.tracking.tracker;
-  captured.backpressure_seconds = times.backpressure_seconds;
-  captured.first_touch_seconds = times.first_touch_seconds;
-  captured.copy_seconds = times.copy_seconds;
-  captured.device_bytes = times.device_bytes;
-  captured.device_path = times.device_bytes == 0 ? "" : times.device_into_l0 ? "l0" : "host";
-  captured.device_wait_seconds = times.device_wait_seconds;
-  return captured;
-}
-
-// A moving average of the blocking (a quarter on the newest), so that one
-// slow checkpoint does not swing the interval.
 void Store::Impl::submit(int version, Clock::time_point started, std::vector<Level*> route, Snapshot snapshot) {
   const bool synchronous = snapshot.synchronous;
   const int first_level = route.front()->number();
@@ -319,8 +262,7 @@ void Store::Impl::submit(int version, Clock::time_point started, std::vector<Lev
   if (synchronous) catalog_.wait(version, first_level);
   const double blocked = seconds_since(started);
   catalog_.set_blocking(version, blocked);
-  checkpoint_cost_ = checkpoint_cost_ ? 0.75 * *checkpoint_cost_ + 0.25 * blocked : blocked;
-  last_checkpoint_end_ = Clock::now();
+  timer_.checkpointed(blocked);
 }
 
 // ------------------------------------------------------------------ queries
@@ -334,32 +276,6 @@ void Store::Impl::wait(int version, int level) {
 int Store::Impl::newest_committed() {
   const std::map<int, std::vector<int>> committed = committed_versions(route_.readable());
   return committed.empty() ? -1 : committed.rbegin()->first;
-}
-
-std::optional<int> Store::Impl::latest() {
-  check_open("latest");
-  return job_->latest();
-}
-
-std::vector<VersionInfo> Store::Impl::versions() {
-  check_open("versions");
-  std::map<int, VersionInfo> found;
-  for (auto& [version, held] : committed_versions(route_.readable())) {
-    found[version] = VersionInfo{version, std::move(held), false};
-  }
-  for (const auto& [version, only_in_buffer] : catalog_.pending()) {
-    VersionInfo& info = found[version];
-    info.version = version;
-    info.pending = true;
-    if (only_in_buffer && (info.levels.empty() || info.levels.front() != kL1)) {
-      info.levels.insert(info.levels.begin(), kL1);
-    }
-  }
-  std::vector<VersionInfo> list;
-  for (auto& [version, info] : found) {
-    if (!catalog_.discarded(version)) list.push_back(std::move(info));
-  }
-  return list;
 }
 
 std::vector<VersionStats> Store::Impl::stats() {
@@ -439,25 +355,15 @@ VersionDescription Store::Impl::describe(int version) {
   return describe_version(route_.readable(), name, comm->rank(), version);
 }
 
-// A delta's bases go first: `target` never holds a delta it cannot restore.
-void Store::Impl::copy_with_bases(int version, Level& target) {
-  if (target.holds(version)) return;
-  for (Level* source : route_.readable()) {
-    if (source == &target || !source->holds(version)) continue;
-    if (const std::optional<int> base = source->base_of(version)) copy_with_bases(*base, target);
-    target.commit_copy(version, *source->open(version));
-    return;
-  }
-  throw NotFoundError("persist: store '" + name + "' holds no copy of version " + std::to_string(version) +
-                      " to copy to " + target.where());
-}
-
 void Store::Impl::persist(int version, int level) {
   check_open("persist");
   Level& target = route_.persist_target(level);
   check_version(version, "persist");
   if (catalog_.known(version)) catalog_.wait_first_level(version);
-  copy_with_bases(version, target);
+  if (!copy_with_bases(route_.readable(), version, target)) {
+    throw NotFoundError("persist: store '" + name + "' holds no copy of version " + std::to_string(version) +
+                        " to copy to " + target.where());
+  }
 }
 
 // ---------------------------------------------------------- adjoint staging
@@ -474,16 +380,7 @@ void Store::Impl::discard(int version) {
   if (catalog_.discarded(version)) {
     throw StateError("discard: version " + std::to_string(version) + " of store '" + name + "' was already discarded");
   }
-  bool held = catalog_.known(version);
-  std::string where;
-  for (Level* level : route_.readable()) {
-    held = held || level->holds(version);
-    where += (where.empty() ? "" : ", ") + level->where();
-  }
-  if (!held) {
-    throw NotFoundError("discard: store '" + name + "' has no version " + std::to_string(version) + " (looked in " +
-                        where + ")");
-  }
+  check_held(route_.readable(), catalog_, name, version, "discard");
   catalog_.discard(version);
   prefetcher_->forget(version);
   route_.memory().remove(version);  // its room is free at once for the next prefetch
@@ -497,7 +394,7 @@ bool Store::Impl::need_checkpoint() {
                      "' has no checkpoint interval policy; set interval.policy to seconds, overhead or young-daly "
                      "(docs/interval.md)");
   }
-  return timer_.due(seconds_since(last_checkpoint_end_), checkpoint_cost_);
+  return timer_.due();
 }
 
 // ------------------------------------------------------------- public API

@@ -4,30 +4,13 @@
 #include <vector>
 
 #include "format/container.h"
+#include "io/bytes_file.h"
 #include "gpu/device_access.h"
 #include "resurgo/errors.hpp"
 
 namespace resurgo {
 
 namespace {
-
-// What commit() is given, in host memory, before it goes to the device.
-class BytesWriter final : public WritableFile {
- public:
-  explicit BytesWriter(std::string path) : path_(std::move(path)) {}
-  void append(const void* data, std::size_t bytes) override {
-    const auto* from = static_cast<const std::byte*>(data);
-    bytes_.insert(bytes_.end(), from, from + bytes);
-  }
-  void sync() override {}
-  void close() override {}
-  const std::string& path() const override { return path_; }
-  const std::vector<std::byte>& bytes() const { return bytes_; }
-
- private:
-  std::string path_;
-  std::vector<std::byte> bytes_;
-};
 
 class DeviceReader final : public ReadableFile {
  public:
@@ -59,8 +42,9 @@ std::unique_ptr<gpu::DeviceCache> open_cache(const Config::Device& config, int d
 
 }  // namespace
 
-DeviceLevel::DeviceLevel(const std::string& store, const Config::Device& config, int device, const Logger& log)
-    : store_(store), device_(device), cache_(open_cache(config, device, log)) {}
+DeviceLevel::DeviceLevel(const std::string& store, int rank, const Config::Device& config, int device,
+                         const Logger& log)
+    : store_(store), rank_(rank), device_(device), cache_(open_cache(config, device, log)) {}
 
 DeviceLevel::~DeviceLevel() = default;
 
@@ -75,7 +59,7 @@ Level::Features DeviceLevel::features() const {
 std::string DeviceLevel::where() const { return "the L0 device cache of store '" + store_ + "' on " + memory_name(); }
 
 void DeviceLevel::commit(int version, const std::function<void(WritableFile&)>& write) {
-  BytesWriter writer(where() + ", version " + std::to_string(version));
+  BytesFile writer(where() + ", version " + std::to_string(version));
   write(writer);
   const gpu::CaptureResult result = cache_->capture(version, {{writer.bytes().data(), writer.bytes().size()}});
   if (result.status != gpu::CaptureResult::Status::kCached) {
@@ -87,6 +71,7 @@ void DeviceLevel::commit(int version, const std::function<void(WritableFile&)>& 
 
 void DeviceLevel::commit_copy(int version, const ReadableFile& source) {
   const format::Container container = format::read_container(source);
+  format::check_identity(container, source.path(), "", version, rank_);
   commit(version, [&](WritableFile& file) { format::copy_verified(source, container, file); });
 }
 

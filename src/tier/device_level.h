@@ -31,10 +31,10 @@ namespace resurgo {
 
 class DeviceLevel final : public Level {
  public:
-  // L0 of `capacity` bytes mapped `chunk` at a time on device `device` of
-  // `backend`; mapping starts at once. Throws GpuError when the backend
-  // cannot be used (no driver, no such device), saying why.
-  DeviceLevel(const std::string& store, const Config::Device& config, int device, const Logger& log);
+  // L0 of `rank` of `store`: `capacity` bytes mapped `chunk` at a time on
+  // device `device` of `backend`; mapping starts at once. Throws GpuError
+  // when the backend cannot be used (no driver, no such device), saying why.
+  DeviceLevel(const std::string& store, int rank, const Config::Device& config, int device, const Logger& log);
   ~DeviceLevel() override;
 
   int number() const override { return kL0; }
@@ -70,6 +70,7 @@ class DeviceLevel final : public Level {
 
  private:
   std::string store_;
+  int rank_;
   int device_;
   std::unique_ptr<gpu::DeviceCache> cache_;
 };

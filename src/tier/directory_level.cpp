@@ -204,16 +204,7 @@ void DirectoryLevel::commit_manifest(int version, const std::string& text) {
 }
 
 std::optional<std::string> DirectoryLevel::read_manifest(int version) {
-  const std::string manifest_path = dir_ + "/" + format::manifest_file_name(version);
-  if (!env_->exists(manifest_path)) return std::nullopt;
-  const std::unique_ptr<ReadableFile> file = env_->open(manifest_path);
-  if (file->size() > format::kMaxManifestBytes) {
-    throw CorruptionError("job manifest '" + manifest_path + "' is " + std::to_string(file->size()) +
-                          " bytes, more than any manifest can be");
-  }
-  std::string text(file->size(), '\0');
-  file->read_at(0, text.data(), text.size());
-  return text;
+  return format::read_manifest_file(*env_, dir_ + "/" + format::manifest_file_name(version));
 }
 
 std::vector<int> DirectoryLevel::manifest_versions() {

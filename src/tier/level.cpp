@@ -30,6 +30,19 @@ std::map<int, std::vector<int>> committed_versions(const std::vector<Level*>& le
   return found;
 }
 
+bool copy_with_bases(const std::vector<Level*>& sources, int version, Level& target) {
+  if (target.holds(version)) return true;
+  for (Level* source : sources) {
+    if (source == &target || !source->holds(version)) continue;
+    if (const std::optional<int> base = source->base_of(version)) {
+      if (!copy_with_bases(sources, *base, target)) return false;
+    }
+    target.commit_copy(version, *source->open(version));
+    return true;
+  }
+  return false;
+}
+
 std::vector<int> level_numbers(const std::vector<Level*>& levels) {
   std::vector<int> numbers;
   for (const Level* level : levels) numbers.push_back(level->number());

@@ -79,6 +79,12 @@ class Level {
 // levels holding a copy (in the order of `levels`).
 std::map<int, std::vector<int>> committed_versions(const std::vector<Level*>& levels);
 
+// Copies `version` into `target` from the first of `sources` holding it, its
+// bases first, so that `target` never holds a delta it cannot restore;
+// nothing for a version `target` holds already. False when no source holds
+// it (or one of its bases).
+bool copy_with_bases(const std::vector<Level*>& sources, int version, Level& target);
+
 // The numbers of `levels`, in order.
 std::vector<int> level_numbers(const std::vector<Level*>& levels);
 

@@ -33,10 +33,11 @@ std::uint64_t memory_capacity(const Config& config) {
 // L0 is reserved now and mapped while the application computes its first
 // steps (the cache paper's incremental allocation), not at the first
 // device region.
-std::unique_ptr<DeviceLevel> open_device_level(const std::string& store, const Config& config, const Logger& log) {
+std::unique_ptr<DeviceLevel> open_device_level(const std::string& store, int rank, const Config& config,
+                                               const Logger& log) {
   if (config.device.capacity == 0) return nullptr;
   try {
-    return std::make_unique<DeviceLevel>(store, config.device, gpu::current_device(config.device.backend), log);
+    return std::make_unique<DeviceLevel>(store, rank, config.device, gpu::current_device(config.device.backend), log);
   } catch (const gpu::GpuError& error) {
     log.warn("store '" + store + "': device.capacity is set but L0 is off: " + error.what() +
              "; device regions go to host memory at once, if they can be protected at all");
@@ -60,7 +61,7 @@ Route::Route(const std::string& store, int rank, int node, const Config& config,
   }
   local_.prepare();
   if (config.persistent.every > 0 || env->exists(persistent_.dir())) prepare_persistent();
-  device_ = open_device_level(store, config, log);
+  device_ = open_device_level(store, rank, config, log);
 }
 
 void Route::prepare_persistent() {
@@ -102,6 +103,12 @@ std::vector<Level*> Route::readable() const {
   auto* self = const_cast<Route*>(this);
   std::vector<Level*> levels{&self->memory_, &self->local_};
   if (persistent_prepared_) levels.push_back(&self->persistent_);
+  return levels;
+}
+
+std::vector<Level*> Route::readable_after(int number) const {
+  std::vector<Level*> levels = readable();
+  std::erase_if(levels, [number](const Level* level) { return level->number() <= number; });
   return levels;
 }
 
@@ -153,7 +160,7 @@ void Route::check_wait(int number) const {
   if (number == kL3 && partner_ != nullptr) return;
   if (number != kL1 && number != kL2 && number != kL4) {
     throw InvalidArgumentError("wait: level " + std::to_string(number) +
-                               " is not a level of this store; use 1 (buffer), 2 (local) or 4 (persistent), and 3 "
+                               " is not a level of this store; use 1 (host memory), 2 (local) or 4 (persistent), and 3 "
                                "(partner) for an MPI store with partner.scheme set");
   }
   if (number == kL4 && config_.persistent.every == 0) {

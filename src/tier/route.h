@@ -55,6 +55,8 @@ class Route {
   // The levels a restore reads and listings look in: L1, L2, and L4 once
   // prepared (L0 holds device images, L3 other ranks' copies).
   std::vector<Level*> readable() const;
+  // Those of them slower than level `number` (the prefetcher's sources).
+  std::vector<Level*> readable_after(int number) const;
   // The level numbered `number`, or null when the store has none.
   Level* level(int number) const;
   // The directory levels that may hold versions: L2, and L4 once prepared.

@@ -8,19 +8,6 @@
 
 namespace resurgo::track {
 
-std::string_view method_name(Method method) {
-  switch (method) {
-    case Method::kUffd:
-      return "uffd";
-    case Method::kSoftDirty:
-      return "soft-dirty";
-    case Method::kMprotect:
-      return "mprotect";
-    case Method::kHash:
-      return "hash";
-  }
-  return "unknown";
-}
 
 bool reports_pages(Method method) { return method == Method::kUffd || method == Method::kSoftDirty; }
 

@@ -24,14 +24,15 @@
 #include <string>
 #include <string_view>
 
+#include "resurgo/config.hpp"
 #include "resurgo/errors.hpp"
 #include "track/page_set.h"
 
 namespace resurgo::track {
 
-enum class Method { kUffd, kSoftDirty, kMprotect, kHash };
+// The configuration's enum: a tracker's method is never kAuto.
+using Method = TrackMethod;
 
-std::string_view method_name(Method method);  // "uffd", "soft-dirty", "mprotect", "hash"
 
 // This kernel, architecture or memory cannot be tracked by the method; the
 // message says why (e.g. "soft-dirty: /proc/self/pagemap has no soft-dirty

@@ -2,8 +2,8 @@
 
 #include <map>
 #include <string>
-#include <vector>
 
+#include "core/config_names.h"
 #include "track/hash_tracker.h"
 #include "track/mprotect_tracker.h"
 #include "track/soft_dirty_tracker.h"
@@ -13,23 +13,17 @@ namespace resurgo::track {
 
 namespace {
 
-constexpr Method kMethods[] = {Method::kUffd, Method::kSoftDirty, Method::kMprotect, Method::kHash};
+// In auto's order of preference.
+struct MethodMaker {
+  Method method;
+  std::unique_ptr<Tracker> (*make)();
+};
+constexpr MethodMaker kMakers[] = {{Method::kUffd, make_uffd_tracker},
+                                   {Method::kSoftDirty, make_soft_dirty_tracker},
+                                   {Method::kMprotect, make_mprotect_tracker},
+                                   {Method::kHash, make_hash_tracker}};
 
 bool auto_takes(Method method) { return method == Method::kUffd || method == Method::kHash; }
-
-std::unique_ptr<Tracker> make(Method method) {
-  switch (method) {
-    case Method::kUffd:
-      return make_uffd_tracker();
-    case Method::kSoftDirty:
-      return make_soft_dirty_tracker();
-    case Method::kMprotect:
-      return make_mprotect_tracker();
-    case Method::kHash:
-      return make_hash_tracker();
-  }
-  throw InvalidArgumentError("unknown tracking method");
-}
 
 // The chosen tracker, with hash for the regions it cannot watch.
 class FallbackTracker final : public Tracker {
@@ -75,32 +69,27 @@ class FallbackTracker final : public Tracker {
   const Logger& log_;
 };
 
-std::unique_ptr<Tracker> choose(std::string_view name, const Logger& log) {
-  std::vector<std::string> reasons;
-  for (Method method : kMethods) {
-    if (name == "auto" ? !auto_takes(method) : name != method_name(method)) continue;
+std::unique_ptr<Tracker> choose(TrackMethod asked, const Logger& log) {
+  std::string unavailable;  // why each method tried could not run, "; " between them
+  for (const auto& [method, make] : kMakers) {
+    if (asked == TrackMethod::kAuto ? !auto_takes(method) : asked != method) continue;
     try {
-      std::unique_ptr<Tracker> tracker = make(method);
-      if (name == "auto") {
-        std::string why;
-        for (const std::string& reason : reasons) why += "; " + reason;
-        log.info("track.method = auto chose " + std::string(method_name(method)) + why);
+      std::unique_ptr<Tracker> tracker = make();
+      if (asked == TrackMethod::kAuto) {
+        log.info("track.method = auto chose " + std::string(to_string(method)) +
+                 (unavailable.empty() ? "" : "; " + unavailable));
       }
       return tracker;
     } catch (const Unavailable& why) {
-      reasons.push_back(why.what());
+      unavailable += (unavailable.empty() ? "" : "; ") + std::string(why.what());
     }
   }
-  if (reasons.empty()) {
-    throw ConfigError("track.method = \"" + std::string(name) +
-                      "\" is not a tracking method; use auto, uffd, soft-dirty, mprotect or hash");
-  }
-  throw ConfigError("track.method = \"" + std::string(name) + "\" is not available here: " + reasons.front());
+  throw ConfigError("track.method = \"" + std::string(to_string(asked)) + "\" is not available here: " + unavailable);
 }
 
 }  // namespace
 
-std::unique_ptr<Tracker> open_tracker(std::string_view method, const Logger& log) {
+std::unique_ptr<Tracker> open_tracker(TrackMethod method, const Logger& log) {
   return std::make_unique<FallbackTracker>(choose(method, log), log);
 }
 

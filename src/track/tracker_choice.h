@@ -1,4 +1,4 @@
-// Which Tracker a store uses (`track.method`): the one named, or for "auto"
+// Which Tracker a store uses (`track.method`): the one named, or for auto
 // uffd where this kernel offers it, else hash. Auto takes only the methods
 // that are exact whatever the application does: soft-dirty loses writes to
 // one store's memory made while another store of the process collects (the
@@ -18,9 +18,8 @@
 
 namespace resurgo::track {
 
-// `method`: "auto", "uffd", "soft-dirty", "mprotect" or "hash". A named
-// method this kernel lacks throws ConfigError with the reason and the methods
-// that are available; "auto" logs its choice at info level.
-std::unique_ptr<Tracker> open_tracker(std::string_view method, const Logger& log);
+// A named method this kernel lacks throws ConfigError with the reason; auto
+// logs its choice at info level.
+std::unique_ptr<Tracker> open_tracker(TrackMethod method, const Logger& log);
 
 }  // namespace resurgo::track

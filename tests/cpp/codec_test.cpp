@@ -17,6 +17,7 @@
 #include "format/compress_probe.h"
 #include "base/thread_pool.h"
 #include "format/version_writer.h"
+#include "io/bytes_file.h"
 #include "resurgo/errors.hpp"
 #include "test_util.h"
 
@@ -31,15 +32,6 @@ using format::RegionEntry;
 using format::RegionKind;
 
 constexpr Codec kCompressingCodecs[] = {Codec::kLz4, Codec::kZstd, Codec::kBloscLz4, Codec::kBloscZstd};
-
-const char* shuffle_name(Shuffle shuffle) {
-  switch (shuffle) {
-    case Shuffle::kNone: return "none";
-    case Shuffle::kByte: return "byte";
-    case Shuffle::kBit: return "bit";
-  }
-  return "?";
-}
 
 // A numeric array of `element_size`-byte little-endian integers whose values
 // repeat every 97 elements and share their high bytes (compressible with or
@@ -63,27 +55,6 @@ std::vector<std::byte> random_data(std::size_t bytes, std::uint32_t seed) {
   }
   return data;
 }
-
-// In-memory file for writing and reading back containers.
-class MemoryFile final : public WritableFile, public ReadableFile {
- public:
-  void append(const void* data, std::size_t bytes) override {
-    const auto* p = static_cast<const std::byte*>(data);
-    bytes_.insert(bytes_.end(), p, p + bytes);
-  }
-  void sync() override {}
-  void close() override {}
-  void read_at(std::uint64_t offset, void* data, std::size_t bytes) const override {
-    if (offset > bytes_.size() || bytes > bytes_.size() - offset) throw StorageError("short read of " + path_);
-    std::memcpy(data, bytes_.data() + offset, bytes);
-  }
-  std::uint64_t size() const override { return bytes_.size(); }
-  const std::string& path() const override { return path_; }
-
- private:
-  std::vector<std::byte> bytes_;
-  std::string path_ = "mem://codec";
-};
 
 // ------------------------------------------------------------ round trips
 
@@ -120,8 +91,8 @@ INSTANTIATE_TEST_SUITE_P(Codec, CodecRoundTrip,
                                             ::testing::Values(std::size_t{0}, std::size_t{1}, std::size_t{3},
                                                               std::size_t{5})),
                          [](const auto& test) {
-                           std::string name = std::string(format::codec_name(std::get<0>(test.param))) + "_" +
-                                              shuffle_name(std::get<1>(test.param)) + "_e" +
+                           std::string name = std::string(to_string(std::get<0>(test.param))) + "_" +
+                                              to_string(std::get<1>(test.param)) + "_e" +
                                               std::to_string(std::get<2>(test.param)) + "_plus" +
                                               std::to_string(std::get<3>(test.param));
                            std::replace(name.begin(), name.end(), '-', '_');  // test names are identifiers
@@ -129,8 +100,8 @@ INSTANTIATE_TEST_SUITE_P(Codec, CodecRoundTrip,
                          });
 
 TEST(CodecTest, NamesAndIds) {
-  EXPECT_STREQ(format::codec_name(Codec::kBloscLz4), "blosc-lz4");
-  EXPECT_STREQ(format::codec_name(Codec::kBloscZstd), "blosc-zstd");
+  EXPECT_STREQ(to_string(Codec::kBloscLz4), "blosc-lz4");
+  EXPECT_STREQ(to_string(Codec::kBloscZstd), "blosc-zstd");
   EXPECT_EQ(static_cast<int>(Codec::kBloscLz4), 3);
   EXPECT_EQ(static_cast<int>(Codec::kBloscZstd), 4);
   EXPECT_TRUE(format::codec_is_known(4));
@@ -165,12 +136,12 @@ TEST(CodecTest, ShuffleElementSizeThatDoesNotDivideTheRegion) {
   const auto data = numeric_data(bytes, 8);
   for (Codec codec : {Codec::kBloscLz4, Codec::kBloscZstd}) {
     for (Shuffle shuffle : {Shuffle::kByte, Shuffle::kBit}) {
-      SCOPED_TRACE(std::string(format::codec_name(codec)) + " " + shuffle_name(shuffle));
+      SCOPED_TRACE(std::string(to_string(codec)) + " " + to_string(shuffle));
       Config::Pipeline pipeline;
       pipeline.compress = codec;
       pipeline.shuffle = shuffle;
       pipeline.chunk_size = header.chunk_size;
-      MemoryFile file;
+      BytesFile file("mem://codec");
       ThreadPool pool(1);
       write_version(file, header, {data.data()}, pipeline, pool);
       const Container container = format::read_container(file);
@@ -199,7 +170,7 @@ TEST(CompressProbe, SampleDecidesWhetherToCompress) {
   const auto smooth = numeric_data(bytes, 4);
   const auto noise = random_data(bytes, 1);
   for (Codec codec : kCompressingCodecs) {
-    SCOPED_TRACE(format::codec_name(codec));
+    SCOPED_TRACE(to_string(codec));
     const EncodeParams params{codec, 1, Shuffle::kByte, 4};
     EXPECT_TRUE(sample_compresses(params, smooth.data(), smooth.size()));
     EXPECT_FALSE(sample_compresses(params, noise.data(), noise.size()));
@@ -221,11 +192,11 @@ TEST(CompressProbe, IncompressibleChunksAreStoredRawByEarlyAbort) {
   const auto noise = random_data(8 * kChunk, 7);
   const auto smooth = numeric_data(2 * kChunk + 4108, 4);
   for (Codec codec : kCompressingCodecs) {
-    SCOPED_TRACE(format::codec_name(codec));
+    SCOPED_TRACE(to_string(codec));
     Config::Pipeline pipeline;
     pipeline.compress = codec;
     pipeline.chunk_size = kChunk;
-    MemoryFile file;
+    BytesFile file("mem://codec");
     ThreadPool pool(1);
     WriteResult result;
     const std::uint64_t size = write_version(file, header, {noise.data(), smooth.data()}, pipeline, pool, &result);
@@ -251,7 +222,7 @@ TEST(CompressProbe, NoCodecMeansNoEarlyAbort) {
   const auto noise = random_data(2u << 20, 3);
   Config::Pipeline pipeline;
   pipeline.chunk_size = 1u << 20;
-  MemoryFile file;
+  BytesFile file("mem://codec");
   ThreadPool pool(1);
   WriteResult result;
   write_version(file, header, {noise.data()}, pipeline, pool, &result);
@@ -264,7 +235,7 @@ TEST(CompressProbe, NoCodecMeansNoEarlyAbort) {
 // One region of `raw_length` bytes covered by one chunk whose stored bytes
 // are `stored` under `codec`, with a matching checksum: only the codec's own
 // header can tell that something is wrong.
-MemoryFile container_with(Codec codec, const std::vector<std::byte>& stored, std::uint64_t raw_length) {
+BytesFile container_with(Codec codec, const std::vector<std::byte>& stored, std::uint64_t raw_length) {
   Header header;
   header.store = "hostile";
   header.chunk_size = 1u << 20;
@@ -274,7 +245,7 @@ MemoryFile container_with(Codec codec, const std::vector<std::byte>& stored, std
   chunk.stored_length = stored.size();
   chunk.codec = codec;
   chunk.checksum = format::checksum(stored.data(), stored.size());
-  MemoryFile file;
+  BytesFile file("mem://codec");
   format::ContainerWriter writer(file, header);
   writer.add_chunk(chunk, stored.data());
   writer.finish();
@@ -282,7 +253,7 @@ MemoryFile container_with(Codec codec, const std::vector<std::byte>& stored, std
 }
 
 // The FormatError message of reading the only chunk of `file`, or "".
-std::string read_error(const MemoryFile& file, std::uint64_t raw_length) {
+std::string read_error(const BytesFile& file, std::uint64_t raw_length) {
   const Container container = format::read_container(file);
   std::vector<std::byte> out(raw_length);
   std::vector<std::byte> scratch;
@@ -346,7 +317,7 @@ TEST(CodecHostile, BloscDataThatDoesNotDecodeIsCorruption) {
   std::vector<std::byte> stored;
   ASSERT_TRUE(format::encode({Codec::kBloscLz4, 1, Shuffle::kByte, 8}, raw.data(), raw.size(), stored));
   std::fill(stored.begin() + BLOSC_MIN_HEADER_LENGTH, stored.end(), std::byte{0xff});
-  const MemoryFile file = container_with(Codec::kBloscLz4, stored, 65536);
+  const BytesFile file = container_with(Codec::kBloscLz4, stored, 65536);
   const Container container = format::read_container(file);
   std::vector<std::byte> out(65536);
   std::vector<std::byte> scratch;

@@ -4,16 +4,21 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <cctype>
+#include <cstddef>
 #include <fstream>
 #include <functional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "base/log.h"
 #include "base/names.h"
+#include "core/config_names.h"
 #include "resurgo/config.hpp"
 #include "resurgo/errors.hpp"
 #include "test_util.h"
+#include "track/tracker_choice.h"
 
 extern char** environ;
 
@@ -198,6 +203,15 @@ TEST_F(ConfigTest, UnknownSectionOrKeyNamesIt) {
   EXPECT_THROW(Config::load("", {{"nosuch.key", "1"}}), ConfigError);
 }
 
+TEST_F(ConfigTest, UnknownKeySuggestsTheNearestKnownKey) {
+  EXPECT_CONTAINS(set_error("local.kep", "1"), "did you mean local.keep?");
+  EXPECT_CONTAINS(set_error("pipeline.compression", "lz4"), "did you mean pipeline.compress?");
+  EXPECT_CONTAINS(load_error("[bufer]\ncapacity = \"1GiB\"\n"), "did you mean buffer.capacity?");
+  const std::string far = set_error("local.colour", "blue");
+  EXPECT_EQ(far.find("did you mean"), std::string::npos) << far;
+  EXPECT_CONTAINS(far, "known keys are capture.mode, ");
+}
+
 TEST_F(ConfigTest, UnreadableOrMalformedFile) {
   const std::string missing = dir_.path() + "/missing.toml";
   try {
@@ -280,12 +294,86 @@ TEST_F(ConfigTest, BloscCodecsAndShuffle) {
   std::string m = set_error("pipeline.shuffle", "bytes");
   EXPECT_CONTAINS(m, "pipeline.shuffle");
   EXPECT_CONTAINS(m, "'bytes'");
-  EXPECT_CONTAINS(m, "none, byte, bit");
+  EXPECT_CONTAINS(m, "none, byte or bit");
   m = set_error("pipeline.compress", "blosc-gzip");
   EXPECT_CONTAINS(m, "pipeline.compress");
-  EXPECT_CONTAINS(m, "blosc-lz4, blosc-zstd");
+  EXPECT_CONTAINS(m, "blosc-lz4 or blosc-zstd");
   EXPECT_CONTAINS(load_error("[pipeline]\nshuffle = 2\n"), "pipeline.shuffle");
   EXPECT_CONTAINS(load_error("[pipeline]\nshufle = \"bit\"\n"), "pipeline.shufle");
+}
+
+// Each value of an enum (they count from 0, so `count` of them) prints as
+// one word of its table, and that word, in any case, parses back into the
+// value through `key`; a word the table lacks is refused with all of them.
+template <class Enum, std::size_t N, class Field>
+void expect_words_round_trip(const EnumName<Enum> (&names)[N], const std::string& key, Field field,
+                             std::size_t count) {
+  SCOPED_TRACE(key);
+  EXPECT_EQ(N, count) << "a value without a word, or a word without a value";
+  for (std::size_t i = 0; i < count; ++i) {
+    const auto value = static_cast<Enum>(i);
+    const std::string word = to_string(value);
+    EXPECT_NE(word, "unknown") << "value " << i;
+    Config config;
+    config.set(key, word);
+    EXPECT_EQ(field(config), value) << word;
+    std::string shouted = " " + word + " ";
+    for (char& c : shouted) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    config = Config();
+    config.set(key, shouted);
+    EXPECT_EQ(field(config), value) << shouted;
+  }
+  Config config;
+  try {
+    config.set(key, "no-such-word");
+    ADD_FAILURE() << "no ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "configuration key '" + key + "': unknown value 'no-such-word'; use " + list_names(names));
+  }
+}
+
+TEST_F(ConfigTest, EveryEnumPrintsAndParsesTheWordsOfOneTable) {
+  expect_words_round_trip(kCaptureModeNames, "capture.mode", [](const Config& c) { return c.capture.mode; }, 4);
+  expect_words_round_trip(kTrackMethodNames, "track.method", [](const Config& c) { return c.track.method; }, 5);
+  expect_words_round_trip(kPinPolicyNames, "buffer.pin", [](const Config& c) { return c.buffer.pin; }, 3);
+  expect_words_round_trip(kTouchSettingNames, "buffer.touch", [](const Config& c) { return c.buffer.touch; }, 3);
+  expect_words_round_trip(kDeviceBackendNames, "device.backend", [](const Config& c) { return c.device.backend; }, 2);
+  expect_words_round_trip(kIntervalPolicyNames, "interval.policy", [](const Config& c) { return c.interval.policy; },
+                          4);
+  expect_words_round_trip(kPartnerSchemeNames, "partner.scheme", [](const Config& c) { return c.partner.scheme; }, 3);
+  expect_words_round_trip(kCodecNames, "pipeline.compress", [](const Config& c) { return c.pipeline.compress; }, 5);
+  expect_words_round_trip(kShuffleNames, "pipeline.shuffle", [](const Config& c) { return c.pipeline.shuffle; }, 3);
+  expect_words_round_trip(kLogLevelNames, "log.level", [](const Config& c) { return c.log.level; }, 5);
+}
+
+TEST_F(ConfigTest, UnknownTrackMethodListsTheMethods) {
+  EXPECT_EQ(set_error("track.method", "dirty-bits"),
+            "configuration key 'track.method': unknown value 'dirty-bits'; use auto, uffd, soft-dirty, mprotect or hash");
+  EXPECT_EQ(to_string(static_cast<TrackMethod>(200)), std::string("unknown"));
+}
+
+// The file, the environment and the API give the same enum, and the delta
+// capture opens the tracker it names (tracker_conformance_test.cpp tests
+// each tracker).
+TEST_F(ConfigTest, TrackMethodFromEveryLayerPicksItsTracker) {
+  EXPECT_EQ(Config::load().track.method, TrackMethod::kAuto);
+  EXPECT_EQ(Config::load(write_toml("[track]\nmethod = \"soft-dirty\"\n")).track.method, TrackMethod::kSoftDirty);
+  ::setenv("RESURGO_TRACK_METHOD", "mprotect", 1);
+  EXPECT_EQ(Config::load().track.method, TrackMethod::kMprotect);
+  const Config hash = Config::load("", {{"track.method", "hash"}});
+  EXPECT_EQ(hash.track.method, TrackMethod::kHash);
+  const Logger log("config-test", LogLevel::kOff);
+  EXPECT_EQ(track::open_tracker(hash.track.method, log)->method(), TrackMethod::kHash);
+  const TrackMethod chosen = track::open_tracker(TrackMethod::kAuto, log)->method();
+  EXPECT_TRUE(chosen == TrackMethod::kUffd || chosen == TrackMethod::kHash) << to_string(chosen);
+}
+
+TEST_F(ConfigTest, SizeRangesNameTheKeyAndTheRange) {
+  const std::string m = set_error("device.chunk", "0");
+  EXPECT_CONTAINS(m, "device.chunk");
+  EXPECT_CONTAINS(m, "larger than 0");
+  EXPECT_EQ(set_error("device.chunk", "1"), "");
 }
 
 TEST_F(ConfigTest, ModeAsTomlIntegerAsksForAString) {
@@ -293,6 +381,14 @@ TEST_F(ConfigTest, ModeAsTomlIntegerAsksForAString) {
   EXPECT_CONTAINS(m, "local.mode");
   EXPECT_CONTAINS(m, "string");
   EXPECT_CONTAINS(load_error("[persistent]\nmode = 0o640\n"), "persistent.mode");
+}
+
+// A TOML float reaches the key's own parser: a duration takes fractions,
+// whole-number keys refuse them naming the key.
+TEST_F(ConfigTest, TomlFloatsGoToTheKeysParser) {
+  EXPECT_DOUBLE_EQ(Config::load(write_toml("[mpi]\ntimeout = 2.5\n")).mpi.timeout, 2.5);
+  EXPECT_DOUBLE_EQ(Config::load(write_toml("[mpi]\ntimeout = 3.0\n")).mpi.timeout, 3.0);
+  EXPECT_CONTAINS(load_error("[local]\nkeep = 2.5\n"), "local.keep");
 }
 
 TEST_F(ConfigTest, WrongTomlTypesAreErrors) {

@@ -45,7 +45,9 @@ class Pages {
 
 bool method_available(const std::string& method) {
   try {
-    track::open_tracker(method, Logger("probe", LogLevel::kOff));
+    Config config;
+    config.set("track.method", method);
+    track::open_tracker(config.track.method, Logger("probe", LogLevel::kOff));
     return true;
   } catch (const ConfigError&) {
     return false;

@@ -320,7 +320,7 @@ class DeviceCaptureTest : public DeviceRegionsTest {
 
 TEST_F(DeviceCaptureTest, AVersionLargerThanL0IsCopiedToHostAtOnceAndTheCacheCountsTheBypass) {
   const Config small = config({{"device.capacity", "1MiB"}, {"device.chunk", "1MiB"}});
-  DeviceLevel l0("d", small.device, 0, log);
+  DeviceLevel l0("d", 0, small.device, 0, log);
   DeviceRegions capture(small, &l0, 0, log);
   std::vector<float> large = values(2 * kMiB / 4, 1), fits = values(1000, 2);
   format::Header header;
@@ -351,7 +351,7 @@ TEST_F(DeviceCaptureTest, AVersionLargerThanL0IsCopiedToHostAtOnceAndTheCacheCou
 
 TEST_F(DeviceCaptureTest, AVersionNumberStillInL0FromBeforeARestartBypassesIt) {
   const Config with_l0 = config();
-  DeviceLevel l0("d", with_l0.device, 0, log);
+  DeviceLevel l0("d", 0, with_l0.device, 0, log);
   DeviceRegions capture(with_l0, &l0, 0, log);
   ThreadPool pool(1);
   const std::unique_ptr<Capture> host = make_capture(CaptureContext{with_l0, pool, log, [](bool) {}});

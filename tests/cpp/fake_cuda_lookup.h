@@ -99,6 +99,28 @@ inline std::string describe(const FakeCudaCounters& c) {
          std::to_string(c.device_bytes) + ", registered bytes " + std::to_string(c.registered_bytes);
 }
 
+// A test's turn with the fake, for suites that run other code on it: the
+// fake's defaults, nothing left by an earlier test, and the primary context
+// of device 0 current on this thread, as the application's runtime makes
+// it. Each returns "" or what went wrong; finish_fake_turn() releases the
+// context and says what the test left behind.
+inline std::string start_fake_turn(CUcontext& context) {
+  FakeCudaCounters before = {};
+  if (fake().control->reset(&before) != 0) return "left by an earlier test: " + describe(before);
+  const CudaDriver& driver = CudaDriver::instance();
+  if (driver.cuDevicePrimaryCtxRetain(&context, 0) != CUDA_SUCCESS) return "cuDevicePrimaryCtxRetain failed";
+  if (driver.cuCtxSetCurrent(context) != CUDA_SUCCESS) return "cuCtxSetCurrent failed";
+  return "";
+}
+
+inline std::string finish_fake_turn(CUcontext context) {
+  const CudaDriver& driver = CudaDriver::instance();
+  if (context != nullptr) driver.cuDevicePrimaryCtxRelease(0);
+  driver.cuCtxSetCurrent(nullptr);
+  FakeCudaCounters left = {};
+  return fake().control->reset(&left) == 0 ? "" : "leaked: " + describe(left);
+}
+
 }  // namespace resurgo::gpu
 
 #endif  // RESURGO_HAVE_CUDA_HEADERS

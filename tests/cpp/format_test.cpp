@@ -432,7 +432,7 @@ TEST(FormatTest, EmptyContainerRoundTrips) {
 TEST(FormatTest, CodecsRoundTripAndRefuseWrongSizes) {
   const auto raw = region_data(10000, 5);
   for (Codec codec : {Codec::kLz4, Codec::kZstd}) {
-    SCOPED_TRACE(format::codec_name(codec));
+    SCOPED_TRACE(to_string(codec));
     std::vector<std::byte> stored;
     ASSERT_TRUE(format::encode({codec, 1}, raw.data(), raw.size(), stored));
     EXPECT_LT(stored.size(), raw.size());
@@ -445,9 +445,9 @@ TEST(FormatTest, CodecsRoundTripAndRefuseWrongSizes) {
   }
   std::vector<std::byte> stored;
   EXPECT_FALSE(format::encode({Codec::kNone, 1}, raw.data(), raw.size(), stored));
-  EXPECT_STREQ(format::codec_name(Codec::kNone), "none");
-  EXPECT_STREQ(format::codec_name(Codec::kLz4), "lz4");
-  EXPECT_STREQ(format::codec_name(Codec::kZstd), "zstd");
+  EXPECT_STREQ(to_string(Codec::kNone), "none");
+  EXPECT_STREQ(to_string(Codec::kLz4), "lz4");
+  EXPECT_STREQ(to_string(Codec::kZstd), "zstd");
   EXPECT_TRUE(format::codec_is_known(4));
   EXPECT_FALSE(format::codec_is_known(5));
 }
@@ -1118,7 +1118,7 @@ TEST_P(FormatUndecodable, IsCorruption) {
   EXPECT_EQ(outcome([&] { format::read_chunk(*file, container, container.chunks[0], out.data(), scratch); }, &message),
             'C');
   EXPECT_NE(message.find(path), std::string::npos) << message;
-  EXPECT_NE(message.find(format::codec_name(GetParam())), std::string::npos) << message;
+  EXPECT_NE(message.find(to_string(GetParam())), std::string::npos) << message;
   EXPECT_NO_THROW(format::read_chunk(*file, container, container.chunks[1], out.data(), scratch));
   EXPECT_EQ(out, std::vector<std::byte>(4096, std::byte{3}));
 }

@@ -115,11 +115,11 @@ class Layout:
 Damage = Callable[[bytes, random.Random, "Layout"], bytes]
 
 
-def _sections(data: bytes, path: Path) -> Tuple[int, int, List[dict]]:
+def _sections(data: bytes, path: Path) -> Tuple[int, int, Tuple[_core.ChunkInfo, ...]]:
     info = _core.inspect(str(path))
-    chunks = info["chunks"]
-    header_length = min(c["file_offset"] for c in chunks) - RECORD_BYTES
-    return header_length, info["index_offset"], chunks
+    chunks = info.chunks
+    header_length = min(c.file_offset for c in chunks) - RECORD_BYTES
+    return header_length, info.index_offset, chunks
 
 
 def _flip_in(data: bytes, rng: random.Random, begin: int, end: int) -> bytes:
@@ -141,12 +141,12 @@ def flip_index(data, rng, layout):
 
 def flip_chunk_record(data, rng, layout):
     chunk = rng.choice(_sections(data, layout.file(3))[2])
-    return _flip_in(data, rng, chunk["file_offset"] - RECORD_BYTES, chunk["file_offset"])
+    return _flip_in(data, rng, chunk.file_offset - RECORD_BYTES, chunk.file_offset)
 
 
 def flip_chunk_data(data, rng, layout):
     chunk = rng.choice(_sections(data, layout.file(3))[2])
-    return _flip_in(data, rng, chunk["file_offset"], chunk["file_offset"] + chunk["stored_length"])
+    return _flip_in(data, rng, chunk.file_offset, chunk.file_offset + chunk.stored_length)
 
 
 def flip_footer(data, rng, layout):
@@ -172,14 +172,14 @@ def zero_range(data, rng, layout):
 def swap_chunks(data, rng, layout):
     """Exchanges the stored bytes of two chunks of equal length, leaving every
     record and the index as they were."""
-    by_length: Dict[int, List[dict]] = {}
+    by_length: Dict[int, List[_core.ChunkInfo]] = {}
     for chunk in _sections(data, layout.file(3))[2]:
-        by_length.setdefault(chunk["stored_length"], []).append(chunk)
+        by_length.setdefault(chunk.stored_length, []).append(chunk)
     groups = [group for group in by_length.values() if len(group) >= 2]
     while groups:
         first, second = rng.sample(rng.choice(groups), 2)
-        a = slice(first["file_offset"], first["file_offset"] + first["stored_length"])
-        b = slice(second["file_offset"], second["file_offset"] + second["stored_length"])
+        a = slice(first.file_offset, first.file_offset + first.stored_length)
+        b = slice(second.file_offset, second.file_offset + second.stored_length)
         if data[a] != data[b]:
             out = bytearray(data)
             out[a], out[b] = data[b], data[a]

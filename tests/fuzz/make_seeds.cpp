@@ -17,6 +17,7 @@
 #include "format/codec.h"
 #include "format/container.h"
 #include "format/element_size.h"
+#include "io/bytes_file.h"
 #include "resurgo/env.hpp"
 #include "resurgo/errors.hpp"
 
@@ -24,28 +25,6 @@ namespace {
 
 using namespace resurgo;
 using namespace resurgo::format;
-
-class VectorFile final : public WritableFile, public ReadableFile {
- public:
-  void append(const void* data, std::size_t bytes) override {
-    const auto* p = static_cast<const std::uint8_t*>(data);
-    bytes_.insert(bytes_.end(), p, p + bytes);
-  }
-  void sync() override {}
-  void close() override {}
-  void read_at(std::uint64_t offset, void* data, std::size_t bytes) const override {
-    if (offset > bytes_.size() || bytes > bytes_.size() - offset) throw StorageError("short read");
-    std::copy(bytes_.begin() + static_cast<std::ptrdiff_t>(offset),
-              bytes_.begin() + static_cast<std::ptrdiff_t>(offset + bytes), static_cast<std::uint8_t*>(data));
-  }
-  std::uint64_t size() const override { return bytes_.size(); }
-  const std::string& path() const override { return path_; }
-  const std::vector<std::uint8_t>& bytes() const { return bytes_; }
-
- private:
-  std::vector<std::uint8_t> bytes_;
-  std::string path_ = "seed";
-};
 
 struct Region {
   RegionEntry entry;
@@ -95,7 +74,7 @@ void write_seed(const std::string& dir, const std::string& name, std::vector<Reg
   for (const Region& r : regions) header.regions.push_back(r.entry);
   for (char c : metadata) header.metadata.push_back(static_cast<std::byte>(c));
 
-  VectorFile file;
+  BytesFile file("seed");
   ContainerWriter writer(file, header);
   std::size_t next_codec = 0;
   for (std::uint32_t index = 0; index < regions.size(); ++index) {

@@ -57,9 +57,9 @@ def flip_chunk_byte(path: Path, chunk: int = 0) -> None:
     """Flips one byte inside the stored bytes of a chunk (not the header), so
     the header and index still parse and only the chunk checksum fails."""
     info = _core.inspect(str(path))
-    record = info["chunks"][chunk]
-    assert record["stored_length"] > 0
-    flip_byte(path, record["file_offset"] + record["stored_length"] // 2)
+    record = info.chunks[chunk]
+    assert record.stored_length > 0
+    flip_byte(path, record.file_offset + record.stored_length // 2)
 
 
 def bits_equal(a: np.ndarray, b: np.ndarray) -> bool:

@@ -75,12 +75,12 @@ def test_roundtrip_shapes(dirs, dtype, shape):
         assert store.restart() == 5
     assert bits_equal(a, expected)
     info = _core.inspect(str(dirs.file(2, "shapes", 5)))
-    (region,) = info["regions"]
-    assert region["label"] == "a"
-    assert region["dtype"] == dtype
-    assert region["shape"] == list(shape)
-    assert region["bytes"] == a.nbytes
-    assert region["kind"] == "host"
+    (region,) = info.regions
+    assert region.label == "a"
+    assert region.dtype == dtype
+    assert region.shape == tuple(shape)
+    assert region.bytes == a.nbytes
+    assert region.kind == "host"
 
 
 def test_all_dtypes_in_one_store_restored_by_new_instance(dirs):
@@ -100,9 +100,9 @@ def test_all_dtypes_in_one_store_restored_by_new_instance(dirs):
     for dt in DTYPES:
         assert bits_equal(fresh[dt], expected[dt]), dt
     info = _core.inspect(str(dirs.file(2, "many", 1)))
-    assert [r["label"] for r in info["regions"]] == DTYPES
-    assert [r["id"] for r in info["regions"]] == list(range(len(DTYPES)))
-    assert [r["dtype"] for r in info["regions"]] == DTYPES
+    assert [r.label for r in info.regions] == DTYPES
+    assert [r.id for r in info.regions] == list(range(len(DTYPES)))
+    assert [r.dtype for r in info.regions] == DTYPES
 
 
 def test_bytearray_and_array_module_buffers(dirs):
@@ -120,9 +120,9 @@ def test_bytearray_and_array_module_buffers(dirs):
         assert store.restart() == 0
     assert bytes(raw) == expected_raw
     assert doubles.tolist() == expected_doubles
-    regions = {r["label"]: r for r in _core.inspect(str(dirs.file(2, "buffers", 0)))["regions"]}
-    assert regions["raw"]["dtype"] == "uint8" and regions["raw"]["bytes"] == 512
-    assert regions["doubles"]["dtype"] == "float64" and regions["doubles"]["shape"] == [4]
+    regions = {r.label: r for r in _core.inspect(str(dirs.file(2, "buffers", 0))).regions}
+    assert regions["raw"].dtype == "uint8" and regions["raw"].bytes == 512
+    assert regions["doubles"].dtype == "float64" and regions["doubles"].shape == (4,)
 
 
 def test_protected_buffer_is_pinned(dirs):
@@ -254,10 +254,12 @@ def test_versions_levels(dirs):
         store.checkpoint(0)
         store.wait(level=4)
         (info,) = store.versions()
-        assert info == resurgo.VersionInfo(version=0, levels=(2, 4), pending=False)
-        assert isinstance(info.levels, tuple)
-        with pytest.raises(Exception):
-            info.version = 3  # frozen dataclass
+        assert (info.version, info.levels, info.pending) == (0, (2, 4), False)
+        assert info == store.versions()[0] and hash(info) == hash(store.versions()[0])
+        assert repr(info) == "VersionInfo(version=0, levels=(2, 4), pending=False)"
+        assert info._asdict() == {"version": 0, "levels": (2, 4), "pending": False}
+        with pytest.raises(AttributeError):
+            info.version = 3  # read-only, as a frozen dataclass
 
     with resurgo.Store("l2only", **dirs.kw(persistent_every=0)) as store:
         store.protect("a", a)
@@ -380,7 +382,7 @@ def test_metadata_roundtrip_across_processes(dirs):
         assert store.metadata == b"step=41;dt=0.5;\x00binary\xfe"
     assert (b == np.arange(256, dtype=np.uint16)).all()
     info = _core.inspect(str(dirs.file(4, "meta-x", 41)))
-    assert info["metadata"] == b"step=41;dt=0.5;\x00binary\xfe"
+    assert info.metadata == b"step=41;dt=0.5;\x00binary\xfe"
 
 
 def test_store_identity_and_lifecycle(dirs):
@@ -423,7 +425,7 @@ def test_unprotect(dirs):
         store.checkpoint(0)
         store.wait()
     info = _core.inspect(str(dirs.file(2, "unprot", 0)))
-    assert [r["label"] for r in info["regions"]] == ["b"]
+    assert [r.label for r in info.regions] == ["b"]
 
 
 def test_store_with_config_file(dirs, tmp_path):
@@ -439,8 +441,8 @@ def test_store_with_config_file(dirs, tmp_path):
         store.checkpoint(0)
         store.wait()
     info = _core.inspect(str(dirs.file(2, "cfg", 0)))
-    assert info["chunk_size"] == 64 * 1024
-    assert len(info["chunks"]) == -(-a.nbytes // (64 * 1024))
+    assert info.chunk_size == 64 * 1024
+    assert len(info.chunks) == -(-a.nbytes // (64 * 1024))
     assert dirs.files(4, "cfg") == []
     # An explicit override beats the file.
     with resurgo.Store("cfg2", config=str(cfg), persistent_every=1) as store:
@@ -489,8 +491,8 @@ def test_compression_roundtrip(dirs, codec):
         (stats,) = store.stats()
     assert bits_equal(a, expected)
     info = _core.inspect(str(dirs.file(4, "zip", 0)))
-    assert {c["codec"] for c in info["chunks"]} == {codec}
-    stored = sum(c["stored_length"] for c in info["chunks"])
+    assert {c.codec for c in info.chunks} == {codec}
+    stored = sum(c.stored_length for c in info.chunks)
     if codec == "none":
         assert stored == a.nbytes
     else:
@@ -557,10 +559,10 @@ def test_dlpack_producer(dirs):
         scramble(a)
         assert store.restart() == 0
     assert bits_equal(a, expected)
-    (region,) = _core.inspect(str(dirs.file(2, "dlpack", 0)))["regions"]
-    assert region["dtype"] == "float32"
-    assert region["shape"] == [6, 5]
-    assert region["bytes"] == a.nbytes
+    (region,) = _core.inspect(str(dirs.file(2, "dlpack", 0))).regions
+    assert region.dtype == "float32"
+    assert region.shape == (6, 5)
+    assert region.bytes == a.nbytes
 
 
 def test_trace_and_log_overrides(dirs, tmp_path):

@@ -75,7 +75,7 @@ def test_damaged_on_l2_only_restores_newest_from_l4_and_repairs_l2(dirs):
     # Repaired: the L2 copy verifies again and holds version 2.
     assert l2.is_file()
     _core.verify(str(l2))
-    assert _core.inspect(str(l2))["version"] == 2
+    assert _core.inspect(str(l2)).version == 2
     store, a = fresh_store(dirs, "l2bad")
     with store:
         assert store.restart() == 2
@@ -172,7 +172,7 @@ def test_damaged_middle_chunk_of_a_multi_chunk_version(dirs):
             store.checkpoint(v)
         store.wait(level=4)
     info = _core.inspect(str(dirs.file(2, "chunks", 2)))
-    assert len(info["chunks"]) == 13
+    assert len(info.chunks) == 13
     for level in (2, 4):
         flip_chunk_byte(dirs.file(level, "chunks", 2), chunk=7)
     b = np.full(100_000, -1.0)

@@ -149,11 +149,11 @@ def test_fake_device_array_round_trip(dirs, capacity):
         assert bits_equal(a, expected)
         from_cache = store.last_restart.bytes_from_device_cache
         assert from_cache == (a.nbytes if capacity != "0" else 0)
-    (region,) = _core.inspect(str(dirs.file(2, "dev", 0)))["regions"]
-    assert region["kind"] == "device"
-    assert region["dtype"] == "float32"
-    assert region["shape"] == [64, 33]
-    assert region["bytes"] == a.nbytes
+    (region,) = _core.inspect(str(dirs.file(2, "dev", 0))).regions
+    assert region.kind == "device"
+    assert region.dtype == "float32"
+    assert region.shape == (64, 33)
+    assert region.bytes == a.nbytes
 
 
 def test_stats_report_the_device_path_and_the_caches(dirs):
@@ -194,7 +194,8 @@ def test_stats_without_device_regions(dirs):
         store.wait()
         (record,) = store.stats()
         assert (record.device_path, record.device_bytes) == (None, 0)
-        assert store.device_stats() == resurgo.DeviceStats(cache=None, staging=None)
+        device = store.device_stats()
+        assert isinstance(device, resurgo.DeviceStats) and (device.cache, device.staging) == (None, None)
 
 
 def test_mixed_host_and_device_regions(dirs):

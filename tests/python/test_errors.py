@@ -196,8 +196,8 @@ def test_override_key_mapping_splits_at_first_underscore(dirs):
         store.checkpoint(0)
         store.wait()
     info = _core.inspect(str(dirs.file(2, "mapping", 0)))
-    assert info["chunk_size"] == 64 * 1024
-    assert len(info["chunks"]) == 4
+    assert info.chunk_size == 64 * 1024
+    assert len(info.chunks) == 4
 
 
 def test_bad_size_value(dirs):
@@ -233,7 +233,7 @@ def test_size_units_accepted(dirs):
         store.protect("a", np.zeros(16))
         store.checkpoint(0)
         store.wait()
-    assert _core.inspect(str(dirs.file(2, "units", 0)))["chunk_size"] == 1 << 20
+    assert _core.inspect(str(dirs.file(2, "units", 0))).chunk_size == 1 << 20
 
 
 def test_l2_path_below_a_regular_file_is_a_storage_error(dirs, tmp_path):

@@ -36,22 +36,22 @@ def _write(tmp_path, data: bytes):
 
 def test_inspect_fields(container):
     path, raw, info = container
-    assert info["store"] == "fmt" and info["version"] == 3 and info["rank"] == 0
-    assert info["file_size"] == len(raw)
-    assert info["metadata"] == b"meta"
-    assert info["created_unix_ns"] > 0
-    assert 0 < info["index_offset"] < len(raw)
-    for c in info["chunks"]:
-        assert c["file_offset"] + c["stored_length"] <= info["index_offset"]
-        assert isinstance(c["checksum"], int) and 0 <= c["checksum"] < 2**64
+    assert info.store == "fmt" and info.version == 3 and info.rank == 0
+    assert info.file_size == len(raw)
+    assert info.metadata == b"meta"
+    assert info.created_unix_ns > 0
+    assert 0 < info.index_offset < len(raw)
+    for c in info.chunks:
+        assert c.file_offset + c.stored_length <= info.index_offset
+        assert isinstance(c.checksum, int) and 0 <= c.checksum < 2**64
 
 
 def test_every_header_index_footer_byte_is_covered(container, tmp_path):
     path, raw, info = container
     data_or_record = set()
-    for c in info["chunks"]:
-        data_or_record.update(range(c["file_offset"] - RECORD_BYTES,
-                                    c["file_offset"] + c["stored_length"]))
+    for c in info.chunks:
+        data_or_record.update(range(c.file_offset - RECORD_BYTES,
+                                    c.file_offset + c.stored_length))
     structural = [i for i in range(len(raw)) if i not in data_or_record]
     assert len(structural) > 100
     undetected = []
@@ -69,9 +69,9 @@ def test_every_header_index_footer_byte_is_covered(container, tmp_path):
 def test_chunk_data_damage_is_found_by_verify_not_inspect(container, tmp_path):
     path, raw, info = container
     rng = random.Random(7)
-    for c in info["chunks"]:
+    for c in info.chunks:
         for _ in range(20):
-            offset = c["file_offset"] + rng.randrange(c["stored_length"])
+            offset = c.file_offset + rng.randrange(c.stored_length)
             mutant = bytearray(raw)
             mutant[offset] ^= 1 << rng.randrange(8)
             p = _write(tmp_path, bytes(mutant))

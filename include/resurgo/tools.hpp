@@ -1,0 +1,130 @@
+// Reading a store's files without opening the store: what `resurgo ls`,
+// `inspect`, `verify` and `export` show, and what the Python package needs
+// beside the Store. Every reader checks what it reads as restart does
+// (bounds, checksums) and throws FormatError for a file that is no Resurgo
+// file, CorruptionError for a damaged one, NotFoundError for one that is not
+// there, each naming the path. remove_version() (`resurgo rm`) is in
+// resurgo.hpp: it takes the store's locks, as a store does.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "resurgo/manifest.hpp"
+#include "resurgo/resurgo.hpp"
+
+namespace resurgo::tools {
+
+// The header of a container file (docs/format.md): one version of one rank.
+struct ContainerHeader {
+  std::string store;
+  std::int64_t version = 0;
+  std::uint32_t rank = 0;
+  std::int64_t base_version = -1;  // the version a delta builds on; -1 for a full version
+  std::uint64_t created_unix_ns = 0;
+  std::uint64_t chunk_size = 0;
+  std::vector<std::byte> metadata;
+  std::vector<RegionDescription> regions;  // the region table
+};
+
+// One entry of a container's index: where a chunk's bytes lie and how they
+// are stored.
+struct ChunkInfo {
+  std::uint32_t region = 0;  // index into ContainerHeader::regions
+  std::uint64_t offset = 0;  // byte offset inside the region
+  std::uint64_t raw_length = 0;
+  std::uint64_t stored_length = 0;
+  std::string codec;            // "none", "lz4", "zstd", "blosc-lz4", "blosc-zstd"
+  std::uint64_t checksum = 0;   // XXH3-64 of the stored bytes
+  std::uint64_t file_offset = 0;  // where the stored bytes start in the file
+};
+
+// A container's header and index, as inspect() reads them (no chunk data).
+struct ContainerInfo : ContainerHeader {
+  std::vector<ChunkInfo> chunks;  // in file order
+  std::uint64_t file_size = 0;
+  std::uint64_t index_offset = 0;
+  std::uint64_t checksum = 0;  // of header and index, from the footer: identifies the file's content
+};
+
+// Parses and checks the header, index and footer of the container file
+// `path` (structure, bounds, the header+index checksum); reads no chunk.
+ContainerInfo inspect(const std::string& path);
+
+struct VerifyReport {
+  std::size_t chunks = 0;
+  std::uint64_t bytes = 0;  // raw bytes of every chunk
+};
+
+// Called with the raw bytes verified so far and their total.
+using VerifyProgress = std::function<void(std::uint64_t done, std::uint64_t total)>;
+inline constexpr std::uint64_t kVerifyProgressStep = 64u << 20;
+
+// Full verification of the container file `path`: what inspect() checks,
+// then every chunk (its record and its checksum). A file named as a version
+// (v0000000012.r000003.rsg) must hold that version and rank; the store is
+// not checked, so a file may be verified after being moved out of its
+// store's directory. `progress` is called about every kVerifyProgressStep
+// bytes and at the end; what it throws ends the verification.
+VerifyReport verify(const std::string& path, const VerifyProgress& progress = {});
+
+// Where read_region() puts a region of `bytes` bytes: called once, before
+// any chunk is read, so that the caller allocates exactly what is needed
+// (the Python package fills a bytes object in place: a region may be most
+// of the memory).
+using RegionDestination = std::function<void*(std::uint64_t bytes)>;
+
+// Reads the region `region_id` of the full version in `path`, verifying
+// every chunk, into the memory `destination` gives. InvalidArgumentError
+// for a delta version (it holds only the blocks written since its base),
+// NotFoundError for a region id the file does not have.
+void read_region(const std::string& path, int region_id, const RegionDestination& destination);
+
+// The job manifest of `version` in a level's store directory `store_dir`
+// (<level path>/<store>, as `resurgo ls` shows), its checksum line and its
+// content checked. NotFoundError when the directory holds none (a version
+// of an MPI store that is not committed there).
+Manifest read_manifest(const std::string& store_dir, int version);
+
+// (version, rank) of a container file name such as v0000000012.r000003.rsg;
+// none for any other name, including a quarantined copy's (.damaged).
+std::optional<std::pair<int, int>> parse_container_file_name(const std::string& name);
+
+// "host", "device", "managed": how inspect(), describe() and the Python
+// package name a region's kind.
+const char* memory_kind_name(MemoryKind kind);
+// The kind so named; InvalidArgumentError naming `name` and the kinds for
+// any other name.
+MemoryKind memory_kind_named(const std::string& name);
+
+// What the CUDA driver says `pointer` is (host, device or managed memory)
+// when this process has loaded the driver; none when it has not (the
+// process then holds no CUDA memory) or when the driver does not know the
+// pointer. Protect uses it to tell managed memory from device memory where
+// the array's own description does not.
+std::optional<MemoryKind> cuda_memory_kind(const void* pointer);
+
+// For tests: one chunk of write_container(), stored uncompressed.
+struct ChunkBytes {
+  std::uint32_t region = 0;  // index into ContainerHeader::regions
+  std::uint64_t offset = 0;  // byte offset inside the region
+  std::span<const std::byte> bytes;
+};
+
+// For tests: writes the container file `path` (mode 0600) from given parts,
+// such as a delta of chosen extents or a file a store would never write;
+// nothing is checked here, the readers' checks apply when it is read back.
+// It is not how a store commits a version (no temporary, no rename, no
+// directory sync). It lives in this public header rather than in a
+// test-only library because the Python tests reach the library through the
+// package's one extension module, whose bindings include public headers
+// only; a second, test-only module would ship in every wheel all the same.
+void write_container(const std::string& path, const ContainerHeader& header, const std::vector<ChunkBytes>& chunks);
+
+}  // namespace resurgo::tools

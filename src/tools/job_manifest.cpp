@@ -1,0 +1,20 @@
+// read_manifest(): a job manifest read and checked without a store.
+#include "format/file_names.h"
+#include "format/manifest.h"
+#include "resurgo/errors.hpp"
+#include "resurgo/tools.hpp"
+
+namespace resurgo::tools {
+
+Manifest read_manifest(const std::string& store_dir, int version) {
+  const std::string path = store_dir + "/" + format::manifest_file_name(version);
+  const std::optional<std::string> text = format::read_manifest_file(*Env::posix(), path);
+  if (!text) {
+    throw NotFoundError("no job manifest '" + path + "': version " + std::to_string(version) +
+                        " of an MPI store is not committed in " + store_dir + " (`resurgo ls " + store_dir +
+                        "` lists the versions there)");
+  }
+  return format::decode_manifest(*text, path);
+}
+
+}  // namespace resurgo::tools
