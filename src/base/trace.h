@@ -18,7 +18,6 @@ namespace resurgo {
 
 class Trace {
  public:
-  using Clock = resurgo::Clock;
   static constexpr std::size_t kMaxEvents = 1u << 20;
 
   explicit Trace(std::string path);
@@ -56,9 +55,9 @@ class Trace {
 class TraceSpan {
  public:
   TraceSpan(Trace& trace, std::string name, int version = -1, std::uint64_t bytes = 0)
-      : trace_(trace), name_(std::move(name)), version_(version), bytes_(bytes), begin_(Trace::Clock::now()) {}
+      : trace_(trace), name_(std::move(name)), version_(version), bytes_(bytes), begin_(Clock::now()) {}
   ~TraceSpan() {
-    if (trace_.enabled()) trace_.record(name_, begin_, Trace::Clock::now(), version_, bytes_);
+    if (trace_.enabled()) trace_.record(name_, begin_, Clock::now(), version_, bytes_);
   }
   TraceSpan(const TraceSpan&) = delete;
   TraceSpan& operator=(const TraceSpan&) = delete;
@@ -68,7 +67,7 @@ class TraceSpan {
   std::string name_;
   int version_;
   std::uint64_t bytes_;
-  Trace::Clock::time_point begin_;
+  Clock::time_point begin_;
 };
 
 }  // namespace resurgo

@@ -22,7 +22,6 @@ namespace resurgo {
 
 class Catalog {
  public:
-  using Clock = resurgo::Clock;
 
   explicit Catalog(std::string store_name) : store_(std::move(store_name)) {}
 

@@ -112,7 +112,6 @@ class DeviceCache {
     bool removed = false;   // dropped, its space not free yet
     int readers = 0;
   };
-  using Clock = resurgo::Clock;
 
   void map_chunks();
   // Where `bytes` would go given the free space, or SIZE_MAX when the oldest

@@ -126,7 +126,6 @@ class LatePinBuffer {
   LatePinStats stats() const;
 
  private:
-  using Clock = resurgo::Clock;
   struct OpenFlush {
     std::size_t offset;
     std::size_t bytes;

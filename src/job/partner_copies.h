@@ -37,7 +37,6 @@ namespace resurgo {
 
 class PartnerCopies {
  public:
-  using Clock = resurgo::Clock;
 
   // This rank's protection of one version.
   struct Outcome {

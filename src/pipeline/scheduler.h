@@ -72,7 +72,7 @@ class Scheduler {
 
   void work(Worker& worker);
   void run(Task& job);
-  std::uint64_t write(Task& job, Catalog::Clock::time_point& started);
+  std::uint64_t write(Task& job, Clock::time_point& started);
   void wait_for_backlog(const Task& job);
   std::size_t backlog(const Level* level) const;  // the caller holds mutex_
   Worker& worker_of(const Level* level);

@@ -76,7 +76,7 @@ struct OneMemoryLevel {
       : memory("scheduler", 0, versions * 2 * kMiB, keep),
         level(eviction == EvictionThread::kWinsTheRace ? static_cast<Level&>(racing) : memory) {}
   void take(int version) {
-    catalog.add(version, Catalog::Clock::now(), {1}, VersionStats{});
+    catalog.add(version, Clock::now(), {1}, VersionStats{});
     scheduler.submit(version, {&level}, full_version(version, state));
     catalog.wait_settled(version, 1);
   }
