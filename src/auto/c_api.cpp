@@ -1,6 +1,6 @@
 // The C API of automatic checkpointing (resurgo/auto.h): a thin shell over
 // resurgo::autockpt::Runtime, reporting as the store's C API does
-// (core/c_status.h).
+// (base/c_status.h).
 #include <cstdio>
 #include <optional>
 #include <span>

@@ -1,7 +1,7 @@
 // The host memory device regions are staged in on their way from the device
 // to the levels: the staging buffer that pins late (gpu/late_pin_buffer.h,
 // the HiPC'22 cache paper's section IV), with its blocks allocated first in,
-// first out (tier/block_ring.h) as versions are written in that order. A
+// first out (capture/block_ring.h) as versions are written in that order. A
 // version larger than the whole buffer is staged in memory of its own
 // (logged once).
 //

@@ -17,7 +17,7 @@ struct WriteResult {
   std::uint64_t file_bytes = 0;  // size of the container file
   std::uint64_t chunks = 0;
   // Chunks stored raw because a sample of them did not compress
-  // (pipeline/compress_probe.h), so they were never compressed whole.
+  // (format/compress_probe.h), so they were never compressed whole.
   std::uint64_t chunks_raw_early_abort = 0;
 };
 
