@@ -86,10 +86,13 @@ step_prefix() {
   [[ -d "$gpu_dir" ]] || { echo "no $gpu_dir: run 'make gpu-prepare' on a machine with apt and copy it here"; return 1; }
   rm -rf "$work/prefix"
   gpu_prefix_unpack "$gpu_dir" "$work/prefix" || return 1
-  declare -p CMAKE_PREFIX_PATH PKG_CONFIG_PATH GPU_PREFIX_LIBDIR >"$work/prefix.env"
-  for variable in PKG_CONFIG_EXECUTABLE PYTHONPATH LD_LIBRARY_PATH; do
-    [[ -n "${!variable:-}" ]] && declare -p "$variable" >>"$work/prefix.env"
-  done
+  # `export` lines, not `declare -p`: the file is sourced inside functions,
+  # where `declare` would make each variable local to the function (the
+  # build then ran without the prefix, found only on a fresh build tree).
+  local variable
+  for variable in CMAKE_PREFIX_PATH PKG_CONFIG_PATH GPU_PREFIX_LIBDIR PKG_CONFIG_EXECUTABLE PYTHONPATH LD_LIBRARY_PATH; do
+    [[ -z "${!variable:-}" ]] || printf 'export %s=%q\n' "$variable" "${!variable}"
+  done >"$work/prefix.env"
   return 0
 }
 
