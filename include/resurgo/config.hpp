@@ -71,18 +71,23 @@ struct Config {
     std::uint64_t capacity = 0; // bytes; 0 = auto (a quarter of physical memory); also bounds prefetch
   } memory;
   struct Local {  // L2: node-local directory
-    // "" = $TMPDIR/resurgo-<uid> (or /tmp/resurgo-<uid>); "{node}" in it is
-    // replaced by the rank's node number (MPI stores, docs/mpi.md)
+    // "" = $XDG_RUNTIME_DIR/resurgo (else $TMPDIR/resurgo-<uid>, or
+    // /tmp/resurgo-<uid>), then a folder per working directory; "{node}" in
+    // it is replaced by the rank's node number (MPI stores, docs/mpi.md)
     std::string path;
     int keep = 2;      // versions kept; 0 = all
     int every = 1;     // every n-th checkpoint goes to L2; 0 = never
-    unsigned mode = 0600;
+    unsigned mode = 0600;  // group and others may read at most
+    // true: the directory may be shared with its group (writable by the
+    // group; files of other members read); false: yours alone
+    bool shared_group = false;
   } local;
   struct Persistent {  // L4: shared / parallel file system directory
     std::string path = "checkpoints";
     int keep = 2;    // versions kept; 0 = all
     int every = 10;  // every n-th checkpoint goes to L4 (SCR's default flush period); 0 = never
     unsigned mode = 0600;
+    bool shared_group = false;  // as local.shared_group
   } persistent;
   struct Pipeline {
     int threads = 0;  // 0 = auto: min(2, cores)
@@ -113,6 +118,11 @@ struct Config {
     // 0: the nodes MPI reports (MPI_Comm_split_type)
     int ranks_per_node = 0;
   } mpi;
+  struct Restart {
+    // true: restart also reads versions written by another store (another
+    // identity: files copied from someone else's run); false: refused
+    bool accept_foreign = false;
+  } restart;
   struct Log {
     LogLevel level = LogLevel::kWarn;
   } log;
@@ -128,7 +138,7 @@ struct Config {
   // Sets one key ("section.key") from its textual value.
   void set(const std::string& key, const std::string& value);
 
-  // Directory L2 uses when local.path is empty.
+  // Directory L2 uses when local.path is empty (see Local::path).
   static std::string default_local_path();
 };
 

@@ -35,11 +35,53 @@ class FileLock {
   virtual ~FileLock() = default;
 };
 
+// Who may own what a store's directory holds (docs/reliability.md,
+// "Security"). By default only the user: the directory, each directory
+// above it that is not root's (or sticky, as /tmp), and every file read.
+struct DirectoryRules {
+  // Create the directory, and those above it, when missing (mode 0700).
+  bool create = true;
+  // A directory shared with the members of its group (a project directory
+  // of mode 2770): directories writable by their group are accepted, and
+  // files owned by another member, when the file's group is the directory's.
+  bool shared_group = false;
+};
+
+// A directory opened once and checked: every file operation is relative to
+// it (openat, renameat, unlinkat), so a path component swapped after the
+// check cannot redirect the store elsewhere. Names are single path
+// components. Methods throw StorageError naming the path on failure.
+class Directory {
+ public:
+  virtual ~Directory() = default;
+  virtual const std::string& path() const = 0;
+  // Creates `name`, which must not exist (O_EXCL|O_NOFOLLOW: a planted file
+  // or link fails the call), with permission bits `mode`.
+  virtual std::unique_ptr<WritableFile> create(const std::string& name, unsigned mode) = 0;
+  // Opens the regular file `name` without following a link and without
+  // blocking on a FIFO; NotFoundError when missing, StorageError for a file
+  // that is no regular file or is owned by someone the rules do not accept.
+  virtual std::unique_ptr<ReadableFile> open(const std::string& name) = 0;
+  virtual void rename(const std::string& from, const std::string& to) = 0;
+  // Publishes `from` as `to` only when `to` does not exist; false when it
+  // does (`from` is left in place). For files that are written once.
+  virtual bool rename_new(const std::string& from, const std::string& to) = 0;
+  virtual void remove(const std::string& name) = 0;  // missing file is fine
+  virtual void sync() = 0;                             // fsync of the directory
+  virtual std::vector<std::string> list() = 0;
+  virtual bool exists(const std::string& name) = 0;
+  // Exclusive advisory lock on `name` (created if missing, never through a
+  // link). Throws StateError at once when another process or store holds it.
+  virtual std::unique_ptr<FileLock> lock(const std::string& name) = 0;
+};
+
 class Env {
  public:
   virtual ~Env() = default;
-  // Creates (truncating) `path` with permission bits `mode`.
+  // Creates `path`, which must not exist, with permission bits `mode`
+  // (O_EXCL|O_NOFOLLOW).
   virtual std::unique_ptr<WritableFile> create(const std::string& path, unsigned mode) = 0;
+  // Opens a regular file (no FIFO, device or directory) for reading.
   virtual std::unique_ptr<ReadableFile> open(const std::string& path) = 0;
   virtual void rename(const std::string& from, const std::string& to) = 0;
   virtual void remove(const std::string& path) = 0;  // missing file is fine
@@ -51,6 +93,12 @@ class Env {
   // Exclusive advisory lock on `path` (created if missing). Throws StateError
   // at once when another process or store holds it.
   virtual std::unique_ptr<FileLock> lock(const std::string& path) = 0;
+  // Opens the directory `path` under `rules`: StorageError naming the path
+  // and what to do when it, or a directory above it, could be changed by
+  // another user. This default checks nothing and works through the path
+  // methods above (for Envs that wrap another to inject faults); the POSIX
+  // Env opens, checks and holds the directory itself.
+  virtual std::unique_ptr<Directory> open_directory(const std::string& path, const DirectoryRules& rules);
 
   // The process-wide POSIX implementation.
   static std::shared_ptr<Env> posix();

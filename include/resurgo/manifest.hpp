@@ -36,6 +36,7 @@ struct ManifestRegion {
 
 struct Manifest {
   std::string store;
+  std::string store_id;  // the store's identity (32 hex digits); "" in manifests written before stores had one
   int version = 0;
   int ranks = 0;
   std::vector<ManifestFile> files;      // one per rank, by rank

@@ -5,6 +5,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
+
+#include "base/random.h"
 #include "resurgo/errors.hpp"
 
 namespace resurgo {
@@ -57,11 +60,17 @@ void Trace::write(Env& env) const {
   const json document = {{"traceEvents", events}, {"displayTimeUnit", "ms"},
                          {"otherData", {{"dropped_events", dropped_}}}};
   const std::string text = document.dump();
-  const std::string temporary = path_ + ".tmp-" + std::to_string(pid);
-  std::unique_ptr<WritableFile> file = env.create(temporary, 0600);
+  // Through the directory, checked as a store's is: a trace written by a
+  // root-run job must not follow another user's link.
+  const std::size_t slash = path_.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path_.substr(0, slash));
+  const std::string name = slash == std::string::npos ? path_ : path_.substr(slash + 1);
+  const std::unique_ptr<Directory> directory = env.open_directory(std::filesystem::absolute(dir).lexically_normal().string(), DirectoryRules{});
+  const std::string temporary = "." + name + ".tmp-" + std::to_string(pid) + "." + random_hex(8);
+  std::unique_ptr<WritableFile> file = directory->create(temporary, 0600);
   file->append(text.data(), text.size());
   file->close();
-  env.rename(temporary, path_);
+  directory->rename(temporary, name);
 }
 
 }  // namespace resurgo

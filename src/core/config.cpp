@@ -9,12 +9,14 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <optional>
 #include <string_view>
 #include <toml++/toml.h>
 #include <vector>
 
+#include "base/checksum.h"
 #include "base/units.h"
 #include "core/config_checks.h"
 #include "core/config_names.h"
@@ -66,7 +68,21 @@ unsigned parse_mode(const std::string& key, const std::string& text) {
                       "' is not a file mode; give octal digits such as \"0600\" or \"0640\" "
                       "(the owner needs read and write)");
   }
+  // Checkpoint files are data: another user who may write one could plant
+  // a version (docs/reliability.md, "Security").
+  if ((mode & 0133) != 0) {
+    throw ConfigError("configuration key '" + key + "': mode '" + text +
+                      "' lets others write the store's files or makes them executable; give read permission "
+                      "at most, such as \"0600\", \"0640\" or \"0644\"");
+  }
   return mode;
+}
+
+bool parse_flag(const std::string& key, const std::string& text) {
+  const std::string word = config_word(text);
+  if (word == "true" || word == "1" || word == "yes" || word == "on") return true;
+  if (word == "false" || word == "0" || word == "no" || word == "off") return false;
+  throw ConfigError("configuration key '" + key + "': '" + text + "' is not true or false");
 }
 
 // A management block: a power-of-two number of system pages, at most 1 GiB.
@@ -201,10 +217,13 @@ std::vector<Key> keys_of(Config& c) {
       entry("local.keep", c.local.keep, count),
       entry("local.every", c.local.every, count),
       entry("local.mode", c.local.mode, parse_mode),
+      entry("local.shared_group", c.local.shared_group, parse_flag),
       entry("persistent.path", c.persistent.path, verbatim),
       entry("persistent.keep", c.persistent.keep, count),
       entry("persistent.every", c.persistent.every, count),
       entry("persistent.mode", c.persistent.mode, parse_mode),
+      entry("persistent.shared_group", c.persistent.shared_group, parse_flag),
+      entry("restart.accept_foreign", c.restart.accept_foreign, parse_flag),
       entry("pipeline.threads", c.pipeline.threads, integer_in(0, 64)),
       entry("pipeline.compress", c.pipeline.compress, choice(kCodecNames)),
       entry("pipeline.compress_level", c.pipeline.compress_level, integer_in(1, 19)),
@@ -399,13 +418,36 @@ Config Config::load(const std::string& toml_path, const std::map<std::string, st
   return config;
 }
 
+// A folder per working directory, named after it and a hash of its path:
+// two runs of one program in two directories never share L2, as they never
+// share L4 (./checkpoints). The root: $TMPDIR when set (a batch system sets
+// it to the job's node-local scratch), else the user's own
+// $XDG_RUNTIME_DIR (mode 0700, no other user can pre-create anything in
+// it), else /tmp. The directory checks (io/posix_directory.h) hold for all.
 std::string Config::default_local_path() {
+  const char* runtime = std::getenv("XDG_RUNTIME_DIR");
   const char* tmpdir = std::getenv("TMPDIR");
-  const std::string base = (tmpdir != nullptr && *tmpdir != '\0') ? tmpdir : "/tmp";
-  return base + "/resurgo-" + std::to_string(::getuid());
+  std::string base;
+  if (tmpdir != nullptr && *tmpdir == '/') {
+    base = std::string(tmpdir) + "/resurgo-" + std::to_string(::geteuid());
+  } else if (runtime != nullptr && *runtime == '/') {
+    base = std::string(runtime) + "/resurgo";
+  } else {
+    base = "/tmp/resurgo-" + std::to_string(::geteuid());
+  }
+  const std::string cwd = std::filesystem::current_path().string();
+  std::string leaf = std::filesystem::path(cwd).filename().string().substr(0, 32);
+  for (char& c : leaf) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') c = '_';
+  }
+  char hash[17];
+  std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(checksum(cwd.data(), cwd.size())));
+  if (leaf.empty()) leaf = "root";
+  if (leaf[0] == '.') leaf[0] = '_';
+  return base + "/" + leaf + "-" + hash;
 }
 
-void check_store_config(const std::string& store, const Config& config) {
+const Config& check_store_config(const std::string& store, const Config& config) {
   if (config.interval.policy == IntervalPolicy::kSeconds && config.interval.seconds <= 0) {
     throw ConfigError("store '" + store + "': interval.policy = seconds needs interval.seconds (e.g. \"15min\")");
   }
@@ -415,6 +457,7 @@ void check_store_config(const std::string& store, const Config& config) {
                       "': capture.mode = fork (or auto) writes versions from a child process, which cannot fill the "
                       "memory level that memory.every > 0 routes them to; use capture.mode = copy or delta");
   }
+  return config;
 }
 
 }  // namespace resurgo

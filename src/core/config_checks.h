@@ -9,6 +9,6 @@
 namespace resurgo {
 
 // Throws ConfigError naming the store and the keys.
-void check_store_config(const std::string& store, const Config& config);
+const Config& check_store_config(const std::string& store, const Config& config);
 
 }  // namespace resurgo

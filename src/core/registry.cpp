@@ -98,10 +98,11 @@ bool Registry::has_device_regions() const {
                      [](const Region& region) { return region.kind == MemoryKind::kDevice; });
 }
 
-format::Header version_header(const Registry& registry, const std::string& store, int version, int rank,
-                              std::uint64_t chunk_size, const std::vector<std::byte>& metadata) {
+format::Header version_header(const Registry& registry, const std::string& store, const format::StoreId& store_id,
+                              int version, int rank, std::uint64_t chunk_size, const std::vector<std::byte>& metadata) {
   format::Header header;
   header.store = store;
+  header.store_id = store_id;
   header.version = version;
   header.rank = static_cast<std::uint32_t>(rank);
   header.created_unix_ns = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(

@@ -41,9 +41,10 @@ class Registry {
   std::vector<Region> regions_;
 };
 
-// The header of `version` of store `store`, rank `rank`, holding the regions
-// of `registry` and the application's `metadata`.
-format::Header version_header(const Registry& registry, const std::string& store, int version, int rank,
-                              std::uint64_t chunk_size, const std::vector<std::byte>& metadata);
+// The header of `version` of store `store` (identity `store_id`), rank
+// `rank`, holding the regions of `registry` and the application's
+// `metadata`.
+format::Header version_header(const Registry& registry, const std::string& store, const format::StoreId& store_id,
+                              int version, int rank, std::uint64_t chunk_size, const std::vector<std::byte>& metadata);
 
 }  // namespace resurgo

@@ -44,6 +44,7 @@ std::vector<std::byte> serialize_header(const Header& header) {
   out.put(std::uint32_t{0});  // flags
   out.put(std::uint64_t{0});  // header length, patched below
   out.put_string(header.store);
+  out.put_bytes(header.store_id.bytes.data(), header.store_id.bytes.size());
   out.put(header.version);
   out.put(header.rank);
   out.put(header.base_version);
@@ -80,11 +81,15 @@ std::uint64_t checksum_of(const std::vector<std::byte>& header, const std::vecto
   throw CorruptionError("checkpoint file '" + file.path() + "' is damaged: " + why);
 }
 
-Header parse_header(const ReadableFile& file, const std::vector<std::byte>& bytes) {
+Header parse_header(const ReadableFile& file, const std::vector<std::byte>& bytes, std::uint32_t format_version) {
   ByteReader in(bytes.data(), bytes.size(), [&](const std::string& why) { corrupt(file, "header: " + why); });
   in.take(kHeaderPrefixBytes, "header prefix");
   Header header;
   header.store = in.get_string("store name", 128);
+  if (format_version >= 2) {
+    const std::byte* id = in.take(header.store_id.bytes.size(), "store identity");
+    std::memcpy(header.store_id.bytes.data(), id, header.store_id.bytes.size());
+  }
   header.version = in.get<std::int64_t>("version");
   header.rank = in.get<std::uint32_t>("rank");
   header.base_version = in.get<std::int64_t>("base version");
@@ -268,9 +273,10 @@ Container read_container(const ReadableFile& file) {
   std::byte prefix[kHeaderPrefixBytes];
   file.read_at(0, prefix, sizeof prefix);
   const auto format_version = load<std::uint32_t>(prefix + 8);
-  if (format_version != kFormatVersion) {
+  if (format_version < kOldestReadableFormatVersion || format_version > kFormatVersion) {
     throw FormatError("'" + file.path() + "' has container format version " + std::to_string(format_version) +
-                      "; this Resurgo reads version " + std::to_string(kFormatVersion));
+                      "; this Resurgo reads versions " + std::to_string(kOldestReadableFormatVersion) + " to " +
+                      std::to_string(kFormatVersion));
   }
   std::byte footer[kFooterBytes];
   file.read_at(size - kFooterBytes, footer, sizeof footer);
@@ -299,7 +305,7 @@ Container read_container(const ReadableFile& file) {
   container.file_size = size;
   container.index_offset = index_offset;
   container.checksum = expected_checksum;
-  container.header = parse_header(file, header_bytes);
+  container.header = parse_header(file, header_bytes, format_version);
   container.chunks = parse_index(file, index_bytes);
   check_layout(file, container, header_length);
   return container;
@@ -335,6 +341,16 @@ void check_identity(const Container& container, const std::string& path, const s
                         std::to_string(header.version) + " rank " + std::to_string(header.rank) + ", expected " +
                         (store.empty() ? std::string() : "'" + store + "' ") + "version " + std::to_string(version) +
                         " rank " + std::to_string(rank) + " (a file renamed in place?)");
+}
+
+void check_store_id(const Container& container, const std::string& path, const StoreId& store_id) {
+  const StoreId& held = container.header.store_id;
+  if (held == store_id) return;
+  const std::string whose = held.unknown() ? "carries no store identity (written before stores had one, or by a tool)"
+                                            : "was written by another store (identity " + held.hex() + ")";
+  throw MismatchError("checkpoint file '" + path + "' " + whose + ", and this store's identity is " + store_id.hex() +
+                      "; a store restarts only from its own versions: set restart.accept_foreign = true to restart "
+                      "from a copy of another run's checkpoint");
 }
 
 namespace {

@@ -13,11 +13,15 @@
 #include "base/checksum.h"
 #include "base/names.h"
 #include "resurgo/config.hpp"
+#include "format/store_id.h"
 #include "resurgo/env.hpp"
 
 namespace resurgo::format {
 
-inline constexpr std::uint32_t kFormatVersion = 1;
+// Version 2 added the store identity; version 1 files are read with an
+// unknown one.
+inline constexpr std::uint32_t kFormatVersion = 2;
+inline constexpr std::uint32_t kOldestReadableFormatVersion = 1;
 inline constexpr std::size_t kFooterBytes = 40;
 inline constexpr std::size_t kChunkRecordBytes = 48;
 inline constexpr std::size_t kMaxHeaderBytes = 64u << 20;  // bounds a hostile header
@@ -39,6 +43,7 @@ struct RegionEntry {
 
 struct Header {
   std::string store;
+  StoreId store_id;
   std::int64_t version = 0;
   std::uint32_t rank = 0;
   std::int64_t base_version = -1;  // delta versions name their base; -1 = full
@@ -106,6 +111,9 @@ Container read_container(const ReadableFile& file);
 // Throws CorruptionError naming the path and both identities.
 void check_identity(const Container& container, const std::string& path, const std::string& store, int version,
                     int rank);
+// MismatchError unless `container` was written by the store of identity
+// `store_id` (a version 1 file, of unknown identity, was not).
+void check_store_id(const Container& container, const std::string& path, const StoreId& store_id);
 
 // Empty when a delta's region table equals its base's (count, ids, labels,
 // kinds, sizes, dtypes, shapes), else what differs first, for messages.

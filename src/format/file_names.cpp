@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "base/random.h"
+
 namespace resurgo::format {
 
 namespace {
@@ -36,10 +38,16 @@ bool parse_manifest_file_name(const std::string& name, int& version) {
          manifest_file_name(version) == name;
 }
 
-std::string temporary_file_name(const std::string& final_name, int pid, std::optional<int> writer) {
+std::string temporary_prefix(const std::string& final_name, std::optional<int> writer) {
   char rank[16] = "";
   if (writer) std::snprintf(rank, sizeof rank, "-r%06d", *writer);
-  return "." + final_name + rank + kTemporaryMarker + std::to_string(pid);
+  return "." + final_name + rank + kTemporaryMarker;
+}
+
+std::string temporary_file_name(const std::string& final_name, int pid, std::optional<int> writer) {
+  // The random part makes the name unguessable: nobody can plant a file (or
+  // a link) under it before the writer creates it.
+  return temporary_prefix(final_name, writer) + std::to_string(pid) + "." + random_hex(8);
 }
 
 std::optional<int> temporary_owner(const std::string& name) {

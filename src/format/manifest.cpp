@@ -87,7 +87,8 @@ std::string encode_manifest(const Manifest& manifest) {
   Json regions = Json::array();
   for (const ManifestRegion& region : manifest.regions) regions.push_back(region_json(region));
   const std::string body = Json{{"resurgo_job_manifest", kManifestFormat}, {"store", manifest.store},
-                                {"version", manifest.version}, {"ranks", manifest.ranks},
+                                {"store_id", manifest.store_id}, {"version", manifest.version},
+                                {"ranks", manifest.ranks},
                                 {"files", files},           {"regions", regions}}
                                .dump();
   return body + "\n" + hex(checksum(body.data(), body.size())) + "\n";
@@ -110,6 +111,7 @@ Manifest decode_manifest(const std::string& text, const std::string& path) {
     }
     Manifest manifest;
     manifest.store = json.at("store").get<std::string>();
+    if (json.contains("store_id")) manifest.store_id = json.at("store_id").get<std::string>();
     manifest.version = json.at("version").get<int>();
     manifest.ranks = json.at("ranks").get<int>();
     for (const Json& file : json.at("files")) manifest.files.push_back(file_from(file));
@@ -135,15 +137,13 @@ void decode_manifest_part(const std::string& text, Manifest& into) {
   for (const Json& region : json.at("regions")) into.regions.push_back(region_from(region));
 }
 
-std::optional<std::string> read_manifest_file(Env& env, const std::string& path) {
-  if (!env.exists(path)) return std::nullopt;
-  const std::unique_ptr<ReadableFile> file = env.open(path);
-  if (file->size() > kMaxManifestBytes) {
-    throw CorruptionError("job manifest '" + path + "' is " + std::to_string(file->size()) +
+std::string read_manifest_file(const ReadableFile& file) {
+  if (file.size() > kMaxManifestBytes) {
+    throw CorruptionError("job manifest '" + file.path() + "' is " + std::to_string(file.size()) +
                           " bytes, more than any manifest can be");
   }
-  std::string text(file->size(), '\0');
-  file->read_at(0, text.data(), text.size());
+  std::string text(file.size(), '\0');
+  file.read_at(0, text.data(), text.size());
   return text;
 }
 

@@ -34,8 +34,8 @@ Manifest decode_manifest(const std::string& text, const std::string& path);
 std::string encode_manifest_part(const ManifestFile& file, const std::vector<ManifestRegion>& regions);
 void decode_manifest_part(const std::string& text, Manifest& into);
 
-// The text of the manifest file `path` (not decoded), or none when there is
-// no such file. CorruptionError for one larger than any manifest can be.
-std::optional<std::string> read_manifest_file(Env& env, const std::string& path);
+// The text of a manifest file (not decoded). CorruptionError for one larger
+// than any manifest can be.
+std::string read_manifest_file(const ReadableFile& file);
 
 }  // namespace resurgo::format

@@ -15,7 +15,8 @@ CollectiveJob::CollectiveJob(const JobContext& context) : context_(context), loc
   const Config& config = context.config;
   context.route.local().set_collective();
   context.route.persistent().set_collective();
-  versions_ = std::make_unique<CollectiveVersions>(context.comm, context.node, context.store, hooks(), context.log,
+  versions_ = std::make_unique<CollectiveVersions>(context.comm, context.node, context.store,
+                                                   context.route.identity().hex(), hooks(), context.log,
                                                    config.mpi.timeout);
   if (config.partner.scheme == PartnerScheme::kNone) return;
   partner_ = std::make_unique<PartnerCopies>(
@@ -129,8 +130,9 @@ std::optional<std::string> CollectiveJob::version_problem(int version) {
     try {
       const std::optional<std::string> text = directory->read_manifest(version);
       if (!text) continue;
-      const format::Manifest manifest =
-          format::decode_manifest(*text, directory->dir() + "/" + format::manifest_file_name(version));
+      const std::string path = directory->dir() + "/" + format::manifest_file_name(version);
+      const format::Manifest manifest = format::decode_manifest(*text, path);
+      check_store(manifest, path);
       if (manifest.ranks != context_.comm.size()) return std::nullopt;
       const std::uint64_t expected = manifest.files[static_cast<std::size_t>(context_.comm.rank())].checksum;
       for (Level* copy : context_.route.readable()) {
@@ -146,6 +148,14 @@ std::optional<std::string> CollectiveJob::version_problem(int version) {
     }
   }
   return problem;
+}
+
+void CollectiveJob::check_store(const format::Manifest& manifest, const std::string& path) const {
+  if (context_.config.restart.accept_foreign || manifest.store_id == context_.route.identity().hex()) return;
+  throw MismatchError("job manifest '" + path + "' was written by another store (identity " +
+                      (manifest.store_id.empty() ? std::string("unknown") : manifest.store_id) +
+                      ", this store's is " + context_.route.identity().hex() +
+                      "); set restart.accept_foreign = true to restart from a copy of another run's checkpoint");
 }
 
 std::vector<int> CollectiveJob::candidates(std::vector<std::string>& skipped) {
@@ -177,6 +187,7 @@ std::map<int, format::Manifest> CollectiveJob::other_rank_counts(std::vector<std
       const std::optional<std::string> text = persistent.read_manifest(version);
       if (!text) continue;
       format::Manifest manifest = format::decode_manifest(*text, path);
+      check_store(manifest, path);
       if (manifest.ranks == context_.comm.size()) continue;  // a version of this rank count: candidates()
       const std::string problem = redistribution_problem(manifest, context_.registry.regions());
       if (problem.empty()) {
@@ -252,7 +263,7 @@ Restored CollectiveJob::redistribute(const format::Manifest& manifest, const Res
   const Clock::time_point started = Clock::now();
   return steps.into_regions([&](const Registry& targets) {
     const RedistributionReport report =
-        resurgo::redistribute(manifest, context_.route.persistent().dir(), targets.regions(), *context_.env);
+        resurgo::redistribute(manifest, context_.route.persistent(), targets.regions());
     Restored restored;
     restored.version = manifest.version;
     restored.metadata = report.metadata;

@@ -46,6 +46,9 @@ class CollectiveJob final : public Job {
   void drain(const std::string& call, int level);
   void wait_for_partner_copies(int version);
   std::optional<std::string> version_problem(int version);
+  // MismatchError unless `manifest` (read from `path`) is this store's,
+  // or restart.accept_foreign is set.
+  void check_store(const format::Manifest& manifest, const std::string& path) const;
   std::vector<int> candidates(std::vector<std::string>& skipped);
   std::map<int, format::Manifest> other_rank_counts(std::vector<std::string>& skipped);
   Restored restore(int version, const std::map<int, format::Manifest>& other_rank_count, const RestoreSteps& steps);

@@ -8,9 +8,14 @@
 
 namespace resurgo {
 
-CollectiveVersions::CollectiveVersions(Comm& comm, int node, std::string store, Hooks hooks, const Logger& log,
-                                       double timeout_seconds)
-    : comm_(comm), store_(std::move(store)), hooks_(std::move(hooks)), log_(log), timeout_seconds_(timeout_seconds) {
+CollectiveVersions::CollectiveVersions(Comm& comm, int node, std::string store, std::string store_id, Hooks hooks,
+                                       const Logger& log, double timeout_seconds)
+    : comm_(comm),
+      store_(std::move(store)),
+      store_id_(std::move(store_id)),
+      hooks_(std::move(hooks)),
+      log_(log),
+      timeout_seconds_(timeout_seconds) {
   for (long each : alone() ? std::vector<long>{node} : comm_.allgather(node, timeout_seconds_)) {
     nodes_.push_back(static_cast<int>(each));
   }
@@ -255,7 +260,7 @@ void CollectiveVersions::commit_manifest(const Version& added, DirectoryLevel& l
   }
   std::string text;
   if (comm_.rank() == 0) {
-    format::Manifest manifest{store_, added.version, comm_.size(), {}, {}};
+    format::Manifest manifest{store_, store_id_, added.version, comm_.size(), {}, {}};
     bool complete = !mine.empty();
     if (complete) format::decode_manifest_part(mine, manifest);
     for (int rank = 1; rank < comm_.size(); ++rank) {

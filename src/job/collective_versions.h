@@ -54,7 +54,8 @@ class CollectiveVersions {
 
   // Collective: every rank of `comm` constructs it (the store's open).
   // `node` is this rank's.
-  CollectiveVersions(Comm& comm, int node, std::string store, Hooks hooks, const Logger& log,
+  // `store_id`: the store's identity (hex), recorded in each manifest.
+  CollectiveVersions(Comm& comm, int node, std::string store, std::string store_id, Hooks hooks, const Logger& log,
                      double timeout_seconds);
   ~CollectiveVersions();  // stops the job thread after the steps of the versions added
   CollectiveVersions(const CollectiveVersions&) = delete;
@@ -119,6 +120,7 @@ class CollectiveVersions {
   Comm& comm_;
   std::unique_ptr<Comm> job_comm_;  // the job thread's; none inline
   std::string store_;
+  std::string store_id_;
   Hooks hooks_;
   const Logger& log_;
   double timeout_seconds_;

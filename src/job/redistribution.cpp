@@ -34,7 +34,9 @@ const format::ManifestRegion* find_region(const format::Manifest& manifest, int 
 // decoded (consecutive runs usually fall in the same chunk).
 class OldFile {
  public:
-  OldFile(Env& env, const std::string& path, const format::ManifestFile& expected) : file_(env.open(path)) {
+  OldFile(DirectoryLevel& directory, const std::string& name, const format::ManifestFile& expected)
+      : file_(directory.open_file(name)) {
+    const std::string& path = file_->path();
     container_ = format::read_container(*file_);
     if (container_.checksum != expected.checksum || format::is_delta(container_.header)) {
       throw CorruptionError("'" + path + "' is not the file the job manifest names for rank " +
@@ -152,15 +154,15 @@ std::string redistribution_problem(const format::Manifest& manifest, const std::
   return "";
 }
 
-RedistributionReport redistribute(const format::Manifest& manifest, const std::string& directory,
-                                  const std::vector<Region>& regions, Env& env) {
+RedistributionReport redistribute(const format::Manifest& manifest, DirectoryLevel& directory,
+                                  const std::vector<Region>& regions) {
   RedistributionReport report;
   std::map<int, std::unique_ptr<OldFile>> files;
   const auto file_of = [&](int rank) -> OldFile& {
     std::unique_ptr<OldFile>& file = files[rank];
     if (!file) {
       const format::ManifestFile& expected = manifest.files[static_cast<std::size_t>(rank)];
-      file = std::make_unique<OldFile>(env, directory + "/" + format::container_file_name(manifest.version, rank), expected);
+      file = std::make_unique<OldFile>(directory, format::container_file_name(manifest.version, rank), expected);
     }
     return *file;
   };

@@ -13,6 +13,7 @@
 #include "core/registry.h"
 #include "format/manifest.h"
 #include "resurgo/env.hpp"
+#include "tier/directory_level.h"
 
 namespace resurgo {
 
@@ -46,10 +47,10 @@ struct RedistributionReport {
 };
 
 // Fills `regions` (redistribution_problem() empty) from the old ranks'
-// files in `directory`. CorruptionError for a damaged chunk or a file that
+// files in `directory` (L4). CorruptionError for a damaged chunk or a file that
 // is not the one the manifest names; NotFoundError for a missing file;
 // MismatchError when the old blocks do not cover a new one.
-RedistributionReport redistribute(const format::Manifest& manifest, const std::string& directory,
-                                  const std::vector<Region>& regions, Env& env);
+RedistributionReport redistribute(const format::Manifest& manifest, DirectoryLevel& directory,
+                                  const std::vector<Region>& regions);
 
 }  // namespace resurgo

@@ -1,6 +1,7 @@
 #include "job/solo_job.h"
 
 #include "job/collective_job.h"
+#include "job/store_identity.h"
 #include "resurgo/errors.hpp"
 
 namespace resurgo {
@@ -45,7 +46,14 @@ int node_of(const Config& config, const Comm& comm) {
 }
 
 std::unique_ptr<Job> make_job(const JobContext& context, bool collective) {
-  if (collective) return std::make_unique<CollectiveJob>(context);
+  if (collective) {
+    const ChosenIdentity chosen =
+        collective_identity(context.store, context.route, context.comm, context.config.mpi.timeout);
+    context.route.set_identity(chosen.id, chosen.drawn);
+    return std::make_unique<CollectiveJob>(context);
+  }
+  const ChosenIdentity chosen = solo_identity(context.store, context.route);
+  context.route.set_identity(chosen.id, chosen.drawn);
   if (context.config.partner.scheme != PartnerScheme::kNone) {
     context.log.warn("store '" + context.store + "': partner.scheme is set, but the store has no communicator (L3 "
                      "is for MPI stores: open it with one); no L3");

@@ -171,7 +171,7 @@ class ChainRestorer {
       try {
         Link link{version, level, level->open(version), {}};
         link.container = format::read_container(*link.file);
-        format::check_identity(link.container, link.file->path(), context_.store, version, context_.rank);
+        context_.store.check(link.container, link.file->path(), version, context_.rank);
         return link;
       } catch (const NotFoundError&) {
         continue;  // removed since holds(): not a copy any more
@@ -195,7 +195,7 @@ class ChainRestorer {
   BrokenChain broken_at(int version, int link) {
     CopyFaults& faults = faults_[link];
     if (!faults.unreadable.empty()) {
-      throw StorageError("restart: version " + std::to_string(link) + " of store '" + context_.store +
+      throw StorageError("restart: version " + std::to_string(link) + " of store '" + context_.store.name +
                          "' could not be read (the protected regions may hold part of it; nothing was "
                          "quarantined): " + faults.unreadable.front().second +
                          "; retry, or restart an older version explicitly");
@@ -395,7 +395,7 @@ int restore_version(const RestoreContext& context, int version, RestartReport& r
   if (candidates.empty()) {
     std::string where;
     for (Level* level : context.levels) where += (where.empty() ? "" : " or ") + level->where();
-    throw NotFoundError("restart: store '" + context.store + "' rank " + std::to_string(context.rank) + " has no " +
+    throw NotFoundError("restart: store '" + context.store.name + "' rank " + std::to_string(context.rank) + " has no " +
                         (version == kLatest ? std::string("checkpoint") : "version " + std::to_string(version)) +
                         " in " + where);
   }
@@ -425,17 +425,23 @@ int restore_version(const RestoreContext& context, int version, RestartReport& r
       report.skipped.push_back(failure->why);
     }
     if (version != kLatest && failure->missing) {
-      throw NotFoundError("restart: version " + std::to_string(candidate) + " of store '" + context.store +
+      throw NotFoundError("restart: version " + std::to_string(candidate) + " of store '" + context.store.name +
                           "' cannot be restored: " + failure->why);
     }
   }
   std::string causes;
   for (const std::string& line : report.skipped) causes += "\n  " + line;
-  throw CorruptionError("restart: no intact copy of " + describe(version) + " of store '" + context.store +
+  throw CorruptionError("restart: no intact copy of " + describe(version) + " of store '" + context.store.name +
                         "':" + causes);
 }
 
-VersionDescription describe_version(const std::vector<Level*>& levels, const std::string& store, int rank,
+void StoreIdentity::check(const format::Container& container, const std::string& path, int version,
+                          int rank) const {
+  format::check_identity(container, path, name, version, rank);
+  if (!accept_foreign) format::check_store_id(container, path, id);
+}
+
+VersionDescription describe_version(const std::vector<Level*>& levels, const StoreIdentity& store, int rank,
                                     int version) {
   std::string damage;
   for (Level* candidate : levels) {
@@ -443,7 +449,7 @@ VersionDescription describe_version(const std::vector<Level*>& levels, const std
     try {
       const std::unique_ptr<ReadableFile> file = candidate->open(version);
       const format::Container container = format::read_container(*file);
-      format::check_identity(container, file->path(), store, version, rank);
+      store.check(container, file->path(), version, rank);
       VersionDescription description{version, {}, container.header.metadata};
       for (const format::RegionEntry& entry : container.header.regions) {
         description.regions.push_back({entry.id, entry.label, entry.bytes, ElementType{entry.dtype, entry.shape},
@@ -451,12 +457,15 @@ VersionDescription describe_version(const std::vector<Level*>& levels, const std
       }
       return description;
     } catch (const Error& error) {
-      if (error.code() != ErrorCode::kCorrupt && error.code() != ErrorCode::kFormat) throw;
+      if (error.code() != ErrorCode::kCorrupt && error.code() != ErrorCode::kFormat &&
+          error.code() != ErrorCode::kMismatch) {
+        throw;
+      }
       damage += (damage.empty() ? "" : "; ") + std::string(error.what());
     }
   }
-  if (damage.empty()) throw NotFoundError("describe: store '" + store + "' has no version " + std::to_string(version));
-  throw CorruptionError("describe: every copy of version " + std::to_string(version) + " of store '" + store +
+  if (damage.empty()) throw NotFoundError("describe: store '" + store.name + "' has no version " + std::to_string(version));
+  throw CorruptionError("describe: every copy of version " + std::to_string(version) + " of store '" + store.name +
                         "' is damaged: " + damage);
 }
 

@@ -14,6 +14,7 @@
 #include "base/log.h"
 #include "core/catalog.h"
 #include "core/registry.h"
+#include "format/container.h"
 #include "base/trace.h"
 #include "base/thread_pool.h"
 #include "resurgo/resurgo.hpp"
@@ -21,8 +22,20 @@
 
 namespace resurgo {
 
+// Whose versions a restore reads: the store's, unless foreign ones are
+// accepted (restart.accept_foreign).
+struct StoreIdentity {
+  const std::string& name;
+  const format::StoreId& id;
+  bool accept_foreign = false;
+
+  // Throws what is wrong with the header of `container` (read from `path`)
+  // for `version` of `rank`: another store, version or rank.
+  void check(const format::Container& container, const std::string& path, int version, int rank) const;
+};
+
 struct RestoreContext {
-  const std::string& store;
+  const StoreIdentity& store;
   int rank;
   const std::vector<Level*>& levels;  // fastest first
   const Registry& registry;
@@ -45,7 +58,7 @@ int restore_version(const RestoreContext& context, int version, RestartReport& r
 // The regions and metadata of `version` of store `store`, rank `rank`,
 // from the header of its first intact copy on `levels`. NotFoundError when
 // none holds it, CorruptionError when every copy is damaged.
-VersionDescription describe_version(const std::vector<Level*>& levels, const std::string& store, int rank,
+VersionDescription describe_version(const std::vector<Level*>& levels, const StoreIdentity& store, int rank,
                                     int version);
 
 // The versions on `levels` and those the catalog still has work for, with

@@ -74,6 +74,8 @@ class Store::Impl {
   Snapshot capture(int version, const std::vector<Level*>& route, CaptureTimes& times);
   void submit(int version, Clock::time_point started, std::vector<Level*> route, Snapshot snapshot);
   int newest_committed();
+  // Whose versions restart and describe read (restart.accept_foreign).
+  StoreIdentity identity() const { return {name, route_.identity(), config.restart.accept_foreign}; }
   RestoreSteps restore_steps(RestartScope scope);
   Restored restore_into(int version, const RestoreSteps::Filler& fill);
   Restored restore_from_levels(int version, RestartScope scope);
@@ -82,7 +84,6 @@ class Store::Impl {
   Logger log_;
   Trace trace_;
   Route route_;
-  std::unique_ptr<FileLock> lock_;
   Registry registry_;
   Catalog catalog_;
   std::unique_ptr<ThreadPool> pool_;
@@ -100,7 +101,7 @@ class Store::Impl {
 Store::Impl::Impl(const std::string& store_name, const Config& store_config, std::shared_ptr<Comm> job,
                   std::shared_ptr<Env> env)
     : name(validate_store_name(store_name)),  // before the route makes directories
-      config(store_config),
+      config(check_store_config(name, store_config)),  // before the route locks its directories
       comm(job ? job : std::shared_ptr<Comm>(self_comm())),
       env_(env ? std::move(env) : Env::posix()),
       log_(store_name, store_config.log.level),
@@ -108,8 +109,6 @@ Store::Impl::Impl(const std::string& store_name, const Config& store_config, std
       route_(store_name, comm->rank(), node_of(config, *comm), config, env_, log_),
       catalog_(store_name),
       timer_(store_config.interval) {
-  check_store_config(name, config);
-  lock_ = env_->lock(route_.local().dir() + "/" + format::lock_file_name(comm->rank()));
   newest_version_ = newest_committed();
   pool_ = std::make_unique<ThreadPool>(pipeline_thread_count(config) - 1);
   scheduler_ = std::make_unique<Scheduler>(route_.scheduled(), config.pipeline, *pool_, catalog_, log_, trace_);
@@ -155,9 +154,8 @@ void Store::Impl::close() {
   route_.memory().on_space_freed(nullptr);
   prefetcher_.reset();
   capture_.reset();
-  route_.close_device();
+  route_.close();
   closed_ = true;
-  lock_.reset();
   if (trace_.enabled()) trace_.write(*env_);
   catalog_.report_failure([] { return std::string("store closed, but "); });
   if (job_failure) std::rethrow_exception(job_failure);
@@ -248,7 +246,7 @@ Snapshot Store::Impl::capture(int version, const std::vector<Level*>& route, Cap
   }
   TraceSpan span(trace_, "capture", version, registry_.total_bytes());
   Snapshot snapshot = capture_->take(
-      registry_.regions(), version_header(registry_, name, version, comm->rank(), config.pipeline.chunk_size, metadata),
+      registry_.regions(), version_header(registry_, name, route_.identity(), version, comm->rank(), config.pipeline.chunk_size, metadata),
       *route.front(), times);
   ++checkpoints_;
   newest_version_ = version;
@@ -334,7 +332,8 @@ Restored Store::Impl::restore_from_levels(int version, RestartScope scope) {
   Restored restored = restore_into(version, [&](const Registry& targets) {
     Restored read;
     const std::vector<Level*> levels = route_.readable();
-    const RestoreContext context{name, comm->rank(), levels, targets, *pool_, log_, trace_, scope};
+    const StoreIdentity identity = this->identity();
+    const RestoreContext context{identity, comm->rank(), levels, targets, *pool_, log_, trace_, scope};
     read.version = restore_version(context, version, read.report, read.metadata);
     return read;
   });
@@ -352,7 +351,7 @@ VersionDescription Store::Impl::describe(int version) {
   check_open("describe");
   check_version(version, "describe");
   if (catalog_.known(version)) catalog_.wait_first_level(version);
-  return describe_version(route_.readable(), name, comm->rank(), version);
+  return describe_version(route_.readable(), identity(), comm->rank(), version);
 }
 
 void Store::Impl::persist(int version, int level) {

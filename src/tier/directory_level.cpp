@@ -18,22 +18,38 @@
 
 namespace resurgo {
 
-namespace {
-std::string parent_directory(const std::string& path) {
-  const auto slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  return slash == 0 ? "/" : path.substr(0, slash);
-}
-}  // namespace
-
 DirectoryLevel::DirectoryLevel(int level, std::string root, const std::string& store, int rank, unsigned mode,
-                             int keep, std::shared_ptr<Env> env)
-    : level_(level), dir_(std::move(root) + "/" + store), rank_(rank), mode_(mode), keep_(keep), env_(std::move(env)) {}
+                               int keep, std::shared_ptr<Env> env, bool shared_group)
+    : level_(level),
+      dir_(std::move(root) + "/" + store),
+      rank_(rank),
+      mode_(mode),
+      keep_(keep),
+      shared_group_(shared_group),
+      env_(std::move(env)) {}
 
-std::string DirectoryLevel::path(int version) const { return dir_ + "/" + format::container_file_name(version, rank_); }
+DirectoryLevel::~DirectoryLevel() = default;
 
-std::string DirectoryLevel::temporary_path(int version) const {
-  return dir_ + "/" + format::temporary_file_name(format::container_file_name(version, rank_), ::getpid());
+std::string DirectoryLevel::path(int version) const { return dir_ + "/" + file_name(version); }
+
+std::string DirectoryLevel::file_name(int version) const { return format::container_file_name(version, rank_); }
+
+Directory* DirectoryLevel::directory() {
+  std::lock_guard guard(directory_mutex_);
+  if (!directory_) {
+    try {
+      directory_ = env_->open_directory(dir_, DirectoryRules{false, shared_group_});
+    } catch (const NotFoundError&) {
+      return nullptr;  // not made yet: it holds nothing
+    }
+  }
+  return directory_.get();
+}
+
+Directory& DirectoryLevel::existing_directory() {
+  Directory* found = directory();
+  if (found == nullptr) throw StateError("directory '" + dir_ + "' does not exist: the level was not prepared");
+  return *found;
 }
 
 namespace {
@@ -58,68 +74,61 @@ bool process_alive(int pid) {
   return state != 'Z' && state != 'X';
 }
 
-}  // namespace
-
-// A directory's entry lives in its parent, so fsyncing the directory after
-// a commit does not make the directory itself durable: each one created
-// here has its parent synced, or a power loss could take it away with every
-// version committed in it (power-loss campaign, POSIX semantics).
-void DirectoryLevel::create_directory_durably() {
-  std::vector<std::string> missing;
-  for (std::string dir = dir_; dir != "/" && dir != "." && !env_->exists(dir); dir = parent_directory(dir)) {
-    missing.push_back(dir);
-  }
-  env_->create_dirs(dir_);
-  for (auto created = missing.rbegin(); created != missing.rend(); ++created) {
-    try {
-      env_->sync_dir(parent_directory(*created));
-    } catch (const StorageError& error) {
-      throw StorageError("cannot make the new directory '" + *created + "' durable: " + error.what());
-    }
+// After a failure: the failure is what the caller reports.
+void remove_quietly(Directory& directory, const std::string& name) {
+  try {
+    directory.remove(name);
+  } catch (const Error&) {
   }
 }
 
+}  // namespace
+
 void DirectoryLevel::prepare() {
-  create_directory_durably();
+  {
+    std::lock_guard guard(directory_mutex_);
+    directory_ = env_->open_directory(dir_, DirectoryRules{true, shared_group_});
+  }
+  Directory& directory = *directory_;
   const std::string rank_part = format::container_file_name(0, rank_).substr(11);  // ".r000003.rsg"
-  for (const std::string& name : env_->list_dir(dir_)) {
+  for (const std::string& name : directory.list()) {
     const std::optional<int> pid = format::temporary_owner(name);
-    const bool ours = name.find(rank_part) != std::string::npos || name.find(".job-r") != std::string::npos;
+    const bool ours = name.find(rank_part) != std::string::npos || name.find(".job-r") != std::string::npos ||
+                      name.rfind(format::temporary_prefix(format::kStoreIdFileName, rank_), 0) == 0;
     if (!pid || !ours) continue;
     const bool owner_alive = *pid != ::getpid() && process_alive(*pid);
     if (owner_alive) continue;
-    env_->remove(dir_ + "/" + name);
+    directory.remove(name);
     RESURGO_CRASH_POINT("prepare.removed_temporary", level_);
   }
 }
 
 void DirectoryLevel::commit(int version, const std::function<void(WritableFile&)>& write) {
-  commit_file(path(version), temporary_path(version), write);
+  const std::string name = file_name(version);
+  commit_file(name, format::temporary_file_name(name, ::getpid()), write);
 }
 
-void DirectoryLevel::commit_file(const std::string& final_path, const std::string& temporary,
-                                const std::function<void(WritableFile&)>& write) {
+void DirectoryLevel::commit_file(const std::string& final_name, const std::string& temporary,
+                                 const std::function<void(WritableFile&)>& write) {
+  Directory& directory = existing_directory();
   bool renamed = false;
   try {
-    std::unique_ptr<WritableFile> file = env_->create(temporary, mode_);
+    std::unique_ptr<WritableFile> file = directory.create(temporary, mode_);
     RESURGO_CRASH_POINT("commit.created", level_);
     write(*file);
     RESURGO_CRASH_POINT("commit.written", level_);
     file->sync();
     file->close();
     RESURGO_CRASH_POINT("commit.synced", level_);
-    env_->rename(temporary, final_path);
+    directory.rename(temporary, final_name);
     renamed = true;
     RESURGO_CRASH_POINT("commit.renamed", level_);
-    env_->sync_dir(dir_);
+    directory.sync();
     RESURGO_CRASH_POINT("commit.done", level_);
   } catch (...) {
     // A failed commit must not leave a version whose durability is unknown
     // visible; a leftover temporary is invisible and prepare() removes it.
-    try {
-      env_->remove(renamed ? final_path : temporary);
-    } catch (const Error&) {
-    }
+    remove_quietly(directory, renamed ? final_name : temporary);
     throw;
   }
 }
@@ -137,9 +146,14 @@ void DirectoryLevel::commit_copy(int version, const ReadableFile& source) {
   commit(version, [&](WritableFile& file) { format::copy_verified(source, container, file); });
 }
 
+std::vector<std::string> DirectoryLevel::names() {
+  Directory* found = directory();
+  return found == nullptr ? std::vector<std::string>{} : found->list();
+}
+
 std::vector<int> DirectoryLevel::versions() {
   std::vector<int> found;
-  for (const std::string& name : env_->list_dir(dir_)) {
+  for (const std::string& name : names()) {
     int version = 0;
     int rank = 0;
     if (format::parse_container_file_name(name, version, rank) && rank == rank_) found.push_back(version);
@@ -148,19 +162,76 @@ std::vector<int> DirectoryLevel::versions() {
   return found;
 }
 
-bool DirectoryLevel::holds(int version) { return env_->exists(path(version)); }
+bool DirectoryLevel::holds(int version) {
+  Directory* found = directory();
+  return found != nullptr && found->exists(file_name(version));
+}
 
-std::unique_ptr<ReadableFile> DirectoryLevel::open(int version) { return env_->open(path(version)); }
+std::unique_ptr<ReadableFile> DirectoryLevel::open(int version) { return open_file(file_name(version)); }
+
+std::unique_ptr<ReadableFile> DirectoryLevel::open_file(const std::string& name) {
+  Directory* found = directory();
+  if (found == nullptr) throw NotFoundError("no such file '" + dir_ + "/" + name + "' (no directory '" + dir_ + "')");
+  return found->open(name);
+}
 
 void DirectoryLevel::remove(int version) {
-  env_->remove(path(version));
-  env_->sync_dir(dir_);
+  Directory& directory = existing_directory();
+  directory.remove(file_name(version));
+  directory.sync();
 }
 
 void DirectoryLevel::quarantine(int version) {
-  env_->rename(path(version), path(version) + format::kDamagedSuffix);
+  Directory& directory = existing_directory();
+  directory.rename(file_name(version), file_name(version) + format::kDamagedSuffix);
   RESURGO_CRASH_POINT("quarantine.renamed", level_);
-  env_->sync_dir(dir_);
+  directory.sync();
+}
+
+std::unique_ptr<FileLock> DirectoryLevel::lock() { return existing_directory().lock(format::lock_file_name(rank_)); }
+
+std::optional<format::StoreId> DirectoryLevel::identity() {
+  std::unique_ptr<ReadableFile> file;
+  try {
+    file = open_file(format::kStoreIdFileName);
+  } catch (const NotFoundError&) {
+    return std::nullopt;
+  }
+  constexpr std::size_t kBytes = 33;  // 32 hex digits and a newline
+  std::string text(kBytes, '\0');
+  if (file->size() == kBytes) file->read_at(0, text.data(), kBytes);
+  const std::optional<format::StoreId> id = format::StoreId::parse(text.substr(0, 32));
+  if (file->size() != kBytes || text[32] != '\n' || !id) {
+    throw CorruptionError("store identity file '" + file->path() +
+                          "' is damaged (it holds no 32-digit identity); remove it only if no other store's "
+                          "versions are in that directory");
+  }
+  return id;
+}
+
+format::StoreId DirectoryLevel::adopt_identity(const format::StoreId& id) {
+  if (const std::optional<format::StoreId> held = identity()) return *held;
+  const std::string text = id.hex() + "\n";
+  const std::string temporary = format::temporary_file_name(format::kStoreIdFileName, ::getpid(), rank_);
+  Directory& directory = existing_directory();
+  bool published = false;
+  try {
+    std::unique_ptr<WritableFile> file = directory.create(temporary, 0600);
+    file->append(text.data(), text.size());
+    file->sync();
+    file->close();
+    // Another rank or process may have written one first: theirs stays.
+    published = directory.rename_new(temporary, format::kStoreIdFileName);
+  } catch (...) {
+    remove_quietly(directory, temporary);
+    throw;
+  }
+  if (!published) {
+    directory.remove(temporary);
+    return *identity();
+  }
+  directory.sync();
+  return id;
 }
 
 std::vector<int> DirectoryLevel::evict(const std::function<bool(int)>& pinned, const std::map<int, int>& known_bases) {
@@ -176,7 +247,7 @@ std::vector<int> DirectoryLevel::evict(const std::function<bool(int)>& pinned, c
   }
   std::vector<int> removed;
   for (int version : versions_to_evict(listed, keep_, kept, base)) {
-    env_->remove(path(version));
+    existing_directory().remove(file_name(version));
     RESURGO_CRASH_POINT("evict.removed", level_);
     removed.insert(removed.begin(), version);
   }
@@ -199,17 +270,21 @@ void DirectoryLevel::commit_manifest(int version, const std::string& text) {
   const std::string name = format::manifest_file_name(version);
   // The rank in the temporary's name keeps apart the writers of one
   // directory (fake nodes sharing it, or ranks that are threads).
-  commit_file(dir_ + "/" + name, dir_ + "/" + format::temporary_file_name(name, ::getpid(), rank_),
+  commit_file(name, format::temporary_file_name(name, ::getpid(), rank_),
               [&](WritableFile& file) { file.append(text.data(), text.size()); });
 }
 
 std::optional<std::string> DirectoryLevel::read_manifest(int version) {
-  return format::read_manifest_file(*env_, dir_ + "/" + format::manifest_file_name(version));
+  try {
+    return format::read_manifest_file(*open_file(format::manifest_file_name(version)));
+  } catch (const NotFoundError&) {
+    return std::nullopt;
+  }
 }
 
 std::vector<int> DirectoryLevel::manifest_versions() {
   std::vector<int> found;
-  for (const std::string& name : env_->list_dir(dir_)) {
+  for (const std::string& name : names()) {
     int version = 0;
     if (format::parse_manifest_file_name(name, version)) found.push_back(version);
   }
@@ -217,6 +292,6 @@ std::vector<int> DirectoryLevel::manifest_versions() {
   return found;
 }
 
-void DirectoryLevel::remove_manifest(int version) { env_->remove(dir_ + "/" + format::manifest_file_name(version)); }
+void DirectoryLevel::remove_manifest(int version) { existing_directory().remove(format::manifest_file_name(version)); }
 
 }  // namespace resurgo

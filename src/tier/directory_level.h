@@ -1,15 +1,19 @@
 // A directory level (L2 node-local, L4 persistent): one container file per
 // version per rank under <root>/<store>/, committed atomically (temporary
 // name, fsync, rename, directory fsync) so a version is visible only when
-// complete.
+// complete. Every file is reached through the directory opened and checked
+// once (Env::open_directory): never through a link, never another user's
+// (docs/reliability.md, "Security").
 #pragma once
 
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "format/store_id.h"
 #include "resurgo/env.hpp"
 #include "tier/level.h"
 
@@ -17,8 +21,11 @@ namespace resurgo {
 
 class DirectoryLevel final : public Level {
  public:
-  DirectoryLevel(int level, std::string root, const std::string& store, int rank, unsigned mode,
-                int keep, std::shared_ptr<Env> env);
+  // `shared_group`: the directory may be shared with the members of its
+  // group (DirectoryRules).
+  DirectoryLevel(int level, std::string root, const std::string& store, int rank, unsigned mode, int keep,
+                 std::shared_ptr<Env> env, bool shared_group = false);
+  ~DirectoryLevel() override;
 
   int number() const override { return level_; }
   int level() const { return level_; }
@@ -27,8 +34,10 @@ class DirectoryLevel final : public Level {
   const std::string& dir() const { return dir_; }
   std::string path(int version) const;
 
-  // Creates the directory, durably, and removes temporaries left by dead
-  // processes.
+  // Creates the directory, durably, checks it (StorageError naming the
+  // path when another user could change it) and removes temporaries left
+  // by dead processes. Before prepare() the level reads a directory that
+  // exists (checked the same way) and holds nothing where there is none.
   void prepare() override;
   // Writes a version through `write` into a temporary file and commits it.
   // On failure the temporary is removed and nothing becomes visible.
@@ -40,6 +49,20 @@ class DirectoryLevel final : public Level {
   std::vector<int> versions() override;  // committed versions of this rank, ascending
   bool holds(int version) override;
   std::unique_ptr<ReadableFile> open(int version) override;
+  // Another file of the directory, such as another rank's container named
+  // by a job manifest; `name` is one path component.
+  std::unique_ptr<ReadableFile> open_file(const std::string& name);
+  // The lock of this rank's copy of the store (held while the object
+  // lives): StateError when another process or Store holds it.
+  std::unique_ptr<FileLock> lock();
+
+  // The store identity the directory holds (format/store_id.h), none before
+  // one is written; CorruptionError for a damaged identity file.
+  std::optional<format::StoreId> identity();
+  // Writes `id` as the directory's identity when it holds none and returns
+  // the identity it holds afterwards: `id`, or the one another rank or
+  // process wrote first.
+  format::StoreId adopt_identity(const format::StoreId& id);
   // Renames a damaged copy to <file>.damaged, kept for inspection.
   void quarantine(int version) override;
   // Unlinks the version's file and syncs the directory.
@@ -73,12 +96,15 @@ class DirectoryLevel final : public Level {
   void remove_manifest(int version);
 
  private:
-  // Writes `final_path` through a temporary `temporary` (fsync, rename,
+  // Writes `final_name` through a temporary `temporary` (fsync, rename,
   // directory fsync); on failure nothing is visible.
-  void commit_file(const std::string& final_path, const std::string& temporary,
+  void commit_file(const std::string& final_name, const std::string& temporary,
                    const std::function<void(WritableFile&)>& write);
-  std::string temporary_path(int version) const;
-  void create_directory_durably();
+  std::string file_name(int version) const;
+  // The directory once it exists (nullptr before), opened on first use.
+  Directory* directory();
+  Directory& existing_directory();
+  std::vector<std::string> names();
 
   int level_;
   std::string dir_;
@@ -86,7 +112,10 @@ class DirectoryLevel final : public Level {
   unsigned mode_;
   int keep_;
   bool collective_ = false;
+  bool shared_group_;
   std::shared_ptr<Env> env_;
+  std::mutex directory_mutex_;
+  std::unique_ptr<Directory> directory_;
 };
 
 }  // namespace resurgo

@@ -59,9 +59,8 @@ std::vector<int> remove_version(const std::string& store_dir, int version, std::
   std::map<int, std::vector<int>> dependents;  // rank -> versions
   std::set<int> all_dependents;
   for (int rank : ranks) {
-    const std::string lock_path = store_dir + "/" + format::lock_file_name(rank);
-    if (env->exists(lock_path)) locks.push_back(env->lock(lock_path));
     DirectoryLevel tier(0, root, store, rank, 0600, 0, env);
+    if (env->exists(store_dir + "/" + format::lock_file_name(rank))) locks.push_back(tier.lock());
     dependents[rank] = dependents_of(tier, version);
     all_dependents.insert(dependents[rank].begin(), dependents[rank].end());
   }

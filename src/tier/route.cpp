@@ -52,14 +52,16 @@ Route::Route(const std::string& store, int rank, int node, const Config& config,
     : store_(store),
       config_(config),
       memory_(store, rank, memory_capacity(config), config.memory.keep),
-      local_(kL2, local_root(config, node), store, rank, config.local.mode, config.local.keep, env),
+      local_(kL2, local_root(config, node), store, rank, config.local.mode, config.local.keep, env,
+             config.local.shared_group),
       persistent_(kL4, absolute(config.persistent.path), store, rank, config.persistent.mode, config.persistent.keep,
-                  env) {
+                  env, config.persistent.shared_group) {
   if (config.memory.every <= 0 && config.local.every <= 0 && config.persistent.every <= 0) {
     throw ConfigError(
         "no level takes checkpoints: memory.every, local.every and persistent.every are all 0; set one of them");
   }
   local_.prepare();
+  local_lock_ = local_.lock();
   if (config.persistent.every > 0 || env->exists(persistent_.dir())) prepare_persistent();
   device_ = open_device_level(store, rank, config, log);
 }
@@ -67,7 +69,39 @@ Route::Route(const std::string& store, int rank, int node, const Config& config,
 void Route::prepare_persistent() {
   if (persistent_prepared_) return;
   persistent_.prepare();
+  persistent_lock_ = persistent_.lock();
+  if (!identity_.unknown()) adopt_identity(persistent_);
   persistent_prepared_ = true;
+}
+
+void Route::close() {
+  device_.reset();
+  local_lock_.reset();
+  persistent_lock_.reset();
+}
+
+std::vector<std::pair<format::StoreId, std::string>> Route::identities_found() {
+  std::vector<std::pair<format::StoreId, std::string>> found;
+  for (DirectoryLevel* level : {&local_, &persistent_}) {
+    if (const std::optional<format::StoreId> id = level->identity()) found.emplace_back(*id, level->dir());
+  }
+  return found;
+}
+
+void Route::set_identity(const format::StoreId& id, bool drawn) {
+  DirectoryLevel& first = persistent_prepared_ ? persistent_ : local_;
+  identity_ = drawn ? first.adopt_identity(id) : id;
+  if (persistent_prepared_) adopt_identity(persistent_);
+  adopt_identity(local_);
+}
+
+void Route::adopt_identity(DirectoryLevel& level) {
+  const format::StoreId held = level.adopt_identity(identity_);
+  if (held == identity_) return;
+  throw MismatchError("store '" + store_ + "': directory '" + level.dir() + "' holds the versions of another store " +
+                      "(identity " + held.hex() + ", this store's is " + identity_.hex() +
+                      "): it was made by another run under the same name; remove it, or give this store another " +
+                      "name or path");
 }
 
 std::vector<Route::Step> Route::scheduled() const {

@@ -19,9 +19,11 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/log.h"
+#include "format/store_id.h"
 #include "resurgo/config.hpp"
 #include "resurgo/env.hpp"
 #include "tier/device_level.h"
@@ -40,7 +42,8 @@ class Route {
   };
 
   // `node`: this rank's node, for "{node}" in local.path (docs/mpi.md).
-  // Prepares L2, and L4 when it is routed to or holds versions; opens L0
+  // Prepares and locks L2, and L4 when it is routed to or holds versions
+  // (StateError when another process or Store holds a lock); opens L0
   // when configured (on the device of the calling thread's current
   // context), or logs why it cannot. Throws ConfigError when no level
   // takes checkpoints.
@@ -80,8 +83,20 @@ class Route {
   DirectoryLevel& persistent() { return persistent_; }
   // L0, or null without one.
   DeviceLevel* device() const { return device_.get(); }
-  // close(): gives L0's device memory back.
-  void close_device() { device_.reset(); }
+  // The store's close(): gives L0's device memory back and the locks.
+  void close();
+  // The store identities L2 and L4 hold (L4 read even before it is
+  // prepared), each with its directory.
+  std::vector<std::pair<format::StoreId, std::string>> identities_found();
+  // The store's identity from now on, written into L2, and into L4 now or
+  // once prepared, where they hold none; MismatchError naming the directory
+  // that holds another (it belongs to another store). A `drawn` identity
+  // (none was found) gives way to the one a process of the same store
+  // opening at the same moment wrote first: L4, shared by every rank, is
+  // written first and decides.
+  void set_identity(const format::StoreId& id, bool drawn);
+  const format::StoreId& identity() const { return identity_; }
+
   // An MPI store's job adds its L3 (owned by the job, which outlives nothing
   // of the route's use of it: the store closes the job last).
   void add_partner(Level& partner) { partner_ = &partner; }
@@ -89,6 +104,7 @@ class Route {
  private:
   int every_of(const Level& level) const;
   void prepare_persistent();
+  void adopt_identity(DirectoryLevel& level);
 
   std::string store_;
   const Config& config_;
@@ -98,6 +114,9 @@ class Route {
   std::unique_ptr<DeviceLevel> device_;
   Level* partner_ = nullptr;
   std::atomic<bool> persistent_prepared_{false};  // read by the prefetcher's thread
+  std::unique_ptr<FileLock> local_lock_;
+  std::unique_ptr<FileLock> persistent_lock_;
+  format::StoreId identity_;  // unknown until set_identity
 };
 
 }  // namespace resurgo

@@ -8,13 +8,15 @@ namespace resurgo::tools {
 
 Manifest read_manifest(const std::string& store_dir, int version) {
   const std::string path = store_dir + "/" + format::manifest_file_name(version);
-  const std::optional<std::string> text = format::read_manifest_file(*Env::posix(), path);
-  if (!text) {
+  std::unique_ptr<ReadableFile> file;
+  try {
+    file = Env::posix()->open(path);
+  } catch (const NotFoundError&) {
     throw NotFoundError("no job manifest '" + path + "': version " + std::to_string(version) +
                         " of an MPI store is not committed in " + store_dir + " (`resurgo ls " + store_dir +
                         "` lists the versions there)");
   }
-  return format::decode_manifest(*text, path);
+  return format::decode_manifest(format::read_manifest_file(*file), path);
 }
 
 }  // namespace resurgo::tools

@@ -309,6 +309,7 @@ class CaptureConformanceTest : public ::testing::TestWithParam<CaptureKind> {
     // As the Store's header: the regions in the order they were protected.
     format::Header header;
     header.store = kStore;
+    header.store_id = store_id_;
     header.version = version;
     header.chunk_size = config_->pipeline.chunk_size;
     for (const Region& region : registry_.regions()) {
@@ -368,7 +369,8 @@ class CaptureConformanceTest : public ::testing::TestWithParam<CaptureKind> {
     RestartReport report;
     std::vector<std::byte> metadata;
     const std::vector<Level*> levels{l2_.get()};
-    const RestoreContext context{store_name_, 0, levels, targets->registry(), pool_, log_, trace_};
+    const StoreIdentity store{store_name_, store_id_};
+    const RestoreContext context{store, 0, levels, targets->registry(), pool_, log_, trace_};
     report.version = restore_version(context, version, report, metadata);
     before_write_back();
     report.bytes_from_device_cache = targets->write_back();
@@ -386,6 +388,7 @@ class CaptureConformanceTest : public ::testing::TestWithParam<CaptureKind> {
   }
 
   const std::string store_name_ = kStore;
+  const format::StoreId store_id_ = format::StoreId::random();
   TempDir dir_;
   std::shared_ptr<FaultEnv> env_ = std::make_shared<FaultEnv>();
   Logger log_{kStore, LogLevel::kOff};

@@ -25,10 +25,13 @@ inline std::byte written_byte(int version, std::uint32_t region, std::uint64_t o
 }
 
 // Writes `version` (base -1: full, every byte of every region) holding
-// `extents` split into chunks of at most `chunk_size` bytes.
+// `extents` split into chunks of at most `chunk_size` bytes, as the store of
+// identity `store_id` would (none: a file no store restarts from unless it
+// accepts foreign versions).
 inline std::function<void(WritableFile&)> chain_file(const std::string& store, int version, int base,
                                                      const std::vector<format::RegionEntry>& regions,
-                                                     std::vector<Extent> extents, std::uint64_t chunk_size) {
+                                                     std::vector<Extent> extents, std::uint64_t chunk_size,
+                                                     const format::StoreId& store_id = {}) {
   if (base < 0) {
     extents.clear();
     for (std::uint32_t r = 0; r < regions.size(); ++r) {
@@ -38,6 +41,7 @@ inline std::function<void(WritableFile&)> chain_file(const std::string& store, i
   return [=](WritableFile& file) {
     format::Header header;
     header.store = store;
+    header.store_id = store_id;
     header.version = version;
     header.base_version = base;
     header.chunk_size = chunk_size;

@@ -132,7 +132,9 @@ class ChainRestoreTest : public ::testing::Test {
     for (int level : levels) {
       DirectoryLevel tier(level, dir_.path() + (level == 2 ? "/l2" : "/l4"), "s", 0, 0600, 0, Env::posix());
       tier.prepare();
-      tier.commit(version, chain_file("s", version, base, regions ? *regions : model_.regions(), extents, kBlock));
+      tier.adopt_identity(store_id_);
+      tier.commit(version,
+                  chain_file("s", version, base, regions ? *regions : model_.regions(), extents, kBlock, store_id_));
     }
     if (regions == nullptr) model_.add(version, base, extents);
   }
@@ -152,6 +154,7 @@ class ChainRestoreTest : public ::testing::Test {
   }
 
   TempDir dir_;
+  const format::StoreId store_id_ = format::StoreId::random();
   ChainModel model_{{format::RegionEntry{0, "u", format::RegionKind::kHost, kRegionBytes, "", {}}}};
   std::vector<std::byte> u_ = std::vector<std::byte>(kRegionBytes);
 };

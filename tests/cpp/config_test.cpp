@@ -25,6 +25,8 @@ extern char** environ;
 namespace resurgo {
 namespace {
 
+namespace fs = std::filesystem;
+
 // Clears every RESURGO_* variable (and TMPDIR) for the test and restores
 // them afterwards, so that the environment of the test run cannot leak in.
 class ConfigTest : public ::testing::Test {
@@ -35,7 +37,7 @@ class ConfigTest : public ::testing::Test {
       const auto equals = assignment.find('=');
       if (equals == std::string::npos) continue;
       const std::string name = assignment.substr(0, equals);
-      if (name.rfind("RESURGO_", 0) == 0 || name == "TMPDIR") saved_.emplace_back(name, assignment.substr(equals + 1));
+      if (name.rfind("RESURGO_", 0) == 0 || name == "TMPDIR" || name == "XDG_RUNTIME_DIR") saved_.emplace_back(name, assignment.substr(equals + 1));
     }
     for (const auto& [name, value] : saved_) ::unsetenv(name.c_str());
   }
@@ -43,7 +45,8 @@ class ConfigTest : public ::testing::Test {
     std::vector<std::string> ours;
     for (char** entry = environ; *entry != nullptr; ++entry) {
       const std::string assignment(*entry);
-      if (assignment.rfind("RESURGO_", 0) == 0 || assignment.rfind("TMPDIR=", 0) == 0) {
+      if (assignment.rfind("RESURGO_", 0) == 0 || assignment.rfind("TMPDIR=", 0) == 0 ||
+          assignment.rfind("XDG_RUNTIME_DIR=", 0) == 0) {
         ours.push_back(assignment.substr(0, assignment.find('=')));
       }
     }
@@ -120,13 +123,27 @@ TEST_F(ConfigTest, DefaultsWithoutFileOrEnvironment) {
   EXPECT_EQ(c.trace.path, "");
 }
 
-TEST_F(ConfigTest, DefaultLocalPathUsesTmpdir) {
-  const std::string uid = std::to_string(::getuid());
-  EXPECT_EQ(Config::default_local_path(), "/tmp/resurgo-" + uid);
-  ::setenv("TMPDIR", "/scratch/job", 1);
-  EXPECT_EQ(Config::default_local_path(), "/scratch/job/resurgo-" + uid);
+TEST_F(ConfigTest, DefaultLocalPathIsPerUserAndPerWorkingDirectory) {
+  const std::string uid = std::to_string(::geteuid());
+  const std::string path = Config::default_local_path();
+  const std::string leaf = fs::current_path().filename().string();
+  EXPECT_EQ(path.rfind("/tmp/resurgo-" + uid + "/", 0), 0u) << path;
+  EXPECT_NE(path.find(leaf.substr(0, 32) + "-"), std::string::npos) << path;
+  ::setenv("XDG_RUNTIME_DIR", ("/run/user/" + uid).c_str(), 1);
+  EXPECT_EQ(Config::default_local_path().rfind("/run/user/" + uid + "/resurgo/", 0), 0u);
+  ::setenv("TMPDIR", "/scratch/job", 1);  // a batch job's scratch wins
+  EXPECT_EQ(Config::default_local_path().rfind("/scratch/job/resurgo-" + uid + "/", 0), 0u);
   ::setenv("TMPDIR", "", 1);
-  EXPECT_EQ(Config::default_local_path(), "/tmp/resurgo-" + uid);
+  ::unsetenv("XDG_RUNTIME_DIR");
+  EXPECT_EQ(Config::default_local_path(), path);
+  // Another working directory, another L2 (as ./checkpoints is another L4).
+  TempDir other;
+  const fs::path here = fs::current_path();
+  fs::current_path(other.path());
+  const std::string elsewhere = Config::default_local_path();
+  fs::current_path(here);
+  EXPECT_NE(elsewhere, path);
+  EXPECT_EQ(elsewhere.rfind("/tmp/resurgo-" + uid + "/", 0), 0u) << elsewhere;
 }
 
 TEST_F(ConfigTest, FileWithEveryKey) {
@@ -144,7 +161,8 @@ mode = "0640"
 path = "/lustre/run/ckpt"
 keep = 0
 every = 10
-mode = "0o660"
+mode = "0o644"
+shared_group = true
 
 [pipeline]
 threads = 4
@@ -157,6 +175,9 @@ level = "debug"
 
 [trace]
 path = "/tmp/trace.json"
+
+[restart]
+accept_foreign = "yes"
 )"));
   EXPECT_EQ(c.buffer.capacity, 512ull << 20);
   EXPECT_EQ(c.local.path, "/dev/shm/resurgo");
@@ -165,7 +186,10 @@ path = "/tmp/trace.json"
   EXPECT_EQ(c.persistent.path, "/lustre/run/ckpt");
   EXPECT_EQ(c.persistent.keep, 0);
   EXPECT_EQ(c.persistent.every, 10);
-  EXPECT_EQ(c.persistent.mode, 0660u);
+  EXPECT_EQ(c.persistent.mode, 0644u);
+  EXPECT_TRUE(c.persistent.shared_group);
+  EXPECT_FALSE(c.local.shared_group);
+  EXPECT_TRUE(c.restart.accept_foreign);
   EXPECT_EQ(c.pipeline.threads, 4);
   EXPECT_EQ(c.pipeline.compress, Codec::kZstd);
   EXPECT_EQ(c.pipeline.compress_level, 7);
@@ -255,6 +279,12 @@ TEST_F(ConfigTest, BadValuesNameTheKeyAndWhatIsAllowed) {
     EXPECT_CONTAINS(m, "local.mode");
     EXPECT_CONTAINS(m, "owner");
   }
+  // Files others could write, or execute: refused, not made.
+  for (const char* mode : {"0777", "0660", "0602", "0700", "0610", "0601"}) {
+    m = set_error("local.mode", mode);
+    EXPECT_CONTAINS(m, "local.mode");
+    EXPECT_CONTAINS(m, "0600");
+  }
   EXPECT_CONTAINS(set_error("persistent.mode", "0400"), "persistent.mode");
 }
 
@@ -268,8 +298,8 @@ TEST_F(ConfigTest, ValuesAreTrimmedAndCaseInsensitive) {
   EXPECT_EQ(c.pipeline.threads, 3);
   c.set("local.mode", "600");
   EXPECT_EQ(c.local.mode, 0600u);
-  c.set("local.mode", "0O700");
-  EXPECT_EQ(c.local.mode, 0700u);
+  c.set("local.mode", "0O644");
+  EXPECT_EQ(c.local.mode, 0644u);
   c.set("buffer.capacity", "AUTO");
   EXPECT_EQ(c.buffer.capacity, 0u);
 }

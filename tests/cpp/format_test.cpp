@@ -152,6 +152,7 @@ std::vector<const std::byte*> sources_of(const std::vector<std::vector<std::byte
 std::uint64_t write_with_pipeline(const std::string& path, const Header& header,
                                   const std::vector<std::vector<std::byte>>& data, const Config::Pipeline& pipeline) {
   ThreadPool pool(1);
+  Env::posix()->remove(path);  // a store never overwrites: neither does the test
   auto file = Env::posix()->create(path, 0600);
   const std::uint64_t size = write_version(*file, header, sources_of(data), pipeline, pool);
   file->sync();
@@ -535,7 +536,7 @@ TEST_F(FormatDamage, BitFlipInChunkDataFailsOnlyThatChunk) {
 }
 
 TEST_F(FormatDamage, UnsupportedFormatVersionIsFormatError) {
-  for (std::uint32_t version : {0u, 2u, 0xffffffffu}) {
+  for (std::uint32_t version : {0u, 3u, 0xffffffffu}) {
     std::vector<std::byte> bytes = original_;
     poke(bytes, 8, version);
     write_file(path_, bytes);
@@ -914,6 +915,7 @@ class FormatDelta : public ::testing::Test {
     header.regions = {RegionEntry{0, "a", RegionKind::kHost, 2500, "", {}},
                       RegionEntry{1, "b", RegionKind::kHost, 1000, "", {}}};
     {
+      Env::posix()->remove(path_);
       auto file = Env::posix()->create(path_, 0600);
       format::ContainerWriter writer(*file, header);
       for (const Piece& piece : pieces) {

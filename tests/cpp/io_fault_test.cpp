@@ -173,7 +173,8 @@ class Checks {
     return false;
   }
 
-  // (4) every file is the lock file or a committed container that verifies.
+  // (4) every file is a lock file, an identity file or a committed container
+  // that verifies.
   void check_files(const std::string& when) {
     std::error_code ignored;
     for (const auto& entry : fs::recursive_directory_iterator(root_, ignored)) {
@@ -181,7 +182,8 @@ class Checks {
       const std::string path = entry.path().string();
       const std::string name = entry.path().filename().string();
       const std::string parent = entry.path().parent_path().string();
-      if (name == ".lock.r000000" && parent == root_ + "/l2/" + kStore) continue;
+      const bool in_store = parent == root_ + "/l2/" + kStore || parent == root_ + "/l4/" + kStore;
+      if (in_store && (name == ".lock.r000000" || name == format::kStoreIdFileName)) continue;
       int version = 0;
       int rank = 0;
       if (!format::parse_container_file_name(name, version, rank) ||

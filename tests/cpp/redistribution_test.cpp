@@ -40,7 +40,7 @@ TEST(OverlapRuns, OneAxisIsOneRun) {
 }
 
 TEST(RedistributionProblem, NamesARegionThatIsNotGlobal) {
-  format::Manifest manifest{"s", 1, 2, {}, {}};
+  format::Manifest manifest{"s", "", 1, 2, {}, {}};
   int value = 0;
   Region region{0, "local", reinterpret_cast<std::byte*>(&value), sizeof value, {"int32", {1}}, {}};
   EXPECT_NE(redistribution_problem(manifest, {region}).find("region 'local' is not declared"), std::string::npos);

@@ -182,7 +182,7 @@ std::vector<std::string> check_tree(const std::string& root) {
       } catch (const Error& error) {
         problems.push_back(error.what());
       }
-    } else if (name.rfind(".lock.r", 0) != 0) {
+    } else if (name.rfind(".lock.r", 0) != 0 && name != format::kStoreIdFileName) {
       problems.push_back("unexpected file left: " + path);
     }
   }

@@ -243,6 +243,7 @@ void PowerLossEnv::require_directory(const std::string& dir, const std::string& 
 std::unique_ptr<WritableFile> PowerLossEnv::create(const std::string& path, unsigned /*mode*/) {
   std::lock_guard lock(mutex_);
   require_directory(parent_of(path), "create a file in");
+  if (entries_.count(path)) fail("create", path, "the file exists (O_EXCL)");
   const int inode = static_cast<int>(contents_.size());
   contents_.emplace_back();
   entries_[path] = inode;
@@ -277,7 +278,7 @@ void PowerLossEnv::sync(int inode, const std::string& path) {
 std::unique_ptr<ReadableFile> PowerLossEnv::open(const std::string& path) {
   std::lock_guard lock(mutex_);
   const auto entry = entries_.find(path);
-  if (entry == entries_.end()) fail("open", path, "no such file");
+  if (entry == entries_.end()) throw NotFoundError("cannot open '" + path + "': no such file (power-loss Env)");
   return std::make_unique<MemoryReadableFile>(contents_[static_cast<std::size_t>(entry->second)], path);
 }
 

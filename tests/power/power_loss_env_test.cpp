@@ -88,7 +88,7 @@ TEST(PowerLossEnv, LiveViewSeesEveryOperation) {
   EXPECT_FALSE(commit.env.exists("/root/d/.tmp"));
   EXPECT_EQ(commit.env.list_dir("/root/d"), std::vector<std::string>{"final"});
   EXPECT_EQ(commit.env.open("/root/d/final")->size(), 1500u);
-  EXPECT_THROW(commit.env.open("/root/d/.tmp"), StorageError);
+  EXPECT_THROW(commit.env.open("/root/d/.tmp"), NotFoundError);
   EXPECT_THROW(commit.env.create("/root/missing/x", 0600), StorageError);
 }
 

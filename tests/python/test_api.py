@@ -473,7 +473,7 @@ def test_environment_overrides(dirs, monkeypatch, tmp_path):
 def test_default_local_path_honours_tmpdir(tmp_path):
     path = _core.default_local_path()
     assert path.startswith(str(tmp_path / "tmpdir")), path
-    assert re.search(r"resurgo-\d+$", path), path
+    assert re.search(r"resurgo-\d+/cwd-[0-9a-f]{16}$", path), path
 
 
 

@@ -329,7 +329,7 @@ def test_background_l4_failure_is_reported_by_wait_and_close(dirs):
         # Replace the store's L4 directory by a file: every L4 write now fails
         # (ENOTDIR, also for root) while L2 keeps working.
         l4_store = dirs.level_dir(4, "bg")
-        l4_store.rmdir()
+        shutil.rmtree(l4_store)  # its lock and identity files with it
         l4_store.write_bytes(b"in the way")
         store.checkpoint(0)
         store.wait(0, level=2)

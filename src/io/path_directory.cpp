@@ -1,0 +1,81 @@
+// Env::open_directory's default: a Directory that joins names to its path
+// and calls the Env's path methods, for the Envs that wrap another to
+// inject faults or to simulate a power loss. It checks nothing: the POSIX
+// Env's own directories do (posix_directory.h).
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "resurgo/env.hpp"
+#include "resurgo/errors.hpp"
+
+namespace resurgo {
+
+namespace {
+
+std::string parent_directory(const std::string& path) {
+  const auto slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// A directory's entry lives in its parent, so fsyncing the directory after
+// a commit does not make the directory itself durable: each one created
+// here has its parent synced, or a power loss could take it away with every
+// version committed in it (power-loss campaign, POSIX semantics).
+void create_durably(Env& env, const std::string& path) {
+  std::vector<std::string> missing;
+  for (std::string dir = path; dir != "/" && dir != "." && !env.exists(dir); dir = parent_directory(dir)) {
+    missing.push_back(dir);
+  }
+  env.create_dirs(path);
+  for (auto created = missing.rbegin(); created != missing.rend(); ++created) {
+    try {
+      env.sync_dir(parent_directory(*created));
+    } catch (const StorageError& error) {
+      throw StorageError("cannot make the new directory '" + *created + "' durable: " + error.what());
+    }
+  }
+}
+
+// The Env must outlive the directory (a store holds both).
+class PathDirectory final : public Directory {
+ public:
+  PathDirectory(Env& env, std::string path) : env_(env), path_(std::move(path)) {}
+
+  const std::string& path() const override { return path_; }
+  std::unique_ptr<WritableFile> create(const std::string& name, unsigned mode) override {
+    return env_.create(join(name), mode);
+  }
+  std::unique_ptr<ReadableFile> open(const std::string& name) override { return env_.open(join(name)); }
+  void rename(const std::string& from, const std::string& to) override { env_.rename(join(from), join(to)); }
+  bool rename_new(const std::string& from, const std::string& to) override {
+    if (env_.exists(join(to))) return false;
+    env_.rename(join(from), join(to));
+    return true;
+  }
+  void remove(const std::string& name) override { env_.remove(join(name)); }
+  void sync() override { env_.sync_dir(path_); }
+  std::vector<std::string> list() override { return env_.list_dir(path_); }
+  bool exists(const std::string& name) override { return env_.exists(join(name)); }
+  std::unique_ptr<FileLock> lock(const std::string& name) override { return env_.lock(join(name)); }
+
+ private:
+  std::string join(const std::string& name) const { return path_ + "/" + name; }
+
+  Env& env_;
+  std::string path_;
+};
+
+}  // namespace
+
+std::unique_ptr<Directory> Env::open_directory(const std::string& path, const DirectoryRules& rules) {
+  if (rules.create) {
+    create_durably(*this, path);
+  } else if (!exists(path)) {
+    throw NotFoundError("no directory '" + path + "'");
+  }
+  return std::make_unique<PathDirectory>(*this, path);
+}
+
+}  // namespace resurgo
