@@ -999,6 +999,16 @@ contains
   ! rsg_restart(s, version, &restored): the second one is the version to
   ! restore, so `call resurgo_restart(store, 10)` reads as it acts; pass the
   ! result by name: resurgo_restart(store, restored=v).
+  !
+  ! Headers and indexes of the whole chain are checked before a byte is
+  ! written, then each chunk as it is read into its array. A copy that fails
+  ! is read again from another level (and RSG_LATEST falls back to an older
+  ! version): the arrays then hold that version whole. When it fails,
+  ! resurgo_last_error() names the arrays it may have partly overwritten,
+  ! with which version's data, and those it left unchanged ("regions 'u',
+  ! 'v' may have been partly overwritten with version 7's data before the
+  ! failure; 'w' is unchanged"; on another number of MPI ranks: that any of
+  ! them may have been).
   subroutine resurgo_restart(store, version, restored, ierr)
     type(resurgo_store), intent(in) :: store
     integer, intent(in), optional :: version

@@ -56,9 +56,12 @@ struct Config {
     // performance model) | concurrent | sequential.
     PinPolicy pin = PinPolicy::kLazy;
     TouchSetting touch = TouchSetting::kAuto;
-    // Where the node-local token that lets one process pin at a time lives;
-    // "" = no token.
+    // Where the node-local token that lets one process pin at a time lives
+    // (in a directory resurgo-<euid> of it); "" = no token.
     std::string pin_token_dir = "/dev/shm";
+    // Seconds the eager pin waits for the token (inside a checkpoint) before
+    // the copies go on into unpinned memory.
+    double pin_token_timeout = 10;
   } buffer;
   struct Device {  // L0: device cache of the device regions (docs/gpu.md)
     std::uint64_t capacity = 0;               // bytes of device memory per store; 0 = no L0

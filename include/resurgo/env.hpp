@@ -45,6 +45,11 @@ struct DirectoryRules {
   // of mode 2770): directories writable by their group are accepted, and
   // files owned by another member, when the file's group is the directory's.
   bool shared_group = false;
+  // A sticky directory that others may write (as /tmp) is accepted as the
+  // directory itself: nobody else can rename or remove what is yours in it,
+  // and every file is created exclusively. For a single file of your own,
+  // such as a trace; never for a store, whose names others could take first.
+  bool accept_sticky = false;
 };
 
 // A directory opened once and checked: every file operation is relative to

@@ -146,7 +146,10 @@ typedef struct rsg_version_info {
  * RESURGO_<SECTION>_<KEY> environment overrides). */
 int rsg_open(const char *config_path, const char *name, rsg_store **out);
 /* Waits for pending work, reports a background error if one happened, and
- * frees the store in every case. */
+ * frees the store in every case. In a child forked while the store was
+ * open, the store is the parent's: rsg_close only frees the handle (no
+ * wait, no file written or removed, no lock released), and every other
+ * call returns RSG_ESTATE. */
 int rsg_close(rsg_store *s);
 /* label may be NULL: it then defaults to "region-<id>". */
 int rsg_protect(rsg_store *s, int id, void *ptr, size_t bytes, const char *label);
@@ -167,6 +170,19 @@ int rsg_get_metadata(rsg_store *s, void *data, size_t capacity, size_t *bytes);
 int rsg_checkpoint(rsg_store *s, int version); /* blocks only for capture */
 int rsg_wait(rsg_store *s, int version, int level); /* until durable at level */
 int rsg_latest(rsg_store *s, int *version); /* newest committed, or RSG_ENOTFOUND */
+/* Restores `version` (RSG_LATEST: the newest intact one, falling back past
+ * damaged versions) into the protected regions; *restored receives the
+ * version read. The header and index of every version in the chain are
+ * checked before a byte is written, then each chunk as it is read into its
+ * region. A copy that fails is read again from another level (and
+ * RSG_LATEST falls back to an older version): the regions then hold that
+ * version whole. When restart fails, rsg_last_error() names the regions it
+ * may have partly overwritten, with which version's data, and those it left
+ * unchanged ("regions 'u', 'v' may have been partly overwritten with
+ * version 7's data before the failure; 'w' is unchanged"); device regions
+ * change only once the whole version was read. A restart on another number
+ * of ranks (docs/mpi.md) cannot tell how far it came: its errors say that
+ * any region may have been partly overwritten. */
 int rsg_restart(rsg_store *s, int version, int *restored);
 
 /* Adjoint staging (docs/adjoint.md). rsg_prefetch: the `count` versions in

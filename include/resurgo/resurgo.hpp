@@ -158,6 +158,13 @@ class Store {
   explicit Store(const std::string& name, const Config& config = Config::load(),
                  std::shared_ptr<Env> env = nullptr);
   ~Store();  // close(), ignoring errors (they are logged)
+
+  // A child process forked while the store is open inherits the object but
+  // not its threads, files or locks, which stay the parent's: in the child,
+  // close() and the destructor do nothing but leave the object's memory to
+  // the child's exit, and every other call throws StateError naming the
+  // parent's pid (the child must open a store of its own). name(), config(),
+  // rank(), metadata() and last_restart() read the child's copy.
   // A store of an MPI job (or of any job `comm` describes): every rank of
   // `comm` opens it and then calls checkpoint, wait, latest, restart and
   // close together; a version exists for restart only once every rank has
@@ -166,6 +173,7 @@ class Store {
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
   Store(Store&&) noexcept;
+  // Moving over a store closes it as the destructor does.
   Store& operator=(Store&&) noexcept;
 
   const std::string& name() const;
@@ -218,6 +226,20 @@ class Store {
   // With kProtectedRegions, regions of the version that are not protected
   // are not read (a version read in parts); every protected region must
   // still be in it.
+  //
+  // What a failure leaves in memory: the header and index of every version
+  // of the chain are checked before a byte is written, then each chunk as
+  // it is read straight into its region (verifying all of it first would
+  // cost a second pass over the version). A copy that fails is read again
+  // from another level, and kLatest falls back to an older version: the
+  // regions then hold that version whole. When restart throws, its message
+  // names the regions it may have partly overwritten, with which version's
+  // data, and those it left unchanged ("regions 'u', 'v' may have been
+  // partly overwritten with version 7's data before the failure; 'w' is
+  // unchanged"); device regions change only once the whole version was read.
+  // A restart on another number of ranks (docs/mpi.md) writes the regions
+  // one by one and cannot tell how far it came: its errors say that any of
+  // them may have been partly overwritten.
   int restart(int version = kLatest, RestartScope scope = RestartScope::kExactRegions);
 
   // The region table and metadata of a committed `version`, from the

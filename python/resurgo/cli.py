@@ -2,7 +2,7 @@
 
     resurgo ls PATH                      list container files (tier or store dir)
     resurgo inspect FILE [--json]        header, base, metadata, regions, chunks
-    resurgo verify PATH                  full checksum verification (file or dir;
+    resurgo verify PATH...               full checksum verification (files or dirs;
                                          in a dir, also every delta's chain)
     resurgo rm PATH --version N [--store NAME] [--with-dependents]
                                          delete one version (and the deltas on it)
@@ -13,6 +13,9 @@
 
 Container files are ``<tier>/<store>/v<version:010>.r<rank:06>.rsg``. The tool
 only parses them with the native reader; it never evaluates their contents.
+Whatever it prints that comes from a file or a path (store names, labels,
+metadata, paths, error messages) has its control characters escaped (``\x1b``),
+so that a hostile file cannot drive the terminal or forge output lines.
 Exit codes: 0 success, 1 failure or damage found, 2 usage error.
 """
 
@@ -20,8 +23,10 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import errno
 import json
 import os
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,12 +41,42 @@ QUARANTINE_SUFFIX = ".damaged"
 def _parse_name(name: str) -> Optional[Tuple[int, int, bool]]:
     """(version, rank, quarantined) of a container file name, else None. The
     naming rule itself lives in the C++ core."""
+    if not name.isascii():  # as every name the library writes; nor can it take a name that is not UTF-8
+        return None
     quarantined = name.endswith(QUARANTINE_SUFFIX)
     parsed = _core.parse_container_file_name(name[: -len(QUARANTINE_SUFFIX)] if quarantined else name)
     return None if parsed is None else (parsed[0], parsed[1], quarantined)
 PROGRESS_THRESHOLD = 64 << 20  # bytes: show a progress bar above this total
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+
+# C0, DEL and C1 controls (ESC among them), the Unicode line separators, and
+# the lone surrogates that stand for undecodable bytes of a file name.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+
+
+def _escaped(char: str) -> str:
+    code = ord(char)
+    if 0xDC80 <= code <= 0xDCFF:  # os.fsdecode's stand-in for the byte code - 0xDC00
+        code -= 0xDC00
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def _safe(value: object) -> str:
+    """``str(value)`` with every control character escaped, for printing text
+    that comes from a file or a path."""
+    return _CONTROL.sub(lambda match: _escaped(match.group()), str(value))
+
+
+def _native(path: object) -> str:
+    """``path`` as the native reader takes it; OSError for a path that is not
+    UTF-8 (a name of undecodable bytes), which it cannot open."""
+    text = str(path)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise OSError(errno.EILSEQ, "the path is not UTF-8; rename it to read it", _safe(text)) from None
+    return text
 
 
 class UsageError(Exception):
@@ -100,11 +135,12 @@ def _scan(path: Path) -> List[Entry]:
     return entries
 
 
-def _print_table(rows: Sequence[Sequence[str]], out=None) -> None:
+def _print_table(rows: Sequence[Sequence[object]], out=None) -> None:
     out = out or sys.stdout
-    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
+    rows = [[_safe(cell) for cell in row] for row in rows]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
-        cells = [str(c).ljust(w) for c, w in zip(row, widths)]
+        cells = [c.ljust(w) for c, w in zip(row, widths)]
         print("  ".join(cells).rstrip(), file=out)
 
 
@@ -113,7 +149,7 @@ def _print_table(rows: Sequence[Sequence[str]], out=None) -> None:
 def cmd_ls(args: argparse.Namespace) -> int:
     entries = _scan(Path(args.path))
     if not entries:
-        print(f"no container files under {args.path}")
+        print(f"no container files under {_safe(args.path)}")
         return EXIT_OK
     rows = [("STORE", "VERSION", "RANK", "BASE", "SIZE", "REGIONS", "STATE")]
     for e in entries:
@@ -124,12 +160,14 @@ def cmd_ls(args: argparse.Namespace) -> int:
         regions = "-"
         base = "-"
         try:
-            info = _core.inspect(str(e.path))
+            info = _core.inspect(_native(e.path))
             regions = str(len(info.regions))
             base = _base_text(info, short=True)
             state = "ok"
         except resurgo.Error as exc:
             state = f"damaged: {_first_line(exc)}"
+        except OSError as exc:
+            state = f"unreadable: {_first_line(exc)}"
         if e.quarantined:
             state = f"quarantined ({state})"
         rows.append((e.store, str(e.version), str(e.rank), base, size, regions, state))
@@ -181,10 +219,10 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     path = str(args.file)
     if not os.path.isfile(path):
         raise UsageError(f"{path}: not a file")
-    info = _core.inspect(path)
+    info = _core.inspect(_native(path))
     if args.json:
-        json.dump(_jsonable(info, path), sys.stdout, indent=2)
-        print()
+        # JSON escapes every control character but DEL.
+        print(json.dumps(_jsonable(info, path), indent=2).replace("\x7f", "\\u007f"))
         return EXIT_OK
     created = _dt.datetime.fromtimestamp(info.created_unix_ns / 1e9, tz=_dt.timezone.utc)
     chunks = info.chunks
@@ -206,7 +244,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
                                   f"({raw} of {region_bytes} bytes; the base holds the rest)"))
     width = max(len(k) for k, _ in fields)
     for key, value in fields:
-        print(f"{key.ljust(width)}  {value}")
+        print(f"{key.ljust(width)}  {_safe(value)}")
     print()
     print(f"regions ({len(info.regions)}):")
     rows = [("  ID", "LABEL", "KIND", "BYTES", "DTYPE", "SHAPE")]
@@ -228,17 +266,17 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 # --- verify -----------------------------------------------------------------------
 
 def _collect_for_verify(path: Path) -> List[Path]:
-    if not path.exists():
-        raise UsageError(f"{path}: no such file or directory")
     if path.is_file():
         return [path]
     return sorted(p for p in path.rglob("*.rsg") if p.is_file())
 
 
 def _verify_files(files: List[Path], report: Callable[[str], None],
-                  advance: Optional[Callable[[int], None]] = None) -> Set[Path]:
-    """Verifies each file; returns the damaged ones."""
+                  advance: Optional[Callable[[int], None]] = None) -> Tuple[Set[Path], Set[Path]]:
+    """Verifies each file, going on past each failure; returns the damaged
+    ones and those that could not be read at all."""
     damaged: Set[Path] = set()
+    unreadable: Set[Path] = set()
     for f in files:
         try:
             size = f.stat().st_size
@@ -254,13 +292,23 @@ def _verify_files(files: List[Path], report: Callable[[str], None],
                 advance(target - _state["seen"])
                 _state["seen"] = target
         try:
-            _core.verify(str(f), progress)
+            _core.verify(_native(f), progress)
         except resurgo.Error as exc:
             damaged.add(f)
-            report(f"DAMAGED {f}: {exc}")
+            report(f"DAMAGED {_safe(f)}: {_safe(exc)}")
+        except OSError as exc:
+            unreadable.add(f)
+            report(f"UNREADABLE {_safe(f)}: {_safe(exc)}")
         if advance is not None:
             advance(size - state["seen"])
-    return damaged
+    return damaged, unreadable
+
+
+def _tables_differ(a: _core.ContainerInfo, b: _core.ContainerInfo) -> bool:
+    try:
+        return a.regions != b.regions
+    except UnicodeDecodeError:  # a name that is not UTF-8: restart compares the bytes, this tool cannot
+        return False
 
 
 def _broken_chains(files: List[Path], damaged: Set[Path]) -> List[str]:
@@ -276,8 +324,8 @@ def _broken_chains(files: List[Path], damaged: Set[Path]) -> List[str]:
         info = None
         if f not in damaged:
             try:
-                info = _core.inspect(str(f))
-            except resurgo.Error:
+                info = _core.inspect(_native(f))
+            except (resurgo.Error, OSError):
                 pass
         links[(f.parent, rank, version)] = (f, info)
 
@@ -293,7 +341,7 @@ def _broken_chains(files: List[Path], damaged: Set[Path]) -> List[str]:
             if base_info is None:
                 return f"its base {base} ({base_path}) is damaged"
             # The region tables must be equal field by field, as restart requires.
-            if base_info.regions != info.regions:
+            if _tables_differ(base_info, info):
                 return f"version {version} is a delta of version {base} but their region tables differ"
             version, info = base, base_info
         return None
@@ -305,40 +353,64 @@ def _broken_chains(files: List[Path], damaged: Set[Path]) -> List[str]:
             continue
         why = break_in(key)
         if why is not None:
-            lines.append(f"BROKEN CHAIN {path}: {why}")
+            lines.append(f"BROKEN CHAIN {_safe(path)}: {_safe(why)}")
     return lines
 
 
+def _verify_targets(paths: Sequence[str]) -> Tuple[List[Path], List[Path], List[Path]]:
+    """(every file to verify, those found in directories, the paths missing)."""
+    files: Dict[Path, None] = {}  # ordered, without repeats
+    in_directories: Dict[Path, None] = {}
+    missing = []
+    for root in map(Path, paths):
+        if not root.exists():
+            missing.append(root)
+            continue
+        found = _collect_for_verify(root)
+        files.update(dict.fromkeys(found))
+        if root.is_dir():
+            in_directories.update(dict.fromkeys(found))
+    return list(files), list(in_directories), missing
+
+
+def _verify_with_bar(files: List[Path], total: int) -> Tuple[Set[Path], Set[Path]]:
+    from rich.console import Console
+    from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn,
+                               TimeRemainingColumn, TransferSpeedColumn)
+
+    console = Console(stderr=True)
+    with Progress(TextColumn("verify"), BarColumn(), DownloadColumn(binary_units=True),
+                  TransferSpeedColumn(), TimeRemainingColumn(), console=console,
+                  transient=True) as bar:
+        task = bar.add_task("verify", total=total)
+        return _verify_files(files, lambda line: bar.console.print(line, markup=False, highlight=False),
+                             lambda n: bar.advance(task, n))
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
-    root = Path(args.path)
-    files = _collect_for_verify(root)
+    """Verifies every path given, going on past each failure; a missing path
+    is a usage error (exit 2), damage a failure (exit 1)."""
+    files, in_directories, missing = _verify_targets(args.path)
+    for root in missing:
+        print(f"resurgo verify: {_safe(root)}: no such file or directory", file=sys.stderr)
     total = 0
     for f in files:
         try:
             total += f.stat().st_size
         except OSError:
             pass
-    use_bar = sys.stderr.isatty() and total > PROGRESS_THRESHOLD and not args.no_progress
-    if use_bar:
-        from rich.console import Console
-        from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn,
-                                   TimeRemainingColumn, TransferSpeedColumn)
-
-        console = Console(stderr=True)
-        with Progress(TextColumn("verify"), BarColumn(), DownloadColumn(binary_units=True),
-                      TransferSpeedColumn(), TimeRemainingColumn(), console=console,
-                      transient=True) as bar:
-            task = bar.add_task("verify", total=total)
-            damaged = _verify_files(files, lambda line: bar.console.print(line, markup=False,
-                                                                           highlight=False),
-                                    lambda n: bar.advance(task, n))
+    if sys.stderr.isatty() and total > PROGRESS_THRESHOLD and not args.no_progress:
+        damaged, unreadable = _verify_with_bar(files, total)
     else:
-        damaged = _verify_files(files, print)
-    broken = _broken_chains(files, damaged) if root.is_dir() else []
+        damaged, unreadable = _verify_files(files, print)
+    broken = _broken_chains(in_directories, damaged | unreadable)
     for line in broken:
         print(line)
-    print(f"verified {len(files)} files, {len(damaged)} damaged, {len(broken)} broken chains")
-    return EXIT_FAIL if damaged or broken else EXIT_OK
+    also = f", {len(unreadable)} unreadable" if unreadable else ""
+    print(f"verified {len(files)} files, {len(damaged)} damaged, {len(broken)} broken chains{also}")
+    if missing:
+        return EXIT_USAGE
+    return EXIT_FAIL if damaged or unreadable or broken else EXIT_OK
 
 
 # --- rm ---------------------------------------------------------------------------
@@ -354,7 +426,7 @@ def cmd_rm(args: argparse.Namespace) -> int:
     stores = sorted({e.store for e in entries})
     if not entries:
         where = f"store '{args.store}' under {root}" if args.store else str(root)
-        print(f"resurgo rm: no container files of version {args.version} in {where}",
+        print(f"resurgo rm: no container files of version {args.version} in {_safe(where)}",
               file=sys.stderr)
         return EXIT_FAIL
     if len(stores) > 1:
@@ -365,11 +437,11 @@ def cmd_rm(args: argparse.Namespace) -> int:
     # library refuses to remove a base of other versions unless told to
     # remove them too (newest first).
     for directory in sorted({e.path.parent for e in entries}):
-        removed = _core.remove_version(str(directory), args.version, args.with_dependents)
+        removed = _core.remove_version(_native(directory), args.version, args.with_dependents)
         for version in removed:
             for e in scanned:
                 if e.path.parent == directory and e.version == version:
-                    print(f"removed {e.path}")
+                    print(f"removed {_safe(e.path)}")
     return EXIT_OK
 
 
@@ -382,12 +454,13 @@ def cmd_export(args: argparse.Namespace) -> int:
     try:
         from resurgo.export import export_version
 
-        summary = export_version(store_dir, args.version, args.output)
+        summary = export_version(_native(store_dir), args.version, _native(args.output))
     except ImportError as exc:
-        print(f"resurgo export: needs h5py ({exc}): pip install h5py", file=sys.stderr)
+        print(f"resurgo export: needs h5py ({_safe(exc)}): pip install h5py", file=sys.stderr)
         return EXIT_FAIL
-    print(f"exported version {summary.version} of store '{summary.store}' ({summary.ranks} ranks) to "
-          f"{args.output}: {summary.global_arrays} global arrays, {summary.rank_regions} regions of single ranks")
+    print(f"exported version {summary.version} of store '{_safe(summary.store)}' ({summary.ranks} ranks) to "
+          f"{_safe(args.output)}: {summary.global_arrays} global arrays, {summary.rank_regions} regions of "
+          f"single ranks")
     return EXIT_OK
 
 
@@ -409,9 +482,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_inspect)
 
-    p = sub.add_parser("verify", help="verify every checksum of a file or of a directory tree, "
+    p = sub.add_parser("verify", help="verify every checksum of files or of directory trees, "
                                       "and in a tree every delta's chain")
-    p.add_argument("path", metavar="PATH")
+    p.add_argument("path", metavar="PATH", nargs="+")
     p.add_argument("--no-progress", action="store_true", help="never show a progress bar")
     p.set_defaults(func=cmd_verify)
 
@@ -437,10 +510,14 @@ def main(argv: Optional[Iterable[str]] = None) -> int:
     try:
         return args.func(args)
     except UsageError as exc:
-        print(f"resurgo {args.command}: {exc}", file=sys.stderr)
+        print(f"resurgo {args.command}: {_safe(exc)}", file=sys.stderr)
         return EXIT_USAGE
     except resurgo.Error as exc:
-        print(f"resurgo {args.command}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"resurgo {args.command}: {type(exc).__name__}: {_safe(exc)}", file=sys.stderr)
+        return EXIT_FAIL
+    except UnicodeDecodeError as exc:  # a name in a file (label, store, dtype) that Python cannot show
+        print(f"resurgo {args.command}: a name read from the file is not UTF-8 ({_safe(exc.reason)} at byte "
+              f"{exc.start}); `resurgo verify` checks the file", file=sys.stderr)
         return EXIT_FAIL
     except BrokenPipeError:
         # Output piped into a reader that stopped early (resurgo ls | head).
@@ -448,7 +525,7 @@ def main(argv: Optional[Iterable[str]] = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return EXIT_OK
     except OSError as exc:
-        print(f"resurgo {args.command}: {exc}", file=sys.stderr)
+        print(f"resurgo {args.command}: {_safe(exc)}", file=sys.stderr)
         return EXIT_FAIL
 
 

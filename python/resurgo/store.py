@@ -326,7 +326,19 @@ class Store:
 
     def restart(self, version: Optional[int] = None) -> int:
         """Restores ``version`` (None: the newest intact one, falling back past
-        damaged versions) into the protected regions; returns the version."""
+        damaged versions) into the protected regions; returns the version.
+
+        The header and index of every version of the chain are checked
+        before a byte is written, then each chunk as it is read into its
+        region. A copy that fails is read again from another level (and
+        None falls back to an older version): the arrays then hold that
+        version whole. When restart raises, the message names the arrays it
+        may have partly overwritten, with which version's data, and those it
+        left unchanged ("regions 'u', 'v' may have been partly overwritten
+        with version 7's data before the failure; 'w' is unchanged");
+        device arrays change only once the whole version was read. A
+        restart on another number of MPI ranks cannot tell how far it came:
+        its errors say that any array may have been partly overwritten."""
         return self._core.restart(_optional_version_arg(version, "restart", _LATEST))
 
     def prefetch(self, versions: Iterable[int]) -> None:

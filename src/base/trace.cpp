@@ -60,17 +60,30 @@ void Trace::write(Env& env) const {
   const json document = {{"traceEvents", events}, {"displayTimeUnit", "ms"},
                          {"otherData", {{"dropped_events", dropped_}}}};
   const std::string text = document.dump();
-  // Through the directory, checked as a store's is: a trace written by a
-  // root-run job must not follow another user's link.
+  // Through the directory, checked as a store's is, or sticky as /tmp. The
+  // trace replaces only an older trace of this user: another user's file or
+  // link under its name is refused, even by a root-run job, which the
+  // sticky bit does not stop.
   const std::size_t slash = path_.rfind('/');
   const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path_.substr(0, slash));
   const std::string name = slash == std::string::npos ? path_ : path_.substr(slash + 1);
-  const std::unique_ptr<Directory> directory = env.open_directory(std::filesystem::absolute(dir).lexically_normal().string(), DirectoryRules{});
+  DirectoryRules rules;
+  rules.accept_sticky = true;
+  const std::unique_ptr<Directory> directory =
+      env.open_directory(std::filesystem::absolute(dir).lexically_normal().string(), rules);
   const std::string temporary = "." + name + ".tmp-" + std::to_string(pid) + "." + random_hex(8);
-  std::unique_ptr<WritableFile> file = directory->create(temporary, 0600);
-  file->append(text.data(), text.size());
-  file->close();
-  directory->rename(temporary, name);
+  try {
+    std::unique_ptr<WritableFile> file = directory->create(temporary, 0600);
+    file->append(text.data(), text.size());
+    file->close();
+    if (!directory->rename_new(temporary, name)) {
+      directory->open(name);  // a regular file of this user's, or an error saying what it is
+      directory->rename(temporary, name);
+    }
+  } catch (...) {
+    directory->remove(temporary);
+    throw;
+  }
 }
 
 }  // namespace resurgo

@@ -1,18 +1,24 @@
 #include "capture/device_staging.h"
 
-#include <unistd.h>
-
 #include <algorithm>
+#include <chrono>
 #include <string>
 
 namespace resurgo {
 
 namespace {
 
+// The eager pin waits for the token inside a checkpoint: it gives up after
+// buffer.pin_token_timeout and the copies go on into unpinned memory (the
+// buffer logs why). The lazy pin waits in the background, as long as it takes.
 std::unique_ptr<gpu::RegistrationToken> node_token(const Config& config) {
   if (config.buffer.pin_token_dir.empty()) return nullptr;
-  return std::make_unique<gpu::RegistrationToken>(config.buffer.pin_token_dir,
-                                                  "resurgo-pin-" + std::to_string(::getuid()));
+  const double seconds = config.buffer.pin_token_timeout;
+  const bool waits_for_ever = config.buffer.pin != PinPolicy::kEager || seconds >= 1e12;  // past what ms hold
+  const std::chrono::milliseconds patience =
+      waits_for_ever ? gpu::RegistrationToken::kForever
+                     : std::chrono::ceil<std::chrono::milliseconds>(std::chrono::duration<double>(seconds));
+  return std::make_unique<gpu::RegistrationToken>(config.buffer.pin_token_dir, "pin", patience);
 }
 
 gpu::LatePinOptions options_of(const Config& config, std::uint64_t capacity, gpu::RegistrationToken* token) {

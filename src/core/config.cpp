@@ -20,6 +20,7 @@
 #include "base/units.h"
 #include "core/config_checks.h"
 #include "core/config_names.h"
+#include "core/toml_depth.h"
 #include "resurgo/errors.hpp"
 
 extern char** environ;
@@ -199,6 +200,7 @@ std::vector<Key> keys_of(Config& c) {
       entry("buffer.pin", c.buffer.pin, choice(kPinPolicyNames)),
       entry("buffer.touch", c.buffer.touch, choice(kTouchSettingNames)),
       entry("buffer.pin_token_dir", c.buffer.pin_token_dir, verbatim),
+      entry("buffer.pin_token_timeout", c.buffer.pin_token_timeout, parse_duration),
       entry("device.capacity", c.device.capacity, parse_size),
       entry("device.chunk", c.device.chunk, size_in(1, UINT64_MAX, "a size larger than 0 (default 1GiB)")),
       entry("device.backend", c.device.backend, choice(kDeviceBackendNames)),
@@ -312,7 +314,7 @@ std::string toml_value_text(const std::string& key, const toml::node& node) {
 void apply_file(Config& config, const std::string& path) {
   toml::table root;
   try {
-    root = toml::parse_file(path);
+    root = toml::parse(read_toml_within_depth(path), path);  // toml++ is not safe on deep nesting
   } catch (const toml::parse_error& error) {
     const auto& where = error.source().begin;
     throw ConfigError("configuration file '" + path + "' line " + std::to_string(where.line) +

@@ -1,14 +1,36 @@
 // Little-endian encoding of the container's fixed-width fields, with a reader
-// that refuses to run past the end of its buffer.
+// that refuses to run past the end of its buffer, and the checked arithmetic
+// every parser of src/format/ does on numbers read from a file.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace resurgo::format {
+
+// a + b and a * b, or none when the result does not fit in T: a length or
+// offset read from a file may be anything, and a signed overflow is
+// undefined behaviour, an unsigned one a wrong bound.
+template <class T>
+std::optional<T> checked_add(T a, T b) {
+  static_assert(std::is_integral_v<T>);
+  T sum;
+  if (__builtin_add_overflow(a, b, &sum)) return std::nullopt;
+  return sum;
+}
+
+template <class T>
+std::optional<T> checked_mul(T a, T b) {
+  static_assert(std::is_integral_v<T>);
+  T product;
+  if (__builtin_mul_overflow(a, b, &product)) return std::nullopt;
+  return product;
+}
 
 class ByteWriter {
  public:

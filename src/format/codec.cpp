@@ -5,11 +5,45 @@
 
 #include <climits>
 #include <cstring>
+#include <limits>
 
 #include "format/blosc_codec.h"
+#include "format/bytes.h"
 
 namespace resurgo::format {
 
+namespace {
+
+// The largest ratio of raw to stored bytes a codec's output can reach. An
+// LZ4 sequence adds at most 255 bytes of match per byte of input; a zstd
+// block (at most 128 KiB) takes at least 4 bytes, as an RLE block. A blosc
+// buffer holds its internal compressor's output plus headers of its own.
+std::uint64_t max_ratio(Codec codec) {
+  switch (codec) {
+    case Codec::kNone:
+      return 1;
+    case Codec::kLz4:
+    case Codec::kBloscLz4:
+      return 255;
+    case Codec::kZstd:
+    case Codec::kBloscZstd:
+      return 32768;
+  }
+  return 1;
+}
+
+std::string zstd_frame_mismatch(const void* stored, std::size_t stored_bytes, std::size_t raw_bytes) {
+  const unsigned long long declared = ZSTD_getFrameContentSize(stored, stored_bytes);
+  if (declared == ZSTD_CONTENTSIZE_ERROR) return "it is not a zstd frame";
+  if (declared == ZSTD_CONTENTSIZE_UNKNOWN) return "its zstd frame does not declare its content size";
+  if (declared != raw_bytes) {
+    return "its zstd frame declares " + std::to_string(declared) + " bytes but the chunk holds " +
+           std::to_string(raw_bytes);
+  }
+  return "";
+}
+
+}  // namespace
 
 bool codec_is_known(unsigned value) { return value <= static_cast<unsigned>(Codec::kBloscZstd); }
 
@@ -43,7 +77,13 @@ bool encode(const EncodeParams& params, const void* raw, std::size_t raw_bytes, 
 }
 
 std::string framing_mismatch(Codec codec, const void* stored, std::size_t stored_bytes, std::size_t raw_bytes) {
-  return is_blosc(codec) ? blosc_header_mismatch(codec, stored, stored_bytes, raw_bytes) : std::string();
+  if (is_blosc(codec)) return blosc_header_mismatch(codec, stored, stored_bytes, raw_bytes);
+  if (codec == Codec::kZstd) return zstd_frame_mismatch(stored, stored_bytes, raw_bytes);
+  return "";
+}
+
+std::uint64_t max_decoded_bytes(Codec codec, std::uint64_t stored_bytes) {
+  return checked_mul(stored_bytes, max_ratio(codec)).value_or(std::numeric_limits<std::uint64_t>::max());
 }
 
 bool decode(Codec codec, const void* stored, std::size_t stored_bytes, void* raw,

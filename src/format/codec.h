@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -26,9 +27,15 @@ struct EncodeParams {
 bool encode(const EncodeParams& params, const void* raw, std::size_t raw_bytes, std::vector<std::byte>& stored);
 
 // What a codec's own framing says against the chunk record, checked before
-// decoding: "" when it agrees (always for codecs without a header of their
-// own, lz4 and zstd), else the disagreement.
+// decoding: "" when it agrees (always for lz4, which has no header of its
+// own), else the disagreement. A zstd frame must declare exactly raw_bytes
+// as its content size, a blosc header announce them (blosc_header_mismatch).
 std::string framing_mismatch(Codec codec, const void* stored, std::size_t stored_bytes, std::size_t raw_bytes);
+
+// The most bytes `stored_bytes` of `codec` can decode to: stored_bytes times
+// the codec's largest compression ratio (docs/format.md, "Limits"). A chunk
+// claiming more raw bytes is refused before any buffer is sized for it.
+std::uint64_t max_decoded_bytes(Codec codec, std::uint64_t stored_bytes);
 
 // Decompresses exactly raw_bytes into `raw`; false if the stored bytes do not
 // decode to exactly that many bytes.

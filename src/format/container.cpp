@@ -12,6 +12,7 @@
 
 #include "format/bytes.h"
 #include "format/codec.h"
+#include "format/printable.h"
 #include "resurgo/errors.hpp"
 
 namespace resurgo::format {
@@ -37,6 +38,14 @@ void put_record(ByteWriter& out, const ChunkRecord& record) {
 }
 
 std::vector<std::byte> serialize_header(const Header& header) {
+  // Readers refuse more regions (docs/format.md, "Limits"): never write a
+  // version that cannot be read back.
+  if (header.regions.size() > kMaxRegions) {
+    throw InvalidArgumentError("cannot write version " + std::to_string(header.version) + " of store '" +
+                               printable(header.store) + "': it has " + std::to_string(header.regions.size()) +
+                               " regions, more than the " + std::to_string(kMaxRegions) +
+                               " a version can hold; protect fewer, larger regions");
+  }
   std::vector<std::byte> bytes;
   ByteWriter out(bytes);
   out.put_bytes(kHeaderMagic, sizeof kHeaderMagic);
@@ -78,14 +87,14 @@ std::uint64_t checksum_of(const std::vector<std::byte>& header, const std::vecto
 }
 
 [[noreturn]] void corrupt(const ReadableFile& file, const std::string& why) {
-  throw CorruptionError("checkpoint file '" + file.path() + "' is damaged: " + why);
+  throw CorruptionError("checkpoint file '" + printable(file.path()) + "' is damaged: " + why);
 }
 
 Header parse_header(const ReadableFile& file, const std::vector<std::byte>& bytes, std::uint32_t format_version) {
   ByteReader in(bytes.data(), bytes.size(), [&](const std::string& why) { corrupt(file, "header: " + why); });
   in.take(kHeaderPrefixBytes, "header prefix");
   Header header;
-  header.store = in.get_string("store name", 128);
+  header.store = in.get_string("store name", kMaxStoreNameBytes);
   if (format_version >= 2) {
     const std::byte* id = in.take(header.store_id.bytes.size(), "store identity");
     std::memcpy(header.store_id.bytes.data(), id, header.store_id.bytes.size());
@@ -96,7 +105,13 @@ Header parse_header(const ReadableFile& file, const std::vector<std::byte>& byte
   header.created_unix_ns = in.get<std::uint64_t>("creation time");
   header.chunk_size = in.get<std::uint64_t>("chunk size");
   const auto region_count = in.get<std::uint32_t>("region count");
-  // Each region entry takes at least 25 bytes: bound the count before reserving.
+  // Bound the count before reserving: by the format's limit, and by what is
+  // left of the header (an entry takes at least 25 bytes), so that parsing
+  // costs memory in proportion to the file.
+  if (region_count > kMaxRegions) {
+    corrupt(file, "region count " + std::to_string(region_count) + " exceeds the limit of " +
+                      std::to_string(kMaxRegions) + " regions per version");
+  }
   if (region_count > in.remaining() / 25) corrupt(file, "region count " + std::to_string(region_count) + " exceeds the header size");
   header.regions.resize(region_count);
   for (RegionEntry& region : header.regions) {
@@ -108,7 +123,7 @@ Header parse_header(const ReadableFile& file, const std::vector<std::byte>& byte
     region.bytes = in.get<std::uint64_t>("region size");
     region.dtype = in.get_string("region dtype", kMaxDtypeBytes);
     const auto rank = in.get<std::uint32_t>("region shape rank");
-    if (rank > kMaxShapeRank) corrupt(file, "region '" + region.label + "' has a shape of rank " + std::to_string(rank));
+    if (rank > kMaxShapeRank) corrupt(file, "region '" + printable(region.label) + "' has a shape of rank " + std::to_string(rank));
     region.shape.resize(rank);
     for (std::int64_t& extent : region.shape) extent = in.get<std::int64_t>("region shape");
   }
@@ -146,57 +161,82 @@ std::vector<ChunkRecord> parse_index(const ReadableFile& file, const std::vector
   return chunks;
 }
 
-// Every chunk must lie inside its region and inside the data section. The
-// chunks of a full version tile each region exactly: no gap, no overlap. A
-// delta holds only the extents written since its base: gaps are allowed (the
-// base holds those bytes), overlaps never (a byte would have two values).
-void check_layout(const ReadableFile& file, const Container& container, std::uint64_t data_begin) {
-  const Header& header = container.header;
-  const auto& regions = header.regions;
+std::string describe_chunk(const Container& container, const ChunkRecord& chunk) {
+  return "chunk at byte " + std::to_string(chunk.offset) + " of region '" +
+         printable(container.header.regions[chunk.region].label) + "'";
+}
+
+void check_base(const ReadableFile& file, const Header& header) {
   if (header.base_version < -1 || (header.base_version >= 0 && header.base_version >= header.version)) {
     corrupt(file, "base version " + std::to_string(header.base_version) + " of version " +
                       std::to_string(header.version) + " is neither -1 (full) nor an older version");
   }
-  const bool delta = is_delta(header);
-  const std::uint64_t chunk_size = std::min<std::uint64_t>(header.chunk_size, kMaxChunkBytes);
-  std::vector<std::vector<const ChunkRecord*>> by_region(regions.size());
-  for (std::size_t i = 0; i < container.chunks.size(); ++i) {
-    const ChunkRecord& chunk = container.chunks[i];
-    const std::string name = "chunk " + std::to_string(i);
-    if (chunk.region >= regions.size()) {
-      corrupt(file, name + " names region " + std::to_string(chunk.region) + " of " + std::to_string(regions.size()));
-    }
-    const std::uint64_t region_bytes = regions[chunk.region].bytes;
-    if (chunk.raw_length > chunk_size) corrupt(file, name + " is larger than the chunk size (at most 1 GiB)");
-    if (chunk.raw_length == 0 || chunk.raw_length > region_bytes || chunk.offset > region_bytes - chunk.raw_length) {
-      corrupt(file, name + " lies outside region '" + regions[chunk.region].label + "'");
-    }
-    const bool stored_fits = chunk.file_offset >= data_begin + kChunkRecordBytes &&
-                             chunk.file_offset <= container.index_offset &&
-                             chunk.stored_length <= container.index_offset - chunk.file_offset;
-    if (!stored_fits) corrupt(file, name + " lies outside the data section");
-    if (chunk.codec == Codec::kNone && chunk.stored_length != chunk.raw_length) {
-      corrupt(file, name + " is uncompressed but its stored and raw lengths differ");
-    }
-    by_region[chunk.region].push_back(&chunk);
+}
+
+// Chunk `i` must name a region, lie inside it and inside the data section,
+// and claim no more raw bytes than the chunk size allows and its stored
+// bytes can decode to: every later buffer is sized by these lengths.
+void check_chunk_bounds(const ReadableFile& file, const Container& container, std::size_t i,
+                        std::uint64_t data_begin) {
+  const ChunkRecord& chunk = container.chunks[i];
+  const auto& regions = container.header.regions;
+  const std::string name = "chunk " + std::to_string(i);
+  if (chunk.region >= regions.size()) {
+    corrupt(file, name + " names region " + std::to_string(chunk.region) + " of " + std::to_string(regions.size()));
   }
+  const std::uint64_t region_bytes = regions[chunk.region].bytes;
+  const std::uint64_t chunk_size = std::min<std::uint64_t>(container.header.chunk_size, kMaxChunkBytes);
+  if (chunk.raw_length > chunk_size) corrupt(file, name + " is larger than the chunk size (at most 1 GiB)");
+  if (chunk.raw_length == 0 || chunk.raw_length > region_bytes || chunk.offset > region_bytes - chunk.raw_length) {
+    corrupt(file, name + " lies outside region '" + printable(regions[chunk.region].label) + "'");
+  }
+  const bool stored_fits = chunk.file_offset >= data_begin + kChunkRecordBytes &&
+                           chunk.file_offset <= container.index_offset &&
+                           chunk.stored_length <= container.index_offset - chunk.file_offset;
+  if (!stored_fits) corrupt(file, name + " lies outside the data section");
+  if (chunk.codec == Codec::kNone && chunk.stored_length != chunk.raw_length) {
+    corrupt(file, name + " is uncompressed but its stored and raw lengths differ");
+  }
+  const std::uint64_t most = max_decoded_bytes(chunk.codec, chunk.stored_length);
+  if (chunk.raw_length > most) {
+    corrupt(file, describe_chunk(container, chunk) + " claims " + std::to_string(chunk.raw_length) +
+                      " raw bytes, more than its " + std::to_string(chunk.stored_length) + " stored bytes of " +
+                      to_string(chunk.codec) + " can decode to (" + std::to_string(most) + ")");
+  }
+}
+
+// The chunks of a full version tile each region exactly: no gap, no
+// overlap. A delta holds only the extents written since its base: gaps are
+// allowed (the base holds those bytes), overlaps never (a byte would have
+// two values).
+void check_coverage(const ReadableFile& file, const Container& container) {
+  const auto& regions = container.header.regions;
+  const bool delta = is_delta(container.header);
+  std::vector<std::vector<const ChunkRecord*>> by_region(regions.size());
+  for (const ChunkRecord& chunk : container.chunks) by_region[chunk.region].push_back(&chunk);
   for (std::size_t r = 0; r < regions.size(); ++r) {
     auto& chunks = by_region[r];
     std::sort(chunks.begin(), chunks.end(), [](auto* a, auto* b) { return a->offset < b->offset; });
-    const std::string region = "region '" + regions[r].label + "'";
+    const std::string region = "region '" + printable(regions[r].label) + "'";
     std::uint64_t covered = 0;
     for (const ChunkRecord* chunk : chunks) {
       if (chunk->offset < covered) {
         corrupt(file, region + " has overlapping chunks at byte " + std::to_string(chunk->offset));
       }
       if (!delta && chunk->offset != covered) corrupt(file, region + " has a gap at byte " + std::to_string(covered));
-      covered = chunk->offset + chunk->raw_length;
+      covered = chunk->offset + chunk->raw_length;  // no overflow: the chunk lies inside the region
     }
     if (!delta && covered != regions[r].bytes) {
       corrupt(file, region + " is covered up to byte " + std::to_string(covered) + " of " +
                         std::to_string(regions[r].bytes));
     }
   }
+}
+
+void check_layout(const ReadableFile& file, const Container& container, std::uint64_t data_begin) {
+  check_base(file, container.header);
+  for (std::size_t i = 0; i < container.chunks.size(); ++i) check_chunk_bounds(file, container, i, data_begin);
+  check_coverage(file, container);
 }
 
 template <class T>
@@ -267,14 +307,14 @@ Container read_container(const ReadableFile& file) {
   std::byte magic[sizeof kHeaderMagic] = {};
   if (size >= sizeof magic) file.read_at(0, magic, sizeof magic);
   if (size < sizeof magic || std::memcmp(magic, kHeaderMagic, sizeof magic) != 0) {
-    throw FormatError("'" + file.path() + "' is not a Resurgo checkpoint file (no RSGCKPT magic)");
+    throw FormatError("'" + printable(file.path()) + "' is not a Resurgo checkpoint file (no RSGCKPT magic)");
   }
   if (size < kHeaderPrefixBytes + kFooterBytes) corrupt(file, "truncated to " + std::to_string(size) + " bytes");
   std::byte prefix[kHeaderPrefixBytes];
   file.read_at(0, prefix, sizeof prefix);
   const auto format_version = load<std::uint32_t>(prefix + 8);
   if (format_version < kOldestReadableFormatVersion || format_version > kFormatVersion) {
-    throw FormatError("'" + file.path() + "' has container format version " + std::to_string(format_version) +
+    throw FormatError("'" + printable(file.path()) + "' has container format version " + std::to_string(format_version) +
                       "; this Resurgo reads versions " + std::to_string(kOldestReadableFormatVersion) + " to " +
                       std::to_string(kFormatVersion));
   }
@@ -318,15 +358,15 @@ std::string region_table_difference(const Header& delta, const Header& base) {
   for (std::size_t i = 0; i < delta.regions.size(); ++i) {
     const RegionEntry& a = delta.regions[i];
     const RegionEntry& b = base.regions[i];
-    const std::string which = "region " + std::to_string(i) + " ('" + a.label + "')";
+    const std::string which = "region " + std::to_string(i) + " ('" + printable(a.label) + "')";
     if (a.id != b.id || a.label != b.label) {
-      return which + " is '" + b.label + "' (id " + std::to_string(b.id) + ") in the base";
+      return which + " is '" + printable(b.label) + "' (id " + std::to_string(b.id) + ") in the base";
     }
     if (a.kind != b.kind) return which + " has another kind in the base";
     if (a.bytes != b.bytes) {
       return which + " has " + std::to_string(a.bytes) + " bytes against " + std::to_string(b.bytes);
     }
-    if (a.dtype != b.dtype) return which + " is " + a.dtype + " against " + b.dtype;
+    if (a.dtype != b.dtype) return which + " is " + printable(a.dtype) + " against " + printable(b.dtype);
     if (a.shape != b.shape) return which + " has another shape in the base";
   }
   return "";
@@ -337,7 +377,7 @@ void check_identity(const Container& container, const std::string& path, const s
   const Header& header = container.header;
   const bool same_store = store.empty() || header.store == store;
   if (same_store && header.version == version && header.rank == static_cast<std::uint32_t>(rank)) return;
-  throw CorruptionError("checkpoint file '" + path + "' holds store '" + header.store + "' version " +
+  throw CorruptionError("checkpoint file '" + printable(path) + "' holds store '" + printable(header.store) + "' version " +
                         std::to_string(header.version) + " rank " + std::to_string(header.rank) + ", expected " +
                         (store.empty() ? std::string() : "'" + store + "' ") + "version " + std::to_string(version) +
                         " rank " + std::to_string(rank) + " (a file renamed in place?)");
@@ -348,7 +388,7 @@ void check_store_id(const Container& container, const std::string& path, const S
   if (held == store_id) return;
   const std::string whose = held.unknown() ? "carries no store identity (written before stores had one, or by a tool)"
                                             : "was written by another store (identity " + held.hex() + ")";
-  throw MismatchError("checkpoint file '" + path + "' " + whose + ", and this store's identity is " + store_id.hex() +
+  throw MismatchError("checkpoint file '" + printable(path) + "' " + whose + ", and this store's identity is " + store_id.hex() +
                       "; a store restarts only from its own versions: set restart.accept_foreign = true to restart "
                       "from a copy of another run's checkpoint");
 }
@@ -362,59 +402,29 @@ void check_record_bytes(const ReadableFile& file, const Container& container, co
   put_record(out, chunk);
   if (std::memcmp(record, expected.data(), expected.size()) != 0) {
     corrupt(file, "the record before the chunk at byte " + std::to_string(chunk.offset) + " of region '" +
-                      container.header.regions[chunk.region].label + "' disagrees with the index");
+                      printable(container.header.regions[chunk.region].label) + "' disagrees with the index");
   }
 }
 
-std::string describe_chunk(const Container& container, const ChunkRecord& chunk) {
-  return "chunk at byte " + std::to_string(chunk.offset) + " of region '" +
-         container.header.regions[chunk.region].label + "'";
-}
-
-// The checks after the stored bytes were read (`digest` is their checksum),
-// then decoding: a compressed chunk goes from `stored` to `destination`.
-void finish_chunk(const ReadableFile& file, const Container& container, const ChunkRecord& chunk,
-                  const std::byte* stored, std::uint64_t digest, void* destination) {
+// The checks of a chunk's stored bytes once read (`digest` is their
+// checksum), before anything is sized by its raw length.
+void check_stored(const ReadableFile& file, const Container& container, const ChunkRecord& chunk,
+                  const std::byte* stored, std::uint64_t digest) {
   if (digest != chunk.checksum) corrupt(file, describe_chunk(container, chunk) + " fails its checksum");
   // The stored bytes are as written, so a codec header that contradicts the
   // chunk record was written that way: the file breaks the format.
   const std::string mismatch = framing_mismatch(chunk.codec, stored, chunk.stored_length, chunk.raw_length);
   if (!mismatch.empty()) {
-    throw FormatError("checkpoint file '" + file.path() + "': " + describe_chunk(container, chunk) + " (" +
+    throw FormatError("checkpoint file '" + printable(file.path()) + "': " + describe_chunk(container, chunk) + " (" +
                       to_string(chunk.codec) + ") breaks the format: " + mismatch);
   }
-  if (chunk.codec != Codec::kNone &&
-      !decode(chunk.codec, stored, chunk.stored_length, destination, chunk.raw_length)) {
-    corrupt(file, describe_chunk(container, chunk) + " does not decompress (" + to_string(chunk.codec) + ")");
-  }
 }
 
-}  // namespace
-
-void check_chunk_record(const ReadableFile& file, const Container& container, const ChunkRecord& chunk) {
-  std::byte record[kChunkRecordBytes];
-  file.read_at(chunk.file_offset - kChunkRecordBytes, record, sizeof record);
-  check_record_bytes(file, container, chunk, record);
-}
-
-void decode_chunk(const ReadableFile& file, const Container& container, const ChunkRecord& chunk,
-                  const std::byte* record, void* destination) {
-  check_record_bytes(file, container, chunk, record);
-  const std::byte* stored = record + kChunkRecordBytes;
-  finish_chunk(file, container, chunk, stored, XXH3_64bits(stored, chunk.stored_length), destination);
-  if (chunk.codec == Codec::kNone) std::memcpy(destination, stored, chunk.raw_length);
-}
-
-void read_chunk(const ReadableFile& file, const Container& container, const ChunkRecord& chunk,
-                void* destination, std::vector<std::byte>& scratch) {
-  std::byte* stored = static_cast<std::byte*>(destination);
-  if (chunk.codec != Codec::kNone) {
-    scratch.resize(chunk.stored_length);
-    stored = scratch.data();
-  }
-  // Hashing each piece right after reading it, while it is still in the CPU
-  // cache, saves a second pass over memory: restore then costs about one
-  // copy out of the page cache.
+// Reads the stored bytes of `chunk` into `stored`, hashing each piece right
+// after reading it, while it is still in the CPU cache: that saves a second
+// pass over memory, and restore then costs about one copy out of the page
+// cache. Returns their checksum.
+std::uint64_t read_hashed(const ReadableFile& file, const ChunkRecord& chunk, std::byte* stored) {
   constexpr std::uint64_t kPiece = 256u << 10;
   XXH3_state_t* state = XXH3_createState();
   XXH3_64bits_reset(state);
@@ -430,7 +440,50 @@ void read_chunk(const ReadableFile& file, const Container& container, const Chun
   }
   const std::uint64_t digest = XXH3_64bits_digest(state);
   XXH3_freeState(state);
-  finish_chunk(file, container, chunk, stored, digest, destination);
+  return digest;
+}
+
+}  // namespace
+
+void check_chunk_record(const ReadableFile& file, const Container& container, const ChunkRecord& chunk) {
+  std::byte record[kChunkRecordBytes];
+  file.read_at(chunk.file_offset - kChunkRecordBytes, record, sizeof record);
+  check_record_bytes(file, container, chunk, record);
+}
+
+const std::byte* read_stored(const ReadableFile& file, const Container& container, const ChunkRecord& chunk,
+                             std::vector<std::byte>& scratch) {
+  scratch.resize(chunk.stored_length);  // bounded by the file's size (read_container)
+  check_stored(file, container, chunk, scratch.data(), read_hashed(file, chunk, scratch.data()));
+  return scratch.data();
+}
+
+void decode_stored(const ReadableFile& file, const Container& container, const ChunkRecord& chunk,
+                   const std::byte* stored, void* destination) {
+  if (chunk.codec == Codec::kNone) {
+    if (destination != stored) std::memcpy(destination, stored, chunk.raw_length);
+  } else if (!decode(chunk.codec, stored, chunk.stored_length, destination, chunk.raw_length)) {
+    corrupt(file, describe_chunk(container, chunk) + " does not decompress (" + to_string(chunk.codec) + ")");
+  }
+}
+
+void decode_chunk(const ReadableFile& file, const Container& container, const ChunkRecord& chunk,
+                  const std::byte* record, void* destination) {
+  check_record_bytes(file, container, chunk, record);
+  const std::byte* stored = record + kChunkRecordBytes;
+  check_stored(file, container, chunk, stored, XXH3_64bits(stored, chunk.stored_length));
+  decode_stored(file, container, chunk, stored, destination);
+}
+
+void read_chunk(const ReadableFile& file, const Container& container, const ChunkRecord& chunk,
+                void* destination, std::vector<std::byte>& scratch) {
+  if (chunk.codec != Codec::kNone) {
+    decode_stored(file, container, chunk, read_stored(file, container, chunk, scratch), destination);
+    return;
+  }
+  // Uncompressed bytes go straight where they belong, checked there.
+  auto* raw = static_cast<std::byte*>(destination);
+  check_stored(file, container, chunk, raw, read_hashed(file, chunk, raw));
 }
 
 namespace {
@@ -465,9 +518,9 @@ void copy_verified(const ReadableFile& source, const format::Container& containe
     source.read_at(record_start, chunk_bytes.data(), chunk_bytes.size());
     const std::byte* stored = chunk_bytes.data() + format::kChunkRecordBytes;
     if (format::checksum(stored, chunk.stored_length) != chunk.checksum) {
-      throw CorruptionError("copy of '" + source.path() + "' refused: chunk " + std::to_string(i) + " (byte " +
-                            std::to_string(chunk.offset) + " of region '" +
-                            container.header.regions[chunk.region].label + "') fails its checksum");
+      throw CorruptionError("copy of '" + printable(source.path()) + "' refused: chunk " + std::to_string(i) +
+                            " (byte " + std::to_string(chunk.offset) + " of region '" +
+                            printable(container.header.regions[chunk.region].label) + "') fails its checksum");
     }
     file.append(chunk_bytes.data(), chunk_bytes.size());
     cursor = chunk.file_offset + chunk.stored_length;

@@ -24,11 +24,20 @@ inline constexpr std::uint32_t kFormatVersion = 2;
 inline constexpr std::uint32_t kOldestReadableFormatVersion = 1;
 inline constexpr std::size_t kFooterBytes = 40;
 inline constexpr std::size_t kChunkRecordBytes = 48;
-inline constexpr std::size_t kMaxHeaderBytes = 64u << 20;  // bounds a hostile header
+// The limits of docs/format.md, "Limits": a reader refuses a file beyond
+// them before allocating anything sized by it, and the writer never writes one.
+inline constexpr std::size_t kMaxStoreNameBytes = 128;
+inline constexpr std::size_t kMaxRegions = 65536;  // per version: bounds the parsed region table
 inline constexpr std::size_t kMaxMetadataBytes = 16u << 20;
 inline constexpr std::size_t kMaxShapeRank = 32;
 inline constexpr std::size_t kMaxDtypeBytes = 64;
 inline constexpr std::uint64_t kMaxChunkBytes = 1u << 30;  // bounds a reader's chunk buffers
+inline constexpr std::size_t kMaxHeaderBytes = 64u << 20;
+// The largest region entry: id, label, kind, size, dtype, shape rank and shape.
+inline constexpr std::size_t kMaxRegionEntryBytes =
+    4 + 4 + kMaxLabelBytes + 1 + 8 + 4 + kMaxDtypeBytes + 4 + 8 * kMaxShapeRank;
+static_assert(kMaxHeaderBytes >= 256 + kMaxStoreNameBytes + kMaxRegions * kMaxRegionEntryBytes + kMaxMetadataBytes,
+              "every header within the other limits must fit under kMaxHeaderBytes");
 
 enum class RegionKind : std::uint8_t { kHost = 0, kDevice = 1, kManaged = 2 };
 
@@ -123,9 +132,18 @@ std::string region_table_difference(const Header& delta, const Header& base);
 // (raw_length bytes). `scratch` is reused between calls for stored bytes.
 // Throws CorruptionError naming the path, region label and chunk, or
 // FormatError when a codec header that passes the checksum contradicts the
-// chunk record (a blosc header announcing another size or compressor).
+// chunk record (a blosc header or zstd frame announcing another size).
 void read_chunk(const ReadableFile& file, const Container& container, const ChunkRecord& chunk,
                 void* destination, std::vector<std::byte>& scratch);
+
+// The two halves of read_chunk, for a reader that sizes the decode buffer
+// itself: read_stored reads the stored bytes into `scratch` and checks them
+// (checksum, codec framing against raw_length) before anything is sized by
+// raw_length; decode_stored then decodes them into `destination`.
+const std::byte* read_stored(const ReadableFile& file, const Container& container, const ChunkRecord& chunk,
+                             std::vector<std::byte>& scratch);
+void decode_stored(const ReadableFile& file, const Container& container, const ChunkRecord& chunk,
+                   const std::byte* stored, void* destination);
 
 // The same checks and decoding for a chunk read together with its
 // neighbours: `record` points at the chunk's record as read from the file,

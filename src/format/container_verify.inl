@@ -14,8 +14,14 @@ void verify_chunks(const ReadableFile& file, const Container& container, Progres
   std::uint64_t done = 0;
   for (const ChunkRecord& chunk : container.chunks) {
     check_chunk_record(file, container, chunk);
-    raw.resize(chunk.raw_length);
-    read_chunk(file, container, chunk, raw.data(), scratch);
+    const std::byte* stored = read_stored(file, container, chunk, scratch);
+    if (chunk.codec != Codec::kNone) {
+      // Only once the checksum passed and the codec's own framing agreed
+      // with raw_length (read_container bounded it by the stored length
+      // times the codec's ratio) is a buffer sized by it.
+      raw.resize(chunk.raw_length);
+      decode_stored(file, container, chunk, stored, raw.data());
+    }
     done += chunk.raw_length;
     progress(done, total);
   }

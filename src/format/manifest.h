@@ -18,6 +18,7 @@
 namespace resurgo::format {
 
 inline constexpr std::size_t kMaxManifestBytes = 256u << 20;  // bounds a hostile file before reading it
+inline constexpr std::size_t kMaxJsonDepth = 32;  // nesting of a manifest's JSON (it needs four levels)
 
 // The records are public (resurgo/manifest.hpp: tools::read_manifest returns
 // them); this header encodes, decodes and reads them.
@@ -27,7 +28,9 @@ using resurgo::ManifestRegion;
 
 std::string encode_manifest(const Manifest& manifest);
 // Throws CorruptionError (checksum, truncation) or FormatError (not a
-// manifest, unsupported version, inconsistent content), naming `path`.
+// manifest, unsupported version, JSON nested deeper than kMaxJsonDepth, a
+// number out of its field's range, a file other than the container of its
+// version and rank, inconsistent content), naming `path`.
 Manifest decode_manifest(const std::string& text, const std::string& path);
 
 // One rank's part (its file and regions), exchanged before rank 0 joins them.

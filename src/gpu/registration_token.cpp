@@ -1,12 +1,8 @@
 #include "gpu/registration_token.h"
 
-#include <fcntl.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <thread>
 #include <utility>
 
@@ -35,7 +31,9 @@ std::string name_problem(const std::string& name) {
 
 }  // namespace
 
-RegistrationToken::RegistrationToken(std::string directory, const std::string& name) {
+RegistrationToken::RegistrationToken(std::string directory, const std::string& name,
+                                     std::chrono::milliseconds patience)
+    : patience_(patience) {
   const std::string problem = name_problem(name);
   if (!problem.empty()) {
     throw InvalidArgumentError("registration token name '" + name + "' is invalid: " + problem +
@@ -43,18 +41,32 @@ RegistrationToken::RegistrationToken(std::string directory, const std::string& n
   }
   if (directory.empty()) directory = kDefaultDirectory;
   if (directory.back() != '/') directory += '/';
-  path_ = directory + name + ".lock";
+  // A directory of the user's own: the shared one (/dev/shm) is writable by
+  // every user, who could hold or plant a file of any name there.
+  directory_ = directory + "resurgo-" + std::to_string(::geteuid());
+  file_ = name + ".lock";
+  path_ = directory_ + "/" + file_;
 }
 
-int RegistrationToken::open_lock_file() const {
-  const int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0) {
-    const int error = errno;
-    throw StorageError("cannot open the pin registration token " + path_ + ": " + std::strerror(error) +
-                       "; choose a directory every process of the node can write ([buffer] pin_token_dir) or "
-                       "another token name");
+std::unique_ptr<Directory> RegistrationToken::open_directory() const {
+  try {
+    // Not the store's Env: the token is no file of a store, and its
+    // fault-injecting Envs have nothing to test here.
+    return Env::posix()->open_directory(directory_, DirectoryRules{});
+  } catch (const StorageError& error) {
+    throw StorageError("cannot open the pin registration token " + path_ + ": " + error.what() +
+                       "; choose a directory every process of the node sees ([buffer] pin_token_dir)");
   }
-  return fd;
+}
+
+std::unique_ptr<FileLock> RegistrationToken::try_lock(Directory& directory) const {
+  try {
+    return directory.lock(file_);
+  } catch (const StateError&) {
+    return nullptr;  // another process or token object holds it
+  } catch (const StorageError& error) {
+    throw StorageError("cannot lock the pin registration token " + path_ + ": " + error.what());
+  }
 }
 
 RegistrationToken::Hold RegistrationToken::try_acquire() const {
@@ -69,42 +81,28 @@ RegistrationToken::Hold RegistrationToken::acquire_for(std::chrono::milliseconds
 }
 
 RegistrationToken::Hold RegistrationToken::acquire(const std::function<bool()>& give_up) const {
-  return poll(nullptr, give_up);
+  if (patience_ == kForever) return poll(nullptr, give_up);
+  const auto deadline = std::chrono::steady_clock::now() + patience_;
+  Hold hold = poll(&deadline, give_up);
+  if (hold || std::chrono::steady_clock::now() < deadline) return hold;  // ours, or given up when asked
+  throw StateError("the pin registration token " + path_ + " was held by another process for " +
+                   std::to_string(patience_.count()) + " ms ([buffer] pin_token_timeout); gave up waiting for it");
 }
 
-// flock(LOCK_EX) without LOCK_NB cannot be interrupted but by a signal, and a
-// buffer being destroyed must stop waiting: poll with LOCK_NB instead.
+// A blocking flock(LOCK_EX) cannot be interrupted but by a signal, and a
+// buffer being destroyed must stop waiting: poll Directory::lock (LOCK_NB).
 RegistrationToken::Hold RegistrationToken::poll(const std::chrono::steady_clock::time_point* deadline,
                                                 const std::function<bool()>& give_up) const {
-  Hold hold(open_lock_file());
+  const std::unique_ptr<Directory> directory = open_directory();
   auto pause = kFirstPoll;
   for (;;) {
-    if (::flock(hold.fd_, LOCK_EX | LOCK_NB) == 0) return hold;
-    const int error = errno;
-    if (error != EWOULDBLOCK && error != EINTR) {
-      throw StorageError("cannot lock the pin registration token " + path_ + ": " + std::strerror(error));
-    }
+    if (std::unique_ptr<FileLock> lock = try_lock(*directory)) return Hold(std::move(lock));
     if ((deadline != nullptr && std::chrono::steady_clock::now() >= *deadline) || (give_up && give_up())) {
-      return Hold();  // `hold` closes the file
+      return Hold();
     }
     std::this_thread::sleep_for(pause);
     pause = std::min(2 * pause, kLongestPoll);
   }
-}
-
-RegistrationToken::Hold::Hold(Hold&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-
-RegistrationToken::Hold& RegistrationToken::Hold::operator=(Hold&& other) noexcept {
-  if (this != &other) {
-    release();
-    fd_ = std::exchange(other.fd_, -1);
-  }
-  return *this;
-}
-
-// Closing the only descriptor of the open file description drops the lock.
-void RegistrationToken::Hold::release() noexcept {
-  if (fd_ >= 0) ::close(std::exchange(fd_, -1));
 }
 
 }  // namespace resurgo::gpu

@@ -84,6 +84,9 @@ std::string ancestor_doubt(const struct stat& status, const DirectoryRules& rule
 // Why the store's own directory could be changed by someone else ("" when
 // it cannot).
 std::string directory_doubt(const struct stat& status, const DirectoryRules& rules) {
+  const bool sticky_of_trusted_owner =
+      (status.st_mode & S_ISVTX) != 0 && (status.st_uid == ::geteuid() || status.st_uid == 0);
+  if (rules.accept_sticky && sticky_of_trusted_owner) return "";
   if (status.st_uid != ::geteuid() && !group_trusted(status, rules)) {
     return "belongs to user " + std::to_string(status.st_uid) + ", not to you (" + std::to_string(::geteuid()) + ")";
   }
@@ -216,7 +219,7 @@ class PathWalk {
   void refuse_if(const std::string& doubt, const std::string& path, bool itself) const {
     if (doubt.empty()) return;
     const std::string which = itself ? "the directory" : "the directory '" + path + "' above it";
-    throw StorageError("cannot use '" + target_ + "' for a store: " + which + " " + doubt +
+    throw StorageError("cannot use the directory '" + target_ + "': " + which + " " + doubt +
                        ", so another user could read, replace or plant its files; " +
                        (itself ? "remove it or give a path of your own"
                                : "give a path whose directories belong to you or root") +

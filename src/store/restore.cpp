@@ -1,6 +1,7 @@
 #include "store/restore.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <exception>
@@ -118,7 +119,8 @@ class ChainRestorer {
   // Restores `version` and fills the report, or says why its chain is
   // broken. A link is retried at another level when its copy fails; an
   // unreadable copy with no intact one elsewhere is a StorageError (its bytes
-  // may be fine, so there is no roll-back past it).
+  // may be fine, so there is no roll-back past it). Once restored, the
+  // regions hold the version whole, whatever earlier tries wrote.
   std::optional<BrokenChain> restore(int version, std::vector<std::byte>& metadata) {
     for (;;) {
       const Clock::time_point started = Clock::now();
@@ -136,8 +138,32 @@ class ChainRestorer {
         continue;  // the protected regions may hold part of the chain: read it all again
       }
       finish(chain, started);
+      overwritten_.clear();
       return std::nullopt;
     }
+  }
+
+  // What this restart did to the protected memory, for the error that ends
+  // it: "regions 'u', 'v' may have been partly overwritten with version 7's
+  // data before the failure; 'w' is unchanged". A region a chunk was read
+  // for counts, whether or not that chunk passed its checksum.
+  std::string memory_state() const {
+    std::map<int, std::vector<std::string>> changed;  // by version
+    std::vector<std::string> unchanged;
+    for (const Region& region : context_.registry.regions()) {
+      const auto found = overwritten_.find(region.label);
+      (found == overwritten_.end() ? unchanged : changed[found->second]).push_back(region.label);
+    }
+    if (changed.empty()) return "the protected regions are unchanged";
+    std::string text;
+    for (auto it = changed.rbegin(); it != changed.rend(); ++it) {
+      const std::string version = "version " + std::to_string(it->first) + "'s";
+      text += text.empty() ? regions_may_have_been(it->second) + " partly overwritten with " + version + " data"
+                           : " and " + labels_text(it->second) + " with " + version;
+    }
+    text += " before the failure";
+    if (unchanged.empty()) return text;
+    return text + "; " + labels_text(unchanged) + (unchanged.size() > 1 ? " are" : " is") + " unchanged";
   }
 
  private:
@@ -196,8 +222,7 @@ class ChainRestorer {
     CopyFaults& faults = faults_[link];
     if (!faults.unreadable.empty()) {
       throw StorageError("restart: version " + std::to_string(link) + " of store '" + context_.store.name +
-                         "' could not be read (the protected regions may hold part of it; nothing was "
-                         "quarantined): " + faults.unreadable.front().second +
+                         "' could not be read (nothing was quarantined): " + faults.unreadable.front().second +
                          "; retry, or restart an older version explicitly");
     }
     const std::string subject = "version " + std::to_string(version) + " skipped: " +
@@ -228,30 +253,60 @@ class ChainRestorer {
     }
   }
 
+  // Where the chunks of a chain go: each region's memory (nullptr: not
+  // read), and whether a chunk may have been written into it yet.
+  struct Targets {
+    std::vector<std::byte*> regions;
+    mutable std::vector<std::atomic<bool>> written;
+
+    // Region `index`'s memory, counted as written from now on.
+    std::byte* region_written(std::size_t index) const {
+      written[index].store(true, std::memory_order_relaxed);
+      return regions[index];
+    }
+  };
+
   // Plans the chain newest first so that no byte is read twice, then reads
-  // every chunk the plan needs in parallel. A failing chunk leaves the
-  // regions partly overwritten; the caller reads the whole chain again.
+  // every chunk the plan needs in parallel. The first failing chunk stops
+  // the reads; the regions written so far are remembered for memory_state()
+  // and the caller reads the whole chain again (from another level) or
+  // gives up.
   void read_chain(const std::vector<Link>& chain, std::vector<std::byte>& metadata) {
     const Link& newest = chain.front();
     TraceSpan span(context_.trace, "restore from " + level_name(*newest.level), newest.version);
-    const std::vector<std::byte*> targets =
-        destinations(context_, newest.container, newest.file->path(), newest.version);
-    const std::vector<ChunkRead> plan = plan_reads(chain, targets);
+    const Targets targets{destinations(context_, newest.container, newest.file->path(), newest.version),
+                          std::vector<std::atomic<bool>>(newest.container.header.regions.size())};
+    const std::vector<ChunkRead> plan = plan_reads(chain, targets.regions);
     const std::vector<std::pair<std::size_t, std::size_t>> runs = runs_of(plan);
-    context_.pool.parallel_for(runs.size(), [&](std::size_t i) {
-      const auto [first, count] = runs[i];
-      const Link& link = chain[plan[first].link];
-      try {
-        if (small(plan[first])) {
-          read_run(link, &plan[first], count, targets);
-        } else {
-          read_planned(link, plan[first], targets[plan[first].chunk->region]);
+    try {
+      context_.pool.parallel_for(runs.size(), [&](std::size_t i) {
+        const auto [first, count] = runs[i];
+        const Link& link = chain[plan[first].link];
+        try {
+          if (small(plan[first])) {
+            read_run(link, &plan[first], count, targets);
+          } else {
+            read_planned(link, plan[first], targets);
+          }
+        } catch (const Error&) {
+          throw LinkFailure{plan[first].link, std::current_exception()};
         }
-      } catch (const Error&) {
-        throw LinkFailure{plan[first].link, std::current_exception()};
-      }
-    });
+      });
+    } catch (...) {
+      note_overwritten(newest, targets);
+      throw;
+    }
     metadata = newest.container.header.metadata;
+  }
+
+  // Device regions are read into host copies that reach the device only
+  // once the restart succeeded (Capture::restart_targets): they never count.
+  void note_overwritten(const Link& newest, const Targets& targets) {
+    const std::vector<format::RegionEntry>& entries = newest.container.header.regions;
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      const Region* region = targets.written[i] ? region_for(context_, entries[i], "") : nullptr;
+      if (region != nullptr && region->kind != MemoryKind::kDevice) overwritten_[region->label] = newest.version;
+    }
   }
 
   static std::vector<ChunkRead> plan_reads(const std::vector<Link>& chain, const std::vector<std::byte*>& targets) {
@@ -296,11 +351,18 @@ class ChainRestorer {
     return runs;
   }
 
-  static void read_planned(const Link& link, const ChunkRead& read, std::byte* region) {
+  // Chunks are read straight into their regions, as the format reads them:
+  // large uncompressed ones are verified there, the others (compressed,
+  // small) before they are decoded or copied. Verifying every chunk before
+  // it lands would cost one more pass over every byte restored (a quarter
+  // more time from the page cache); so a region counts as written from the
+  // first chunk read for it, and a failed restart names it (memory_state).
+  static void read_planned(const Link& link, const ChunkRead& read, const Targets& targets) {
     thread_local std::vector<std::byte> scratch;  // stored bytes of a compressed chunk
     thread_local std::vector<std::byte> partial;  // a chunk newer links hold part of
     const format::ChunkRecord& chunk = *read.chunk;
     format::check_chunk_record(*link.file, link.container, chunk);  // one 48-byte read per chunk
+    std::byte* region = targets.region_written(chunk.region);
     if (read.parts.empty()) {
       format::read_chunk(*link.file, link.container, chunk, region + chunk.offset, scratch);
     } else {
@@ -313,8 +375,7 @@ class ChainRestorer {
   }
 
   // `count` small chunks lying back to back in the file, records included: one read.
-  static void read_run(const Link& link, const ChunkRead* reads, std::size_t count,
-                       const std::vector<std::byte*>& targets) {
+  static void read_run(const Link& link, const ChunkRead* reads, std::size_t count, const Targets& targets) {
     thread_local std::vector<std::byte> bytes;
     thread_local std::vector<std::byte> partial;
     const std::uint64_t begin = reads[0].chunk->file_offset - format::kChunkRecordBytes;
@@ -324,7 +385,7 @@ class ChainRestorer {
     for (const ChunkRead* read = reads; read != reads + count; ++read) {
       const format::ChunkRecord& chunk = *read->chunk;
       const std::byte* record = bytes.data() + (chunk.file_offset - format::kChunkRecordBytes - begin);
-      std::byte* region = targets[chunk.region];
+      std::byte* region = targets.region_written(chunk.region);
       if (read->parts.empty()) {
         format::decode_chunk(*link.file, link.container, chunk, record, region + chunk.offset);
       } else {
@@ -369,10 +430,24 @@ class ChainRestorer {
     }
   }
 
+  static std::string labels_text(const std::vector<std::string>& labels) {
+    std::string text;
+    for (const std::string& label : labels) text += (text.empty() ? "'" : ", '") + label + "'";
+    return text;
+  }
+
+  // "region 'u' may have been", "regions 'u', 'v' may have been"
+  static std::string regions_may_have_been(const std::vector<std::string>& labels) {
+    return (labels.size() > 1 ? "regions " : "region ") + labels_text(labels) + " may have been";
+  }
+
   const RestoreContext& context_;
   const bool falling_back_;
   RestartReport& report_;
   std::map<int, CopyFaults> faults_;
+  // Protected regions a failed read of a chain wrote into, with the version
+  // being restored; cleared once a version was restored whole.
+  std::map<std::string, int> overwritten_;
 };
 
 std::string chain_text(const std::vector<int>& chain) {
@@ -381,11 +456,8 @@ std::string chain_text(const std::vector<int>& chain) {
   return text;
 }
 
-}  // namespace
-
-int restore_version(const RestoreContext& context, int version, RestartReport& report,
-                    std::vector<std::byte>& metadata) {
-  report = RestartReport{};
+// The versions a restart of `version` may restore, newest first.
+std::vector<int> candidates_for(const RestoreContext& context, int version) {
   std::vector<int> candidates;
   if (version == kLatest) {
     for (const auto& [held, levels] : committed_versions(context.levels)) candidates.insert(candidates.begin(), held);
@@ -399,25 +471,34 @@ int restore_version(const RestoreContext& context, int version, RestartReport& r
                         (version == kLatest ? std::string("checkpoint") : "version " + std::to_string(version)) +
                         " in " + where);
   }
-  ChainRestorer restorer(context, version == kLatest, report);
-  std::vector<int> broken;
+  return candidates;
+}
+
+void log_restored(const RestoreContext& context, int version, std::size_t broken, const RestartReport& report) {
+  const std::string chain = report.chain.size() > 1 ? " from its chain " + chain_text(report.chain) : "";
+  if (broken > 0) {
+    context.log.warn("restarted from version " + std::to_string(version) + chain + ": the chains of " +
+                     std::to_string(broken) + " newer versions are broken (" +
+                     std::to_string(report.skipped.size()) + " lines in the restart report)");
+  } else if (!report.skipped.empty()) {
+    context.log.warn("restarted from version " + std::to_string(version) + chain + " after skipping " +
+                     std::to_string(report.skipped.size()) + " damaged copies");
+  } else {
+    context.log.info("restarted from version " + std::to_string(version) + chain);
+  }
+}
+
+// The first of `candidates` whose chain is intact, restored.
+int restore_first_intact(const RestoreContext& context, int version, const std::vector<int>& candidates,
+                         ChainRestorer& restorer, RestartReport& report, std::vector<std::byte>& metadata) {
+  std::size_t broken = 0;
   for (int candidate : candidates) {
     const std::optional<BrokenChain> failure = restorer.restore(candidate, metadata);
     if (!failure) {
-      const std::string chain = report.chain.size() > 1 ? " from its chain " + chain_text(report.chain) : "";
-      if (!broken.empty()) {
-        context.log.warn("restarted from version " + std::to_string(candidate) + chain + ": the chains of " +
-                         std::to_string(broken.size()) + " newer versions are broken (" +
-                         std::to_string(report.skipped.size()) + " lines in the restart report)");
-      } else if (!report.skipped.empty()) {
-        context.log.warn("restarted from version " + std::to_string(candidate) + chain + " after skipping " +
-                         std::to_string(report.skipped.size()) + " damaged copies");
-      } else {
-        context.log.info("restarted from version " + std::to_string(candidate) + chain);
-      }
+      log_restored(context, candidate, broken, report);
       return candidate;
     }
-    broken.push_back(candidate);
+    ++broken;
     // The copies of the candidate itself already have their lines; a chain
     // broken below it gets one of its own.
     if (failure->link != candidate) {
@@ -433,6 +514,29 @@ int restore_version(const RestoreContext& context, int version, RestartReport& r
   for (const std::string& line : report.skipped) causes += "\n  " + line;
   throw CorruptionError("restart: no intact copy of " + describe(version) + " of store '" + context.store.name +
                         "':" + causes);
+}
+
+// `message` with what the restart did to the protected memory at the end
+// of its first line (the lines after it list the copies skipped).
+std::string with_memory_state(const std::string& message, const std::string& state) {
+  const std::size_t line_end = std::min(message.find('\n'), message.size());
+  const bool colon = line_end > 0 && message[line_end - 1] == ':';
+  const std::size_t at = colon ? line_end - 1 : line_end;
+  return message.substr(0, at) + " (" + state + ")" + message.substr(at);
+}
+
+}  // namespace
+
+int restore_version(const RestoreContext& context, int version, RestartReport& report,
+                    std::vector<std::byte>& metadata) {
+  report = RestartReport{};
+  const std::vector<int> candidates = candidates_for(context, version);
+  ChainRestorer restorer(context, version == kLatest, report);
+  try {
+    return restore_first_intact(context, version, candidates, restorer, report, metadata);
+  } catch (const Error& error) {
+    rethrow_as_is(Error(error.code(), with_memory_state(error.what(), restorer.memory_state())));
+  }
 }
 
 void StoreIdentity::check(const format::Container& container, const std::string& path, int version,

@@ -5,6 +5,13 @@
 // moves it along the levels the Route gives; restart() asks the Job, handing
 // it the restore steps (restore.cpp). A background failure is thrown by the
 // next mutating call (or wait) on the store.
+//
+// A child forked while the store is open inherits the Store object but none
+// of its threads, and the files and locks it holds stay the parent's: in the
+// child, close() and the destructor do nothing (the Impl is leaked) and
+// every other call is a StateError.
+#include <unistd.h>
+
 #include <algorithm>
 #include <optional>
 
@@ -55,11 +62,19 @@ class Store::Impl {
     return list_versions(route_.readable(), catalog_);
   }
   std::vector<VersionStats> stats();
-  DeviceStats device_stats() const { return capture_ ? capture_->device_stats() : DeviceStats{}; }
+  DeviceStats device_stats() const {
+    check_process("device_stats");
+    return capture_ ? capture_->device_stats() : DeviceStats{};
+  }
   void prefetch(std::vector<int> versions);
   void discard(int version);
   bool need_checkpoint();
-  std::optional<double> checkpoint_interval() const { return timer_.interval(); }
+  std::optional<double> checkpoint_interval() const {
+    check_process("checkpoint_interval");
+    return timer_.interval();
+  }
+  // Whether this process is a child forked while the store was open.
+  bool inherited() const { return ::getpid() != owner_; }
 
   std::string name;
   Config config;
@@ -68,6 +83,7 @@ class Store::Impl {
   RestartReport last_restart;
 
  private:
+  void check_process(const char* call) const;
   void check_open(const char* call) const;
   void check_version(int version, const char* call);
   void check_new_version(int version) const;
@@ -80,6 +96,7 @@ class Store::Impl {
   Restored restore_into(int version, const RestoreSteps::Filler& fill);
   Restored restore_from_levels(int version, RestartScope scope);
 
+  const pid_t owner_ = ::getpid();  // the process that opened the store
   std::shared_ptr<Env> env_;
   Logger log_;
   Trace trace_;
@@ -136,13 +153,22 @@ Store::Impl::~Impl() {
   }
 }
 
+void Store::Impl::check_process(const char* call) const {
+  if (!inherited()) return;
+  throw StateError(std::string(call) + " on store '" + name + "': the store belongs to process " +
+                   std::to_string(owner_) + ", which opened it; this process (" + std::to_string(::getpid()) +
+                   ") is a child forked from it and must open a store of its own");
+}
+
 void Store::Impl::check_open(const char* call) const {
+  check_process(call);
   if (closed_) throw StateError(std::string(call) + " on store '" + name + "': the store is closed");
 }
 
-// Every version is decided for the job first; the pipeline then drains.
+// Every version is decided for the job first; the pipeline then drains. In
+// a forked child there is nothing to drain: the pipeline is the parent's.
 void Store::Impl::close() {
-  if (closed_) return;
+  if (closed_ || inherited()) return;
   std::exception_ptr job_failure;
   try {
     job_->close();
@@ -163,11 +189,19 @@ void Store::Impl::close() {
 
 // ---------------------------------------------------------------- registry
 
+// A protect that fails leaves nothing registered: the same id and label
+// can be protected again once the cause is gone.
 void Store::Impl::protect(Region region) {
   check_open("protect");
   capture_->check(region, name);
+  const int id = region.id;
   registry_.add(std::move(region));
-  capture_->resize(registry_.host_bytes());
+  try {
+    capture_->resize(registry_.host_bytes());
+  } catch (...) {
+    registry_.remove(id);
+    throw;
+  }
 }
 
 void Store::Impl::unprotect(int id) {
@@ -302,10 +336,22 @@ int Store::Impl::restart(int version, RestartScope scope) {
   return restored.version;
 }
 
+// A restore from the levels says which regions it wrote when it fails
+// (restore.cpp). One from elsewhere (the job's redistribution onto another
+// number of ranks) writes them region by region and cannot tell how far it
+// came: its errors say that any of them may have been written.
 RestoreSteps Store::Impl::restore_steps(RestartScope scope) {
   RestoreSteps steps;
   steps.from_levels = [this, scope](int version) { return restore_from_levels(version, scope); };
-  steps.into_regions = [this](const RestoreSteps::Filler& fill) { return restore_into(kLatest, fill); };
+  steps.into_regions = [this](const RestoreSteps::Filler& fill) {
+    try {
+      return restore_into(kLatest, fill);
+    } catch (const Error& error) {
+      rethrow_as_is(Error(error.code(), std::string(error.what()) +
+                                            " (the protected regions may have been partly overwritten: a restart "
+                                            "on another number of ranks writes them region by region)"));
+    }
+  };
   return steps;
 }
 
@@ -403,9 +449,28 @@ Store::Store(const std::string& name, const Config& config, std::shared_ptr<Env>
 Store::Store(const std::string& name, const Config& config, std::shared_ptr<Comm> comm, std::shared_ptr<Env> env)
     : impl_(comm ? std::make_unique<Impl>(name, config, std::move(comm), std::move(env))
                  : throw InvalidArgumentError("store '" + name + "': the communicator is null")) {}
-Store::~Store() = default;
+namespace {
+
+// In a child forked while the store was open, the Impl's members own
+// threads that exist only in the parent (joining them would wait for ever),
+// mutexes those threads may have held at the fork, and files and locks the
+// parent still uses: none of it can be destroyed safely, so it is leaked,
+// on purpose. Its memory is the child's copy and goes with the child.
+void leak_if_inherited(std::unique_ptr<Store::Impl>& impl) {
+  if (impl && impl->inherited()) static_cast<void>(impl.release());
+}
+
+}  // namespace
+
+Store::~Store() { leak_if_inherited(impl_); }
 Store::Store(Store&&) noexcept = default;
-Store& Store::operator=(Store&&) noexcept = default;
+Store& Store::operator=(Store&& other) noexcept {
+  if (this != &other) {
+    leak_if_inherited(impl_);
+    impl_ = std::move(other.impl_);
+  }
+  return *this;
+}
 
 Comm& comm_of(Store& store) { return *store.impl_->comm; }
 

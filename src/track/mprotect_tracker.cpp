@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <new>
@@ -95,19 +96,10 @@ std::atomic<std::size_t> g_page_size{4096};  // sysconf is not async-signal-safe
 struct sigaction g_previous_action;
 std::mutex g_mutex;
 bool g_handler_installed = false;
+// Under g_mutex: the handler was found replaced and every watched page was
+// made writable; no page is protected again in this process.
+bool g_protection_given_up = false;
 std::size_t g_watched_pages = 0;  // of every watched region, under g_mutex
-
-// Every write fault makes its block writable apart from its neighbours, so
-// scattered writes can split a region into one kernel mapping per page. Past
-// vm.max_map_count mprotect fails with ENOMEM inside the SIGSEGV handler,
-// where nothing can recover and the process dies of the fault. Watched
-// pages are therefore held to half the limit (blocks of one page being the
-// worst case), the other half left to the rest of the process.
-std::size_t watchable_pages() {
-  std::size_t max_map_count = 65530;  // the kernel's default, if /proc says nothing
-  std::ifstream("/proc/sys/vm/max_map_count") >> max_map_count;
-  return max_map_count / 2;
-}
 
 std::uint64_t next_state(std::uint64_t state, std::uint64_t tag) {
   return (((state >> 2) + 1) << 2) | tag;
@@ -241,6 +233,9 @@ void pass_to_previous_handler(int signal, siginfo_t* info, void* context) {
     g_previous_action.sa_handler(signal);
     return;
   }
+  // An ignored SIGSEGV sent by kill() or raise() stays ignored; a real fault
+  // cannot be ignored (the kernel would force it), so it ends the process.
+  if (g_previous_action.sa_handler == SIG_IGN && info->si_code <= 0) return;
   // No handler before ours: end the process as SIGSEGV would have. A fault
   // happens again when the instruction is retried; a signal sent by kill()
   // or raise() (si_code <= 0) must be raised again.
@@ -277,6 +272,50 @@ void on_segv(int signal, siginfo_t* info, void* context) {
 }
 
 // ---- The writers' side, under g_mutex.
+
+bool handler_is_ours() {
+  struct sigaction current {};
+  ::sigaction(SIGSEGV, nullptr, &current);
+  return (current.sa_flags & SA_SIGINFO) != 0 && current.sa_sigaction == on_segv;
+}
+
+// The faults that record writes go to another handler now: every watched
+// page of the process becomes writable and counts as written, so that no
+// write faults into a handler that does not expect it and none is lost.
+void give_up_protection() {
+  g_protection_given_up = true;
+  const std::size_t used = g_slots_used.load();
+  for (std::size_t i = 0; i < used; ++i) {
+    SlotView view;
+    if (!read_slot(g_slots[i], view) || view.tag() != kActive) continue;
+    change_protection(view.pages, PROT_READ | PROT_WRITE);
+    set_bits(g_slots[i].bits.load(), 0, view.pages.end - view.pages.first);
+  }
+}
+
+// Why the tracker cannot protect pages any more, or "" while its handler is
+// in place.
+std::string handler_replaced() {
+  if (!g_protection_given_up && handler_is_ours()) return "";
+  if (!g_protection_given_up) give_up_protection();
+  return "mprotect: the tracker's SIGSEGV handler was replaced (by the application or a library it loaded), so "
+         "writes to protected pages no longer reach it; every watched page was made writable again";
+}
+
+// Scattered faults can split each watched page into a mapping of its own.
+// The process keeps the mappings it holds now and half the limit for those
+// it maps later; the watched pages of every tracker share the rest.
+void check_mapping_budget(const MappingCount& mappings, std::size_t pages, const std::string& region) {
+  const std::size_t kept = mappings.in_use + mappings.limit / 2;
+  const std::size_t budget = mappings.limit > kept ? mappings.limit - kept : 0;
+  if (g_watched_pages + pages <= budget) return;
+  throw Unavailable("mprotect: cannot watch " + region + ": " + std::to_string(g_watched_pages + pages) +
+                    " watched pages could split into as many mappings, more than the " + std::to_string(budget) +
+                    " that vm.max_map_count (" + std::to_string(mappings.limit) + ") leaves beside the " +
+                    std::to_string(mappings.in_use) +
+                    " mappings the process holds and half the limit kept for those it maps later; set "
+                    "track.method = uffd or hash");
+}
 
 void install_handler() {
   if (g_handler_installed) return;
@@ -365,7 +404,7 @@ int make_writable(const Slot* self, PageRange range) {
 
 class MprotectTracker final : public Tracker {
  public:
-  MprotectTracker() = default;
+  explicit MprotectTracker(std::function<MappingCount()> mappings) : mappings_(std::move(mappings)) {}
   MprotectTracker(const MprotectTracker&) = delete;
   MprotectTracker& operator=(const MprotectTracker&) = delete;
   ~MprotectTracker() override;
@@ -387,6 +426,7 @@ class MprotectTracker final : public Tracker {
   Region& find(int id);
   PageSet take_written(Region& region);
 
+  std::function<MappingCount()> mappings_;
   std::map<int, Region> regions_;
 };
 
@@ -410,6 +450,9 @@ void MprotectTracker::watch(int id, std::byte* base, std::size_t bytes) {
     throw InvalidArgumentError("mprotect: " + describe_region(id, base, bytes) +
                                " is already watched; unwatch it first");
   }
+  if (const std::string replaced = handler_replaced(); !replaced.empty()) {
+    throw Unavailable(replaced + "; cannot watch " + describe_region(id, base, bytes));
+  }
   const PageRange pages = range_of(base, bytes);
   if (int error = make_writable(nullptr, pages); error != 0) {
     throw Unavailable("mprotect: " + describe_region(id, base, bytes) +
@@ -417,12 +460,7 @@ void MprotectTracker::watch(int id, std::byte* base, std::size_t bytes) {
                       "; hugetlbfs, read-only or unmapped memory?); set track.method = hash");
   }
   const std::size_t page_count = pages.end - pages.first;
-  if (g_watched_pages + page_count > watchable_pages()) {
-    throw Unavailable("mprotect: cannot watch " + describe_region(id, base, bytes) + ": " +
-                      std::to_string(g_watched_pages + page_count) +
-                      " watched pages could split into more mappings than half of vm.max_map_count (" +
-                      std::to_string(watchable_pages() * 2) + ") allows; set track.method = uffd or hash");
-  }
+  check_mapping_budget(mappings_(), page_count, describe_region(id, base, bytes));
   Slot* slot = claim_slot();
   if (slot == nullptr) {
     throw Unavailable("mprotect: cannot watch " + describe_region(id, base, bytes) + ": " +
@@ -458,6 +496,9 @@ PageSet MprotectTracker::collect(int id, std::size_t block_pages) {
   check_block_pages("mprotect", id, block_pages);
   std::lock_guard lock(g_mutex);
   Region& region = find(id);
+  if (const std::string replaced = handler_replaced(); !replaced.empty()) {
+    throw MethodLost(replaced + " (at the collect of " + describe_region(id, region.base, region.bytes) + ")");
+  }
   // Taking the bits before protecting the pages: a write in between is
   // reported now, and the version copies it after collect returns.
   PageSet written = take_written(region);
@@ -493,10 +534,18 @@ PageSet MprotectTracker::take_written(Region& region) {
 
 }  // namespace
 
-std::unique_ptr<Tracker> make_mprotect_tracker() {
+MappingCount count_mappings() {
+  MappingCount count;  // the kernel's default limit, if /proc says nothing
+  std::ifstream("/proc/sys/vm/max_map_count") >> count.limit;
+  std::ifstream maps("/proc/self/maps");
+  count.in_use = static_cast<std::size_t>(std::count(std::istreambuf_iterator<char>(maps), {}, '\n'));
+  return count;
+}
+
+std::unique_ptr<Tracker> make_mprotect_tracker(std::function<MappingCount()> mappings) {
   std::lock_guard lock(g_mutex);
   install_handler();
-  return std::make_unique<MprotectTracker>();
+  return std::make_unique<MprotectTracker>(std::move(mappings));
 }
 
 }  // namespace resurgo::track

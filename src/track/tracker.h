@@ -42,6 +42,16 @@ class Unavailable : public StateError {
   using StateError::StateError;
 };
 
+// The method stopped working for every region it tracks (the mprotect
+// tracker's SIGSEGV handler was replaced): thrown by collect() once the
+// regions' memory is writable again, as unwatch() leaves it. The regions
+// stay watched (unwatch() still gives them back); the caller tracks them
+// another way from then on.
+class MethodLost : public Unavailable {
+ public:
+  using Unavailable::Unavailable;
+};
+
 class Tracker {
  public:
   virtual ~Tracker() = default;
@@ -67,6 +77,7 @@ class Tracker {
   // power of two, is an InvalidArgumentError that changes nothing. Memory
   // must stay mapped from watch() to unwatch(): memory unmapped and mapped
   // again in between is a StateError (uffd) or reported as written.
+  // MethodLost when the method can track nothing any more.
   virtual PageSet collect(int id, std::size_t block_pages) = 0;
 };
 

@@ -2,6 +2,7 @@
 
 #include <map>
 #include <string>
+#include <utility>
 
 #include "core/config_names.h"
 #include "track/hash_tracker.h"
@@ -20,7 +21,7 @@ struct MethodMaker {
 };
 constexpr MethodMaker kMakers[] = {{Method::kUffd, make_uffd_tracker},
                                    {Method::kSoftDirty, make_soft_dirty_tracker},
-                                   {Method::kMprotect, make_mprotect_tracker},
+                                   {Method::kMprotect, [] { return make_mprotect_tracker(); }},
                                    {Method::kHash, make_hash_tracker}};
 
 bool auto_takes(Method method) { return method == Method::kUffd || method == Method::kHash; }
@@ -33,40 +34,83 @@ class FallbackTracker final : public Tracker {
   Method method() const override { return chosen_->method(); }
   Method method_of(int id) const override {
     const auto found = owner_.find(id);
-    return found == owner_.end() ? chosen_->method() : found->second->method();
+    return found == owner_.end() ? chosen_->method() : found->second.tracker->method();
   }
 
   void watch(int id, std::byte* base, std::size_t bytes) override {
     if (owner_.count(id) != 0) throw InvalidArgumentError("region " + std::to_string(id) + " is already tracked");
     try {
       chosen_->watch(id, base, bytes);
-      owner_[id] = chosen_.get();
+      owner_[id] = {chosen_.get(), base, bytes};
     } catch (const Unavailable& why) {
-      if (!hash_) hash_ = make_hash_tracker();
-      hash_->watch(id, base, bytes);
-      owner_[id] = hash_.get();
-      log_.info("region " + std::to_string(id) + " is tracked by hash: " + why.what());
+      hash().watch(id, base, bytes);
+      owner_[id] = {hash_.get(), base, bytes};
+      log_fallback("region " + std::to_string(id) + " is tracked by hash: " + why.what());
     }
   }
 
   void unwatch(int id) override {
     const auto found = owner_.find(id);
     if (found == owner_.end()) return;
-    found->second->unwatch(id);
+    found->second.tracker->unwatch(id);
     owner_.erase(found);
   }
 
   PageSet collect(int id, std::size_t block_pages) override {
     const auto found = owner_.find(id);
     if (found == owner_.end()) throw InvalidArgumentError("region " + std::to_string(id) + " is not tracked");
-    return found->second->collect(id, block_pages);
+    try {
+      return found->second.tracker->collect(id, block_pages);
+    } catch (const MethodLost& why) {
+      move_to_hash(why.what());
+      return hash_->collect(id, block_pages);  // the first collect: every page
+    }
   }
 
  private:
+  struct Owner {
+    Tracker* tracker = nullptr;
+    std::byte* base = nullptr;
+    std::size_t bytes = 0;
+  };
+
+  Tracker& hash() {
+    if (!hash_) hash_ = make_hash_tracker();
+    return *hash_;
+  }
+
+  void log_fallback(const std::string& line) {
+    if (std::exchange(warned_, true)) {
+      log_.info(line);
+    } else {
+      log_.warn(line);
+    }
+  }
+
+  // Every region of the chosen method goes to hash, whose first collect
+  // reports it whole: the writes the lost method missed are in the next version.
+  void move_to_hash(const std::string& why) {
+    std::string ids;
+    for (auto& [id, owner] : owner_) {
+      if (owner.tracker != chosen_.get()) continue;
+      try {
+        chosen_->unwatch(id);
+      } catch (const Error&) {
+        // Forgotten all the same; the lost method made its memory writable already.
+      }
+      hash().watch(id, owner.base, owner.bytes);
+      owner.tracker = hash_.get();
+      ids += (ids.empty() ? "" : ", ") + std::to_string(id);
+    }
+    warned_ = true;
+    log_.warn(why + "; the regions it tracked (ids " + ids + ") are tracked by hash from now on");
+  }
+
   std::unique_ptr<Tracker> chosen_;
   std::unique_ptr<Tracker> hash_;  // made when a region needs it
-  std::map<int, Tracker*> owner_;
+  std::map<int, Owner> owner_;
   const Logger& log_;
+  bool warned_ = false;  // the first fallback is a warning, later ones are info
 };
 
 std::unique_ptr<Tracker> choose(TrackMethod asked, const Logger& log) {

@@ -6,8 +6,11 @@
 // tracked memory (read(2) into an array) fails with EFAULT. Both are there
 // for the applications that can live with that, by name. A region
 // the chosen method cannot watch (file-backed or hugetlbfs memory for uffd,
-// memory mprotect refuses) is tracked by hash instead, and the log says so
-// once per region: every region is tracked, whatever its memory.
+// memory mprotect refuses, or past its budget of mappings) is tracked by
+// hash instead: every region is tracked, whatever its memory. When the
+// method stops working altogether (MethodLost: the application replaced
+// mprotect's SIGSEGV handler), every region it tracked moves to hash. The
+// first fallback is a warning in the log, later ones are info lines.
 #pragma once
 
 #include <memory>

@@ -107,6 +107,26 @@ TEST_F(SafeDirectoryTest, LinksAreFollowedOnlyWhereNobodyElseCouldHaveMadeThem) 
   EXPECT_CONTAINS(open_error(root_ + "/link/store"), "is a link made by user 60001");
 }
 
+TEST_F(SafeDirectoryTest, AStickyDirectoryServesASingleFileNeverAStore) {
+  const std::string shared = root_ + "/shared";
+  make_dir(shared, 01777);  // as /tmp
+  EXPECT_CONTAINS(open_error(shared), "writable by every user");
+  DirectoryRules rules;
+  rules.accept_sticky = true;
+  EXPECT_EQ(open_error(shared, rules), "");
+  // The trace of a store goes there (trace.path = "/tmp/trace.json").
+  {
+    Config config =
+        Config::load("", {{"local.path", root_ + "/l2"}, {"persistent.every", "0"}, {"log.level", "off"}});
+    config.set("trace.path", shared + "/trace.json");
+    Store store("s", config);
+    std::vector<int> state(100, 1);
+    store.protect(0, state.data(), state.size() * sizeof(int), "state");
+    store.checkpoint(1);
+  }
+  EXPECT_TRUE(fs::is_regular_file(shared + "/trace.json"));
+}
+
 TEST_F(SafeDirectoryTest, ADirectoryOfAnotherUserIsRefused) {
   if (::geteuid() != 0) GTEST_SKIP() << "giving a directory to another user needs root";
   const std::string path = root_ + "/theirs";

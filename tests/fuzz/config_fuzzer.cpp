@@ -6,7 +6,9 @@
 // as an override to Config::load, and (4) the value of every known key.
 // Only resurgo::Error (ConfigError) may come out; an accepted configuration
 // must hold values in the documented ranges. RESURGO_* environment variables
-// are removed at start so that they cannot influence the result.
+// are removed at start so that they cannot influence the result. run.sh
+// lets inputs reach 1 MiB: nesting that toml++ cannot take (a 50,000-level
+// table header is 100 KB) must be refused first (core/toml_depth.h).
 #include <sys/mman.h>
 #include <unistd.h>
 

@@ -26,8 +26,9 @@ namespace {
 using resurgo::format::ChunkRecord;
 using resurgo::format::Container;
 
-// Decoded bytes allowed per input; a chunk may claim up to 1 GiB of raw data
-// from a few compressed bytes.
+// Decoded bytes allowed per input; a chunk may claim up to 32768 times its
+// stored bytes (docs/format.md, "Limits"), and this harness decodes every
+// chunk into a buffer of that size.
 constexpr std::uint64_t kMaxRawBytes = 64u << 20;
 
 class MemoryFile final : public resurgo::ReadableFile {

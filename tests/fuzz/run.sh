@@ -21,7 +21,9 @@ root=$(cd "$here/../.." && pwd)
 build=${FUZZ_BUILD_DIR:-$root/build/fuzz}
 jobs=${FUZZ_JOBS:-2}
 targets=(container config)
-max_len=65536
+# Input caps: a config of 1 MiB reaches nesting toml++ cannot take (a table
+# header of 50,000 levels is 100 KB; core/toml_depth.h refuses it first).
+declare -A max_len=([container]=65536 [config]=1048576)
 
 case "$mode" in
   quick) seconds=${FUZZ_SECONDS:-30} ;;
@@ -92,7 +94,7 @@ for target in "${targets[@]}"; do
 
   status=0
   # shellcheck disable=SC2086
-  "$bin" -max_total_time="$seconds" -max_len="$max_len" -timeout=25 -rss_limit_mb=2048 \
+  "$bin" -max_total_time="$seconds" -max_len="${max_len[$target]}" -timeout=25 -rss_limit_mb=2048 \
     -print_final_stats=1 -artifact_prefix="$artifacts/$target-" ${FUZZ_ARGS:-} "${corpus[@]}" \
     >"$logs/$target.log" 2>&1 || status=$?
   grep -E '^#[0-9]+\s+DONE|^Done [0-9]+ runs|^stat::number_of_executed_units|^stat::peak_rss_mb' \
