@@ -31,6 +31,7 @@
 #include "gpu/registration_token.h"
 #include "resurgo/resurgo.h"
 #include "resurgo/resurgo.hpp"
+#include "../sanitized.h"
 #include "test_util.h"
 #include "track/mprotect_tracker.h"
 #include "track/tracker_choice.h"
@@ -273,6 +274,10 @@ TEST(FaultSafetyFork, AChildExitingWithAnOpenStoreEndsAtOnceAndTheParentGoesOn) 
         child_check(refused, 5, "versions in the child did not throw");
         store->close();
         store.reset();
+        // The inherited store is leaked on purpose (store.cpp), which
+        // LeakSanitizer would report at exit: under a sanitizer the child
+        // ends once the Store's destructor has run, without the exit checks.
+        if (kSanitized) ::_exit(0);
         std::exit(0);
       },
       seconds(30));
@@ -290,6 +295,10 @@ TEST(FaultSafetyFork, AChildExitingWithAnOpenStoreEndsAtOnceAndTheParentGoesOn) 
 }
 
 TEST(FaultSafetyFork, AStoreMovedOverInTheChildIsLeftAlone) {
+  if (kSanitized) {
+    GTEST_SKIP() << "the child opens a store (starts threads) after a multi-threaded fork, which the sanitizers' "
+                    "runtimes do not support (tests/sanitized.h); the plain build runs it";
+  }
   TempDir dir;
   std::vector<double> u(1000, 1.0);
   Store store("s", store_config(dir));
