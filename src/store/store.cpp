@@ -4,14 +4,9 @@
 // records it in the Catalog, hands it to the Job and to the Scheduler, which
 // moves it along the levels the Route gives; restart() asks the Job, handing
 // it the restore steps (restore.cpp). A background failure is thrown by the
-// next mutating call (or wait) on the store.
-//
-// A child forked while the store is open inherits the Store object but none
-// of its threads, and the files and locks it holds stay the parent's: in the
-// child, close() and the destructor do nothing (the Impl is leaked) and
-// every other call is a StateError.
-#include <unistd.h>
-
+// next mutating call (or wait) on the store. In a child forked while the
+// store is open, only close() and the destructor may be called, and do
+// nothing (owner_process.h).
 #include <algorithm>
 #include <optional>
 
@@ -32,6 +27,8 @@
 #include "pipeline/prefetcher.h"
 #include "pipeline/scheduler.h"
 #include "resurgo/resurgo.hpp"
+#include "store/owner_process.h"
+#include "store/restart_steps.h"
 #include "store/restore.h"
 #include "tier/route.h"
 
@@ -74,7 +71,7 @@ class Store::Impl {
     return timer_.interval();
   }
   // Whether this process is a child forked while the store was open.
-  bool inherited() const { return ::getpid() != owner_; }
+  bool inherited() const { return owner_.inherited(); }
 
   std::string name;
   Config config;
@@ -83,7 +80,7 @@ class Store::Impl {
   RestartReport last_restart;
 
  private:
-  void check_process(const char* call) const;
+  void check_process(const char* call) const { owner_.check(call, name); }
   void check_open(const char* call) const;
   void check_version(int version, const char* call);
   void check_new_version(int version) const;
@@ -92,11 +89,8 @@ class Store::Impl {
   int newest_committed();
   // Whose versions restart and describe read (restart.accept_foreign).
   StoreIdentity identity() const { return {name, route_.identity(), config.restart.accept_foreign}; }
-  RestoreSteps restore_steps(RestartScope scope);
-  Restored restore_into(int version, const RestoreSteps::Filler& fill);
-  Restored restore_from_levels(int version, RestartScope scope);
 
-  const pid_t owner_ = ::getpid();  // the process that opened the store
+  const OwnerProcess owner_;
   std::shared_ptr<Env> env_;
   Logger log_;
   Trace trace_;
@@ -151,13 +145,6 @@ Store::Impl::~Impl() {
   } catch (const std::exception& error) {
     log_.error(std::string("closing the store: ") + error.what());
   }
-}
-
-void Store::Impl::check_process(const char* call) const {
-  if (!inherited()) return;
-  throw StateError(std::string(call) + " on store '" + name + "': the store belongs to process " +
-                   std::to_string(owner_) + ", which opened it; this process (" + std::to_string(::getpid()) +
-                   ") is a child forked from it and must open a store of its own");
 }
 
 void Store::Impl::check_open(const char* call) const {
@@ -329,66 +316,12 @@ void Store::Impl::check_version(int version, const char* call) {
 int Store::Impl::restart(int version, RestartScope scope) {
   check_open("restart");
   if (version != kLatest) check_version(version, "restart");
-  Restored restored = job_->restart(version, restore_steps(scope));
+  const RestartParts parts{identity(), comm->rank(), route_, registry_, *capture_, *prefetcher_, *pool_, log_, trace_};
+  Restored restored = job_->restart(version, restart_steps(parts, scope));
   last_restart = std::move(restored.report);
   metadata = std::move(restored.metadata);
   newest_version_ = std::max(newest_committed(), restored.version);  // the next version must be newer
   return restored.version;
-}
-
-// A restore from the levels says which regions it wrote when it fails
-// (restore.cpp). One from elsewhere (the job's redistribution onto another
-// number of ranks) writes them region by region and cannot tell how far it
-// came: its errors say that any of them may have been written.
-RestoreSteps Store::Impl::restore_steps(RestartScope scope) {
-  RestoreSteps steps;
-  steps.from_levels = [this, scope](int version) { return restore_from_levels(version, scope); };
-  steps.into_regions = [this](const RestoreSteps::Filler& fill) {
-    try {
-      return restore_into(kLatest, fill);
-    } catch (const Error& error) {
-      rethrow_as_is(Error(error.code(), std::string(error.what()) +
-                                            " (the protected regions may have been partly overwritten: a restart "
-                                            "on another number of ranks writes them region by region)"));
-    }
-  };
-  return steps;
-}
-
-// The regions change only once the version was read and verified: device
-// regions are filled through host copies first (Capture::restart_targets).
-Restored Store::Impl::restore_into(int version, const RestoreSteps::Filler& fill) {
-  if (registry_.empty()) throw InvalidArgumentError("restart of store '" + name + "': nothing is protected");
-  const std::unique_ptr<RestartTargets> targets = capture_->restart_targets(registry_, version);
-  capture_->restarting(true);
-  try {
-    Restored restored = fill(targets->registry());
-    restored.report.bytes_from_device_cache = targets->write_back();
-    capture_->restarting(false);
-    return restored;
-  } catch (...) {
-    capture_->restarting(false);
-    throw;
-  }
-}
-
-Restored Store::Impl::restore_from_levels(int version, RestartScope scope) {
-  const std::optional<std::string> prefetch_failure =
-      version != kLatest ? prefetcher_->settle(version) : std::nullopt;
-  Restored restored = restore_into(version, [&](const Registry& targets) {
-    Restored read;
-    const std::vector<Level*> levels = route_.readable();
-    const StoreIdentity identity = this->identity();
-    const RestoreContext context{identity, comm->rank(), levels, targets, *pool_, log_, trace_, scope};
-    read.version = restore_version(context, version, read.report, read.metadata);
-    return read;
-  });
-  prefetcher_->restored(restored.version);
-  if (prefetch_failure) {
-    restored.report.skipped.push_back("version " + std::to_string(version) + ": " + *prefetch_failure +
-                                      "; read from L" + std::to_string(restored.report.level) + " instead");
-  }
-  return restored;
 }
 
 // -------------------------------------------------- describe and persist

@@ -1,0 +1,66 @@
+#include "store/restart_steps.h"
+
+#include <optional>
+
+namespace resurgo {
+namespace {
+
+Restored restore_into(const RestartParts& parts, int version, const RestoreSteps::Filler& fill) {
+  if (parts.registry.empty()) {
+    throw InvalidArgumentError("restart of store '" + parts.identity.name + "': nothing is protected");
+  }
+  const std::unique_ptr<RestartTargets> targets = parts.capture.restart_targets(parts.registry, version);
+  parts.capture.restarting(true);
+  try {
+    Restored restored = fill(targets->registry());
+    restored.report.bytes_from_device_cache = targets->write_back();
+    parts.capture.restarting(false);
+    return restored;
+  } catch (...) {
+    parts.capture.restarting(false);
+    throw;
+  }
+}
+
+// A version the prefetcher failed to bring into memory is read from a
+// slower level; the report says so.
+Restored restore_from_levels(const RestartParts& parts, int version, RestartScope scope) {
+  const std::optional<std::string> prefetch_failure =
+      version != kLatest ? parts.prefetcher.settle(version) : std::nullopt;
+  Restored restored = restore_into(parts, version, [&](const Registry& targets) {
+    Restored read;
+    const std::vector<Level*> levels = parts.route.readable();
+    const RestoreContext context{parts.identity, parts.rank, levels, targets, parts.pool, parts.log, parts.trace, scope};
+    read.version = restore_version(context, version, read.report, read.metadata);
+    return read;
+  });
+  parts.prefetcher.restored(restored.version);
+  if (prefetch_failure) {
+    restored.report.skipped.push_back("version " + std::to_string(version) + ": " + *prefetch_failure +
+                                      "; read from L" + std::to_string(restored.report.level) + " instead");
+  }
+  return restored;
+}
+
+}  // namespace
+
+// A restore from the levels says which regions it wrote when it fails
+// (restore.cpp). One from elsewhere writes them region by region and cannot
+// tell how far it came: its errors say that any of them may have been
+// written.
+RestoreSteps restart_steps(const RestartParts& parts, RestartScope scope) {
+  RestoreSteps steps;
+  steps.from_levels = [parts, scope](int version) { return restore_from_levels(parts, version, scope); };
+  steps.into_regions = [parts](const RestoreSteps::Filler& fill) {
+    try {
+      return restore_into(parts, kLatest, fill);
+    } catch (const Error& error) {
+      rethrow_as_is(Error(error.code(), std::string(error.what()) +
+                                            " (the protected regions may have been partly overwritten: a restart "
+                                            "on another number of ranks writes them region by region)"));
+    }
+  };
+  return steps;
+}
+
+}  // namespace resurgo
