@@ -150,8 +150,16 @@ bench: bench-deps python
 	@for b in $(BENCH); do echo "$(VENV_PY) bench/$$b.py $(BENCH_ARGS)"; \
 	  $(VENV_PY) bench/$$b.py $(BENCH_ARGS) || exit 1; done
 
-install: build
-	cmake --install $(BUILD_DIR) --prefix $(PREFIX)
+# The library alone, in a build tree of its own (no tests, examples or
+# Python; the development tree $(BUILD_DIR) is left as it is): needs the
+# compilers and the libraries of scripts/bootstrap.sh's system step, not
+# .venv. The CLI comes with the Python package (docs/install.md).
+INSTALL_BUILD_DIR ?= build/install
+install:
+	cmake -S . -B $(INSTALL_BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
+	  -DRESURGO_BUILD_TESTS=OFF -DRESURGO_BUILD_EXAMPLES=OFF $(CMAKE_ARGS)
+	cmake --build $(INSTALL_BUILD_DIR) -j$(JOBS)
+	cmake --install $(INSTALL_BUILD_DIR) --prefix $(PREFIX)
 
 clean:
 	rm -rf build python/*.egg-info
