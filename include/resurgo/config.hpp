@@ -1,6 +1,7 @@
-// Store configuration: defaults, then a TOML file, then RESURGO_<SECTION>_<KEY>
-// environment variables, then explicit overrides. docs/config.md lists every
-// key; unknown keys and bad values throw ConfigError naming the key.
+// Store configuration: defaults, then the program's TOML file, then the file
+// RESURGO_CONFIG names, then RESURGO_<SECTION>_<KEY> environment variables,
+// then explicit overrides. docs/config.md lists every key; unknown keys and
+// bad values throw ConfigError naming the key.
 #pragma once
 
 #include <cstdint>
@@ -133,7 +134,8 @@ struct Config {
     std::string path;  // "" = no trace; else Chrome/Perfetto JSON written at close
   } trace;
 
-  // Builds a configuration: defaults <- file (if non-empty) <- environment <-
+  // Builds a configuration: defaults <- `toml_path` (if non-empty) <- the
+  // file RESURGO_CONFIG names <- RESURGO_<SECTION>_<KEY> variables <-
   // overrides. Override keys are "section.key" (e.g. "local.path").
   static Config load(const std::string& toml_path = "",
                      const std::map<std::string, std::string>& overrides = {});

@@ -2,7 +2,12 @@
 
 Every error raised by the library derives from :class:`Error`. The native
 extension maps each C++ ``resurgo::ErrorCode`` to one of these classes and
-keeps the C++ message, which names the cause (region label, version, path).
+keeps the C++ message unchanged, so that a failure reads the same in C
+(``rsg_last_error``), C++, Fortran (``resurgo_last_error``) and Python. A
+message names the cause (region label, version, path, configuration key);
+about a call on a store it reads ``<call> on store '<name>': <what failed>;
+<what to do>``. Text from outside (labels, names, paths, keys, values) has
+its control characters written as ``\\xNN``, so a message is one line.
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 #include <cctype>
 
+#include "base/printable.h"
 #include "resurgo/errors.hpp"
 
 namespace resurgo {
@@ -13,7 +14,7 @@ const std::string& validate_store_name(const std::string& name) {
     if (!std::isalnum(u) && c != '.' && c != '-' && c != '_') valid = false;
   }
   if (!valid) {
-    throw InvalidArgumentError("invalid store name '" + name +
+    throw InvalidArgumentError("invalid store name '" + printable(name) +
                                "': use 1-128 letters, digits, '.', '-' or '_' "
                                "(it becomes a directory name)");
   }
@@ -22,18 +23,18 @@ const std::string& validate_store_name(const std::string& name) {
 
 void validate_label(const std::string& label) {
   if (label.empty() || label.size() > kMaxLabelBytes) {
-    throw InvalidArgumentError("invalid region label '" + label + "': it must have 1-" +
+    throw InvalidArgumentError("invalid region label '" + printable(label) + "': it must have 1-" +
                                std::to_string(kMaxLabelBytes) + " bytes");
   }
   for (char c : label) {
     const auto u = static_cast<unsigned char>(c);
     if (u < 0x20 || u == 0x7f || c == '/') {
-      throw InvalidArgumentError("invalid region label '" + label +
+      throw InvalidArgumentError("invalid region label '" + printable(label) +
                                  "': no '/' or control characters allowed");
     }
   }
   if (label.find("..") != std::string::npos) {
-    throw InvalidArgumentError("invalid region label '" + label + "': '..' is not allowed");
+    throw InvalidArgumentError("invalid region label '" + printable(label) + "': '..' is not allowed");
   }
 }
 

@@ -12,11 +12,13 @@
 #include <filesystem>
 #include <functional>
 #include <optional>
+#include <sstream>
 #include <string_view>
 #include <toml++/toml.h>
 #include <vector>
 
 #include "base/checksum.h"
+#include "base/printable.h"
 #include "base/units.h"
 #include "core/config_checks.h"
 #include "core/config_names.h"
@@ -52,8 +54,7 @@ long long parse_integer(const std::string& key, const std::string& text, long lo
     used = 0;
   }
   if (t.empty() || used != t.size() || value < min || value > max) {
-    throw ConfigError("configuration key '" + key + "': '" + text + "' is not an integer in [" +
-                      std::to_string(min) + ", " + std::to_string(max) + "]");
+    throw bad_value(key, text, "is not an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]");
   }
   return value;
 }
@@ -65,16 +66,16 @@ unsigned parse_mode(const std::string& key, const std::string& text) {
                      std::all_of(t.begin(), t.end(), [](char c) { return c >= '0' && c <= '7'; });
   const unsigned mode = octal ? static_cast<unsigned>(std::stoul(t, nullptr, 8)) : 0;
   if (!octal || (mode & 0600) != 0600 || mode > 0777) {
-    throw ConfigError("configuration key '" + key + "': '" + text +
-                      "' is not a file mode; give octal digits such as \"0600\" or \"0640\" "
-                      "(the owner needs read and write)");
+    throw bad_value(key, text,
+                    "is not a file mode; give octal digits such as \"0600\" or \"0640\" (the owner needs read "
+                    "and write)");
   }
   // Checkpoint files are data: another user who may write one could plant
   // a version (docs/reliability.md, "Security").
   if ((mode & 0133) != 0) {
-    throw ConfigError("configuration key '" + key + "': mode '" + text +
-                      "' lets others write the store's files or makes them executable; give read permission "
-                      "at most, such as \"0600\", \"0640\" or \"0644\"");
+    throw bad_value(key, text,
+                    "lets others write the store's files or makes them executable; give read permission at most, "
+                    "such as \"0600\", \"0640\" or \"0644\"");
   }
   return mode;
 }
@@ -83,7 +84,7 @@ bool parse_flag(const std::string& key, const std::string& text) {
   const std::string word = config_word(text);
   if (word == "true" || word == "1" || word == "yes" || word == "on") return true;
   if (word == "false" || word == "0" || word == "no" || word == "off") return false;
-  throw ConfigError("configuration key '" + key + "': '" + text + "' is not true or false");
+  throw bad_value(key, text, "is not true or false");
 }
 
 // A management block: a power-of-two number of system pages, at most 1 GiB.
@@ -91,8 +92,9 @@ std::uint64_t parse_granularity(const std::string& key, const std::string& text)
   const std::uint64_t bytes = parse_size(key, text);
   const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
   if (bytes < page || bytes > (1u << 30) || bytes % page != 0 || !std::has_single_bit(bytes / page)) {
-    throw ConfigError("configuration key '" + key + "': '" + text + "' is not a power-of-two number of " +
-                      std::to_string(page) + "-byte pages up to 1GiB; give e.g. \"64KiB\" or \"auto\"");
+    throw bad_value(key, text,
+                    "is not a power-of-two number of " + std::to_string(page) +
+                        "-byte pages up to 1GiB; give e.g. \"64KiB\" or \"auto\"");
   }
   return bytes;
 }
@@ -124,8 +126,8 @@ double parse_duration(const std::string& key, const std::string& text) {
   }
   const std::optional<double> value = parse_number(number);
   if (!value || *value <= 0) {
-    throw ConfigError("configuration key '" + key + "': '" + text +
-                      "' is not a positive duration; give seconds or a unit: \"90s\", \"15min\", \"2h\", \"1d\"");
+    throw bad_value(key, text,
+                    "is not a positive duration; give seconds or a unit: \"90s\", \"15min\", \"2h\", \"1d\"");
   }
   return *value * scale;
 }
@@ -138,8 +140,7 @@ double parse_fraction(const std::string& key, const std::string& text) {
   std::optional<double> value = parse_number(t);
   if (value && percent) *value /= 100;
   if (!value || !(*value > 0 && *value <= 1)) {
-    throw ConfigError("configuration key '" + key + "': '" + text +
-                      "' is not a fraction in (0, 1]; give e.g. 0.05 or \"5%\"");
+    throw bad_value(key, text, "is not a fraction in (0, 1]; give e.g. 0.05 or \"5%\"");
   }
   return *value;
 }
@@ -163,7 +164,7 @@ auto size_in(std::uint64_t min, std::uint64_t max, const char* allowed) {
   return [min, max, allowed](const std::string& key, const std::string& text) {
     const std::uint64_t size = parse_size(key, text);
     if (size < min || size > max) {
-      throw ConfigError("configuration key '" + key + "': '" + text + "' is not " + allowed);
+      throw bad_value(key, text, std::string("is not ") + allowed);
     }
     return size;
   };
@@ -243,6 +244,11 @@ std::vector<std::string> key_names() {
   return names;
 }
 
+bool is_key(const std::string& key) {
+  const std::vector<std::string> names = key_names();
+  return std::find(names.begin(), names.end(), key) != names.end();
+}
+
 // "capture", "track", ...: the part before the dot of the known keys.
 std::vector<std::string> section_names() {
   std::vector<std::string> sections;
@@ -276,18 +282,35 @@ std::size_t edit_distance(const std::string& a, const std::string& b) {
   return row[b.size()];
 }
 
-// Names the key, suggests the known key within a typo's reach (a quarter of
-// its letters, at least two) and lists them all.
-std::string unknown_key_message(const std::string& key) {
-  const std::vector<std::string> names = key_names();
-  std::string message = "unknown configuration key '" + key + "'";
-  const auto nearest = std::min_element(names.begin(), names.end(), [&key](const auto& a, const auto& b) {
-    return edit_distance(key, a) < edit_distance(key, b);
-  });
-  if (edit_distance(key, *nearest) <= std::max<std::size_t>(2, key.size() / 4)) {
-    message += "; did you mean " + *nearest + "?";
+// The known key within a typo's reach of `key` (a quarter of its letters, at
+// least two), if any.
+std::optional<std::string> nearest_key(const std::string& key) {
+  std::optional<std::string> nearest;
+  std::size_t best = std::max<std::size_t>(2, key.size() / 4) + 1;
+  for (const std::string& name : key_names()) {
+    // The distance is at least the difference of the lengths: a long key
+    // (a whole file given as a key) costs no quadratic count.
+    const std::size_t gap = name.size() > key.size() ? name.size() - key.size() : key.size() - name.size();
+    if (gap >= best) continue;
+    if (const std::size_t distance = edit_distance(key, name); distance < best) {
+      best = distance;
+      nearest = name;
+    }
   }
-  return message + "; known keys are " + comma_list(names);
+  return nearest;
+}
+
+// How a key is written where it was misspelt: "local.keep" in a file or a
+// call, RESURGO_LOCAL_KEEP in the environment.
+using Spelling = std::string (*)(const std::string& key);
+std::string as_key(const std::string& key) { return key; }
+
+// Names the key, suggests the known key within a typo's reach and lists
+// them all.
+std::string unknown_key_message(const std::string& key, Spelling spell) {
+  std::string message = "unknown configuration key '" + printable(key) + "'";
+  if (const std::optional<std::string> nearest = nearest_key(key)) message += "; did you mean " + spell(*nearest) + "?";
+  return message + "; known keys are " + comma_list(key_names());
 }
 
 // TOML values become the same text an environment variable would carry, so
@@ -296,8 +319,7 @@ std::string toml_value_text(const std::string& key, const toml::node& node) {
   if (auto s = node.value_exact<std::string>()) return *s;
   if (auto b = node.value_exact<bool>()) return *b ? "true" : "false";
   if (key == "local.mode" || key == "persistent.mode") {
-    throw ConfigError("configuration key '" + key +
-                      "': give the mode as a string of octal digits such as \"0640\"");
+    throw ConfigError(key_error_prefix(key) + "give the mode as a string of octal digits such as \"0640\"");
   }
   if (auto i = node.value_exact<int64_t>()) return std::to_string(*i);
   // A fraction goes to the key's own parser, which refuses it where only
@@ -308,7 +330,31 @@ std::string toml_value_text(const std::string& key, const toml::node& node) {
     std::snprintf(text, sizeof text, "%.17g", *d);
     return text;
   }
-  throw ConfigError("configuration key '" + key + "' has a value of an unsupported type");
+  std::ostringstream type;
+  type << node.type();
+  throw ConfigError(key_error_prefix(key) + "a TOML " + type.str() +
+                    " is not a value; give a string, a number or true/false");
+}
+
+// "configuration file '<path>' line <n>: ", where a message about a part of
+// the file begins.
+std::string file_line_prefix(const std::string& path, const toml::source_region& where) {
+  return "configuration file '" + printable(path) + "' line " + std::to_string(where.begin.line) + ": ";
+}
+
+// Each [section] of the file, checked before its keys are set.
+void check_section(const std::string& path, const std::string& section, const toml::node& node) {
+  const std::vector<std::string> sections = section_names();
+  const bool known = std::find(sections.begin(), sections.end(), section) != sections.end();
+  const auto* table = node.as_table();
+  if (table != nullptr && table->empty() && !known) {  // keys of an unknown section are reported by set()
+    throw ConfigError(file_line_prefix(path, node.source()) + "unknown section [" + printable(section) +
+                      "]; sections are " + comma_list(sections));
+  }
+  if (table == nullptr) {
+    throw ConfigError(file_line_prefix(path, node.source()) + "top-level key '" + printable(section) +
+                      "' must be a [section]; sections are " + comma_list(sections));
+  }
 }
 
 void apply_file(Config& config, const std::string& path) {
@@ -316,45 +362,82 @@ void apply_file(Config& config, const std::string& path) {
   try {
     root = toml::parse(read_toml_within_depth(path), path);  // toml++ is not safe on deep nesting
   } catch (const toml::parse_error& error) {
-    const auto& where = error.source().begin;
-    throw ConfigError("configuration file '" + path + "' line " + std::to_string(where.line) +
-                      ": " + std::string(error.description()));
+    throw ConfigError(file_line_prefix(path, error.source()) + printable(error.description()));
   }
-  const std::vector<std::string> sections = section_names();
   for (const auto& [section, node] : root) {
-    const auto* table = node.as_table();
-    const bool known = std::find(sections.begin(), sections.end(), section.str()) != sections.end();
-    if (table != nullptr && table->empty() && !known) {  // keys of an unknown section are reported by set()
-      throw ConfigError("configuration file '" + path + "': unknown section [" + std::string(section.str()) +
-                        "]; sections are " + comma_list(sections));
-    }
-    if (table == nullptr) {
-      throw ConfigError("configuration file '" + path + "': top-level key '" + std::string(section.str()) +
-                        "' must be a [section]; sections are " + comma_list(sections));
-    }
-    for (const auto& [name, value] : *table) {
+    check_section(path, std::string(section.str()), node);
+    for (const auto& [name, value] : *node.as_table()) {
       const std::string key = std::string(section.str()) + "." + std::string(name.str());
-      config.set(key, toml_value_text(key, value));
+      try {
+        config.set(key, toml_value_text(key, value));
+      } catch (const ConfigError& error) {
+        throw ConfigError(file_line_prefix(path, value.source()) + error.what());
+      }
     }
   }
 }
 
+// RESURGO_CONFIG: a file over the program's own (what the run's environment
+// says beats what the program ships), under the RESURGO_<SECTION>_<KEY>
+// variables (the more precise setting wins). Empty: none.
+void apply_config_variable(Config& config) {
+  const char* path = std::getenv(kConfigFileVariable);
+  if (path == nullptr || *path == '\0') return;
+  try {
+    apply_file(config, path);
+  } catch (const ConfigError& error) {
+    throw ConfigError("environment variable " + std::string(kConfigFileVariable) + ": " + error.what());
+  }
+}
+
+constexpr std::string_view kVariablePrefix = "RESURGO_";
+
+// RESURGO_LOCAL_KEEP -> "local.keep": the first '_' after the prefix
+// separates the section from the key.
+std::string key_of_variable(const std::string& variable) {
+  const std::string rest = lower(variable.substr(kVariablePrefix.size()));
+  const auto underscore = rest.find('_');
+  return underscore == std::string::npos ? rest : rest.substr(0, underscore) + "." + rest.substr(underscore + 1);
+}
+
+std::string variable_of_key(const std::string& key) {
+  std::string variable(kVariablePrefix);
+  for (const char c : key) variable += c == '.' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return variable;
+}
+
+// A variable that is no key's: misspelt when its first word is a section
+// ("RESURGO_LOCAL_KEPP") or a key is a typo away ("RESURGO_LOCL_PATH").
+bool misspelt_key(const std::string& key) {
+  const std::vector<std::string> sections = section_names();
+  const std::string section = key.substr(0, key.find('.'));
+  return std::find(sections.begin(), sections.end(), section) != sections.end() || nearest_key(key).has_value();
+}
+
+bool other_variable(std::string_view variable) {
+  return std::find(std::begin(kOtherVariables), std::end(kOtherVariables), variable) != std::end(kOtherVariables);
+}
+
+// A RESURGO_ variable is a key's (applied), one of the project's others
+// (kOtherVariables: ignored), a key's misspelt (an error: a setting lost
+// without a word is worse than a refusal), or someone else's (ignored).
 void apply_environment(Config& config) {
-  constexpr std::string_view prefix = "RESURGO_";
   for (char** entry = environ; *entry != nullptr; ++entry) {
     const std::string_view assignment(*entry);
-    if (!assignment.starts_with(prefix)) continue;
     const auto equals = assignment.find('=');
-    if (equals == std::string_view::npos) continue;
+    if (!assignment.starts_with(kVariablePrefix) || equals == std::string_view::npos) continue;
     const std::string variable(assignment.substr(0, equals));
-    const std::string rest = lower(variable.substr(prefix.size()));
-    const auto underscore = rest.find('_');
-    const std::string key =
-        underscore == std::string::npos ? rest : rest.substr(0, underscore) + "." + rest.substr(underscore + 1);
-    try {
-      config.set(key, std::string(assignment.substr(equals + 1)));
-    } catch (const ConfigError& error) {
-      throw ConfigError("environment variable " + variable + ": " + error.what());
+    const std::string key = key_of_variable(variable);
+    if (other_variable(variable)) continue;
+    if (is_key(key)) {
+      try {
+        config.set(key, std::string(assignment.substr(equals + 1)));
+      } catch (const ConfigError& error) {
+        throw ConfigError("environment variable " + printable(variable) + ": " + error.what());
+      }
+    } else if (misspelt_key(key)) {
+      throw ConfigError("environment variable " + printable(variable) + ": " +
+                        unknown_key_message(key, variable_of_key) + " (as variables RESURGO_<SECTION>_<KEY>)");
     }
   }
 }
@@ -387,8 +470,8 @@ std::uint64_t parse_size(const std::string& key, const std::string& text) {
       return static_cast<std::uint64_t>(bytes);
     }
   }
-  throw ConfigError("configuration key '" + key + "': '" + text +
-                    "' is not a size; write a number with an optional unit B, KiB, MiB, GiB, "
+  throw bad_value(key, text,
+                    "is not a size; write a number with an optional unit B, KiB, MiB, GiB, "
                     "TiB, KB, MB, GB or TB (e.g. \"512MiB\")");
 }
 
@@ -409,12 +492,13 @@ void Config::set(const std::string& key, const std::string& value) {
   for (const Key& known : keys_of(*this)) {
     if (known.name == key) return known.assign(value);
   }
-  throw ConfigError(unknown_key_message(key));
+  throw ConfigError(unknown_key_message(key, as_key));
 }
 
 Config Config::load(const std::string& toml_path, const std::map<std::string, std::string>& overrides) {
   Config config;
   if (!toml_path.empty()) apply_file(config, toml_path);
+  apply_config_variable(config);
   apply_environment(config);
   for (const auto& [key, value] : overrides) config.set(key, value);
   return config;
@@ -447,19 +531,6 @@ std::string Config::default_local_path() {
   if (leaf.empty()) leaf = "root";
   if (leaf[0] == '.') leaf[0] = '_';
   return base + "/" + leaf + "-" + hash;
-}
-
-const Config& check_store_config(const std::string& store, const Config& config) {
-  if (config.interval.policy == IntervalPolicy::kSeconds && config.interval.seconds <= 0) {
-    throw ConfigError("store '" + store + "': interval.policy = seconds needs interval.seconds (e.g. \"15min\")");
-  }
-  const bool forks = config.capture.mode == CaptureMode::kFork || config.capture.mode == CaptureMode::kAuto;
-  if (config.memory.every > 0 && forks) {
-    throw ConfigError("store '" + store +
-                      "': capture.mode = fork (or auto) writes versions from a child process, which cannot fill the "
-                      "memory level that memory.every > 0 routes them to; use capture.mode = copy or delta");
-  }
-  return config;
 }
 
 }  // namespace resurgo

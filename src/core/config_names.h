@@ -3,12 +3,15 @@
 // hence logs, stats and messages), and listed whole in the error for a word
 // it lacks. With one table the words accepted, the words printed and the
 // words an error suggests cannot drift apart. docs/config.md lists the same
-// words.
+// words. Also the beginning of a message about a key, and the RESURGO_
+// variables that are not keys.
 #pragma once
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 
+#include "base/printable.h"
 #include "resurgo/config.hpp"
 #include "resurgo/errors.hpp"
 
@@ -69,6 +72,33 @@ std::string list_names(const EnumName<Enum> (&names)[N]) {
 // `text` as the tables spell words: lower case, without surrounding blanks.
 std::string config_word(const std::string& text);
 
+// "configuration key '<key>': ", the key escaped (base/printable.h): how
+// every message about a key's value begins.
+inline std::string key_error_prefix(const std::string& key) {
+  return "configuration key '" + printable(key) + "': ";
+}
+
+// "configuration key '<key>': '<text>' <why>", key and text escaped: the
+// error for a value the key does not take; `why` says what it takes.
+inline ConfigError bad_value(const std::string& key, const std::string& text, const std::string& why) {
+  return ConfigError(key_error_prefix(key) + "'" + printable(text) + "' " + why);
+}
+
+// The environment variable that names a configuration file (Config::load).
+inline constexpr char kConfigFileVariable[] = "RESURGO_CONFIG";
+
+// The project's own RESURGO_ variables that are not configuration keys: the
+// environment layer leaves them alone, whatever keys come to resemble them
+// (docs/config.md, "Environment variables").
+inline constexpr std::string_view kOtherVariables[] = {
+    kConfigFileVariable,
+    "RESURGO_SKIP_SYSTEM_CHECK",  // scripts/bootstrap.sh
+    "RESURGO_BENCH_PACKAGES",     // scripts/bootstrap.sh (make bench-deps)
+    "RESURGO_IO_FAULT_RUNS",      // tests/cpp/io_fault_test.cpp (make soak)
+    "RESURGO_IO_FAULT_SEED",      // tests/cpp/io_fault_test.cpp (make soak)
+    "RESURGO_FAKE_CUDA",          // tests/python/test_fake_cuda_driver.py
+};
+
 // The value `text` names, in any case. Throws ConfigError naming `key`, the
 // text and every word of the table.
 template <class Enum, std::size_t N>
@@ -77,7 +107,7 @@ Enum parse_name(const EnumName<Enum> (&names)[N], const std::string& key, const 
   for (const auto& [value, name] : names) {
     if (word == name) return value;
   }
-  throw ConfigError("configuration key '" + key + "': unknown value '" + text + "'; use " + list_names(names));
+  throw ConfigError(key_error_prefix(key) + "unknown value '" + printable(text) + "'; use " + list_names(names));
 }
 
 }  // namespace resurgo

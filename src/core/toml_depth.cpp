@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
+#include "base/printable.h"
 #include "resurgo/errors.hpp"
 
 namespace resurgo {
@@ -47,7 +49,7 @@ class DepthScanner {
   void check(int depth) const {
     if (depth <= kMaxTomlDepth) return;
     const auto line = 1 + std::count(text_.begin(), text_.begin() + static_cast<std::ptrdiff_t>(pos_), '\n');
-    throw ConfigError("configuration file '" + path_ + "' line " + std::to_string(line) +
+    throw ConfigError("configuration file '" + printable(path_) + "' line " + std::to_string(line) +
                       ": tables, dotted keys, arrays and inline tables nest deeper than " +
                       std::to_string(kMaxTomlDepth) +
                       " levels; a Resurgo configuration needs two ([section] and key = value)");
@@ -174,9 +176,14 @@ class DepthScanner {
 void check_toml_depth(std::string_view text, const std::string& path) { DepthScanner(text, path).run(); }
 
 std::string read_toml_within_depth(const std::string& path) {
+  // A directory opens, and its "size" would be reserved below.
+  if (std::error_code error; std::filesystem::is_directory(path, error)) {
+    throw ConfigError("configuration file '" + printable(path) + "' is a directory; give the path of a TOML file");
+  }
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) {
-    throw ConfigError("configuration file '" + path + "' cannot be opened for reading: " + std::strerror(errno));
+    throw ConfigError("configuration file '" + printable(path) +
+                      "' cannot be opened for reading: " + std::strerror(errno));
   }
   // Sized once (when the file has a size): growing by doubling would cost
   // up to three times the file while it is read.
@@ -185,7 +192,9 @@ std::string read_toml_within_depth(const std::string& path) {
   in.seekg(0);
   char piece[1 << 16];
   while (in.read(piece, sizeof piece) || in.gcount() > 0) text.append(piece, static_cast<std::size_t>(in.gcount()));
-  if (in.bad()) throw ConfigError("configuration file '" + path + "' cannot be read: " + std::strerror(errno));
+  if (in.bad()) {
+    throw ConfigError("configuration file '" + printable(path) + "' cannot be read: " + std::strerror(errno));
+  }
   check_toml_depth(text, path);
   return text;
 }

@@ -12,7 +12,7 @@
 
 #include "format/bytes.h"
 #include "format/codec.h"
-#include "format/printable.h"
+#include "base/printable.h"
 #include "resurgo/errors.hpp"
 
 namespace resurgo::format {

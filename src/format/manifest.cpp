@@ -13,7 +13,7 @@
 #include "format/bytes.h"
 #include "format/container.h"
 #include "format/file_names.h"
-#include "format/printable.h"
+#include "base/printable.h"
 #include "resurgo/errors.hpp"
 
 namespace resurgo::format {

@@ -4,6 +4,7 @@
 
 #include "base/clock.h"
 #include "base/thread_priority.h"
+#include "base/units.h"
 #include "format/version_writer.h"
 #include "resurgo/errors.hpp"
 
@@ -58,6 +59,11 @@ Scheduler::Worker& Scheduler::worker_of(const Level* level) {
 }
 
 void Scheduler::submit(int version, std::vector<Level*> route, Snapshot snapshot) {
+  if (log_.enabled(LogLevel::kDebug)) {
+    std::string levels;
+    for (const Level* level : route) levels += (levels.empty() ? "L" : ", L") + std::to_string(level->number());
+    log_.debug("version " + std::to_string(version) + " goes to " + levels);
+  }
   {
     std::lock_guard lock(mutex_);
     Worker& worker = worker_of(route.front());
@@ -187,7 +193,10 @@ void Scheduler::run(Task& job) {
     std::lock_guard lock(mutex_);
     eviction_due_ = true;  // before the catalog settles the version: drain() must see it
   }
-  catalog_.reached(job.version, level.number(), stored, seconds_since(started));
+  const double seconds = seconds_since(started);
+  log_.debug("version " + std::to_string(job.version) + " reached L" + std::to_string(level.number()) + " " +
+             level.where() + " (" + size_text(stored) + " stored in " + std::to_string(seconds) + " s)");
+  catalog_.reached(job.version, level.number(), stored, seconds);
   if (job.step + 1 < job.route.size()) {
     std::lock_guard lock(mutex_);
     worker_of(job.route[job.step + 1]).queue.push_back(Task{job.version, job.route, job.step + 1, {}});
@@ -301,7 +310,12 @@ void Scheduler::evict() {
 
 std::vector<int> Scheduler::evict(Level& level, const std::map<int, int>& bases) {
   try {
-    return level.evict([&](int version) { return catalog_.pinned(version, level.number()); }, bases);
+    const std::vector<int> evicted =
+        level.evict([&](int version) { return catalog_.pinned(version, level.number()); }, bases);
+    for (const int version : evicted) {
+      log_.debug("version " + std::to_string(version) + " evicted from L" + std::to_string(level.number()));
+    }
+    return evicted;
   } catch (const Error& error) {
     log_.warn("evicting old versions from L" + std::to_string(level.number()) + ": " + error.what());
     return {};

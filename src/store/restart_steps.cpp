@@ -22,6 +22,18 @@ Restored restore_into(const RestartParts& parts, int version, const RestoreSteps
   }
 }
 
+// What restart chose and why: the version asked for, the one read, from
+// which level, along which chain, past which damaged copies.
+void log_choice(const Logger& log, int asked, const RestartReport& report) {
+  if (!log.enabled(LogLevel::kDebug)) return;
+  std::string chain;
+  for (const int link : report.chain) chain += (chain.empty() ? "" : " <- ") + std::to_string(link);
+  const std::string which = asked == kLatest ? "the newest version" : "version " + std::to_string(asked);
+  log.debug("restart of " + which + ": version " + std::to_string(report.version) + " read from L" +
+            std::to_string(report.level) + " (chain " + chain + ")");
+  for (const std::string& skipped : report.skipped) log.debug("restart skipped " + skipped);
+}
+
 // A version the prefetcher failed to bring into memory is read from a
 // slower level; the report says so.
 Restored restore_from_levels(const RestartParts& parts, int version, RestartScope scope) {
@@ -39,6 +51,7 @@ Restored restore_from_levels(const RestartParts& parts, int version, RestartScop
     restored.report.skipped.push_back("version " + std::to_string(version) + ": " + *prefetch_failure +
                                       "; read from L" + std::to_string(restored.report.level) + " instead");
   }
+  log_choice(parts.log, version, restored.report);
   return restored;
 }
 

@@ -10,7 +10,7 @@
 #include "format/codec.h"
 #include "format/container.h"
 #include "format/file_names.h"
-#include "format/printable.h"
+#include "base/printable.h"
 #include "hostile_files.h"
 #include "io/bytes_file.h"
 #include "refusal.h"
@@ -158,12 +158,12 @@ TEST_F(HostileContainer, MessagesEscapeWhatTheFileHolds) {
 }
 
 TEST(HostileText, PrintableKeepsUtf8AndEscapesTheRest) {
-  EXPECT_EQ(format::printable("temp\xc3\xa9rature \xe2\x82\xac \xf0\x9f\x98\x80"), "temp\xc3\xa9rature \xe2\x82\xac \xf0\x9f\x98\x80");
-  EXPECT_EQ(format::printable(std::string("a\0b\n\x7f", 5)), "a\\x00b\\x0a\\x7f");
-  EXPECT_EQ(format::printable("\xc0\xaf \xed\xa0\x80 \xf4\x90\x80\x80 \xe2\x82"),  // overlong, surrogate, > U+10FFFF, cut
+  EXPECT_EQ(printable("temp\xc3\xa9rature \xe2\x82\xac \xf0\x9f\x98\x80"), "temp\xc3\xa9rature \xe2\x82\xac \xf0\x9f\x98\x80");
+  EXPECT_EQ(printable(std::string("a\0b\n\x7f", 5)), "a\\x00b\\x0a\\x7f");
+  EXPECT_EQ(printable("\xc0\xaf \xed\xa0\x80 \xf4\x90\x80\x80 \xe2\x82"),  // overlong, surrogate, > U+10FFFF, cut
             "\\xc0\\xaf \\xed\\xa0\\x80 \\xf4\\x90\\x80\\x80 \\xe2\\x82");
-  const std::string cut = format::printable(std::string(10000, 'p'));
-  EXPECT_EQ(cut, std::string(format::kMaxPrintableBytes, 'p') + "... (10000 bytes)");
+  const std::string cut = printable(std::string(10000, 'p'));
+  EXPECT_EQ(cut, std::string(kMaxPrintableBytes, 'p') + "... (10000 bytes)");
 }
 
 // Names come from directory listings another user may fill: only what the

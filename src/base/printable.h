@@ -1,10 +1,10 @@
-// Text read from a file or a directory (a label, a store name, a dtype, a
-// manifest's file name, a path) as it goes into an error message: control
-// characters (C0, DEL, C1, the Unicode line separators) and bytes that are
-// not UTF-8 are written as \xNN, and text past kMaxPrintableBytes is cut.
-// A message then moves no terminal cursor, forges no log line, stays short,
-// and stays valid UTF-8, which the Python bindings need to raise it as the
-// right exception.
+// Text from outside the library (a label, a store name, a path, a
+// configuration key or value, a dtype or file name read from a file) as it
+// goes into an error message or a log line: control characters (C0, DEL,
+// C1, the Unicode line separators) and bytes that are not UTF-8 are written
+// as \xNN, and text past kMaxPrintableBytes is cut. A message then moves no
+// terminal cursor, forges no log line, stays short, and stays valid UTF-8,
+// which the Python bindings need to raise it as the right exception.
 #pragma once
 
 #include <cstddef>
@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-namespace resurgo::format {
+namespace resurgo {
 
 inline constexpr std::size_t kMaxPrintableBytes = 4096;  // a path of PATH_MAX bytes fits
 
@@ -65,4 +65,4 @@ inline std::string printable(std::string_view text) {
   return out;
 }
 
-}  // namespace resurgo::format
+}  // namespace resurgo
