@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
 
 #include "bounded_child.h"
 #include "format/codec.h"
@@ -29,7 +30,7 @@ class HostileContainer : public ::testing::Test {
   void write(const std::vector<std::byte>& bytes) { write_file(path_, bytes); }
   // Reads the file with `read` in a child capped at a reader's budget for it.
   ChildOutcome bounded(const std::function<void()>& read) {
-    return run_bounded(reader_budget(read_file(path_).size()), read);
+    return run_bounded(reader_budget(std::filesystem::file_size(path_)), read);
   }
 
   TempDir dir_;
