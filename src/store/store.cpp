@@ -10,104 +10,17 @@
 #include <algorithm>
 #include <optional>
 
-#include "base/clock.h"
-#include "base/log.h"
 #include "base/names.h"
-#include "base/thread_pool.h"
-#include "base/trace.h"
-#include "capture/capture.h"
-#include "core/catalog.h"
-#include "core/checkpoint_timer.h"
 #include "core/config_checks.h"
-#include "core/registry.h"
+#include "core/errors.h"
 #include "format/container.h"
 #include "format/file_names.h"
-#include "job/job.h"
 #include "job/self_comm.h"
-#include "pipeline/prefetcher.h"
-#include "pipeline/scheduler.h"
-#include "resurgo/resurgo.hpp"
-#include "store/owner_process.h"
 #include "store/restart_steps.h"
 #include "store/restore.h"
-#include "tier/route.h"
+#include "store/store_impl.h"
 
 namespace resurgo {
-
-class Store::Impl {
- public:
-  // `job`: the communicator of an MPI store; none for a process alone.
-  Impl(const std::string& name, const Config& config, std::shared_ptr<Comm> job, std::shared_ptr<Env> env);
-  ~Impl();
-
-  void close();
-  void protect(Region region);
-  void unprotect(int id);
-  void reserve(std::uint64_t bytes);
-  void set_metadata(const void* data, std::size_t bytes);
-  void checkpoint(int version);
-  void wait(int version, int level);
-  std::optional<int> latest() {
-    check_open("latest");
-    return job_->latest();
-  }
-  int restart(int version, RestartScope scope);
-  VersionDescription describe(int version);
-  void persist(int version, int level);
-  std::vector<VersionInfo> versions() {
-    check_open("versions");
-    return list_versions(route_.readable(), catalog_);
-  }
-  std::vector<VersionStats> stats();
-  DeviceStats device_stats() const {
-    check_process("device_stats");
-    return capture_ ? capture_->device_stats() : DeviceStats{};
-  }
-  void prefetch(std::vector<int> versions);
-  void discard(int version);
-  bool need_checkpoint();
-  std::optional<double> checkpoint_interval() const {
-    check_process("checkpoint_interval");
-    return timer_.interval();
-  }
-  // Whether this process is a child forked while the store was open.
-  bool inherited() const { return owner_.inherited(); }
-
-  std::string name;
-  Config config;
-  std::shared_ptr<Comm> comm;
-  std::vector<std::byte> metadata;
-  RestartReport last_restart;
-
- private:
-  void check_process(const char* call) const { owner_.check(call, name); }
-  void check_open(const char* call) const;
-  void check_version(int version, const char* call);
-  void check_new_version(int version) const;
-  Snapshot capture(int version, const std::vector<Level*>& route, CaptureTimes& times);
-  void submit(int version, Clock::time_point started, std::vector<Level*> route, Snapshot snapshot);
-  int newest_committed();
-  // Whose versions restart and describe read (restart.accept_foreign).
-  StoreIdentity identity() const { return {name, route_.identity(), config.restart.accept_foreign}; }
-
-  const OwnerProcess owner_;
-  std::shared_ptr<Env> env_;
-  Logger log_;
-  Trace trace_;
-  Route route_;
-  Registry registry_;
-  Catalog catalog_;
-  std::unique_ptr<ThreadPool> pool_;
-  std::unique_ptr<Scheduler> scheduler_;
-  std::unique_ptr<Capture> capture_;
-  std::unique_ptr<Prefetcher> prefetcher_;
-  std::unique_ptr<Job> job_;
-  CheckpointTimer timer_;
-  int newest_version_ = -1;
-  long checkpoints_ = 0;
-  long failures_seen_ = 0;  // catalog_.failure_count() at the previous checkpoint
-  bool closed_ = false;
-};
 
 Store::Impl::Impl(const std::string& store_name, const Config& store_config, std::shared_ptr<Comm> job,
                   std::shared_ptr<Env> env)
@@ -178,17 +91,20 @@ void Store::Impl::close() {
 
 // A protect that fails leaves nothing registered: the same id and label
 // can be protected again once the cause is gone.
+// protect, protect_device and protect_managed fail alike (core/errors.h).
 void Store::Impl::protect(Region region) {
-  check_open("protect");
-  capture_->check(region, name);
-  const int id = region.id;
-  registry_.add(std::move(region));
-  try {
-    capture_->resize(registry_.host_bytes());
-  } catch (...) {
-    registry_.remove(id);
-    throw;
-  }
+  for_call("protect", name, [&] {
+    check_open("protect");
+    capture_->check(region, name);
+    const int id = region.id;
+    registry_.add(std::move(region));
+    try {
+      capture_->resize(registry_.host_bytes());
+    } catch (...) {
+      registry_.remove(id);
+      throw;
+    }
+  });
 }
 
 void Store::Impl::unprotect(int id) {
@@ -374,71 +290,5 @@ bool Store::Impl::need_checkpoint() {
   }
   return timer_.due();
 }
-
-// ------------------------------------------------------------- public API
-
-Store::Store(const std::string& name, const Config& config, std::shared_ptr<Env> env)
-    : impl_(std::make_unique<Impl>(name, config, nullptr, std::move(env))) {}
-Store::Store(const std::string& name, const Config& config, std::shared_ptr<Comm> comm, std::shared_ptr<Env> env)
-    : impl_(comm ? std::make_unique<Impl>(name, config, std::move(comm), std::move(env))
-                 : throw InvalidArgumentError("store '" + name + "': the communicator is null")) {}
-namespace {
-
-// In a child forked while the store was open, the Impl's members own
-// threads that exist only in the parent (joining them would wait for ever),
-// mutexes those threads may have held at the fork, and files and locks the
-// parent still uses: none of it can be destroyed safely, so it is leaked,
-// on purpose. Its memory is the child's copy and goes with the child.
-void leak_if_inherited(std::unique_ptr<Store::Impl>& impl) {
-  if (impl && impl->inherited()) static_cast<void>(impl.release());
-}
-
-}  // namespace
-
-Store::~Store() { leak_if_inherited(impl_); }
-Store::Store(Store&&) noexcept = default;
-Store& Store::operator=(Store&& other) noexcept {
-  if (this != &other) {
-    leak_if_inherited(impl_);
-    impl_ = std::move(other.impl_);
-  }
-  return *this;
-}
-
-Comm& comm_of(Store& store) { return *store.impl_->comm; }
-
-const std::string& Store::name() const { return impl_->name; }
-const Config& Store::config() const { return impl_->config; }
-int Store::rank() const { return impl_->comm->rank(); }
-void Store::close() { impl_->close(); }
-void Store::protect(int id, void* data, std::size_t bytes, const std::string& label, const ElementType& type,
-                    const GlobalBlock& block) {
-  impl_->protect(Region{id, label, static_cast<std::byte*>(data), bytes, type, block});
-}
-void Store::protect_device(int id, void* device_data, std::size_t bytes, const std::string& label,
-                           const ElementType& type) {
-  impl_->protect(Region{id, label, static_cast<std::byte*>(device_data), bytes, type, {}, MemoryKind::kDevice});
-}
-void Store::protect_managed(int id, void* data, std::size_t bytes, const std::string& label, const ElementType& type) {
-  impl_->protect(Region{id, label, static_cast<std::byte*>(data), bytes, type, {}, MemoryKind::kManaged});
-}
-void Store::unprotect(int id) { impl_->unprotect(id); }
-void Store::reserve(std::uint64_t bytes) { impl_->reserve(bytes); }
-void Store::set_metadata(const void* data, std::size_t bytes) { impl_->set_metadata(data, bytes); }
-const std::vector<std::byte>& Store::metadata() const { return impl_->metadata; }
-void Store::checkpoint(int version) { impl_->checkpoint(version); }
-void Store::wait(int version, int level) { impl_->wait(version, level); }
-std::optional<int> Store::latest() { return impl_->latest(); }
-int Store::restart(int version, RestartScope scope) { return impl_->restart(version, scope); }
-VersionDescription Store::describe(int version) { return impl_->describe(version); }
-void Store::persist(int version, int level) { impl_->persist(version, level); }
-std::vector<VersionInfo> Store::versions() { return impl_->versions(); }
-std::vector<VersionStats> Store::stats() { return impl_->stats(); }
-RestartReport Store::last_restart() const { return impl_->last_restart; }
-DeviceStats Store::device_stats() const { return impl_->device_stats(); }
-void Store::prefetch(const std::vector<int>& versions) { impl_->prefetch(versions); }
-void Store::discard(int version) { impl_->discard(version); }
-bool Store::need_checkpoint() { return impl_->need_checkpoint(); }
-std::optional<double> Store::checkpoint_interval() const { return impl_->checkpoint_interval(); }
 
 }  // namespace resurgo
