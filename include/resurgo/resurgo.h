@@ -149,7 +149,11 @@ int rsg_open(const char *config_path, const char *name, rsg_store **out);
  * frees the store in every case. In a child forked while the store was
  * open, the store is the parent's: rsg_close only frees the handle (no
  * wait, no file written or removed, no lock released), and every other
- * call returns RSG_ESTATE. */
+ * call returns RSG_ESTATE.
+ * The handle itself stays allocated, marked closed (a few bytes until the
+ * process ends): a call through it after rsg_close, rsg_close again
+ * included, returns RSG_ESTATE and rsg_last_error() says the store was
+ * closed, instead of touching freed memory. Set your copy to NULL anyway. */
 int rsg_close(rsg_store *s);
 /* label may be NULL: it then defaults to "region-<id>". */
 int rsg_protect(rsg_store *s, int id, void *ptr, size_t bytes, const char *label);

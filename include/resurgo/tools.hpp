@@ -95,6 +95,9 @@ Manifest read_manifest(const std::string& store_dir, int version);
 // (version, rank) of a container file name such as v0000000012.r000003.rsg;
 // none for any other name, including a quarantined copy's (.damaged).
 std::optional<std::pair<int, int>> parse_container_file_name(const std::string& name);
+// The version of a job manifest's file name such as v0000000012.job; none
+// for any other name. A directory holding one is an MPI store's.
+std::optional<int> parse_manifest_file_name(const std::string& name);
 
 // "host", "device", "managed": how inspect(), describe() and the Python
 // package name a region's kind.

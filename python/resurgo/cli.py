@@ -1,22 +1,29 @@
 """``resurgo``: command-line tool for Resurgo checkpoint directories.
 
     resurgo ls PATH                      list container files (tier or store dir)
+                                         with a cheap check of each (STATE)
     resurgo inspect FILE [--json]        header, base, metadata, regions, chunks
     resurgo verify PATH...               full checksum verification (files or dirs;
                                          in a dir, also every delta's chain)
     resurgo rm PATH --version N [--store NAME] [--with-dependents]
                                          delete one version (and the deltas on it)
     resurgo export DIR --version N -o FILE.h5
-                                         one version of an MPI store as HDF5:
-                                         global arrays whole, other regions
-                                         under /rankNNNNNN (needs h5py)
+                                         one version as HDF5 (needs h5py): of an
+                                         MPI store, global arrays whole and other
+                                         regions under /rankNNNNNN; of a single
+                                         process's store, each region as /<label>
 
 Container files are ``<tier>/<store>/v<version:010>.r<rank:06>.rsg``. The tool
 only parses them with the native reader; it never evaluates their contents.
 Whatever it prints that comes from a file or a path (store names, labels,
 metadata, paths, error messages) has its control characters escaped (``\x1b``),
 so that a hostile file cannot drive the terminal or forge output lines.
-Exit codes: 0 success, 1 failure or damage found, 2 usage error.
+Store names may begin with '.' or '-' (src/base/names.cpp): ``ls`` and
+``verify`` list ``.hidden`` stores like any other, and a path or name that
+begins with '-' follows ``--`` (``resurgo ls -- -dash``) or ``--store``
+(``resurgo rm DIR --version 3 --store -dash``).
+Exit codes: 0 success, 1 failure or damage found, 2 usage error (a missing
+path, or a directory that holds no container file for ``verify``).
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
 
 import resurgo
 from resurgo import _core
@@ -129,7 +136,7 @@ def _scan(path: Path) -> List[Entry]:
         raise UsageError(f"{path}: not a container file name (v<version>.r<rank>.rsg)")
     entries = _entries_in(path, path.resolve().name)
     for sub in sorted(path.iterdir()):
-        if sub.is_dir() and not sub.name.startswith("."):
+        if sub.is_dir():  # '.hidden' too: a store may have that name
             entries.extend(_entries_in(sub, sub.name))
     entries.sort(key=lambda e: (e.store, e.version, e.rank, e.quarantined))
     return entries
@@ -146,28 +153,129 @@ def _print_table(rows: Sequence[Sequence[object]], out=None) -> None:
 
 # --- ls ------------------------------------------------------------------------
 
+LS_STATES = """\
+STATE is what ls can check without reading the chunks (the header, index and
+footer of each file, the job manifests, the files of a delta's chain);
+`resurgo verify` reads every chunk and checks its checksum:
+  ok                  intact as far as ls checks
+  damaged: WHY        its header, index or footer fails its checks, or it is
+                      not the file the version's job manifest names
+  unreadable: WHY     it cannot be read (permissions, I/O error)
+  broken chain: WHY   a delta whose base (down to a full version) is missing,
+                      damaged or of another region table: restart cannot use it
+  uncommitted         a version of an MPI store without its job manifest here:
+                      the job did not commit it (a rank failed), restart skips it
+  incomplete: WHY     the job manifest names files of other ranks that should be
+                      here and are not (a node-local directory holds the files
+                      of its node's ranks only)
+  quarantined (...)   a damaged copy restart set aside (<file>.damaged)"""
+
+
+def _inspected(path: Path) -> Tuple[Optional[_core.ContainerInfo], str]:
+    """The file's header and index, or none and what ls says instead."""
+    try:
+        return _core.inspect(_native(path)), "ok"
+    except resurgo.Error as exc:
+        return None, f"damaged: {_first_line(exc)}"
+    except OSError as exc:
+        return None, f"unreadable: {_first_line(exc)}"
+
+
+def _manifests_in(directory: Path) -> Optional[Dict[int, object]]:
+    """Version -> job manifest (or why it cannot be read) of the directory's
+    job manifests; None when it holds none."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return None
+    found: Dict[int, object] = {}
+    for name in names:
+        version = _core.parse_manifest_file_name(name) if name.isascii() else None
+        if version is None:
+            continue
+        try:
+            found[version] = _core.read_manifest(_native(directory), version)
+        except (resurgo.Error, OSError) as exc:
+            found[version] = _first_line(exc)
+    return found or None
+
+
+@dataclass
+class JobVersion:
+    """What a version's job manifest says of one directory of an MPI store."""
+    checksums: Dict[int, int]  # rank -> the header+index checksum of the file it names
+    missing: List[int]  # ranks whose files should be in the directory and are not
+
+
+def _job_version(manifest: object, ranks_here: Set[int]) -> Union[JobVersion, str]:
+    """The JobVersion of a manifest (`ranks_here`: the ranks whose file of
+    the version is in the directory), or what ls says when there is none."""
+    if manifest is None:
+        return "uncommitted: no job manifest here (the job did not commit this version)"
+    if isinstance(manifest, str):
+        return f"damaged: its job manifest cannot be read: {manifest}"
+    # A node-local directory holds its node's ranks; one that holds ranks of
+    # several nodes is shared, and holds every rank's file.
+    nodes = {f.node for f in manifest.files if f.rank in ranks_here}
+    missing = [f.rank for f in manifest.files if f.rank not in ranks_here and (len(nodes) > 1 or f.node in nodes)]
+    return JobVersion({f.rank: f.checksum for f in manifest.files}, missing)
+
+
+def _committed_state(e: Entry, info: _core.ContainerInfo, job: Union[JobVersion, str]) -> Optional[str]:
+    """What ls says of a file of an MPI store whose job manifest does not
+    name it as it is, or names files missing here; None when all is there."""
+    if not isinstance(job, JobVersion):
+        return job
+    if job.checksums.get(e.rank) != info.checksum:
+        return f"damaged: not the file the job manifest of version {e.version} names"
+    if job.missing:
+        listed = ", ".join(map(str, job.missing[:8])) + (", ..." if len(job.missing) > 8 else "")
+        return f"incomplete: the file of rank {listed} that the job manifest names is missing here"
+    return None
+
+
+def _ls_states(entries: List[Entry]) -> Dict[Path, Tuple[Optional[_core.ContainerInfo], str]]:
+    """Each file's header and index (None when unreadable) and its STATE."""
+    out = {e.path: _inspected(e.path) for e in entries}
+    by_directory: Dict[Path, List[Entry]] = {}
+    for e in entries:
+        if not e.quarantined:
+            by_directory.setdefault(e.path.parent, []).append(e)
+    for directory, here in sorted(by_directory.items()):
+        manifests = _manifests_in(directory)
+        # A store opened without a communicator writes no manifest, and only rank 0.
+        collective = manifests is not None or any(e.rank != 0 for e in here)
+        breaks = _chain_breaks({e.path: out[e.path][0] for e in here})
+        ranks: Dict[int, Set[int]] = {}
+        for e in here:
+            ranks.setdefault(e.version, set()).add(e.rank)
+        jobs = {version: _job_version((manifests or {}).get(version), held) for version, held in ranks.items()}
+        for e in here:
+            info, state = out[e.path]
+            if info is None:
+                continue
+            state = (_committed_state(e, info, jobs[e.version]) if collective else None) or state
+            if e.path in breaks and state == "ok":
+                state = f"broken chain: {breaks[e.path]}"
+            out[e.path] = (info, state)
+    return out
+
+
 def cmd_ls(args: argparse.Namespace) -> int:
     entries = _scan(Path(args.path))
     if not entries:
         print(f"no container files under {_safe(args.path)}")
         return EXIT_OK
+    states = _ls_states(entries)
     rows = [("STORE", "VERSION", "RANK", "BASE", "SIZE", "REGIONS", "STATE")]
     for e in entries:
         try:
             size = _human(e.path.stat().st_size)
         except OSError:
             size = "?"
-        regions = "-"
-        base = "-"
-        try:
-            info = _core.inspect(_native(e.path))
-            regions = str(len(info.regions))
-            base = _base_text(info, short=True)
-            state = "ok"
-        except resurgo.Error as exc:
-            state = f"damaged: {_first_line(exc)}"
-        except OSError as exc:
-            state = f"unreadable: {_first_line(exc)}"
+        info, state = states[e.path]
+        regions = "-" if info is None else str(len(info.regions))
+        base = "-" if info is None else _base_text(info, short=True)
         if e.quarantined:
             state = f"quarantined ({state})"
         rows.append((e.store, str(e.version), str(e.rank), base, size, regions, state))
@@ -312,21 +420,30 @@ def _tables_differ(a: _core.ContainerInfo, b: _core.ContainerInfo) -> bool:
 
 
 def _broken_chains(files: List[Path], damaged: Set[Path]) -> List[str]:
-    """One line per delta whose chain is broken: a base (in the same directory,
-    of the same rank) missing, damaged, or with another region table, down to
-    a full version. What restart would find, without reading chunks again."""
-    links: Dict[Tuple[Path, int, int], Tuple[Path, Optional[_core.ContainerInfo]]] = {}
+    """One line per delta whose chain is broken (_chain_breaks), the damaged
+    files counting as damaged bases."""
+    infos: Dict[Path, Optional[_core.ContainerInfo]] = {}
     for f in files:
+        infos[f] = None
+        if f not in damaged:
+            try:
+                infos[f] = _core.inspect(_native(f))
+            except (resurgo.Error, OSError):
+                pass
+    return [f"BROKEN CHAIN {_safe(path)}: {_safe(why)}" for path, why in sorted(_chain_breaks(infos).items())]
+
+
+def _chain_breaks(infos: Dict[Path, Optional[_core.ContainerInfo]]) -> Dict[Path, str]:
+    """Why each delta's chain is broken: a base (in the same directory, of
+    the same rank) missing, damaged (None), or with another region table, down
+    to a full version. What restart would find, without reading chunks.
+    Deltas whose chains are whole, and full versions, are not in it."""
+    links: Dict[Tuple[Path, int, int], Tuple[Path, Optional[_core.ContainerInfo]]] = {}
+    for f, info in infos.items():
         parsed = _parse_name(f.name)
         if parsed is None or parsed[2]:
             continue
         version, rank, _ = parsed
-        info = None
-        if f not in damaged:
-            try:
-                info = _core.inspect(_native(f))
-            except (resurgo.Error, OSError):
-                pass
         links[(f.parent, rank, version)] = (f, info)
 
     def break_in(key: Tuple[Path, int, int]) -> Optional[str]:
@@ -346,31 +463,41 @@ def _broken_chains(files: List[Path], damaged: Set[Path]) -> List[str]:
             version, info = base, base_info
         return None
 
-    lines = []
+    breaks = {}
     for key in sorted(links):
         path, info = links[key]
         if info is None or info.base_version < 0:
             continue
         why = break_in(key)
         if why is not None:
-            lines.append(f"BROKEN CHAIN {_safe(path)}: {_safe(why)}")
-    return lines
+            breaks[path] = why
+    return breaks
 
 
-def _verify_targets(paths: Sequence[str]) -> Tuple[List[Path], List[Path], List[Path]]:
-    """(every file to verify, those found in directories, the paths missing)."""
+@dataclass
+class VerifyTargets:
+    files: List[Path]  # every file to verify
+    in_directories: List[Path]  # those found in directories
+    missing: List[Path]  # paths that do not exist
+    empty: List[Path]  # directories that hold no container file
+
+
+def _verify_targets(paths: Sequence[str]) -> VerifyTargets:
     files: Dict[Path, None] = {}  # ordered, without repeats
     in_directories: Dict[Path, None] = {}
-    missing = []
+    targets = VerifyTargets([], [], [], [])
     for root in map(Path, paths):
         if not root.exists():
-            missing.append(root)
+            targets.missing.append(root)
             continue
         found = _collect_for_verify(root)
         files.update(dict.fromkeys(found))
         if root.is_dir():
             in_directories.update(dict.fromkeys(found))
-    return list(files), list(in_directories), missing
+            if not found:
+                targets.empty.append(root)
+    targets.files, targets.in_directories = list(files), list(in_directories)
+    return targets
 
 
 def _verify_with_bar(files: List[Path], total: int) -> Tuple[Set[Path], Set[Path]]:
@@ -388,11 +515,17 @@ def _verify_with_bar(files: List[Path], total: int) -> Tuple[Set[Path], Set[Path
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    """Verifies every path given, going on past each failure; a missing path
-    is a usage error (exit 2), damage a failure (exit 1)."""
-    files, in_directories, missing = _verify_targets(args.path)
-    for root in missing:
+    """Verifies every path given, going on past each failure; a missing path,
+    or a directory without a container file (verifying nothing proves
+    nothing), is a usage error (exit 2), damage a failure (exit 1)."""
+    targets = _verify_targets(args.path)
+    files, in_directories = targets.files, targets.in_directories
+    for root in targets.missing:
         print(f"resurgo verify: {_safe(root)}: no such file or directory", file=sys.stderr)
+    for root in targets.empty:
+        print(f"resurgo verify: {_safe(root)} holds no container file (v<version>.r<rank>.rsg), so nothing was "
+              f"verified; give a level directory (local.path or persistent.path), a store directory in it or "
+              f"a file (`resurgo ls` lists them)", file=sys.stderr)
     total = 0
     for f in files:
         try:
@@ -408,7 +541,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         print(line)
     also = f", {len(unreadable)} unreadable" if unreadable else ""
     print(f"verified {len(files)} files, {len(damaged)} damaged, {len(broken)} broken chains{also}")
-    if missing:
+    if targets.missing or targets.empty:
         return EXIT_USAGE
     return EXIT_FAIL if damaged or unreadable or broken else EXIT_OK
 
@@ -458,6 +591,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     except ImportError as exc:
         print(f"resurgo export: needs h5py ({_safe(exc)}): pip install h5py", file=sys.stderr)
         return EXIT_FAIL
+    if summary.single_process:
+        print(f"exported version {summary.version} of store '{_safe(summary.store)}' (a single process) to "
+              f"{_safe(args.output)}: {summary.rank_regions} regions")
+        return EXIT_OK
     print(f"exported version {summary.version} of store '{_safe(summary.store)}' ({summary.ranks} ranks) to "
           f"{_safe(args.output)}: {summary.global_arrays} global arrays, {summary.rank_regions} regions of "
           f"single ranks")
@@ -466,15 +603,23 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 # --- main -------------------------------------------------------------------------
 
+NAMES_WITH_DASHES = ("A store name or path that begins with '-' follows '--' (resurgo ls -- -dash) or "
+                     "--store (--store -dash).")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="resurgo", description="Inspect and manage Resurgo checkpoint files.")
+        prog="resurgo", description="Inspect and manage Resurgo checkpoint files.", epilog=NAMES_WITH_DASHES)
     parser.add_argument("--version", action="version", version=f"resurgo {resurgo.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
-    p = sub.add_parser("ls", help="list the container files of a tier or store directory")
-    p.add_argument("path", metavar="PATH")
+    p = sub.add_parser("ls", help="list the container files of a tier or store directory, each with a cheap "
+                                  "check (verify reads every chunk)",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       epilog=LS_STATES + "\n\n" + NAMES_WITH_DASHES)
+    p.add_argument("path", metavar="PATH", help="a level directory (local.path, persistent.path), a store "
+                                                "directory in it, or a container file")
     p.set_defaults(func=cmd_ls)
 
     p = sub.add_parser("inspect", help="show the header, regions and chunks of a container file")
@@ -483,20 +628,26 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_inspect)
 
     p = sub.add_parser("verify", help="verify every checksum of files or of directory trees, "
-                                      "and in a tree every delta's chain")
+                                      "and in a tree every delta's chain",
+                       epilog="Exit status: 0 all intact, 1 damage found, 2 a path missing or a directory "
+                              "holding no container file. " + NAMES_WITH_DASHES)
     p.add_argument("path", metavar="PATH", nargs="+")
     p.add_argument("--no-progress", action="store_true", help="never show a progress bar")
     p.set_defaults(func=cmd_verify)
 
-    p = sub.add_parser("rm", help="delete the container files of one version")
+    p = sub.add_parser("rm", help="delete the container files of one version", epilog=NAMES_WITH_DASHES)
     p.add_argument("path", metavar="PATH", help="tier directory or store directory")
     p.add_argument("--version", type=int, required=True, metavar="N", dest="version")
-    p.add_argument("--store", metavar="NAME", help="store name (inside a tier directory)")
+    p.add_argument("--store", metavar="NAME", help="store name (inside a tier directory); may begin with '-'")
     p.add_argument("--with-dependents", action="store_true",
                    help="also remove the delta versions that stand on it (newest first)")
     p.set_defaults(func=cmd_rm)
 
-    p = sub.add_parser("export", help="write one version of an MPI store to an HDF5 file")
+    p = sub.add_parser("export", help="write one version of a store to an HDF5 file",
+                       description="Writes one full version to HDF5 (needs h5py). Of an MPI store (its job "
+                                   "manifest names every rank's file): each global array whole as /<label>, "
+                                   "the other regions as /rankNNNNNN/<label>. Of a single process's store: "
+                                   "each region as /<label>.")
     p.add_argument("path", metavar="DIR", help="a level's store directory (<level path>/<store>)")
     p.add_argument("--version", type=int, required=True, metavar="N", dest="version")
     p.add_argument("-o", "--output", required=True, metavar="FILE.h5", help="HDF5 file to write (replaced)")
@@ -504,9 +655,28 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _store_values_joined(argv: List[str]) -> List[str]:
+    """``--store -dash`` as ``--store=-dash``: a store name may begin with
+    '-', which argparse would take for an option ('--...' stays one)."""
+    out: List[str] = []
+    at = 0
+    while at < len(argv):
+        word = argv[at]
+        if word == "--":
+            return out + argv[at:]
+        following = argv[at + 1] if at + 1 < len(argv) else ""
+        if word == "--store" and following.startswith("-") and not following.startswith("--"):
+            out.append(f"--store={following}")
+            at += 2
+            continue
+        out.append(word)
+        at += 1
+    return out
+
+
 def main(argv: Optional[Iterable[str]] = None) -> int:
     parser = _parser()
-    args = parser.parse_args(None if argv is None else list(argv))
+    args = parser.parse_args(_store_values_joined(sys.argv[1:] if argv is None else list(argv)))
     try:
         return args.func(args)
     except UsageError as exc:

@@ -1,12 +1,17 @@
-"""Export of one version of an MPI store to HDF5 (``resurgo export``).
+"""Export of one version of a store to HDF5 (``resurgo export``).
 
-The job manifest of the version (``vNNNNNNNNNN.job`` in a level's store
-directory, verified by the native reader) lists every rank's container file
-and regions. A region declared as a block of a global array
+An MPI store: the job manifest of the version (``vNNNNNNNNNN.job`` in a
+level's store directory, verified by the native reader) lists every rank's
+container file and regions. A region declared as a block of a global array
 (``protect(..., global_shape=, offset=)``) becomes, with the blocks of the
 other ranks, one dataset ``/<label>`` of the global shape and dtype; any
-other region becomes ``/rankNNNNNN/<label>``. Every chunk's checksum is
-verified on the way, and the file appears under its name only when complete.
+other region becomes ``/rankNNNNNN/<label>``.
+
+A store of a single process (a directory with no job manifest and only rank
+0's files): each region of the version's file becomes ``/<label>``.
+
+Every chunk's checksum is verified on the way, and the file appears under
+its name only when complete.
 """
 
 from __future__ import annotations
@@ -31,7 +36,8 @@ class ExportSummary:
     version: int
     ranks: int
     global_arrays: int  # datasets assembled from the blocks of every rank
-    rank_regions: int  # datasets under /rankNNNNNN
+    rank_regions: int  # datasets under /rankNNNNNN, or /<label> for a single process
+    single_process: bool = False  # a store opened without a communicator
 
 
 def _numpy_dtype(region: _core.ManifestRegion) -> Optional[np.dtype]:
@@ -140,19 +146,55 @@ def _write(h5: Any, store_dir: Path, manifest: _core.Manifest) -> ExportSummary:
     return ExportSummary(manifest.store, manifest.version, manifest.ranks, len(arrays), rank_regions)
 
 
+def _single_process_file(store_dir: Path, version: int) -> Optional[Path]:
+    """The file of ``version`` when ``store_dir`` is the directory of a store
+    opened without a communicator (no job manifest, only rank 0's files);
+    None for an MPI store's. NotFoundError when it does not hold the version."""
+    files: Dict[Tuple[int, int], str] = {}
+    for name in os.listdir(store_dir):
+        if _core.parse_manifest_file_name(name) is not None:
+            return None
+        parsed = _core.parse_container_file_name(name)
+        if parsed is not None:
+            files[parsed] = name
+    if any(rank != 0 for _, rank in files):
+        return None
+    if (version, 0) not in files:
+        raise NotFoundError(f"{store_dir} holds no file of version {version} (`resurgo ls {store_dir}` lists "
+                            f"the versions there)")
+    return store_dir / files[(version, 0)]
+
+
+def _write_single_process(h5: Any, path: Path, version: int) -> ExportSummary:
+    info = _core.inspect(str(path))
+    if (info.version, info.rank) != (version, 0):
+        raise CorruptionError(
+            f"{path} holds version {info.version} of rank {info.rank}, not what its name says; the directory "
+            f"was altered (check it with `resurgo verify`)"
+        )
+    for region in info.regions:
+        h5.create_dataset(region.label, data=_as_array(_core.read_region(str(path), region.id), region, path))
+    h5.attrs["store"] = info.store
+    h5.attrs["version"] = info.version
+    h5.attrs["ranks"] = 1
+    return ExportSummary(info.store, info.version, 1, 0, len(info.regions), single_process=True)
+
+
 def export_version(store_dir: "os.PathLike[str] | str", version: int,
                    output: "os.PathLike[str] | str") -> ExportSummary:
-    """Writes ``version`` of the MPI store whose level directory is
+    """Writes ``version`` of the store whose level directory is
     ``store_dir`` (``<level path>/<store>``) to the HDF5 file ``output``.
-    Raises NotFoundError when no job manifest of the version is there,
+    Raises NotFoundError when the version is not there (for an MPI store:
+    when no job manifest of it is, as for a version the job did not commit),
     CorruptionError/FormatError for damage, InvalidArgumentError for a delta
     version (export a full one), ImportError without h5py."""
     import h5py
 
     store_dir = Path(store_dir)
     output = Path(output)
-    manifest = _core.read_manifest(str(store_dir), version)
-    if manifest.version != version:
+    single = _single_process_file(store_dir, version)
+    manifest = None if single is not None else _core.read_manifest(str(store_dir), version)
+    if manifest is not None and manifest.version != version:
         raise CorruptionError(
             f"the job manifest of version {version} in {store_dir} describes version {manifest.version}: "
             f"the directory was altered (check it with `resurgo verify`)"
@@ -160,7 +202,7 @@ def export_version(store_dir: "os.PathLike[str] | str", version: int,
     partial = output.with_name(f".{output.name}.partial")
     try:
         with h5py.File(partial, "w") as h5:
-            summary = _write(h5, store_dir, manifest)
+            summary = _write_single_process(h5, single, version) if single else _write(h5, store_dir, manifest)
         os.replace(partial, output)
     finally:
         partial.unlink(missing_ok=True)

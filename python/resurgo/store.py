@@ -68,6 +68,9 @@ class _Region:
     label: str
     source: Any  # the object the caller passed (kept alive while protected)
     view: Any  # what pins the memory handed to the core (ArrayView.keep)
+    # What _core.protect was given, so that restart(regions=) can protect it
+    # again; None for a region protected another way (a ConvergentMatrix).
+    core_args: Optional[tuple] = None
 
 
 def _override_key(name: str) -> str:
@@ -278,9 +281,9 @@ class Store:
                 f"protect: region '{label}' is in CUDA {view.kind} memory; global_shape and offset "
                 "(a block of a global array) are supported for host regions only"
             )
-        self._core.protect(region_id, view.kind, view.pointer, view.bytes, label, view.dtype, list(view.shape),
-                           *block)
-        self._regions[label] = _Region(region_id, label, array, view.keep)
+        core_args = (region_id, view.kind, view.pointer, view.bytes, label, view.dtype, list(view.shape), *block)
+        self._core.protect(*core_args)
+        self._regions[label] = _Region(region_id, label, array, view.keep, core_args)
 
     def unprotect(self, label: str) -> None:
         region = self._regions.get(label)
@@ -324,9 +327,24 @@ class Store:
         """Newest version complete on some directory level, or None."""
         return self._core.latest()
 
-    def restart(self, version: Optional[int] = None) -> int:
+    def restart(self, version: Optional[int] = None, *, regions: Optional[Iterable[str]] = None) -> int:
         """Restores ``version`` (None: the newest intact one, falling back past
         damaged versions) into the protected regions; returns the version.
+
+        ``regions``: the labels of the protected arrays to restore. None (the
+        default) restores every protected array, and the version must hold
+        exactly those. With a list, only the listed arrays are written, each
+        of which the version must hold; the version's other arrays are not
+        read, and the protected arrays not listed keep their values. So a
+        program that protects a new array restarts from a checkpoint written
+        before it existed, and one that dropped an array from a checkpoint
+        that still holds it::
+
+            store.protect("u", u); store.protect("w", w)  # w is new
+            store.restart(regions=["u"])                  # w keeps its initial values
+
+        (C++: ``restart(version, RestartScope::kProtectedRegions)`` with the
+        arrays not listed unprotected meanwhile.)
 
         The header and index of every version of the chain are checked
         before a byte is written, then each chunk as it is read into its
@@ -339,7 +357,41 @@ class Store:
         device arrays change only once the whole version was read. A
         restart on another number of MPI ranks cannot tell how far it came:
         its errors say that any array may have been partly overwritten."""
-        return self._core.restart(_optional_version_arg(version, "restart", _LATEST))
+        version_arg = _optional_version_arg(version, "restart", _LATEST)
+        if regions is None:
+            return self._core.restart(version_arg)
+        wanted = self._restart_labels(regions)
+        left_out = [r for label, r in self._regions.items() if label not in wanted]
+        for region in left_out:
+            if region.core_args is None:
+                raise InvalidArgumentError(f"restart: region '{region.label}' cannot be left out of regions (a "
+                                           f"ConvergentMatrix is restored with its store); list it too")
+        for region in left_out:
+            self._core.unprotect(region.id)
+        try:
+            return self._core.restart(version_arg, protected_only=True)
+        finally:
+            for region in left_out:
+                self._core.protect(*region.core_args)
+
+    def _restart_labels(self, regions: Iterable[str]) -> set:
+        """The labels of ``restart(regions=...)``, each a protected array's."""
+        if isinstance(regions, (str, bytes)):
+            raise TypeError(f"restart: regions must be a list of labels, not a {type(regions).__name__} "
+                            f"(regions=[{regions!r}])")
+        labels = set()
+        for label in regions:
+            if not isinstance(label, str):
+                raise TypeError(f"restart: a label in regions must be a str, not {type(label).__name__}")
+            if label not in self._regions:
+                protected = ", ".join(f"'{known}'" for known in self._regions) or "none"
+                raise InvalidArgumentError(f"restart: region '{label}' in regions is not protected (protected: "
+                                           f"{protected}); protect it first, or leave it out of regions")
+            labels.add(label)
+        if not labels:
+            raise InvalidArgumentError("restart: regions is empty; name the protected arrays to restore, or "
+                                       "pass regions=None for all of them")
+        return labels
 
     def prefetch(self, versions: Iterable[int]) -> None:
         """Announces the order in which ``versions`` will be restored (an

@@ -315,8 +315,12 @@ NB_MODULE(_core, m) {
       .def("describe", [](PyStore& s, int v) { return without_gil([&] { return s.store().describe(v); }); },
            "version"_a)
       .def("restart",
-           [](PyStore& s, int v) { return without_gil([&] { return s.store().restart(v); }); },
-           "version"_a)
+           [](PyStore& s, int v, bool protected_only) {
+             const resurgo::RestartScope scope =
+                 protected_only ? resurgo::RestartScope::kProtectedRegions : resurgo::RestartScope::kExactRegions;
+             return without_gil([&] { return s.store().restart(v, scope); });
+           },
+           "version"_a, "protected_only"_a = false)
       .def("versions", [](PyStore& s) { return without_gil([&] { return s.store().versions(); }); })
       .def("stats", [](PyStore& s) { return without_gil([&] { return s.store().stats(); }); })
       .def("last_restart", [](PyStore& s) { return s.store().last_restart(); })

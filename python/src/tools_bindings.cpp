@@ -77,6 +77,8 @@ void bind_tools(nb::module_& m) {
       "The job manifest of `version` in a level's store directory, its checksum and content checked.");
   m.def("parse_container_file_name", &resurgo::tools::parse_container_file_name, "name"_a,
         "(version, rank) of a container file name such as v0000000012.r000000.rsg, else None.");
+  m.def("parse_manifest_file_name", &resurgo::tools::parse_manifest_file_name, "name"_a,
+        "The version of a job manifest's file name such as v0000000012.job, else None.");
   m.def(
       "remove_version",
       [](const std::string& store_dir, int version, bool with_dependents) {

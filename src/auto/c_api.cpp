@@ -91,6 +91,7 @@ int rsg_auto_options_init(rsg_auto_options* options) {
 
 int rsg_auto_attach(rsg_store* store, const rsg_auto_options* options, rsg_auto** out) {
   if (store == nullptr || out == nullptr) return invalid("rsg_auto_attach: store and out must not be NULL");
+  if (const int refused = resurgo::c_api::refuse_unusable(store, "rsg_auto_attach")) return refused;
   *out = nullptr;
   return guarded([&] {
     *out = new rsg_auto(store->store, options == nullptr ? autockpt::Options{} : options_from(*options));

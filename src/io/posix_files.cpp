@@ -148,9 +148,12 @@ struct LockRegistry {
     static std::mutex registry_mutex;
     return registry_mutex;
   }
+  // Never destroyed: a store may be closed, and its lock released, by an
+  // atexit handler that runs after the function-local statics are gone
+  // (appic closes its stores at exit).
   static std::set<int>& fds() {
-    static std::set<int> held;
-    return held;
+    static auto* held = new std::set<int>;
+    return *held;
   }
   static void release_in_child() {
     const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);

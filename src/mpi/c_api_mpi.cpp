@@ -26,6 +26,7 @@ int rsg_open_mpi_fortran(const char* config_path, const char* name, MPI_Fint com
 int rsg_protect_global(rsg_store* s, int id, void* ptr, size_t bytes, const char* label, const char* dtype,
                        int ndims, const int64_t* global_shape, const int64_t* offset, const int64_t* shape) {
   if (s == nullptr || dtype == nullptr) return invalid("rsg_protect_global: store and dtype must not be NULL");
+  if (const int refused = resurgo::c_api::refuse_unusable(s, "rsg_protect_global")) return refused;
   if (ndims <= 0 || global_shape == nullptr || offset == nullptr || shape == nullptr) {
     return invalid("rsg_protect_global: ndims must be positive and global_shape, offset and shape not NULL");
   }

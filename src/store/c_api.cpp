@@ -1,6 +1,7 @@
 // The C API: a thin shell over resurgo::Store that turns exceptions into
 // RSG_E* codes and a thread-local message.
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -13,6 +14,7 @@
 using resurgo::c_api::guarded;
 using resurgo::c_api::invalid;
 using resurgo::c_api::last_error;
+using resurgo::c_api::refuse_unusable;
 
 namespace {
 
@@ -105,6 +107,20 @@ void hand_over(const std::vector<Item>& list, Entry* out, size_t capacity, size_
   std::transform(list.begin(), list.end(), out, [](const Item& item) { return to_c(item); });
 }
 
+// Frees the store and keeps its handle, marked closed, on a list that is
+// never freed (c_store.h says why). Without a mutex: a child forked while
+// another thread closes a store must still be able to close its own.
+void keep_closed(rsg_store* s) {
+  static std::atomic<rsg_store*> closed{nullptr};
+  {
+    const resurgo::Store freed = std::move(s->store);
+  }
+  s->state = rsg_store::kClosed;
+  s->next_closed = closed.load();
+  while (!closed.compare_exchange_weak(s->next_closed, s)) {
+  }
+}
+
 }  // namespace
 
 extern "C" {
@@ -119,39 +135,40 @@ int rsg_open(const char* config_path, const char* name, rsg_store** out) {
 }
 
 int rsg_close(rsg_store* s) {
-  if (s == nullptr) return invalid("rsg_close: store is NULL");
+  if (const int refused = refuse_unusable(s, "rsg_close")) return refused;
   const int status = guarded([&] { s->store.close(); });
-  delete s;
+  keep_closed(s);
   return status;
 }
 
 int rsg_protect(rsg_store* s, int id, void* ptr, size_t bytes, const char* label) {
-  if (s == nullptr) return invalid("rsg_protect: store is NULL");
+  if (const int refused = refuse_unusable(s, "rsg_protect")) return refused;
   return guarded([&] { s->store.protect(id, ptr, bytes, label == nullptr ? "" : label); });
 }
 
 int rsg_protect_device(rsg_store* s, int id, void* device_ptr, size_t bytes, const char* label) {
-  if (s == nullptr) return invalid("rsg_protect_device: store is NULL");
+  if (const int refused = refuse_unusable(s, "rsg_protect_device")) return refused;
   return guarded([&] { s->store.protect_device(id, device_ptr, bytes, label == nullptr ? "" : label); });
 }
 
 int rsg_protect_managed(rsg_store* s, int id, void* ptr, size_t bytes, const char* label) {
-  if (s == nullptr) return invalid("rsg_protect_managed: store is NULL");
+  if (const int refused = refuse_unusable(s, "rsg_protect_managed")) return refused;
   return guarded([&] { s->store.protect_managed(id, ptr, bytes, label == nullptr ? "" : label); });
 }
 
 int rsg_unprotect(rsg_store* s, int id) {
-  if (s == nullptr) return invalid("rsg_unprotect: store is NULL");
+  if (const int refused = refuse_unusable(s, "rsg_unprotect")) return refused;
   return guarded([&] { s->store.unprotect(id); });
 }
 
 int rsg_set_metadata(rsg_store* s, const void* data, size_t bytes) {
-  if (s == nullptr) return invalid("rsg_set_metadata: store is NULL");
+  if (const int refused = refuse_unusable(s, "rsg_set_metadata")) return refused;
   return guarded([&] { s->store.set_metadata(data, bytes); });
 }
 
 int rsg_get_metadata(rsg_store* s, void* data, size_t capacity, size_t* bytes) {
   if (s == nullptr || bytes == nullptr) return invalid("rsg_get_metadata: store and bytes must not be NULL");
+  if (const int refused = refuse_unusable(s, "rsg_get_metadata")) return refused;
   const auto& metadata = s->store.metadata();
   *bytes = metadata.size();
   if (metadata.size() > capacity) {
@@ -168,17 +185,18 @@ int rsg_get_metadata(rsg_store* s, void* data, size_t capacity, size_t* bytes) {
 }
 
 int rsg_checkpoint(rsg_store* s, int version) {
-  if (s == nullptr) return invalid("rsg_checkpoint: store is NULL");
+  if (const int refused = refuse_unusable(s, "rsg_checkpoint")) return refused;
   return guarded([&] { s->store.checkpoint(version); });
 }
 
 int rsg_wait(rsg_store* s, int version, int level) {
-  if (s == nullptr) return invalid("rsg_wait: store is NULL");
+  if (const int refused = refuse_unusable(s, "rsg_wait")) return refused;
   return guarded([&] { s->store.wait(version, level); });
 }
 
 int rsg_latest(rsg_store* s, int* version) {
   if (s == nullptr || version == nullptr) return invalid("rsg_latest: store and version must not be NULL");
+  if (const int refused = refuse_unusable(s, "rsg_latest")) return refused;
   return guarded([&] {
     const std::optional<int> newest = s->store.latest();
     if (!newest) throw resurgo::NotFoundError("store '" + s->store.name() + "' has no committed version");
@@ -187,7 +205,7 @@ int rsg_latest(rsg_store* s, int* version) {
 }
 
 int rsg_restart(rsg_store* s, int version, int* restored) {
-  if (s == nullptr) return invalid("rsg_restart: store is NULL");
+  if (const int refused = refuse_unusable(s, "rsg_restart")) return refused;
   return guarded([&] {
     const int got = s->store.restart(version);
     if (restored != nullptr) *restored = got;
@@ -195,23 +213,25 @@ int rsg_restart(rsg_store* s, int version, int* restored) {
 }
 
 int rsg_prefetch(rsg_store* s, const int* versions, size_t count) {
-  if (s == nullptr) return invalid("rsg_prefetch: store is NULL");
+  if (const int refused = refuse_unusable(s, "rsg_prefetch")) return refused;
   if (versions == nullptr && count > 0) return invalid("rsg_prefetch: versions is NULL but count is not 0");
   return guarded([&] { s->store.prefetch(std::vector<int>(versions, versions + count)); });
 }
 
 int rsg_discard(rsg_store* s, int version) {
-  if (s == nullptr) return invalid("rsg_discard: store is NULL");
+  if (const int refused = refuse_unusable(s, "rsg_discard")) return refused;
   return guarded([&] { s->store.discard(version); });
 }
 
 int rsg_need_checkpoint(rsg_store* s, int* need) {
   if (s == nullptr || need == nullptr) return invalid("rsg_need_checkpoint: store and need must not be NULL");
+  if (const int refused = refuse_unusable(s, "rsg_need_checkpoint")) return refused;
   return guarded([&] { *need = s->store.need_checkpoint() ? 1 : 0; });
 }
 
 int rsg_stats(rsg_store* s, int version, rsg_version_stats* out) {
   if (s == nullptr || out == nullptr) return invalid("rsg_stats: store and out must not be NULL");
+  if (const int refused = refuse_unusable(s, "rsg_stats")) return refused;
   return guarded([&] {
     const std::vector<resurgo::VersionStats> all = s->store.stats();
     const auto it = std::find_if(all.begin(), all.end(), [&](const auto& v) { return v.version == version; });
@@ -249,6 +269,7 @@ int rsg_stats(rsg_store* s, int version, rsg_version_stats* out) {
 
 int rsg_device_stats(rsg_store* s, rsg_device_caches* out) {
   if (s == nullptr || out == nullptr) return invalid("rsg_device_stats: store and out must not be NULL");
+  if (const int refused = refuse_unusable(s, "rsg_device_stats")) return refused;
   return guarded([&] {
     const resurgo::DeviceStats stats = s->store.device_stats();
     rsg_device_caches caches{};
@@ -260,6 +281,7 @@ int rsg_device_stats(rsg_store* s, rsg_device_caches* out) {
 
 int rsg_last_restart(rsg_store* s, rsg_restart_report* out) {
   if (s == nullptr || out == nullptr) return invalid("rsg_last_restart: store and out must not be NULL");
+  if (const int refused = refuse_unusable(s, "rsg_last_restart")) return refused;
   return guarded([&] {
     const resurgo::RestartReport report = s->store.last_restart();
     *out = rsg_restart_report{report.version, report.level, report.seconds, report.bytes,
@@ -269,6 +291,7 @@ int rsg_last_restart(rsg_store* s, rsg_restart_report* out) {
 
 int rsg_versions(rsg_store* s, rsg_version_info* out, size_t capacity, size_t* count) {
   if (s == nullptr || count == nullptr) return invalid("rsg_versions: store and count must not be NULL");
+  if (const int refused = refuse_unusable(s, "rsg_versions")) return refused;
   *count = 0;
   if (out == nullptr && capacity > 0) return invalid("rsg_versions: out is NULL but capacity is not 0");
   return guarded([&] {
@@ -280,6 +303,7 @@ int rsg_versions(rsg_store* s, rsg_version_info* out, size_t capacity, size_t* c
 
 int rsg_describe(rsg_store* s, int version, rsg_region_description* out, size_t capacity, size_t* count) {
   if (s == nullptr || count == nullptr) return invalid("rsg_describe: store and count must not be NULL");
+  if (const int refused = refuse_unusable(s, "rsg_describe")) return refused;
   *count = 0;
   if (out == nullptr && capacity > 0) return invalid("rsg_describe: out is NULL but capacity is not 0");
   return guarded([&] {
@@ -291,7 +315,7 @@ int rsg_describe(rsg_store* s, int version, rsg_region_description* out, size_t 
 }
 
 int rsg_persist(rsg_store* s, int version, int level) {
-  if (s == nullptr) return invalid("rsg_persist: store is NULL");
+  if (const int refused = refuse_unusable(s, "rsg_persist")) return refused;
   return guarded([&] { s->store.persist(version, level); });
 }
 

@@ -84,10 +84,12 @@ void remove_quietly(Directory& directory, const std::string& name) {
 
 }  // namespace
 
+// A directory opened before (it existed) is kept: other threads may be
+// listing it.
 void DirectoryLevel::prepare() {
   {
     std::lock_guard guard(directory_mutex_);
-    directory_ = env_->open_directory(dir_, DirectoryRules{true, shared_group_});
+    if (!directory_) directory_ = env_->open_directory(dir_, DirectoryRules{true, shared_group_});
   }
   Directory& directory = *directory_;
   const std::string rank_part = format::container_file_name(0, rank_).substr(11);  // ".r000003.rsg"
@@ -108,8 +110,17 @@ void DirectoryLevel::commit(int version, const std::function<void(WritableFile&)
   commit_file(name, format::temporary_file_name(name, ::getpid()), write);
 }
 
+void DirectoryLevel::refuse_writes(std::exception_ptr failure) {
+  std::lock_guard guard(directory_mutex_);
+  refusal_ = std::move(failure);
+}
+
 void DirectoryLevel::commit_file(const std::string& final_name, const std::string& temporary,
                                  const std::function<void(WritableFile&)>& write) {
+  {
+    std::lock_guard guard(directory_mutex_);
+    if (refusal_) std::rethrow_exception(refusal_);
+  }
   Directory& directory = existing_directory();
   bool renamed = false;
   try {

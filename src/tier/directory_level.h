@@ -6,6 +6,7 @@
 // (docs/reliability.md, "Security").
 #pragma once
 
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -34,14 +35,23 @@ class DirectoryLevel final : public Level {
   const std::string& dir() const { return dir_; }
   std::string path(int version) const;
 
-  // Creates the directory, durably, checks it (StorageError naming the
-  // path when another user could change it) and removes temporaries left
-  // by dead processes. Before prepare() the level reads a directory that
-  // exists (checked the same way) and holds nothing where there is none.
+  // Creates the directory, durably, unless it exists, checks it
+  // (StorageError naming the path when another user could change it) and
+  // removes temporaries left by dead processes. Before prepare() the level
+  // reads a directory that exists (checked the same way) and holds nothing
+  // where there is none: reading never creates it.
   void prepare() override;
+  // Whether the directory exists now. The existing part of its path is
+  // checked as prepare() checks it: StorageError for a file in the way or a
+  // directory another user could change.
+  bool exists() { return directory() != nullptr; }
   // Writes a version through `write` into a temporary file and commits it.
   // On failure the temporary is removed and nothing becomes visible.
   void commit(int version, const std::function<void(WritableFile&)>& write) override;
+  // Makes every commit (of a version, a copy, a manifest) throw `failure`
+  // instead, until called with null: why the directory could not be made
+  // for the versions routed here (Route::levels_for).
+  void refuse_writes(std::exception_ptr failure);
   // Copies a committed file of another level into this one, atomically,
   // verifying the header, the index and every chunk on the way.
   void commit_copy(int version, const ReadableFile& source) override;
@@ -101,7 +111,8 @@ class DirectoryLevel final : public Level {
   void commit_file(const std::string& final_name, const std::string& temporary,
                    const std::function<void(WritableFile&)>& write);
   std::string file_name(int version) const;
-  // The directory once it exists (nullptr before), opened on first use.
+  // The directory once it exists (nullptr before), opened on first use and
+  // then kept: the pointer stays valid while the level lives.
   Directory* directory();
   Directory& existing_directory();
   std::vector<std::string> names();
@@ -114,8 +125,9 @@ class DirectoryLevel final : public Level {
   bool collective_ = false;
   bool shared_group_;
   std::shared_ptr<Env> env_;
-  std::mutex directory_mutex_;
+  std::mutex directory_mutex_;  // guards the two below
   std::unique_ptr<Directory> directory_;
+  std::exception_ptr refusal_;
 };
 
 }  // namespace resurgo

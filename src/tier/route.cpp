@@ -1,11 +1,13 @@
 #include "tier/route.h"
 
 #include <filesystem>
+#include <utility>
 
 #include "base/units.h"
 #include "gpu/device_access.h"
 #include "gpu/gpu_error.h"
 #include "resurgo/errors.hpp"
+#include "tier/store_claim.h"
 
 namespace resurgo {
 
@@ -45,12 +47,19 @@ std::unique_ptr<DeviceLevel> open_device_level(const std::string& store, int ran
   }
 }
 
+// A level that takes checkpoints has the existing part of its path checked
+// at open, so that a file in the way fails the open, not the first version.
+bool exists_at_open(DirectoryLevel& level, int every, Env& env) {
+  return every > 0 ? level.exists() : env.exists(level.dir());
+}
+
 }  // namespace
 
 Route::Route(const std::string& store, int rank, int node, const Config& config, std::shared_ptr<Env> env,
              const Logger& log)
     : store_(store),
       config_(config),
+      log_(log),
       memory_(store, rank, memory_capacity(config), config.memory.keep),
       local_(kL2, local_root(config, node), store, rank, config.local.mode, config.local.keep, env,
              config.local.shared_group),
@@ -60,24 +69,73 @@ Route::Route(const std::string& store, int rank, int node, const Config& config,
     throw ConfigError(
         "no level takes checkpoints: memory.every, local.every and persistent.every are all 0; set one of them");
   }
-  local_.prepare();
-  local_lock_ = local_.lock();
-  if (config.persistent.every > 0 || env->exists(persistent_.dir())) prepare_persistent();
+  const bool partner = config.partner.scheme != PartnerScheme::kNone;
+  if (exists_at_open(persistent_, config.persistent.every, *env)) prepare(persistent_);
+  if (exists_at_open(local_, config.local.every, *env) || partner) prepare(local_);
+  for (DirectoryLevel* level : {&local_, &persistent_}) {
+    if (!held(*level).prepared) held(*level).claim = claim_store_directory(level->dir(), rank);
+  }
   device_ = open_device_level(store, rank, config, log);
 }
 
-void Route::prepare_persistent() {
-  if (persistent_prepared_) return;
-  persistent_.prepare();
-  persistent_lock_ = persistent_.lock();
-  if (!identity_.unknown()) adopt_identity(persistent_);
-  persistent_prepared_ = true;
+Route::Held& Route::held(const DirectoryLevel& level) { return &level == &local_ ? local_held_ : persistent_held_; }
+
+// persist() may prepare a level on another thread while checkpoint() does.
+void Route::prepare(DirectoryLevel& level) {
+  Held& state = held(level);
+  if (state.prepared) return;
+  std::lock_guard guard(prepare_mutex_);
+  if (state.prepared) return;
+  try {
+    level.prepare();
+  } catch (const StorageError& error) {
+    const std::string key = level.number() == kL2 ? "local" : "persistent";
+    throw StorageError("store '" + store_ + "': the L" + std::to_string(level.number()) + " directory (" + key +
+                       ".path) cannot be used: " + error.what() + "; set " + key +
+                       ".path to a directory you can write" +
+                       (level.number() == kL4 ? ", or persistent.every = 0 to keep versions off L4" : ""));
+  }
+  if (!state.lock) state.lock = level.lock();
+  if (!identity_.unknown()) adopt_identity(level);
+  level.refuse_writes(nullptr);
+  state.prepared = true;
+}
+
+// A directory that cannot be made (or locked) fails the version routed
+// there in the background, as a failed write of it would: the level's
+// writes throw why. It is tried again for the next version that goes
+// there, here on the application's thread: a write does not prepare the
+// level itself, since a forked writer must not make, lock or write the
+// identity of a directory in its own process.
+void Route::prepare_for_version(DirectoryLevel& level) {
+  try {
+    prepare(level);
+  } catch (const Error&) {
+    level.refuse_writes(std::current_exception());
+  }
+}
+
+// Each level's eviction rule (collective levels keep what the job has not
+// completed elsewhere) with nothing pinned: every version has settled.
+void Route::evict_surplus() {
+  for (DirectoryLevel* level : directories()) {
+    if (every_of(*level) <= 0) continue;
+    try {
+      level->evict([](int) { return false; });
+    } catch (const Error& error) {
+      log_.warn("store '" + store_ + "': removing the versions beyond keep from L" +
+                std::to_string(level->number()) + " at close: " + error.what());
+    }
+  }
 }
 
 void Route::close() {
+  evict_surplus();
   device_.reset();
-  local_lock_.reset();
-  persistent_lock_.reset();
+  for (Held* state : {&local_held_, &persistent_held_}) {
+    state->lock.reset();
+    state->claim.reset();
+  }
 }
 
 std::vector<std::pair<format::StoreId, std::string>> Route::identities_found() {
@@ -89,14 +147,19 @@ std::vector<std::pair<format::StoreId, std::string>> Route::identities_found() {
 }
 
 void Route::set_identity(const format::StoreId& id, bool drawn) {
-  DirectoryLevel& first = persistent_prepared_ ? persistent_ : local_;
-  identity_ = drawn ? first.adopt_identity(id) : id;
-  if (persistent_prepared_) adopt_identity(persistent_);
-  adopt_identity(local_);
+  identity_ = id;
+  identity_drawn_ = drawn;
+  for (DirectoryLevel* level : {&persistent_, &local_}) {
+    if (held(*level).prepared) adopt_identity(*level);
+  }
 }
 
+// A drawn identity gives way to the one another process of the store (a
+// rank opening at the same moment) wrote first into the first directory
+// prepared, until a version carries it.
 void Route::adopt_identity(DirectoryLevel& level) {
   const format::StoreId held = level.adopt_identity(identity_);
+  if (std::exchange(identity_drawn_, false)) identity_ = held;
   if (held == identity_) return;
   throw MismatchError("store '" + store_ + "': directory '" + level.dir() + "' holds the versions of another store " +
                       "(identity " + held.hex() + ", this store's is " + identity_.hex() +
@@ -128,15 +191,16 @@ std::vector<Level*> Route::levels_for(long checkpoint_number) {
     }
   }
   for (Level* level : levels) {
-    if (level == &persistent_) prepare_persistent();
+    if (DirectoryLevel* made = directory(level)) prepare_for_version(*made);
   }
+  identity_drawn_ = false;  // the version captured next carries the identity
   return levels;
 }
 
 std::vector<Level*> Route::readable() const {
   auto* self = const_cast<Route*>(this);
-  std::vector<Level*> levels{&self->memory_, &self->local_};
-  if (persistent_prepared_) levels.push_back(&self->persistent_);
+  std::vector<Level*> levels{&self->memory_};
+  for (DirectoryLevel* level : directories()) levels.push_back(level);
   return levels;
 }
 
@@ -160,8 +224,9 @@ Level* Route::level(int number) const {
 
 std::vector<DirectoryLevel*> Route::directories() const {
   auto* self = const_cast<Route*>(this);
-  std::vector<DirectoryLevel*> found{&self->local_};
-  if (persistent_prepared_) found.push_back(&self->persistent_);
+  std::vector<DirectoryLevel*> found;
+  if (local_held_.prepared) found.push_back(&self->local_);
+  if (persistent_held_.prepared) found.push_back(&self->persistent_);
   return found;
 }
 
@@ -206,10 +271,10 @@ void Route::check_wait(int number) const {
 }
 
 Level& Route::persist_target(int number) {
-  if (number == kL2) return local_;
-  if (number == kL4) {
-    prepare_persistent();
-    return persistent_;
+  if (number == kL2 || number == kL4) {
+    DirectoryLevel& target = number == kL2 ? local_ : persistent_;
+    prepare(target);
+    return target;
   }
   throw InvalidArgumentError("persist: level " + std::to_string(number) +
                              " is not a directory level; use 2 (local) or 4 (persistent)");

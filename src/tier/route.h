@@ -7,9 +7,13 @@
 //   L2  the node-local directory: local.every, local.keep
 //   L3  partner copies on other nodes: an MPI store's job adds it (add_partner)
 //   L4  the persistent directory: persistent.every, persistent.keep
-// It prepares a level lazily (L4 only once a version goes there or it holds
-// versions: a store with L4 off leaves no ./checkpoints behind), says which
-// levels a checkpoint goes to, which ones restore reads, and whether
+// It prepares a directory level lazily: one that exists at open is locked
+// then; a missing one is made (and locked) when the first version goes
+// there, so that a store that never wrote leaves no directory behind and
+// a read-only working directory does not stop a store whose versions go to
+// L2 (reading never makes a directory). L3 lives inside L2's directory: a
+// store with partner.scheme makes L2 at open. The route says which levels
+// a checkpoint goes to, which ones restore reads, and whether
 // wait(version, level) and persist(version, level) name a level they can.
 //
 // Thread safety: readable() may be called from any thread (the prefetcher's);
@@ -18,6 +22,7 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -42,27 +47,34 @@ class Route {
   };
 
   // `node`: this rank's node, for "{node}" in local.path (docs/mpi.md).
-  // Prepares and locks L2, and L4 when it is routed to or holds versions
-  // (StateError when another process or Store holds a lock); opens L0
-  // when configured (on the device of the calling thread's current
-  // context), or logs why it cannot. Throws ConfigError when no level
-  // takes checkpoints.
+  // Prepares and locks the directory levels whose directory exists, and
+  // claims the others for this rank in this process (StateError when
+  // another process or Store holds the lock or the claim); checks the path
+  // of the levels that take checkpoints (StorageError for a file in the
+  // way); opens L0 when configured (on the device of the calling thread's
+  // current context), or logs why it cannot. Throws ConfigError when no
+  // level takes checkpoints.
   Route(const std::string& store, int rank, int node, const Config& config, std::shared_ptr<Env> env,
         const Logger& log);
 
   // The levels the `checkpoint_number`-th checkpoint (counting from 1) goes
-  // to, fastest first, each prepared.
+  // to, fastest first, each prepared: a directory level is made now when
+  // this is its first version. One that cannot be made refuses the
+  // version's write, saying which key to change: the version fails in the
+  // background, as a failed write would.
   std::vector<Level*> levels_for(long checkpoint_number);
   // L1, L2, L4 with their `every`: what the scheduler's workers serve.
   std::vector<Step> scheduled() const;
-  // The levels a restore reads and listings look in: L1, L2, and L4 once
-  // prepared (L0 holds device images, L3 other ranks' copies).
+  // The levels a restore reads and listings look in: L1, and L2 and L4 once
+  // prepared (before, they hold nothing of this store's: a directory made
+  // since by another process is not read). L0 holds device images, L3
+  // other ranks' copies.
   std::vector<Level*> readable() const;
   // Those of them slower than level `number` (the prefetcher's sources).
   std::vector<Level*> readable_after(int number) const;
   // The level numbered `number`, or null when the store has none.
   Level* level(int number) const;
-  // The directory levels that may hold versions: L2, and L4 once prepared.
+  // The directory levels that may hold versions: L2 and L4 once prepared.
   std::vector<DirectoryLevel*> directories() const;
   // `level` as a directory level, or null when it is another kind.
   DirectoryLevel* directory(const Level* level) const;
@@ -83,17 +95,22 @@ class Route {
   DirectoryLevel& persistent() { return persistent_; }
   // L0, or null without one.
   DeviceLevel* device() const { return device_.get(); }
-  // The store's close(): gives L0's device memory back and the locks.
+  // The store's close(), once every version settled: removes the versions
+  // beyond `keep` from the directory levels that take checkpoints (those
+  // of earlier runs too; a failure is logged), gives L0's device memory
+  // back, and the locks and claims.
   void close();
-  // The store identities L2 and L4 hold (L4 read even before it is
-  // prepared), each with its directory.
+  // The store identities the existing directories of L2 and L4 hold, each
+  // with its directory.
   std::vector<std::pair<format::StoreId, std::string>> identities_found();
-  // The store's identity from now on, written into L2, and into L4 now or
-  // once prepared, where they hold none; MismatchError naming the directory
-  // that holds another (it belongs to another store). A `drawn` identity
-  // (none was found) gives way to the one a process of the same store
-  // opening at the same moment wrote first: L4, shared by every rank, is
-  // written first and decides.
+  // The store's identity from now on (called at open), written into each
+  // directory level that holds none, now or once prepared; MismatchError
+  // naming the directory that holds another (it belongs to another store).
+  // A `drawn` identity (none was found) gives way to the one a process of
+  // the same store opening at the same moment wrote first into the first
+  // directory prepared (L4, shared by every rank, before L2 at open), as
+  // long as no version carries it: at the latest, until the first
+  // checkpoint's levels are prepared.
   void set_identity(const format::StoreId& id, bool drawn);
   const format::StoreId& identity() const { return identity_; }
 
@@ -102,21 +119,34 @@ class Route {
   void add_partner(Level& partner) { partner_ = &partner; }
 
  private:
+  // What the route holds of a directory level.
+  struct Held {
+    std::unique_ptr<FileLock> claim;  // from open, when missing then (store_claim.h)
+    std::unique_ptr<FileLock> lock;   // the lock file's, once prepared
+    std::atomic<bool> prepared{false};  // read by the prefetcher's thread
+  };
+
   int every_of(const Level& level) const;
-  void prepare_persistent();
+  Held& held(const DirectoryLevel& level);
+  // Makes (when missing), cleans and locks `level`, and writes the identity.
+  void prepare(DirectoryLevel& level);
+  void prepare_for_version(DirectoryLevel& level);
   void adopt_identity(DirectoryLevel& level);
+  void evict_surplus();
 
   std::string store_;
   const Config& config_;
+  const Logger& log_;
   MemoryLevel memory_;
   DirectoryLevel local_;
   DirectoryLevel persistent_;
   std::unique_ptr<DeviceLevel> device_;
   Level* partner_ = nullptr;
-  std::atomic<bool> persistent_prepared_{false};  // read by the prefetcher's thread
-  std::unique_ptr<FileLock> local_lock_;
-  std::unique_ptr<FileLock> persistent_lock_;
+  std::mutex prepare_mutex_;
+  Held local_held_;
+  Held persistent_held_;
   format::StoreId identity_;  // unknown until set_identity
+  bool identity_drawn_ = false;  // and no version carries it yet
 };
 
 }  // namespace resurgo

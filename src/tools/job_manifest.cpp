@@ -1,4 +1,5 @@
-// read_manifest(): a job manifest read and checked without a store.
+// read_manifest(): a job manifest read and checked without a store, and
+// the names of manifest files.
 #include "format/file_names.h"
 #include "format/manifest.h"
 #include "resurgo/errors.hpp"
@@ -17,6 +18,12 @@ Manifest read_manifest(const std::string& store_dir, int version) {
                         "` lists the versions there)");
   }
   return format::decode_manifest(format::read_manifest_file(*file), path);
+}
+
+std::optional<int> parse_manifest_file_name(const std::string& name) {
+  int version = 0;
+  if (!format::parse_manifest_file_name(name, version)) return std::nullopt;
+  return version;
 }
 
 }  // namespace resurgo::tools

@@ -326,10 +326,11 @@ def test_background_l4_failure_is_reported_by_wait_and_close(dirs):
     store = resurgo.Store("bg", **dirs.kw())
     try:
         store.protect("a", np.ones(16))
-        # Replace the store's L4 directory by a file: every L4 write now fails
-        # (ENOTDIR, also for root) while L2 keeps working.
+        # A file where the store's L4 directory is to be made (with the first
+        # version sent there): every L4 write now fails (ENOTDIR, also for
+        # root) while L2 keeps working.
         l4_store = dirs.level_dir(4, "bg")
-        shutil.rmtree(l4_store)  # its lock and identity files with it
+        l4_store.parent.mkdir(parents=True, exist_ok=True)
         l4_store.write_bytes(b"in the way")
         store.checkpoint(0)
         store.wait(0, level=2)
