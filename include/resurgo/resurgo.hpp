@@ -219,10 +219,26 @@ class Store {
   // Until `version` (or every pending one for kAllVersions) is durable at
   // `level` (kL1, kL2 or kL4), or throws the background error that prevented it.
   void wait(int version = kAllVersions, int level = 2);
-  // Newest version complete on some level.
+  // The version restart() (kLatest) restores, judged without reading the
+  // data: the newest version whose copy on some level has an intact header
+  // and index naming this store, version and rank, whose chain of bases is
+  // intact the same way, and, for an MPI store, whose job manifest is there
+  // for this rank count and names this rank's file, or that was written by
+  // another rank count in regions this job can redistribute (docs/mpi.md);
+  // the same on every rank. Chunks are not read: verifying every byte at
+  // every start would cost a full read of the state. So restart() may still
+  // find a chunk damaged: it then falls back to an older version and says
+  // why in last_restart().skipped. No version: std::nullopt, and the program
+  // starts from scratch. When the store holds versions but none could be
+  // restored (each damaged, or written by a job this one cannot restore),
+  // starting from scratch would fail too (versions must increase): latest()
+  // throws StateError naming each version and why.
   std::optional<int> latest();
   // Restores `version` (or the newest intact one for kLatest, falling back
   // past damaged versions) into the protected regions; returns the version.
+  // On an MPI store, kLatest then sets aside the newer versions on every
+  // rank (docs/mpi.md), so that the job's next checkpoints may take their
+  // numbers.
   // With kProtectedRegions, regions of the version that are not protected
   // are not read (a version read in parts); every protected region must
   // still be in it.

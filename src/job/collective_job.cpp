@@ -112,42 +112,42 @@ void CollectiveJob::wait_for_partner_copies(int version) {
 
 std::optional<int> CollectiveJob::latest() {
   drain("latest: ", kL4);
-  std::vector<std::string> skipped;
-  std::vector<int> found = candidates(skipped);
-  for (const auto& [version, manifest] : other_rank_counts(skipped)) found.push_back(version);
-  const int agreed = versions_->agree_newest(found);
-  return agreed < 0 ? std::nullopt : std::optional<int>(agreed);
+  const Survey held = survey();
+  const int agreed = versions_->agree_newest(held.found());
+  if (agreed >= 0) return agreed;
+  if (versions_->on_every_rank(!held.holds_versions)) return std::nullopt;
+  throw StateError(no_version("latest on", kLatest, held.skipped) +
+                   "; restart on the number of ranks that wrote them, with the regions they hold, or remove them "
+                   "(`resurgo rm`) to start again");
 }
 
-// Empty when `version` is a version of the job this rank can restore: a
-// directory level holds its manifest for this job size, and a copy here is
-// the file the manifest names (same header+index checksum). Else why not;
-// none when the version was written by another rank count (which
-// other_rank_counts() judges).
-std::optional<std::string> CollectiveJob::version_problem(int version) {
-  std::string problem = "no job manifest (the job did not commit it: a rank failed before every rank had written it)";
+CopyOwner CollectiveJob::owner() const {
+  return {context_.store, context_.route.identity(), context_.comm.rank(), context_.config.restart.accept_foreign};
+}
+
+// Restorable when a directory level holds its manifest for this job size
+// and this rank's copy is the file the manifest names (same header+index
+// checksum), its chain intact as far as headers and indexes tell.
+CollectiveJob::Standing CollectiveJob::standing_of(int version) {
+  Standing standing{false, 0, "no job manifest (the job did not commit it: a rank failed before every rank had "
+                              "written it)"};
   for (DirectoryLevel* directory : context_.route.directories()) {
     try {
       const std::optional<std::string> text = directory->read_manifest(version);
       if (!text) continue;
+      standing.committed = true;
       const std::string path = directory->dir() + "/" + format::manifest_file_name(version);
       const format::Manifest manifest = format::decode_manifest(*text, path);
       check_store(manifest, path);
-      if (manifest.ranks != context_.comm.size()) return std::nullopt;
+      if (manifest.ranks != context_.comm.size()) return {true, manifest.ranks, ""};
       const std::uint64_t expected = manifest.files[static_cast<std::size_t>(context_.comm.rank())].checksum;
-      for (Level* copy : context_.route.readable()) {
-        if (!copy->holds(version)) continue;
-        try {
-          if (format::read_container(*copy->open(version)).checksum == expected) return "";
-        } catch (const Error&) {
-        }
-      }
-      problem = "this rank's files differ from the one the job committed (files of another job?)";
+      standing.problem = restore_problem(context_.route.readable(), owner(), version, expected);
+      if (standing.problem.empty()) return standing;
     } catch (const Error& error) {
-      problem = error.what();
+      standing.problem = error.what();
     }
   }
-  return problem;
+  return standing;
 }
 
 void CollectiveJob::check_store(const format::Manifest& manifest, const std::string& path) const {
@@ -158,49 +158,69 @@ void CollectiveJob::check_store(const format::Manifest& manifest, const std::str
                       "); set restart.accept_foreign = true to restart from a copy of another run's checkpoint");
 }
 
-std::vector<int> CollectiveJob::candidates(std::vector<std::string>& skipped) {
-  std::vector<int> found;
-  for (const auto& [version, held] : committed_versions(context_.route.readable())) {
+std::vector<int> CollectiveJob::Survey::found() const {
+  std::vector<int> versions = restorable;
+  for (const auto& [version, manifest] : other_rank_count) versions.push_back(version);
+  return versions;
+}
+
+CollectiveJob::Survey CollectiveJob::survey() {
+  Survey held;
+  survey_own_versions(held);
+  survey_other_rank_counts(held);
+  return held;
+}
+
+// A version of another rank count is judged from its L4 manifest
+// (survey_other_rank_counts); one only on this node's L2 cannot be.
+void CollectiveJob::survey_own_versions(Survey& held) {
+  const std::vector<int> l4_manifests = context_.route.persistent().manifest_versions();
+  for (const auto& [version, levels] : committed_versions(context_.route.readable())) {
     if (context_.catalog.discarded(version)) continue;
-    const std::optional<std::string> problem = version_problem(version);
-    if (problem && problem->empty()) {
-      found.push_back(version);
-    } else if (problem) {
-      skipped.push_back("version " + std::to_string(version) + " (rank " + std::to_string(context_.comm.rank()) +
-                        "): " + *problem);
+    const Standing standing = standing_of(version);
+    held.holds_versions = held.holds_versions || standing.committed;
+    if (!standing.committed) held.orphans.push_back(version);
+    const std::string subject =
+        "version " + std::to_string(version) + " (rank " + std::to_string(context_.comm.rank()) + "): ";
+    if (standing.other_ranks > 0) {
+      if (std::find(l4_manifests.begin(), l4_manifests.end(), version) != l4_manifests.end()) continue;
+      held.skipped.push_back(subject + "written by " + std::to_string(standing.other_ranks) + " ranks and not on L4, "
+                             "where a restart on another number of ranks reads it");
+    } else if (standing.problem.empty()) {
+      held.restorable.push_back(version);
+    } else {
+      held.skipped.push_back(subject + standing.problem);
     }
   }
-  return found;
 }
 
 // Versions whose L4 manifest names another rank count and whose regions
 // hold every region protected here as a block of the same global array.
-std::map<int, format::Manifest> CollectiveJob::other_rank_counts(std::vector<std::string>& skipped) {
-  std::map<int, format::Manifest> found;
+void CollectiveJob::survey_other_rank_counts(Survey& held) {
   const std::vector<DirectoryLevel*> directories = context_.route.directories();
   DirectoryLevel& persistent = context_.route.persistent();
-  if (std::find(directories.begin(), directories.end(), &persistent) == directories.end()) return found;
+  if (std::find(directories.begin(), directories.end(), &persistent) == directories.end()) return;
   for (int version : persistent.manifest_versions()) {
     if (context_.catalog.discarded(version)) continue;
     const std::string path = persistent.dir() + "/" + format::manifest_file_name(version);
     try {
       const std::optional<std::string> text = persistent.read_manifest(version);
       if (!text) continue;
+      held.holds_versions = true;
       format::Manifest manifest = format::decode_manifest(*text, path);
       check_store(manifest, path);
-      if (manifest.ranks == context_.comm.size()) continue;  // a version of this rank count: candidates()
+      if (manifest.ranks == context_.comm.size()) continue;  // a version of this rank count: survey_own_versions()
       const std::string problem = redistribution_problem(manifest, context_.registry.regions());
       if (problem.empty()) {
-        found.emplace(version, std::move(manifest));
+        held.other_rank_count.emplace(version, std::move(manifest));
       } else {
-        skipped.push_back("version " + std::to_string(version) + " (written by " + std::to_string(manifest.ranks) +
-                          " ranks): " + problem);
+        held.skipped.push_back("version " + std::to_string(version) + " (written by " + std::to_string(manifest.ranks) +
+                               " ranks): " + problem);
       }
     } catch (const Error& error) {
-      skipped.push_back("version " + std::to_string(version) + ": " + error.what());
+      held.skipped.push_back("version " + std::to_string(version) + ": " + error.what());
     }
   }
-  return found;
 }
 
 // ------------------------------------------------------------ restart
@@ -213,33 +233,26 @@ Restored CollectiveJob::restart(int version, const RestoreSteps& steps) {
   if (context_.comm.rank() == 0) {
     for (const std::string& note : rebuild.notes) context_.log.warn(note);
   }
-  std::vector<std::string> skipped;
-  std::vector<int> found = candidates(skipped);
-  const std::map<int, format::Manifest> other_rank_count = other_rank_counts(skipped);
-  for (const auto& [other, manifest] : other_rank_count) found.push_back(other);
+  Survey held = survey();
+  std::vector<int> found = held.found();
   if (version != kLatest) found.assign(std::count(found.begin(), found.end(), version), version);
   for (;;) {
     const int agreed = versions_->agree_newest(found);
-    if (agreed < 0) {
-      std::string why;
-      for (const std::string& line : skipped) why += "; " + line;
-      throw NotFoundError("restart of store '" + context_.store + "': " +
-                          (version == kLatest ? std::string("no version") : "version " + std::to_string(version) + " is not one") +
-                          " that every rank of the job can restore" + why);
-    }
+    if (agreed < 0) throw NotFoundError(no_version("restart of", version, held.skipped));
     std::exception_ptr failure;
     std::string cause = "another rank could not restore it";
     Restored restored;
     try {
-      restored = restore(agreed, other_rank_count, steps);
+      restored = restore(agreed, held.other_rank_count, steps);
     } catch (const std::exception& error) {
       failure = std::current_exception();
       cause = error.what();
     }
     if (versions_->on_every_rank(!failure)) {
-      restored.report.skipped.insert(restored.report.skipped.begin(), skipped.begin(), skipped.end());
+      restored.report.skipped.insert(restored.report.skipped.begin(), held.skipped.begin(), held.skipped.end());
       restored.report.rebuilt = rebuild.notes;
       restored.report.rebuild_seconds = rebuild.seconds;
+      if (version == kLatest) clear_newer(agreed, held.orphans);
       return restored;
     }
     if (version != kLatest) {
@@ -247,8 +260,58 @@ Restored CollectiveJob::restart(int version, const RestoreSteps& steps) {
       throw StateError("restart of store '" + context_.store + "': version " + std::to_string(version) +
                        " could not be restored on every rank (" + cause + ")");
     }
-    skipped.push_back("version " + std::to_string(agreed) + ": not restorable on every rank (" + cause + ")");
+    held.skipped.push_back("version " + std::to_string(agreed) + ": not restorable on every rank (" + cause + ")");
     found.erase(std::remove(found.begin(), found.end(), agreed), found.end());
+  }
+}
+
+std::string CollectiveJob::no_version(const std::string& call, int version,
+                                      const std::vector<std::string>& skipped) const {
+  std::string why;
+  for (const std::string& line : skipped) why += "; " + line;
+  return call + " store '" + context_.store + "': " +
+         (version == kLatest ? std::string("no version") : "version " + std::to_string(version) + " is not one") +
+         " that every rank of the job can restore" + why;
+}
+
+// Every rank restored `restored`, and could restore no newer version of
+// the job: the newer ones (the files of a run that died part way through a
+// version, a version damaged or incomplete on some rank) must not count as
+// held on any rank, or the job's next checkpoints, which take their
+// numbers, would fail on the ranks holding them. Every rank has surveyed
+// the manifests before any rank gets here (the restart's last collective
+// follows every survey). Their manifests go first: a crash part way then
+// leaves files no manifest names, which the next restart clears, never a
+// manifest naming files set aside (a level keeps every version from the
+// newest manifest on). The files the job never committed are removed, the
+// others set aside for inspection, and their L3 copies removed. A failure
+// here is logged: the restart itself succeeded on every rank.
+void CollectiveJob::clear_newer(int restored, const std::vector<int>& orphans) {
+  try {
+    for (DirectoryLevel* directory : context_.route.directories()) {
+      for (int version : directory->manifest_versions()) {
+        if (version > restored) directory->remove_manifest(version);
+      }
+    }
+    const std::vector<Level*> levels = context_.route.readable();
+    for (int orphan : orphans) {
+      for (Level* level : levels) {
+        if (orphan > restored && level->holds(orphan)) level->remove(orphan);
+      }
+    }
+    for (int version : set_aside_newer(levels, restored)) {
+      context_.log.warn("version " + std::to_string(version) + " of store '" + context_.store +
+                        "' set aside (its copies renamed *" + format::kDamagedSuffix +
+                        "): the job restarted from version " + std::to_string(restored) +
+                        ", since not every rank could restore it");
+    }
+    for (int version : partner_ ? partner_->level().versions() : std::vector<int>{}) {
+      if (version > restored) partner_->level().remove(version);
+    }
+  } catch (const Error& error) {
+    context_.log.error("restart of store '" + context_.store + "' restored version " + std::to_string(restored) +
+                       " but could not clear this rank's newer versions: " + error.what() +
+                       "; a checkpoint of their numbers fails on this rank until they are removed (`resurgo rm`)");
   }
 }
 

@@ -17,6 +17,7 @@
 #include "job/collective_versions.h"
 #include "job/job.h"
 #include "job/partner_copies.h"
+#include "job/restorable.h"
 #include "job/solo_job.h"
 
 namespace resurgo {
@@ -31,28 +32,57 @@ class CollectiveJob final : public Job {
   void checkpoint_failed(int version) override;
   void checkpointed(int version, Clock::time_point started, const std::vector<Level*>& route) override;
   void wait(int version, int level) override;
+  // The version restart(kLatest) would restore, as far as manifests,
+  // headers and indexes tell (job/restorable.h), the same on every rank;
+  // none when the job holds no version. Throws, on every rank, when it
+  // holds versions but none every rank can restore (restart would fail,
+  // and so would starting from scratch: versions must increase).
   std::optional<int> latest() override;
   // The newest version every rank can restore, restored on every rank; a
   // version some rank fails to restore is dropped by all and the next one
-  // tried (kLatest), or fails on every rank (a given version).
+  // tried (kLatest), or fails on every rank (a given version). kLatest then
+  // clears what is newer than the version restored (clear_newer).
   Restored restart(int version, const RestoreSteps& steps) override;
   void add_stats(std::vector<VersionStats>& stats) override;
   void close() override;
 
  private:
+  // What this rank holds of the job's versions.
+  struct Survey {
+    std::vector<int> restorable;                       // by this rank, written by this rank count
+    std::map<int, format::Manifest> other_rank_count;  // written by another one, redistributable here
+    std::vector<std::string> skipped;                  // versions this rank cannot restore, and why
+    std::vector<int> orphans;                          // no job manifest: the job never committed them
+    bool holds_versions = false;                       // a job manifest names some version here
+
+    std::vector<int> found() const;  // restorable and other_rank_count
+  };
+  // How this rank's copy of a version stands for the job.
+  struct Standing {
+    bool committed = true;  // a job manifest names the version
+    int other_ranks = 0;    // > 0: written by that many ranks, another count (survey_other_rank_counts)
+    std::string problem;    // why this rank cannot restore it; empty: it can
+  };
+
   CollectiveVersions::Hooks hooks();
   // Every version handed over is decided at L2 (and at L4 when `level` is 4);
   // its failures are thrown, prefixed with `call`.
   void drain(const std::string& call, int level);
   void wait_for_partner_copies(int version);
-  std::optional<std::string> version_problem(int version);
+  CopyOwner owner() const;
+  Standing standing_of(int version);
   // MismatchError unless `manifest` (read from `path`) is this store's,
   // or restart.accept_foreign is set.
   void check_store(const format::Manifest& manifest, const std::string& path) const;
-  std::vector<int> candidates(std::vector<std::string>& skipped);
-  std::map<int, format::Manifest> other_rank_counts(std::vector<std::string>& skipped);
+  Survey survey();
+  void survey_own_versions(Survey& survey);
+  void survey_other_rank_counts(Survey& survey);
+  // Once restart(kLatest) restored `restored` on every rank: see the .cpp.
+  // `orphans`: the survey's, taken before any rank removed a manifest.
+  void clear_newer(int restored, const std::vector<int>& orphans);
   Restored restore(int version, const std::map<int, format::Manifest>& other_rank_count, const RestoreSteps& steps);
   Restored redistribute(const format::Manifest& manifest, const RestoreSteps& steps);
+  std::string no_version(const std::string& call, int version, const std::vector<std::string>& skipped) const;
 
   JobContext context_;
   SoloJob local_;

@@ -73,10 +73,13 @@ class Job {
   virtual void checkpointed(int version, Clock::time_point started, const std::vector<Level*>& route) = 0;
   // wait(version, level): `level` is one the route has (Route::check_wait).
   virtual void wait(int version, int level) = 0;
-  // The newest version the job can restart from (not discarded), or none.
+  // The version restart(kLatest) would restore as far as headers, indexes
+  // and job manifests tell (job/restorable.h), not discarded; none when the
+  // job holds no version; throws when it holds versions but could restore
+  // none of them (Store::latest).
   virtual std::optional<int> latest() = 0;
   // restart(version): kLatest, or a version not discarded; the regions are
-  // protected.
+  // protected. CollectiveJob's kLatest then sets aside the newer versions.
   virtual Restored restart(int version, const RestoreSteps& steps) = 0;
   // Adds what the job's own levels report (L3) to `stats`.
   virtual void add_stats(std::vector<VersionStats>& stats) = 0;

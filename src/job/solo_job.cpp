@@ -1,10 +1,22 @@
 #include "job/solo_job.h"
 
 #include "job/collective_job.h"
+#include "job/restorable.h"
 #include "job/store_identity.h"
 #include "resurgo/errors.hpp"
 
 namespace resurgo {
+
+namespace {
+
+std::string no_restorable_version(const std::string& store, const std::vector<std::string>& problems) {
+  std::string lines;
+  for (const std::string& problem : problems) lines += "; " + problem;
+  return "latest on store '" + store + "': it holds versions, but none that restart could restore" + lines +
+         "; restart() sets damaged copies aside and says why, or remove the versions (`resurgo rm`) to start again";
+}
+
+}  // namespace
 
 void SoloJob::wait(int version, int level) {
   Catalog& catalog = context_.catalog;
@@ -23,12 +35,24 @@ void SoloJob::wait(int version, int level) {
   catalog.wait(version, level);
 }
 
+CopyOwner SoloJob::owner() const {
+  return {context_.store, context_.route.identity(), context_.comm.rank(), context_.config.restart.accept_foreign};
+}
+
+// The newest version whose chain passes restore_problem(). A store that
+// holds versions but none restart could restore cannot start from scratch
+// either (versions must increase): that throws, naming each and why.
 std::optional<int> SoloJob::latest() {
   const std::map<int, std::vector<int>> committed = committed_versions(context_.route.readable());
+  std::vector<std::string> problems;
   for (auto version = committed.rbegin(); version != committed.rend(); ++version) {
-    if (!context_.catalog.discarded(version->first)) return version->first;
+    if (context_.catalog.discarded(version->first)) continue;
+    const std::string problem = restore_problem(context_.route.readable(), owner(), version->first);
+    if (problem.empty()) return version->first;
+    problems.push_back("version " + std::to_string(version->first) + ": " + problem);
   }
-  return std::nullopt;
+  if (problems.empty()) return std::nullopt;
+  throw StateError(no_restorable_version(context_.store, problems));
 }
 
 Restored SoloJob::restart(int version, const RestoreSteps& steps) {

@@ -2,10 +2,12 @@
 // communicator, or a rank of a launcher's job checkpointing on its own):
 // a version is durable at a level once this process wrote it there, and a
 // restart reads this process's levels. CollectiveJob runs these local steps
-// too, inside its job-wide ones.
+// too, inside its job-wide ones. latest() is the version restart(kLatest)
+// would restore as far as headers and indexes tell (job/restorable.h).
 #pragma once
 
 #include "job/job.h"
+#include "job/restorable.h"
 
 namespace resurgo {
 
@@ -26,6 +28,8 @@ class SoloJob final : public Job {
   void close() override {}
 
  private:
+  CopyOwner owner() const;
+
   JobContext context_;
 };
 
