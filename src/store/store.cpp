@@ -237,6 +237,7 @@ int Store::Impl::restart(int version, RestartScope scope) {
   last_restart = std::move(restored.report);
   metadata = std::move(restored.metadata);
   newest_version_ = std::max(newest_committed(), restored.version);  // the next version must be newer
+  scheduler_->request_eviction();  // local.keep and persistent.keep apply at restart too
   return restored.version;
 }
 

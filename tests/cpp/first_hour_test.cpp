@@ -7,11 +7,13 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/c_store.h"
@@ -192,6 +194,24 @@ TEST_F(FirstHourTest, KeepRemovesAtCloseWhatEarlierRunsLeft) {
   EXPECT_EQ(versions_in(dir.path() + "/node/l2/s"), (std::vector<std::string>{file_name(4), file_name(5)}));
   EXPECT_EQ(versions_in(dir.path() + "/work/checkpoints/s"),
             (std::vector<std::string>{file_name(3), file_name(4), file_name(5)}));
+}
+
+// The surplus goes soon after restart, without waiting for a close.
+TEST_F(FirstHourTest, KeepRemovesAfterARestartWhatEarlierRunsLeft) {
+  {
+    Store store("s", config({{"local.keep", "0"}}));
+    store.protect(0, u.data(), u.size() * sizeof(double), "u");
+    for (int version = 1; version <= 5; ++version) store.checkpoint(version);
+    store.close();
+  }
+  Store store("s", config({{"local.keep", "2"}}));
+  store.protect(0, u.data(), u.size() * sizeof(double), "u");
+  EXPECT_EQ(store.restart(), 5);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (versions_in(dir.path() + "/node/l2/s").size() > 2 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(versions_in(dir.path() + "/node/l2/s"), (std::vector<std::string>{file_name(4), file_name(5)}));
 }
 
 TEST_F(FirstHourTest, KeepAtCloseLeavesALevelThatTakesNoCheckpoint) {
