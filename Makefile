@@ -44,6 +44,23 @@ CMAKE_ARGS ?=
 NPROC := $(shell nproc 2>/dev/null || echo 2)
 JOBS  ?= $(shell n=$(NPROC); if [ $$n -gt 8 ]; then n=8; fi; if [ $$n -lt 1 ]; then n=1; fi; echo $$n)
 
+# ccache, when present (bootstrap installs it): the build trees of one
+# `make test` share the objects they compile alike, so the Python extension
+# (built with build/cpp's flags, below) and the fake-driver GPU check reuse
+# build/cpp's instead of compiling the library twice more. The cache lives
+# in build/ccache (a fresh clone starts empty); the build directory is kept
+# out of its key, as two trees compile the same sources.
+ifneq ($(shell command -v ccache 2>/dev/null),)
+export CMAKE_C_COMPILER_LAUNCHER   := ccache
+export CMAKE_CXX_COMPILER_LAUNCHER := ccache
+export CCACHE_DIR                  := $(CURDIR)/build/ccache
+export CCACHE_NOHASHDIR            := 1
+endif
+# One compiler name in every build tree (ccache's key holds it; pip's build
+# would pick g++ where CMake picks c++); CC or CXX set by the user win.
+export CC  := $(if $(filter environment command line,$(origin CC)),$(CC),cc)
+export CXX := $(if $(filter environment command line,$(origin CXX)),$(CXX),c++)
+
 # Inputs of the Python extension: a change to any of them re-runs pip.
 PY_INPUTS := $(shell find python src include cmake -type f \
                -not -path '*/__pycache__/*' -not -name '*.pyc' 2>/dev/null) \
@@ -76,7 +93,8 @@ build: deps $(BUILD_DIR)/CMakeCache.txt
 $(PY_BUILD)/.installed: $(PY_INPUTS) $(VENV)/.resurgo-requirements | deps
 	@echo "python: building the extension and installing resurgo into $(VENV) (editable)"
 	CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(VENV_PY) -m pip install -q --disable-pip-version-check \
-	  --no-build-isolation --config-settings=build-dir=$(PY_BUILD) -e .
+	  --no-build-isolation --config-settings=build-dir=$(PY_BUILD) \
+	  --config-settings=cmake.build-type=$(BUILD_TYPE) --config-settings=cmake.define.RESURGO_WERROR=ON -e .
 	@mkdir -p $(PY_BUILD) && touch $@
 
 # The virtualenv and its stamp are made by bootstrap (deps).

@@ -36,7 +36,8 @@ venv_packages=(numpy nanobind scikit-build-core pytest h5py rich matplotlib
 debian_packages=(build-essential cmake pkg-config gfortran libtomlplusplus-dev
   libxxhash-dev nlohmann-json3-dev libzstd-dev liblz4-dev libblosc-dev libgtest-dev
   libopenmpi-dev openmpi-bin
-  libscalapack-openmpi-dev)  # the ConvergentMatrix's ScaLAPACK interoperation test
+  libscalapack-openmpi-dev  # the ConvergentMatrix's ScaLAPACK interoperation test
+  ccache)  # the build trees of one `make test` share what they compile alike (Makefile)
 # Baselines of bench/matrix.py (PETSc's MATSCALAPACK assembly, Global
 # Arrays' NGA_Acc): large, and needed by no test, so only for `make bench`.
 bench_packages=(petsc-dev libglobalarrays-dev)
