@@ -979,7 +979,8 @@ contains
     call finish(rsg_wait(store%handle, v, l), 'resurgo_wait', ierr)
   end subroutine resurgo_wait
 
-  ! Newest committed version, or -1 when there is none. Having none is not
+  ! The version resurgo_restart restores by default (judged without reading
+  ! the data: Store::latest in resurgo.hpp), or -1 when there is none. Having none is not
   ! an error here: ierr is then RSG_OK (the C call's RSG_ENOTFOUND is absorbed).
   subroutine resurgo_latest(store, version, ierr)
     type(resurgo_store), intent(in) :: store

@@ -173,7 +173,9 @@ int rsg_set_metadata(rsg_store *s, const void *data, size_t bytes);
 int rsg_get_metadata(rsg_store *s, void *data, size_t capacity, size_t *bytes);
 int rsg_checkpoint(rsg_store *s, int version); /* blocks only for capture */
 int rsg_wait(rsg_store *s, int version, int level); /* until durable at level */
-int rsg_latest(rsg_store *s, int *version); /* newest committed, or RSG_ENOTFOUND */
+/* The version rsg_restart(RSG_LATEST) restores (judged without reading the
+   data: Store::latest in resurgo.hpp), or RSG_ENOTFOUND when none is held. */
+int rsg_latest(rsg_store *s, int *version);
 /* Restores `version` (RSG_LATEST: the newest intact one, falling back past
  * damaged versions) into the protected regions; *restored receives the
  * version read. The header and index of every version in the chain are

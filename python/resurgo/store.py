@@ -324,7 +324,10 @@ class Store:
         self._core.wait(_optional_version_arg(version, "wait", _ALL), operator.index(level))
 
     def latest(self) -> Optional[int]:
-        """Newest version complete on some directory level, or None."""
+        """The version ``restart()`` restores, judged from headers, indexes and
+        job manifests without reading the data, or None when the store holds
+        no version; StateError when it holds versions but could restore none
+        (Store::latest in resurgo.hpp says more)."""
         return self._core.latest()
 
     def restart(self, version: Optional[int] = None, *, regions: Optional[Iterable[str]] = None) -> int:
