@@ -114,6 +114,13 @@ def _override_value(name: str, value: Any) -> str:
     )
 
 
+def _printable(text: str) -> str:
+    """``text`` as the library's messages quote it (base/printable.h): control
+    characters written as \\xNN, so that a message moves no cursor and forges
+    no line."""
+    return "".join(c if c.isprintable() or c == " " else f"\\x{ord(c):02x}" for c in text)
+
+
 def _version_arg(value: Any, what: str) -> int:
     if isinstance(value, bool):
         raise TypeError(f"{what}: version must be an int, not bool")
@@ -201,6 +208,10 @@ class Store:
     def name(self) -> str:
         return self._core.name
 
+    def _call(self, call: str) -> str:
+        """How a failure of ``call`` begins, in every language (core/errors.h)."""
+        return f"{call} on store '{self.name}'"
+
     @property
     def rank(self) -> int:
         return self._core.rank
@@ -264,21 +275,21 @@ class Store:
         Restart on another number of ranks reassembles such regions, and
         ``resurgo export`` writes them as one HDF5 dataset."""
         if not isinstance(label, str):
-            raise TypeError(f"protect: label must be a str, not {type(label).__name__}")
+            raise TypeError(f"{self._call('protect')}: label must be a str, not {type(label).__name__}")
         if not label:
-            raise InvalidArgumentError("protect: the label must be a non-empty str")
+            raise InvalidArgumentError(f"{self._call('protect')}: the label must be a non-empty str")
         if label in self._regions:
-            raise InvalidArgumentError(f"protect: label '{label}' is already protected")
+            raise InvalidArgumentError(f"{self._call('protect')}: label '{_printable(label)}' is already protected")
         used = {region.id for region in self._regions.values()}
         region_id = next(i for i in range(len(used) + 1) if i not in used)
         block = _index_list(global_shape, "global_shape"), _index_list(offset, "offset")
 
-        view = array_view(array, f"protect: region '{label}'")
+        view = array_view(array, f"{self._call('protect')}: region '{_printable(label)}'")
         if not view.writable:
-            raise InvalidArgumentError(f"protect: region '{label}' is read-only; restart needs writable memory")
+            raise InvalidArgumentError(f"{self._call('protect')}: region '{_printable(label)}' is read-only; restart needs writable memory")
         if view.kind != "host" and (block[0] or block[1]):
             raise InvalidArgumentError(
-                f"protect: region '{label}' is in CUDA {view.kind} memory; global_shape and offset "
+                f"{self._call('protect')}: region '{_printable(label)}' is in CUDA {view.kind} memory; global_shape and offset "
                 "(a block of a global array) are supported for host regions only"
             )
         core_args = (region_id, view.kind, view.pointer, view.bytes, label, view.dtype, list(view.shape), *block)
@@ -288,7 +299,7 @@ class Store:
     def unprotect(self, label: str) -> None:
         region = self._regions.get(label)
         if region is None:
-            raise NotFoundError(f"unprotect: no region labelled '{label}' is protected")
+            raise NotFoundError(f"{self._call('unprotect')}: no region labelled '{_printable(label)}' is protected")
         self._core.unprotect(region.id)
         del self._regions[label]
 
@@ -315,13 +326,13 @@ class Store:
     def checkpoint(self, version: int) -> None:
         """Captures every protected region as ``version`` (>= 0, larger than
         every version held). Returns once the bytes are captured."""
-        self._core.checkpoint(_version_arg(version, "checkpoint"))
+        self._core.checkpoint(_version_arg(version, self._call("checkpoint")))
 
     def wait(self, version: Optional[int] = None, level: int = 2) -> None:
         """Blocks until ``version`` (None: every pending one) is durable at
         ``level`` (1, 2 or 4; 3 for an MPI store with partner.scheme), or raises
         the background error that prevented it."""
-        self._core.wait(_optional_version_arg(version, "wait", _ALL), operator.index(level))
+        self._core.wait(_optional_version_arg(version, self._call("wait"), _ALL), operator.index(level))
 
     def latest(self) -> Optional[int]:
         """The version ``restart()`` restores, judged from headers, indexes and
@@ -360,14 +371,14 @@ class Store:
         device arrays change only once the whole version was read. A
         restart on another number of MPI ranks cannot tell how far it came:
         its errors say that any array may have been partly overwritten."""
-        version_arg = _optional_version_arg(version, "restart", _LATEST)
+        version_arg = _optional_version_arg(version, self._call("restart"), _LATEST)
         if regions is None:
             return self._core.restart(version_arg)
         wanted = self._restart_labels(regions)
         left_out = [r for label, r in self._regions.items() if label not in wanted]
         for region in left_out:
             if region.core_args is None:
-                raise InvalidArgumentError(f"restart: region '{region.label}' cannot be left out of regions (a "
+                raise InvalidArgumentError(f"{self._call('restart')}: region '{region.label}' cannot be left out of regions (a "
                                            f"ConvergentMatrix is restored with its store); list it too")
         for region in left_out:
             self._core.unprotect(region.id)
@@ -380,19 +391,19 @@ class Store:
     def _restart_labels(self, regions: Iterable[str]) -> set:
         """The labels of ``restart(regions=...)``, each a protected array's."""
         if isinstance(regions, (str, bytes)):
-            raise TypeError(f"restart: regions must be a list of labels, not a {type(regions).__name__} "
+            raise TypeError(f"{self._call('restart')}: regions must be a list of labels, not a {type(regions).__name__} "
                             f"(regions=[{regions!r}])")
         labels = set()
         for label in regions:
             if not isinstance(label, str):
-                raise TypeError(f"restart: a label in regions must be a str, not {type(label).__name__}")
+                raise TypeError(f"{self._call('restart')}: a label in regions must be a str, not {type(label).__name__}")
             if label not in self._regions:
                 protected = ", ".join(f"'{known}'" for known in self._regions) or "none"
-                raise InvalidArgumentError(f"restart: region '{label}' in regions is not protected (protected: "
+                raise InvalidArgumentError(f"{self._call('restart')}: region '{_printable(label)}' in regions is not protected (protected: "
                                            f"{protected}); protect it first, or leave it out of regions")
             labels.add(label)
         if not labels:
-            raise InvalidArgumentError("restart: regions is empty; name the protected arrays to restore, or "
+            raise InvalidArgumentError(f"{self._call('restart')}: regions is empty; name the protected arrays to restore, or "
                                        "pass regions=None for all of them")
         return labels
 
@@ -402,13 +413,13 @@ class Store:
         disk into the memory level (``memory_capacity``) in that order, as
         room allows, so that :meth:`restart` of one reads memory. Versions not
         written yet are fetched once written. Replaces the previous order."""
-        self._core.prefetch([_version_arg(v, "prefetch") for v in versions])
+        self._core.prefetch([_version_arg(v, self._call("prefetch")) for v in versions])
 
     def discard(self, version: int) -> None:
         """The version was consumed: it leaves memory at once and its files are
         removed in the background. Raises NotFoundError for a version the store
         does not hold and StateError for one already discarded."""
-        self._core.discard(_version_arg(version, "discard"))
+        self._core.discard(_version_arg(version, self._call("discard")))
 
     def need_checkpoint(self) -> bool:
         """Whether a checkpoint is due by the ``interval_policy`` (``seconds``,
@@ -426,7 +437,7 @@ class Store:
         """The regions (label, kind, bytes, dtype, shape) and metadata of the
         committed ``version``, read from the header of its fastest intact
         copy without reading its data. NotFoundError when no level holds it."""
-        return self._core.describe(_version_arg(version, "describe"))
+        return self._core.describe(_version_arg(version, self._call("describe")))
 
     def versions(self) -> List[VersionInfo]:
         return self._core.versions()

@@ -138,3 +138,17 @@ def test_debug_logs_more_than_info(dirs, capfd):
     assert "resurgo[log-debug] debug: configuration: capture copy" in debug
     assert "resurgo[log-debug] debug: version 1 goes to L2, L4\n" in debug
     assert "resurgo[log-debug] debug: restart of the newest version: version 1 read from L2 (chain 1)\n" in debug
+
+
+def test_the_python_layers_own_checks_read_as_the_core_does(tmp_path):
+    """Checks made in Python before the core is called use the same form."""
+    store = resurgo.Store("msgs", local_path=str(tmp_path / "l2"), persistent_every=0)
+    u = np.zeros(4)
+    store.protect("u", u)
+    with pytest.raises(resurgo.InvalidArgumentError, match=r"^protect on store 'msgs': label 'u' is already"):
+        store.protect("u", np.zeros(4))
+    with pytest.raises(resurgo.NotFoundError, match=r"^unprotect on store 'msgs': no region labelled 'a\\x0ab'"):
+        store.unprotect("a\nb")
+    with pytest.raises(resurgo.InvalidArgumentError, match=r"^checkpoint on store 'msgs': version -?\d+ is out of"):
+        store.checkpoint(2**40)
+    store.close()
