@@ -123,7 +123,8 @@ FAKE_CUDA_TESTS := GpuDriverTest.*:GpuCudaTest.*:GpuStoreTest.*:HostPinnerTest.T
 
 # Sanitizer builds of the library and the GoogleTest suite (no Python).
 # Debug information is line tables only (-g1): enough for the reports' stack
-# traces, and full -g made an ASan+UBSan compile three times slower.
+# traces, where full -g made the ASan+UBSan compile several times slower
+# (bench/ci_time.sh measures the phases of make test).
 # $(call sanitized_tests,build dir,-fsanitize= list,runtime options).
 define sanitized_tests
 	cmake -S . -B $(1) -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DRESURGO_BUILD_EXAMPLES=OFF -DRESURGO_BUILD_FORTRAN=OFF \
