@@ -124,27 +124,31 @@ FAKE_CUDA_TESTS := GpuDriverTest.*:GpuCudaTest.*:GpuStoreTest.*:HostPinnerTest.T
 # Sanitizer builds of the library and the GoogleTest suite (no Python).
 # Debug information is line tables only (-g1): enough for the reports' stack
 # traces, where full -g made the ASan+UBSan compile several times slower
-# (bench/ci_time.sh measures the phases of make test).
-# $(call sanitized_tests,build dir,-fsanitize= list,runtime options).
+# (bench/ci_time.sh measures the phases of make test). The test programs
+# run side by side (scripts/together.sh), the GoogleTest binary in one
+# shard per job: each is single-threaded most of the time.
+# $(call sanitized_tests,build dir,-fsanitize= list,runtime options,GoogleTest files' options).
 define sanitized_tests
 	cmake -S . -B $(1) -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DRESURGO_BUILD_EXAMPLES=OFF -DRESURGO_BUILD_FORTRAN=OFF \
 	  -DCMAKE_CXX_FLAGS="-fsanitize=$(2) -fno-omit-frame-pointer -fno-sanitize-recover=all -O1" \
-	  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=$(2)" -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=$(2)"
+	  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=$(2)" -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=$(2)" \
+	  -DRESURGO_TEST_COMPILE_OPTIONS="$(4)"
 	cmake --build $(1) -j$(JOBS) --target resurgo_tests resurgo_fake_cuda crash_campaign auto_crash_campaign stress_campaign power_tests power_campaign
-	$(3) $(1)/tests/cpp/resurgo_tests
-	$(3) LD_LIBRARY_PATH=$(1)/tests/cpp/fake_cuda $(1)/tests/cpp/resurgo_tests --gtest_filter='$(FAKE_CUDA_TESTS)'
-	$(3) $(1)/tests/fault/crash_campaign --trials 60
-	$(3) $(1)/tests/fault/auto_crash_campaign --trials 20
-	$(3) $(1)/tests/fault/stress_campaign --seconds 5
-	$(3) $(1)/tests/power/power_tests
-	$(3) $(1)/tests/power/power_campaign --states 800
+	JOBS=$(JOBS) scripts/together.sh \
+	  $(foreach shard,$(shell seq 0 $$(($(JOBS) - 1))),"GTEST_TOTAL_SHARDS=$(JOBS) GTEST_SHARD_INDEX=$(shard) $(3) $(1)/tests/cpp/resurgo_tests") \
+	  "$(3) LD_LIBRARY_PATH=$(1)/tests/cpp/fake_cuda $(1)/tests/cpp/resurgo_tests --gtest_filter='$(FAKE_CUDA_TESTS)'" \
+	  "$(3) $(1)/tests/fault/auto_crash_campaign --trials 20" \
+	  "$(3) $(1)/tests/fault/crash_campaign --trials 60" \
+	  "$(3) $(1)/tests/power/power_campaign --states 800" \
+	  "$(3) $(1)/tests/power/power_tests" \
+	  "$(3) $(1)/tests/fault/stress_campaign --seconds 5"
 endef
 
 test-asan: deps
-	$(call sanitized_tests,build/asan,address$(,)undefined,ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1)
+	$(call sanitized_tests,build/asan,address$(,)undefined,ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1,-O0;-fno-sanitize=all)
 
 test-tsan: deps
-	$(call sanitized_tests,build/tsan,thread,TSAN_OPTIONS=halt_on_error=1)
+	$(call sanitized_tests,build/tsan,thread,TSAN_OPTIONS=halt_on_error=1,-O0)
 
 # Long campaigns (docs/reliability.md), each log kept in build/soak.
 SOAK_LOGS              := build/soak

@@ -1,21 +1,20 @@
-// Whether this test binary is built with AddressSanitizer or
-// ThreadSanitizer: their allocators (GCC 12's libsanitizer) are not
-// fork-safe, so a process forked while other threads allocate can deadlock
-// in the child (tests/fault/campaign_main.h, docs/reliability.md section 5).
+// Whether this test binary runs with AddressSanitizer or ThreadSanitizer:
+// their allocators (GCC 12's libsanitizer) are not fork-safe, so a process
+// forked while other threads allocate can deadlock in the child
+// (tests/fault/campaign_main.h, docs/reliability.md section 5).
+//
+// Asked of the linked runtime, not of the compiler's macros: the ASan build
+// compiles the GoogleTest files themselves without instrumentation
+// (tests/CMakeLists.txt) but links them with the runtime.
 #pragma once
+
+extern "C" {
+void __asan_init() __attribute__((weak));
+void __tsan_init() __attribute__((weak));
+}
 
 namespace resurgo {
 
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-inline constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
-inline constexpr bool kSanitized = true;
-#else
-inline constexpr bool kSanitized = false;
-#endif
-#else
-inline constexpr bool kSanitized = false;
-#endif
+inline const bool kSanitized = &__asan_init != nullptr || &__tsan_init != nullptr;
 
 }  // namespace resurgo

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Runs commands at the same time, at most JOBS (default: the number of
+# cores) at once, and fails when any of them fails.
+#
+#   scripts/together.sh COMMAND...        each COMMAND one shell string
+#
+# `make test` runs the sanitizer builds' test programs through it: each runs
+# on one core for minutes (a GoogleTest binary split into shards with
+# GTEST_TOTAL_SHARDS and GTEST_SHARD_INDEX, the campaigns side by side),
+# which left the other core idle. The output of each command is kept and
+# printed whole once it ended, in the order given; a failed command's
+# output ends with its exit status.
+set -uo pipefail
+
+(($#)) || { echo "usage: scripts/together.sh COMMAND..." >&2; exit 2; }
+limit=${JOBS:-$(nproc 2>/dev/null || echo 2)}
+out=$(mktemp -d "${TMPDIR:-/tmp}/resurgo-together.XXXXXX")
+trap 'rm -rf "$out"' EXIT
+
+for ((i = 1; i <= $#; i++)); do
+  while (($(jobs -rp | wc -l) >= limit)); do wait -n; done
+  command=${!i}
+  (
+    bash -c "$command" >"$out/$i.log" 2>&1
+    status=$?
+    ((status == 0)) || echo "together: '$command' failed with exit status $status" >>"$out/$i.log"
+    echo "$status" >"$out/$i.status"
+  ) &
+done
+wait
+
+failed=0
+for ((i = 1; i <= $#; i++)); do
+  echo "== ${!i}"
+  cat "$out/$i.log"
+  [[ "$(cat "$out/$i.status" 2>/dev/null)" == 0 ]] || failed=1
+done
+exit "$failed"
