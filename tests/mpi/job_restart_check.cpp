@@ -23,30 +23,13 @@
 #include <thread>
 #include <vector>
 
+#include "mpi_checks.h"
 #include "resurgo/mpi.hpp"
 #include "resurgo/resurgo.hpp"
 
 namespace {
 
-int failures = 0;
-
-int world_rank() {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  return rank;
-}
-
-int world_size() {
-  int size = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  return size;
-}
-
-void check(bool condition, const std::string& what) {
-  if (condition) return;
-  std::fprintf(stderr, "rank %d: check failed: %s\n", world_rank(), what.c_str());
-  ++failures;
-}
+using namespace resurgo::mpi_checks;
 
 resurgo::Store open_store(const char* name) {
   return resurgo::Store(name, resurgo::Config::load(), resurgo::mpi_comm(MPI_COMM_WORLD));
@@ -194,8 +177,5 @@ int main(int argc, char** argv) {
   } catch (const std::exception& error) {
     check(false, std::string("unexpected error: ") + error.what());
   }
-  int any_failed = 0;
-  MPI_Allreduce(&failures, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  MPI_Finalize();
-  return any_failed == 0 ? 0 : 1;
+  return finish();
 }

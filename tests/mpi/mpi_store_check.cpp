@@ -24,24 +24,13 @@
 #include <string>
 #include <vector>
 
+#include "mpi_checks.h"
 #include "resurgo/mpi.hpp"
 #include "resurgo/resurgo.hpp"
 
 namespace {
 
-int rank_of_world() {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  return rank;
-}
-
-int failures = 0;
-
-void check(bool condition, const std::string& what) {
-  if (condition) return;
-  std::fprintf(stderr, "rank %d: check failed: %s\n", rank_of_world(), what.c_str());
-  ++failures;
-}
+using namespace resurgo::mpi_checks;
 
 double value(int version, int rank, std::size_t index) {
   return version * 1e6 + rank * 1e3 + static_cast<double>(index % 1000);
@@ -53,7 +42,7 @@ struct Job {
   Job() { store.protect(0, state.data(), state.size() * sizeof(double), "state"); }
 
   void checkpoint(int version) {
-    for (std::size_t index = 0; index < state.size(); ++index) state[index] = value(version, rank_of_world(), index);
+    for (std::size_t index = 0; index < state.size(); ++index) state[index] = value(version, world_rank(), index);
     store.checkpoint(version);
   }
 };
@@ -75,10 +64,10 @@ void verify(int expected, bool at_least) {
             std::to_string(expected));
   bool same = true;
   for (std::size_t index = 0; index < job.state.size(); ++index) {
-    same = same && job.state[index] == value(restored, rank_of_world(), index);
+    same = same && job.state[index] == value(restored, world_rank(), index);
   }
   check(same, "the restored bytes are those of version " + std::to_string(restored));
-  if (rank_of_world() == 0) std::printf("restored version %d\n", restored);
+  if (world_rank() == 0) std::printf("restored version %d\n", restored);
   job.store.close();
 }
 
@@ -88,7 +77,7 @@ void crash(int dying_rank, int versions, int delay_us) {
   for (int version = 1; version < versions; ++version) job.checkpoint(version);
   job.store.wait(resurgo::kAllVersions, resurgo::kL4);
   job.checkpoint(versions);
-  if (rank_of_world() == dying_rank) {
+  if (world_rank() == dying_rank) {
     if (delay_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
     ::raise(SIGKILL);
   }
@@ -100,7 +89,7 @@ void crash(int dying_rank, int versions, int delay_us) {
 void different_versions() {
   Job job;
   std::string error;
-  job.checkpoint(rank_of_world() == 1 ? 8 : 7);
+  job.checkpoint(world_rank() == 1 ? 8 : 7);
   try {
     job.store.wait(resurgo::kAllVersions, resurgo::kL2);
   } catch (const resurgo::InvalidArgumentError& caught) {
@@ -115,7 +104,7 @@ void missing_rank() {
   int size = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   Job job;
-  if (rank_of_world() != size - 1) {
+  if (world_rank() != size - 1) {
     std::string error;
     try {
       job.checkpoint(1);
@@ -206,8 +195,5 @@ int main(int argc, char** argv) {
   } catch (const std::exception& error) {
     check(false, std::string("unexpected error: ") + error.what());
   }
-  int any_failed = 0;
-  MPI_Allreduce(&failures, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  MPI_Finalize();
-  return any_failed == 0 ? 0 : 1;
+  return finish();
 }
