@@ -15,6 +15,8 @@ void __tsan_init() __attribute__((weak));
 
 namespace resurgo {
 
-inline const bool kSanitized = &__asan_init != nullptr || &__tsan_init != nullptr;
+inline const bool kAddressSanitized = &__asan_init != nullptr;
+inline const bool kThreadSanitized = &__tsan_init != nullptr;
+inline const bool kSanitized = kAddressSanitized || kThreadSanitized;
 
 }  // namespace resurgo

@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "../sanitized.h"
 #include "gpu/gpu_error.h"
 #include "gpu/host_pinner.h"
 #include "gpu/late_pin_buffer.h"
@@ -747,11 +748,8 @@ TEST(TouchModelTest, DescribeNamesTheChoiceTheEstimatesAndEveryInput) {
 // ---------------------------------------------------------------- pinners
 
 // The sanitizers replace mlock with a call that does nothing and succeeds.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-const char* const kMlockIntercepted = "the sanitizer intercepts mlock: it does nothing and succeeds";
-#else
-const char* const kMlockIntercepted = nullptr;
-#endif
+const char* const kMlockIntercepted =
+    kSanitized ? "the sanitizer intercepts mlock: it does nothing and succeeds" : nullptr;
 
 // mlock needs RLIMIT_MEMLOCK of the range, or CAP_IPC_LOCK (root).
 std::string why_mlock_cannot(std::size_t bytes) {

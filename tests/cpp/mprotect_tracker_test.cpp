@@ -23,6 +23,7 @@
 #include "track/page_set.h"
 #include "track/tracker.h"
 #include "track_test_util.h"
+#include "../sanitized.h"
 
 namespace resurgo::track {
 namespace {
@@ -348,13 +349,7 @@ int child_termination_signal(const std::function<void()>& body) {
 // Under a sanitizer the handler installed before the tracker's is the
 // sanitizer's, which gets the fault, reports it and exits with its status
 // (1 for AddressSanitizer, 66 for ThreadSanitizer).
-#if defined(__SANITIZE_ADDRESS__)
-constexpr int kUnrelatedSegfaultEnd = -1;
-#elif defined(__SANITIZE_THREAD__)
-constexpr int kUnrelatedSegfaultEnd = -66;
-#else
-constexpr int kUnrelatedSegfaultEnd = SIGSEGV;
-#endif
+const int kUnrelatedSegfaultEnd = kAddressSanitized ? -1 : kThreadSanitized ? -66 : SIGSEGV;
 
 // Writes a tracked page (which must not end the child), then `fault()`.
 void tracked_write_then(const std::function<void()>& fault) {
@@ -374,9 +369,9 @@ void tracked_write_then(const std::function<void()>& fault) {
 // 8-byte block just before watch(), so that a bitmap taken from the heap would
 // reuse that block, in the watched page.
 TEST(MprotectTrackerTest, TheHandlerWritesNothingInTheHeapPagesARegionShares) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  GTEST_SKIP() << "the sanitizer's allocator keeps sizes apart and quarantines freed blocks: no placement to test";
-#endif
+  if (kSanitized) {
+    GTEST_SKIP() << "the sanitizer's allocator keeps sizes apart and quarantines freed blocks: no placement to test";
+  }
   EXPECT_EQ(child_termination_signal([] {
               const auto page_of = [](const void* at) { return reinterpret_cast<std::uintptr_t>(at) / kPage; };
               auto tracker = make_mprotect_tracker();
