@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <type_traits>
 
 #include "resurgo/config.hpp"
 
@@ -16,6 +17,14 @@ class Logger {
   void warn(const std::string& m) const { log(LogLevel::kWarn, m); }
   void info(const std::string& m) const { log(LogLevel::kInfo, m); }
   void debug(const std::string& m) const { log(LogLevel::kDebug, m); }
+  // Builds the line only when debug lines are logged: for the lines on the
+  // path of every version and of every open, which must cost nothing when
+  // they are not.
+  template <class Build>
+    requires std::is_invocable_r_v<std::string, Build>
+  void debug(Build&& build) const {
+    if (enabled(LogLevel::kDebug)) log(LogLevel::kDebug, build());
+  }
 
  private:
   std::string store_;

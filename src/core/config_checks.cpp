@@ -72,7 +72,7 @@ const Config& check_store_config(const std::string& store, const Config& config)
         "capture.mode = fork (or auto) writes versions from a child process, which cannot fill the memory level "
         "that memory.every > 0 routes them to; use capture.mode = copy or delta"));
   }
-  Logger(store, config.log.level).debug("configuration: " + config_summary(config));
+  Logger(store, config.log.level).debug([&] { return "configuration: " + config_summary(config); });
   return config;
 }
 

@@ -59,11 +59,11 @@ Scheduler::Worker& Scheduler::worker_of(const Level* level) {
 }
 
 void Scheduler::submit(int version, std::vector<Level*> route, Snapshot snapshot) {
-  if (log_.enabled(LogLevel::kDebug)) {
+  log_.debug([&] {
     std::string levels;
     for (const Level* level : route) levels += (levels.empty() ? "L" : ", L") + std::to_string(level->number());
-    log_.debug("version " + std::to_string(version) + " goes to " + levels);
-  }
+    return "version " + std::to_string(version) + " goes to " + levels;
+  });
   {
     std::lock_guard lock(mutex_);
     Worker& worker = worker_of(route.front());
@@ -194,8 +194,10 @@ void Scheduler::run(Task& job) {
     eviction_due_ = true;  // before the catalog settles the version: drain() must see it
   }
   const double seconds = seconds_since(started);
-  log_.debug("version " + std::to_string(job.version) + " reached L" + std::to_string(level.number()) + " " +
-             level.where() + " (" + size_text(stored) + " stored in " + std::to_string(seconds) + " s)");
+  log_.debug([&] {
+    return "version " + std::to_string(job.version) + " reached L" + std::to_string(level.number()) + " " +
+           level.where() + " (" + size_text(stored) + " stored in " + std::to_string(seconds) + " s)";
+  });
   catalog_.reached(job.version, level.number(), stored, seconds);
   if (job.step + 1 < job.route.size()) {
     std::lock_guard lock(mutex_);
@@ -313,7 +315,7 @@ std::vector<int> Scheduler::evict(Level& level, const std::map<int, int>& bases)
     const std::vector<int> evicted =
         level.evict([&](int version) { return catalog_.pinned(version, level.number()); }, bases);
     for (const int version : evicted) {
-      log_.debug("version " + std::to_string(version) + " evicted from L" + std::to_string(level.number()));
+      log_.debug([&] { return "version " + std::to_string(version) + " evicted from L" + std::to_string(level.number()); });
     }
     return evicted;
   } catch (const Error& error) {
