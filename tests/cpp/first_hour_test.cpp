@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/c_store.h"
+#include "error_text.h"
 #include "forwarding_env.h"
 #include "levels_in_temp_dir.h"
 #include "resurgo/errors.hpp"
@@ -28,18 +29,6 @@ namespace resurgo {
 namespace {
 
 namespace fs = std::filesystem;
-
-#define EXPECT_CONTAINS(text, part) EXPECT_NE(std::string(text).find(part), std::string::npos) << (text)
-
-std::string error_of(const std::function<void()>& call) {
-  try {
-    call();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  ADD_FAILURE() << "no error";
-  return "";
-}
 
 std::vector<std::string> entries_under(const std::string& root) {
   std::vector<std::string> found;
@@ -128,7 +117,7 @@ TEST_F(FirstHourTest, AReadOnlyWorkingDirectoryStopsOnlyL4) {
   store.checkpoint(1);
   store.wait(1, kL2);
   store.checkpoint(2);  // its L4 copy fails in the background, as a full disk would fail it
-  const std::string message = error_of([&] { store.wait(2, kL4); });
+  const std::string message = message_of<Error>([&] { store.wait(2, kL4); });
   EXPECT_CONTAINS(message, "version 2");
   EXPECT_CONTAINS(message, dir.path() + "/work/checkpoints");
   EXPECT_CONTAINS(message, "persistent.path");
@@ -142,7 +131,7 @@ TEST_F(FirstHourTest, AReadOnlyWorkingDirectoryStopsOnlyL4) {
 
 TEST_F(FirstHourTest, ASecondStoreOfTheProcessIsRefusedBeforeAnyDirectoryExists) {
   Store first("s", config());
-  const std::string message = error_of([&] { Store("s", config()); });
+  const std::string message = message_of<Error>([&] { Store("s", config()); });
   EXPECT_CONTAINS(message, "is locked");
   EXPECT_CONTAINS(message, dir.path() + "/node/l2/s/.lock.r000000");
   first.protect(0, u.data(), u.size() * sizeof(double), "u");
@@ -174,7 +163,7 @@ TEST_F(FirstHourTest, RanksOpeningTogetherTakeTheIdentityOfWhoMadeTheDirectory) 
 TEST_F(FirstHourTest, AFileInTheWayOfL4FailsTheOpen) {
   fs::create_directories(dir.path() + "/work");
   write_file(dir.path() + "/work/checkpoints", {std::byte{1}});
-  const std::string message = error_of([&] { Store("s", config()); });
+  const std::string message = message_of<Error>([&] { Store("s", config()); });
   EXPECT_CONTAINS(message, dir.path() + "/work/checkpoints");
   EXPECT_CONTAINS(message, "not one");
 }

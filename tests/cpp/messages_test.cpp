@@ -12,6 +12,7 @@
 #include "clean_environment.h"
 #include "core/config_checks.h"
 #include "core/errors.h"
+#include "error_text.h"
 #include "resurgo/config.hpp"
 #include "resurgo/errors.hpp"
 #include "resurgo/resurgo.h"
@@ -20,17 +21,6 @@
 
 namespace resurgo {
 namespace {
-
-// The message `body` throws as an Error of type E, or "" when it throws none.
-template <class E, class Body>
-std::string message_of(Body&& body) {
-  try {
-    body();
-  } catch (const E& error) {
-    return error.what();
-  }
-  return "";
-}
 
 TEST(StoreCallMessage, OneForm) {
   EXPECT_EQ(store_call_message("checkpoint", "heat", "version 5 is negative; give a version >= 0"),

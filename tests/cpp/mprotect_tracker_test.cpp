@@ -23,6 +23,7 @@
 #include "track/page_set.h"
 #include "track/tracker.h"
 #include "track_test_util.h"
+#include "error_text.h"
 #include "../sanitized.h"
 
 namespace resurgo::track {
@@ -50,16 +51,6 @@ bool kernel_can_write(std::byte* at) {
     EXPECT_EQ(error, EFAULT);
   }
   return got == 1;
-}
-
-std::string message_of(const std::function<void()>& call) {
-  try {
-    call();
-  } catch (const Unavailable& error) {
-    return error.what();
-  }
-  ADD_FAILURE() << "no Unavailable thrown";
-  return "";
 }
 
 TEST(MprotectTrackerTest, FirstCollectReportsEveryPageThenOnlyWrittenOnes) {
@@ -293,7 +284,7 @@ TEST(MprotectTrackerTest, PagesBeyondHalfOfMaxMapCountAreUnavailable) {
   const std::size_t pages = max_map_count - max_map_count / 2 + 1;
   Mapping memory(pages);  // never touched: only address space
   auto tracker = make_mprotect_tracker([=] { return MappingCount{max_map_count, 0}; });
-  const std::string message = message_of([&] { tracker->watch(6, memory.base(), memory.bytes()); });
+  const std::string message = message_of<Unavailable>([&] { tracker->watch(6, memory.base(), memory.bytes()); });
   EXPECT_NE(message.find("region 6 ["), std::string::npos) << message;
   EXPECT_NE(message.find("vm.max_map_count (" + std::to_string(max_map_count) + ")"), std::string::npos)
       << message;
@@ -309,7 +300,7 @@ TEST(MprotectTrackerTest, UnmappedMemoryIsUnavailable) {
     gone = memory.page(0);
   }
   auto tracker = make_mprotect_tracker();
-  const std::string message = message_of([&] { tracker->watch(5, gone, 2 * kPage); });
+  const std::string message = message_of<Unavailable>([&] { tracker->watch(5, gone, 2 * kPage); });
   EXPECT_NE(message.find("region 5 ["), std::string::npos) << message;
   std::ostringstream start;
   start << static_cast<const void*>(gone);
@@ -325,7 +316,7 @@ TEST(MprotectTrackerTest, PartOfAHugePageIsUnavailable) {
   if (at == MAP_FAILED) GTEST_SKIP() << "no huge pages here: " << std::strerror(errno);
   auto tracker = make_mprotect_tracker();
   const std::string message =
-      message_of([&] { tracker->watch(6, static_cast<std::byte*>(at), kPage); });
+      message_of<Unavailable>([&] { tracker->watch(6, static_cast<std::byte*>(at), kPage); });
   EXPECT_NE(message.find("region 6 ["), std::string::npos) << message;
   EXPECT_NE(message.find(std::strerror(EINVAL)), std::string::npos) << message;
   ::munmap(at, huge);

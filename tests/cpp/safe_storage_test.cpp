@@ -16,6 +16,7 @@
 
 #include <gtest/gtest.h>
 
+#include "error_text.h"
 #include "format/container.h"
 #include "format/file_names.h"
 #include "resurgo/env.hpp"
@@ -32,24 +33,13 @@ namespace fs = std::filesystem;
 
 constexpr uid_t kOtherUser = 60001;
 
-#define EXPECT_CONTAINS(text, part) EXPECT_NE(std::string(text).find(part), std::string::npos) << (text)
-
-std::string error_of(const std::function<void()>& call) {
-  try {
-    call();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "";
-}
-
 void make_dir(const std::string& path, mode_t mode) {
   fs::create_directories(path);
   ASSERT_EQ(::chmod(path.c_str(), mode), 0);
 }
 
 std::string open_error(const std::string& path, DirectoryRules rules = {}) {
-  return error_of([&] { Env::posix()->open_directory(path, rules); });
+  return message_of<Error>([&] { Env::posix()->open_directory(path, rules); });
 }
 
 class SafeDirectoryTest : public ::testing::Test {
@@ -142,7 +132,7 @@ class SafeFileTest : public SafeDirectoryTest {
   void SetUp() override { directory_ = Env::posix()->open_directory(root_ + "/store", {}); }
   std::string at(const std::string& name) const { return root_ + "/store/" + name; }
   std::string open_error_of(const std::string& name) {
-    return error_of([&] { directory_->open(name); });
+    return message_of<Error>([&] { directory_->open(name); });
   }
   std::unique_ptr<Directory> directory_;
 };
@@ -243,7 +233,7 @@ TEST_F(StoreIdentityTest, AVersionCopiedFromAnotherStoreIsRefusedUnlessAccepted)
   {
     Store store("s", config());
     store.protect(0, state.data(), state.size() * sizeof(int), "state");
-    const std::string message = error_of([&] { store.restart(1); });
+    const std::string message = message_of<Error>([&] { store.restart(1); });
     EXPECT_CONTAINS(message, "was written by another store");
     EXPECT_CONTAINS(message, "restart.accept_foreign");
     EXPECT_EQ(store.restart(), 2);  // the newest of its own
@@ -261,7 +251,7 @@ TEST_F(StoreIdentityTest, DirectoriesOfTwoStoresOfOneNameDoNotOpenTogether) {
   checkpoint(config("a2", "l4"), 1, 1);
   checkpoint(config("b2", "b4"), 1, 1);
   // b2 (another store's L2) with l4: which is this store's cannot be told.
-  const std::string message = error_of([&] { Store("s", config("b2", "l4")); });
+  const std::string message = message_of<Error>([&] { Store("s", config("b2", "l4")); });
   EXPECT_CONTAINS(message, "hold different store identities");
   EXPECT_CONTAINS(message, dir_.path() + "/b2/s");
   EXPECT_CONTAINS(message, dir_.path() + "/l4/s");
@@ -269,7 +259,7 @@ TEST_F(StoreIdentityTest, DirectoriesOfTwoStoresOfOneNameDoNotOpenTogether) {
 
 TEST_F(StoreIdentityTest, L4IsLockedAsL2Is) {
   Store first("s", config("a2", "l4"));
-  const std::string message = error_of([&] { Store("s", config("b2", "l4")); });
+  const std::string message = message_of<Error>([&] { Store("s", config("b2", "l4")); });
   EXPECT_CONTAINS(message, "is locked");
   EXPECT_CONTAINS(message, dir_.path() + "/l4/s/.lock.r000000");
 }
