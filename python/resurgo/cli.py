@@ -33,7 +33,6 @@ import datetime as _dt
 import errno
 import json
 import os
-import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +40,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Set, Tupl
 
 import resurgo
 from resurgo import _core
+from resurgo.printable import printable
 
 QUARANTINE_SUFFIX = ".damaged"
 
@@ -57,24 +57,6 @@ PROGRESS_THRESHOLD = 64 << 20  # bytes: show a progress bar above this total
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
-# C0, DEL and C1 controls (ESC among them), the Unicode line separators, and
-# the lone surrogates that stand for undecodable bytes of a file name.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
-
-
-def _escaped(char: str) -> str:
-    code = ord(char)
-    if 0xDC80 <= code <= 0xDCFF:  # os.fsdecode's stand-in for the byte code - 0xDC00
-        code -= 0xDC00
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-
-def _safe(value: object) -> str:
-    """``str(value)`` with every control character escaped, for printing text
-    that comes from a file or a path."""
-    return _CONTROL.sub(lambda match: _escaped(match.group()), str(value))
-
-
 def _native(path: object) -> str:
     """``path`` as the native reader takes it; OSError for a path that is not
     UTF-8 (a name of undecodable bytes), which it cannot open."""
@@ -82,7 +64,7 @@ def _native(path: object) -> str:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        raise OSError(errno.EILSEQ, "the path is not UTF-8; rename it to read it", _safe(text)) from None
+        raise OSError(errno.EILSEQ, "the path is not UTF-8; rename it to read it", printable(text)) from None
     return text
 
 
@@ -144,7 +126,7 @@ def _scan(path: Path) -> List[Entry]:
 
 def _print_table(rows: Sequence[Sequence[object]], out=None) -> None:
     out = out or sys.stdout
-    rows = [[_safe(cell) for cell in row] for row in rows]
+    rows = [[printable(cell) for cell in row] for row in rows]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         cells = [c.ljust(w) for c, w in zip(row, widths)]
@@ -264,7 +246,7 @@ def _ls_states(entries: List[Entry]) -> Dict[Path, Tuple[Optional[_core.Containe
 def cmd_ls(args: argparse.Namespace) -> int:
     entries = _scan(Path(args.path))
     if not entries:
-        print(f"no container files under {_safe(args.path)}")
+        print(f"no container files under {printable(args.path)}")
         return EXIT_OK
     states = _ls_states(entries)
     rows = [("STORE", "VERSION", "RANK", "BASE", "SIZE", "REGIONS", "STATE")]
@@ -352,7 +334,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
                                   f"({raw} of {region_bytes} bytes; the base holds the rest)"))
     width = max(len(k) for k, _ in fields)
     for key, value in fields:
-        print(f"{key.ljust(width)}  {_safe(value)}")
+        print(f"{key.ljust(width)}  {printable(value)}")
     print()
     print(f"regions ({len(info.regions)}):")
     rows = [("  ID", "LABEL", "KIND", "BYTES", "DTYPE", "SHAPE")]
@@ -403,10 +385,10 @@ def _verify_files(files: List[Path], report: Callable[[str], None],
             _core.verify(_native(f), progress)
         except resurgo.Error as exc:
             damaged.add(f)
-            report(f"DAMAGED {_safe(f)}: {_safe(exc)}")
+            report(f"DAMAGED {printable(f)}: {printable(exc)}")
         except OSError as exc:
             unreadable.add(f)
-            report(f"UNREADABLE {_safe(f)}: {_safe(exc)}")
+            report(f"UNREADABLE {printable(f)}: {printable(exc)}")
         if advance is not None:
             advance(size - state["seen"])
     return damaged, unreadable
@@ -430,7 +412,7 @@ def _broken_chains(files: List[Path], damaged: Set[Path]) -> List[str]:
                 infos[f] = _core.inspect(_native(f))
             except (resurgo.Error, OSError):
                 pass
-    return [f"BROKEN CHAIN {_safe(path)}: {_safe(why)}" for path, why in sorted(_chain_breaks(infos).items())]
+    return [f"BROKEN CHAIN {printable(path)}: {printable(why)}" for path, why in sorted(_chain_breaks(infos).items())]
 
 
 def _chain_breaks(infos: Dict[Path, Optional[_core.ContainerInfo]]) -> Dict[Path, str]:
@@ -521,9 +503,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
     targets = _verify_targets(args.path)
     files, in_directories = targets.files, targets.in_directories
     for root in targets.missing:
-        print(f"resurgo verify: {_safe(root)}: no such file or directory", file=sys.stderr)
+        print(f"resurgo verify: {printable(root)}: no such file or directory", file=sys.stderr)
     for root in targets.empty:
-        print(f"resurgo verify: {_safe(root)} holds no container file (v<version>.r<rank>.rsg), so nothing was "
+        print(f"resurgo verify: {printable(root)} holds no container file (v<version>.r<rank>.rsg), so nothing was "
               f"verified; give a level directory (local.path or persistent.path), a store directory in it or "
               f"a file (`resurgo ls` lists them)", file=sys.stderr)
     total = 0
@@ -559,7 +541,7 @@ def cmd_rm(args: argparse.Namespace) -> int:
     stores = sorted({e.store for e in entries})
     if not entries:
         where = f"store '{args.store}' under {root}" if args.store else str(root)
-        print(f"resurgo rm: no container files of version {args.version} in {_safe(where)}",
+        print(f"resurgo rm: no container files of version {args.version} in {printable(where)}",
               file=sys.stderr)
         return EXIT_FAIL
     if len(stores) > 1:
@@ -574,7 +556,7 @@ def cmd_rm(args: argparse.Namespace) -> int:
         for version in removed:
             for e in scanned:
                 if e.path.parent == directory and e.version == version:
-                    print(f"removed {_safe(e.path)}")
+                    print(f"removed {printable(e.path)}")
     return EXIT_OK
 
 
@@ -589,14 +571,14 @@ def cmd_export(args: argparse.Namespace) -> int:
 
         summary = export_version(_native(store_dir), args.version, _native(args.output))
     except ImportError as exc:
-        print(f"resurgo export: needs h5py ({_safe(exc)}): pip install h5py", file=sys.stderr)
+        print(f"resurgo export: needs h5py ({printable(exc)}): pip install h5py", file=sys.stderr)
         return EXIT_FAIL
     if summary.single_process:
-        print(f"exported version {summary.version} of store '{_safe(summary.store)}' (a single process) to "
-              f"{_safe(args.output)}: {summary.rank_regions} regions")
+        print(f"exported version {summary.version} of store '{printable(summary.store)}' (a single process) to "
+              f"{printable(args.output)}: {summary.rank_regions} regions")
         return EXIT_OK
-    print(f"exported version {summary.version} of store '{_safe(summary.store)}' ({summary.ranks} ranks) to "
-          f"{_safe(args.output)}: {summary.global_arrays} global arrays, {summary.rank_regions} regions of "
+    print(f"exported version {summary.version} of store '{printable(summary.store)}' ({summary.ranks} ranks) to "
+          f"{printable(args.output)}: {summary.global_arrays} global arrays, {summary.rank_regions} regions of "
           f"single ranks")
     return EXIT_OK
 
@@ -680,13 +662,13 @@ def main(argv: Optional[Iterable[str]] = None) -> int:
     try:
         return args.func(args)
     except UsageError as exc:
-        print(f"resurgo {args.command}: {_safe(exc)}", file=sys.stderr)
+        print(f"resurgo {args.command}: {printable(exc)}", file=sys.stderr)
         return EXIT_USAGE
     except resurgo.Error as exc:
-        print(f"resurgo {args.command}: {type(exc).__name__}: {_safe(exc)}", file=sys.stderr)
+        print(f"resurgo {args.command}: {type(exc).__name__}: {printable(exc)}", file=sys.stderr)
         return EXIT_FAIL
     except UnicodeDecodeError as exc:  # a name in a file (label, store, dtype) that Python cannot show
-        print(f"resurgo {args.command}: a name read from the file is not UTF-8 ({_safe(exc.reason)} at byte "
+        print(f"resurgo {args.command}: a name read from the file is not UTF-8 ({printable(exc.reason)} at byte "
               f"{exc.start}); `resurgo verify` checks the file", file=sys.stderr)
         return EXIT_FAIL
     except BrokenPipeError:
@@ -695,7 +677,7 @@ def main(argv: Optional[Iterable[str]] = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return EXIT_OK
     except OSError as exc:
-        print(f"resurgo {args.command}: {_safe(exc)}", file=sys.stderr)
+        print(f"resurgo {args.command}: {printable(exc)}", file=sys.stderr)
         return EXIT_FAIL
 
 

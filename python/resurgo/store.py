@@ -9,6 +9,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
 
 from resurgo import _core
 from resurgo.array_view import array_view
+from resurgo.printable import printable
 from resurgo.errors import ConfigError, InvalidArgumentError, NotFoundError
 
 __all__ = [
@@ -112,13 +113,6 @@ def _override_value(name: str, value: Any) -> str:
     raise ConfigError(
         f"configuration override '{name}': unsupported value type {type(value).__name__}"
     )
-
-
-def _printable(text: str) -> str:
-    """``text`` as the library's messages quote it (base/printable.h): control
-    characters written as \\xNN, so that a message moves no cursor and forges
-    no line."""
-    return "".join(c if c.isprintable() or c == " " else f"\\x{ord(c):02x}" for c in text)
 
 
 def _version_arg(value: Any, what: str) -> int:
@@ -279,17 +273,17 @@ class Store:
         if not label:
             raise InvalidArgumentError(f"{self._call('protect')}: the label must be a non-empty str")
         if label in self._regions:
-            raise InvalidArgumentError(f"{self._call('protect')}: label '{_printable(label)}' is already protected")
+            raise InvalidArgumentError(f"{self._call('protect')}: label '{printable(label)}' is already protected")
         used = {region.id for region in self._regions.values()}
         region_id = next(i for i in range(len(used) + 1) if i not in used)
         block = _index_list(global_shape, "global_shape"), _index_list(offset, "offset")
 
-        view = array_view(array, f"{self._call('protect')}: region '{_printable(label)}'")
+        view = array_view(array, f"{self._call('protect')}: region '{printable(label)}'")
         if not view.writable:
-            raise InvalidArgumentError(f"{self._call('protect')}: region '{_printable(label)}' is read-only; restart needs writable memory")
+            raise InvalidArgumentError(f"{self._call('protect')}: region '{printable(label)}' is read-only; restart needs writable memory")
         if view.kind != "host" and (block[0] or block[1]):
             raise InvalidArgumentError(
-                f"{self._call('protect')}: region '{_printable(label)}' is in CUDA {view.kind} memory; global_shape and offset "
+                f"{self._call('protect')}: region '{printable(label)}' is in CUDA {view.kind} memory; global_shape and offset "
                 "(a block of a global array) are supported for host regions only"
             )
         core_args = (region_id, view.kind, view.pointer, view.bytes, label, view.dtype, list(view.shape), *block)
@@ -299,7 +293,7 @@ class Store:
     def unprotect(self, label: str) -> None:
         region = self._regions.get(label)
         if region is None:
-            raise NotFoundError(f"{self._call('unprotect')}: no region labelled '{_printable(label)}' is protected")
+            raise NotFoundError(f"{self._call('unprotect')}: no region labelled '{printable(label)}' is protected")
         self._core.unprotect(region.id)
         del self._regions[label]
 
@@ -399,7 +393,7 @@ class Store:
                 raise TypeError(f"{self._call('restart')}: a label in regions must be a str, not {type(label).__name__}")
             if label not in self._regions:
                 protected = ", ".join(f"'{known}'" for known in self._regions) or "none"
-                raise InvalidArgumentError(f"{self._call('restart')}: region '{_printable(label)}' in regions is not protected (protected: "
+                raise InvalidArgumentError(f"{self._call('restart')}: region '{printable(label)}' in regions is not protected (protected: "
                                            f"{protected}); protect it first, or leave it out of regions")
             labels.add(label)
         if not labels:
