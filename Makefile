@@ -123,8 +123,8 @@ FAKE_CUDA_TESTS := GpuDriverTest.*:GpuCudaTest.*:GpuStoreTest.*:HostPinnerTest.T
 
 # Sanitizer builds of the library and the GoogleTest suite (no Python).
 # Debug information is line tables only (-g1): enough for the reports' stack
-# traces, where full -g made the ASan+UBSan compile several times slower
-# (bench/ci_time.sh measures the phases of make test). The test programs
+# traces, and cheaper to compile than full -g (bench/ci_time.sh measures
+# the phases of make test). The test programs
 # run side by side (scripts/together.sh), the GoogleTest binary in one
 # shard per job: each is single-threaded most of the time.
 # $(call sanitized_tests,build dir,-fsanitize= list,runtime options,GoogleTest files' options).
