@@ -36,6 +36,11 @@ enum class TouchSetting : std::uint8_t { kAuto = 0, kConcurrent = 1, kSequential
 // regions are then host memory: tests and the host analog of the benchmarks).
 enum class DeviceBackend : std::uint8_t { kCuda = 0, kHost = 1 };
 
+// The least staging buffer buffer.capacity = auto gives: a small state
+// checkpointed every few milliseconds then has many versions in flight and
+// never waits for a disk's fsync (docs/config.md).
+inline constexpr std::uint64_t kSmallStateBuffer = std::uint64_t{64} << 20;
+
 struct Config {
   struct Capture {  // how checkpoint() takes the protected bytes
     // copy | fork | auto (copy if it fits the buffer, else fork) | delta (only
@@ -52,7 +57,7 @@ struct Config {
     int full_every = 10;
   } delta;
   struct Buffer {  // L1: bounded host staging buffer
-    std::uint64_t capacity = 0;  // bytes; 0 = auto (2x the protected bytes, at most 1/4 of physical memory)
+    std::uint64_t capacity = 0;  // bytes; 0 = auto (2x the protected bytes, at least kSmallStateBuffer, at most 1/4 of physical memory)
     // Device regions' buffer only: lazy | eager | off, and auto (the
     // performance model) | concurrent | sequential.
     PinPolicy pin = PinPolicy::kLazy;

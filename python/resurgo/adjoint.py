@@ -43,6 +43,7 @@ from checkpoint_schedules import (
     StorageType,
 )
 
+from resurgo import _core
 from resurgo.errors import InvalidArgumentError, NotFoundError
 from resurgo.store import Store
 
@@ -245,11 +246,13 @@ def _protected_store(name: str, state: Mapping[str, Any], route: Dict[str, Any],
             f"store '{name}': {', '.join(fixed)} set by the adjoint storage itself; "
             "choose the memory sizes with ram_capacity / prefetch_capacity and the directory with disk_path"
         )
-    # One version in flight is enough between two saves of a schedule (they
-    # are a forward step apart or more); the default buffer (twice the state)
-    # would add its memory to every store.
+    # One large version in flight is enough between two saves of a schedule
+    # (they are a forward step apart or more); the default buffer (twice the
+    # state) would add its memory to every store. Small states keep the
+    # default floor: saves a few microseconds apart then never wait for the
+    # worker that moves the previous one on.
     state_bytes = sum(np.asarray(array).nbytes for array in state.values())
-    overrides = {"buffer_capacity": max(state_bytes, 1 << 20), **overrides}
+    overrides = {"buffer_capacity": max(state_bytes, _core.SMALL_STATE_BUFFER), **overrides}
     store = Store(name, **route, **overrides)
     try:
         for label, array in state.items():

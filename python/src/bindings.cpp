@@ -277,6 +277,7 @@ NB_MODULE(_core, m) {
         "Hands the Python exception classes (name -> class) to the extension.");
   m.attr("ALL_VERSIONS") = resurgo::kAllVersions;
   m.attr("LATEST") = resurgo::kLatest;
+  m.attr("SMALL_STATE_BUFFER") = resurgo::kSmallStateBuffer;
   m.def("default_local_path", &resurgo::Config::default_local_path);
   m.attr("HAVE_MPI") = kHaveMpi;
   bind_records(m);

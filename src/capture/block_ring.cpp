@@ -48,6 +48,12 @@ std::uint64_t BlockRing::allocate(std::uint64_t bytes) {
   return offset;
 }
 
+bool BlockRing::has_room(std::uint64_t bytes) const {
+  std::lock_guard lock(mutex_);
+  std::uint64_t offset = 0;
+  return find_space(bytes, offset);
+}
+
 void BlockRing::release(std::uint64_t offset) {
   {
     std::lock_guard lock(mutex_);

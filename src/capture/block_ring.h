@@ -23,6 +23,8 @@ class BlockRing {
   // The offset of a block of `bytes` (1..capacity), blocking while older
   // blocks still hold the space it needs. InvalidArgumentError otherwise.
   std::uint64_t allocate(std::uint64_t bytes);
+  // Whether allocate(bytes) would return without waiting now.
+  bool has_room(std::uint64_t bytes) const;
   // Releases the block at `offset` (any order; space comes back FIFO).
   void release(std::uint64_t offset);
   // Blocks until every block was released.

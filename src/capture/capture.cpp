@@ -72,7 +72,7 @@ VersionStats capture_stats(const Snapshot& snapshot, const CaptureTimes& times, 
 
 std::uint64_t default_buffer_capacity(std::uint64_t state_bytes) {
   const std::uint64_t quarter = quarter_of_physical_memory();
-  const std::uint64_t wanted = 2 * state_bytes;
+  const std::uint64_t wanted = std::max(2 * state_bytes, kSmallStateBuffer);
   return quarter > 0 ? std::min(wanted, quarter) : wanted;
 }
 

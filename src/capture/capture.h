@@ -100,9 +100,11 @@ std::unique_ptr<Capture> make_capture(const CaptureContext& context);
 VersionStats capture_stats(const Snapshot& snapshot, const CaptureTimes& times, std::uint64_t state_bytes,
                            const char* mode);
 
-// Default L1 capacity for `state_bytes` of protected state: twice the state
-// (one version captured while the previous one is written), bounded by a
-// quarter of the node's physical memory.
+// Default staging buffer capacity for `state_bytes` of protected state:
+// twice the state (one version captured while the previous one is written)
+// and at least kSmallStateBuffer (config.hpp), bounded by a quarter of the
+// node's physical memory.
+std::uint64_t default_buffer_capacity(std::uint64_t state_bytes);
 std::uint64_t default_buffer_capacity(std::uint64_t state_bytes);
 
 }  // namespace resurgo

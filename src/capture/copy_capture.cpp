@@ -115,9 +115,12 @@ Snapshot CopyCapture::capture(std::vector<Extent> extents, format::Header header
   const Clock::time_point waited = Clock::now();
   // The buffer is sized for the whole protected state (resize); a delta
   // takes a smaller block of it.
-  if (!buffer_ || buffer_->capacity() < total) resize(total);
+  const bool grows = !buffer_ || buffer_->capacity() < total;
+  if (grows) resize(total);
+  // Only the application thread allocates: room found now is still there.
+  const bool waits = grows || !buffer_->has_room(total);
   std::byte* block = buffer_->allocate(total);
-  times.backpressure_seconds = seconds_since(waited);
+  times.backpressure_seconds = waits ? seconds_since(waited) : 0;
   context_.capturing(true);
   try {
     fault_in(block, total, times);

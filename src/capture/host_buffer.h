@@ -33,6 +33,8 @@ class HostBuffer {
   // A block of `bytes` (1..capacity), blocking while older blocks still
   // occupy the space it needs.
   std::byte* allocate(std::uint64_t bytes);
+  // Whether allocate(bytes) would return without waiting now.
+  bool has_room(std::uint64_t bytes) const { return ring_.has_room(bytes); }
   // Releases a block returned by allocate (any order; space is reclaimed FIFO).
   void release(const std::byte* block);
   // Blocks until every block was released.

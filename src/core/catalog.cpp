@@ -74,11 +74,11 @@ void Catalog::failed(int version, int level, const Error& error) {
   changed_.notify_all();
 }
 
-std::map<int, int> Catalog::bases() {
+std::optional<int> Catalog::base_of(int version) {
   std::lock_guard lock(mutex_);
-  std::map<int, int> list;
-  for (const auto& [version, e] : entries_) list[version] = e.stats.base_version;
-  return list;
+  const auto found = entries_.find(version);
+  if (found == entries_.end()) return std::nullopt;
+  return found->second.stats.base_version;
 }
 
 long Catalog::failure_count() {

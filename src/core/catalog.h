@@ -34,8 +34,8 @@ class Catalog {
   // Writing it to `level` failed; the later levels of its route are given up
   // (they would copy from this one).
   void failed(int version, int level, const Error& error);
-  // version -> base_version (-1: full) of the versions the catalog knows.
-  std::map<int, int> bases();
+  // The base_version of `version` (-1: full) when the catalog knows it.
+  std::optional<int> base_of(int version);
   // Versions that failed at some level since the catalog was made.
   long failure_count();
   // Memory duplicated by copy-on-write while a forked child wrote the version.

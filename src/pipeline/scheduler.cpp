@@ -168,7 +168,7 @@ std::uint64_t Scheduler::write(Task& job, Clock::time_point& started) {
     // what keep promises. The commit is tried again even when this evicted
     // nothing, since the eviction thread may have freed the level since the
     // commit failed; only a level full of versions it must keep fails again.
-    evict(level, catalog_.bases());
+    evict(level, known_bases());
     level.commit(job.version, write_snapshot);
   }
   return stored;
@@ -260,7 +260,7 @@ void Scheduler::evict_loop() {
 void Scheduler::remove_everywhere(int version) {
   catalog_.wait_finished(version);
   discarded_.insert(version);
-  const std::map<int, int> bases = catalog_.bases();
+  const KnownBases bases = known_bases();
   const std::vector<int> newest_first(discarded_.rbegin(), discarded_.rend());
   for (int discarded : newest_first) {
     if (remove_unless_needed(discarded, bases)) discarded_.erase(discarded);
@@ -268,7 +268,7 @@ void Scheduler::remove_everywhere(int version) {
 }
 
 // True when no level holds `version` any more.
-bool Scheduler::remove_unless_needed(int version, const std::map<int, int>& bases) {
+bool Scheduler::remove_unless_needed(int version, const KnownBases& bases) {
   bool held = false;
   for (const Step& step : steps_) {
     try {
@@ -290,7 +290,7 @@ bool Scheduler::remove_unless_needed(int version, const std::map<int, int>& base
 // Whether a version on `level` that is not discarded has `base` in its chain.
 // Only newer versions can; the catalog knows the bases of this process's
 // versions, the others are read from their headers.
-bool Scheduler::needed_on(Level& level, int base, const std::map<int, int>& bases) {
+bool Scheduler::needed_on(Level& level, int base, const KnownBases& bases) {
   for (int version : level.versions()) {
     if (version <= base || discarded_.count(version) != 0) continue;
     for (std::optional<int> link = level.base_of(version, bases); link && *link >= base;
@@ -301,16 +301,20 @@ bool Scheduler::needed_on(Level& level, int base, const std::map<int, int>& base
   return false;
 }
 
+KnownBases Scheduler::known_bases() {
+  return [this](int version) { return catalog_.base_of(version); };
+}
+
 // A version that a later level still has to copy is pinned. An eviction
 // failure costs space, not data: it is logged, and the next eviction retries.
 void Scheduler::evict() {
-  const std::map<int, int> bases = catalog_.bases();
+  const KnownBases bases = known_bases();
   for (const Step& step : steps_) {
     if (step.every > 0) evict(*step.level, bases);
   }
 }
 
-std::vector<int> Scheduler::evict(Level& level, const std::map<int, int>& bases) {
+std::vector<int> Scheduler::evict(Level& level, const KnownBases& bases) {
   try {
     const std::vector<int> evicted =
         level.evict([&](int version) { return catalog_.pinned(version, level.number()); }, bases);

@@ -78,11 +78,13 @@ class Scheduler {
   Worker& worker_of(const Level* level);
   void evict_loop();
   void evict();
+  // The bases of the versions the catalog knows (this process wrote them).
+  KnownBases known_bases();
   // One level's eviction; returns the versions removed (none on failure, logged).
-  std::vector<int> evict(Level& level, const std::map<int, int>& bases);
+  std::vector<int> evict(Level& level, const KnownBases& bases);
   void remove_everywhere(int version);
-  bool remove_unless_needed(int version, const std::map<int, int>& bases);
-  bool needed_on(Level& level, int base, const std::map<int, int>& bases);
+  bool remove_unless_needed(int version, const KnownBases& bases);
+  bool needed_on(Level& level, int base, const KnownBases& bases);
 
   std::vector<Step> steps_;
   Config::Pipeline pipeline_;

@@ -96,7 +96,7 @@ void DeviceLevel::remove(int version) {
   if (cache_->contains(version)) cache_->remove(version);
 }
 
-std::vector<int> DeviceLevel::evict(const std::function<bool(int)>&, const std::map<int, int>&) { return {}; }
+std::vector<int> DeviceLevel::evict(const std::function<bool(int)>&, const KnownBases&) { return {}; }
 
 gpu::CaptureResult DeviceLevel::capture(int version, const std::vector<gpu::CaptureSpan>& spans) {
   return cache_->capture(version, spans);

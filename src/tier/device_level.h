@@ -55,7 +55,7 @@ class DeviceLevel final : public Level {
   void quarantine(int version) override;
   void remove(int version) override;
   // Nothing: the cache evicts first in, first out when it needs the space.
-  std::vector<int> evict(const std::function<bool(int)>& pinned, const std::map<int, int>& known_bases = {}) override;
+  std::vector<int> evict(const std::function<bool(int)>& pinned, const KnownBases& known_bases = {}) override;
 
   // The device capture's side. Copies `spans` (device memory) into a new
   // version, device to device; kTooLarge and kClosed leave nothing.

@@ -245,7 +245,7 @@ format::StoreId DirectoryLevel::adopt_identity(const format::StoreId& id) {
   return id;
 }
 
-std::vector<int> DirectoryLevel::evict(const std::function<bool(int)>& pinned, const std::map<int, int>& known_bases) {
+std::vector<int> DirectoryLevel::evict(const std::function<bool(int)>& pinned, const KnownBases& known_bases) {
   // A damaged file names no base and pins nothing; an unreadable one throws
   // before anything is removed.
   const auto base = [&](int version) { return base_of(version, known_bases); };

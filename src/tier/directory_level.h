@@ -87,7 +87,7 @@ class DirectoryLevel final : public Level {
   // every listed version that has a newer one listed. (Asking before the
   // listing missed versions committed meanwhile: the stress campaign saw an
   // L2 file removed before its L4 copy.)
-  std::vector<int> evict(const std::function<bool(int)>& pinned, const std::map<int, int>& known_bases = {}) override;
+  std::vector<int> evict(const std::function<bool(int)>& pinned, const KnownBases& known_bases = {}) override;
 
   // The directory of an MPI store: a version here is complete only once the
   // job's manifest says so, and evict() keeps every version from the newest

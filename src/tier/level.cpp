@@ -5,9 +5,9 @@
 
 namespace resurgo {
 
-std::optional<int> Level::base_of(int version, const std::map<int, int>& known_bases) {
-  if (const auto known = known_bases.find(version); known != known_bases.end()) {
-    return known->second < 0 ? std::nullopt : std::optional<int>(known->second);
+std::optional<int> Level::base_of(int version, const KnownBases& known_bases) {
+  if (const std::optional<int> known = known_bases ? known_bases(version) : std::nullopt) {
+    return *known < 0 ? std::nullopt : known;
   }
   try {
     const format::Header header = format::read_container(*open(version)).header;

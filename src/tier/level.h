@@ -26,6 +26,10 @@ class LevelFullError : public StorageError {
   using StorageError::StorageError;
 };
 
+// The base of a version the caller knows (-1 for a full version), none for
+// one it does not know: the level then reads the base from its copy.
+using KnownBases = std::function<std::optional<int>(int)>;
+
 class Level {
  public:
   // What the Scheduler and restore may assume about a level.
@@ -63,16 +67,16 @@ class Level {
   // which `pinned(version)` is true (asked after listing), and never breaks a
   // chain: the base of every version kept is kept too, transitively. Removes
   // newest first, so that a crash part way leaves no delta without its base.
-  // Returns the removed versions, ascending. `known_bases` (version -> base,
-  // -1 for a full version) spares reading the files of versions the caller
-  // wrote: an I/O error there would stop the eviction.
-  virtual std::vector<int> evict(const std::function<bool(int)>& pinned, const std::map<int, int>& known_bases = {}) = 0;
+  // Returns the removed versions, ascending. `known_bases` spares reading
+  // the files of versions the caller wrote: an I/O error there would stop
+  // the eviction.
+  virtual std::vector<int> evict(const std::function<bool(int)>& pinned, const KnownBases& known_bases = {}) = 0;
 
-  // The base of a delta version: from `known_bases` (version -> base, -1 for
-  // a full version) when it names the version, else read from the copy here.
+  // The base of a delta version: from `known_bases` when it knows the
+  // version, else read from the copy here.
   // None for a full version, or for a copy that is gone or damaged (its
   // chain is broken already). Throws StorageError when the copy cannot be read.
-  std::optional<int> base_of(int version, const std::map<int, int>& known_bases = {});
+  std::optional<int> base_of(int version, const KnownBases& known_bases = {});
 };
 
 // Committed versions of this rank on `levels`, each with the numbers of the

@@ -252,7 +252,7 @@ void MemoryLevel::remove(int version) {
   images_.erase(found);
 }
 
-std::vector<int> MemoryLevel::evict(const std::function<bool(int)>& pinned, const std::map<int, int>& known_bases) {
+std::vector<int> MemoryLevel::evict(const std::function<bool(int)>& pinned, const KnownBases& known_bases) {
   const auto base = [&](int version) { return base_of(version, known_bases); };
   std::vector<int> removed;
   for (int version : versions_to_evict(versions(), keep_, pinned, base)) {

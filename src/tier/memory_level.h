@@ -52,7 +52,7 @@ class MemoryLevel final : public Level {
   // A damaged copy in memory has nothing left to inspect: it is dropped.
   void quarantine(int version) override;
   void remove(int version) override;
-  std::vector<int> evict(const std::function<bool(int)>& pinned, const std::map<int, int>& known_bases = {}) override;
+  std::vector<int> evict(const std::function<bool(int)>& pinned, const KnownBases& known_bases = {}) override;
 
   std::uint64_t capacity() const;
   std::uint64_t free_bytes() const;

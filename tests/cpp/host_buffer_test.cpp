@@ -10,6 +10,8 @@
 #include <thread>
 
 #include "resurgo/errors.hpp"
+#include "base/units.h"
+#include "capture/capture.h"
 #include "capture/host_buffer.h"
 
 namespace resurgo {
@@ -192,6 +194,25 @@ TEST(HostBufferTest, SeveralWaitersAreServedAsSpaceFrees) {
 // make the ring forget that it is full.
 // A zero-byte block would sit at the tail of a full wrapped ring and hide
 // the wrap, so the next block would overlap a live one: it is refused.
+TEST(HostBufferTest, HasRoomTellsWhetherAnAllocationWouldWait) {
+  HostBuffer buffer(4096);
+  EXPECT_TRUE(buffer.has_room(4096));
+  std::byte* first = buffer.allocate(3072);
+  EXPECT_TRUE(buffer.has_room(1024));
+  EXPECT_FALSE(buffer.has_room(2048));
+  buffer.release(first);
+  EXPECT_TRUE(buffer.has_room(4096));
+}
+
+TEST(HostBufferTest, TheDefaultCapacityIsTwiceTheStateAndAtLeastTheSmallStateFloor) {
+  const std::uint64_t quarter = quarter_of_physical_memory();
+  ASSERT_GT(quarter, kSmallStateBuffer) << "a machine with less than 256 MiB of memory";
+  EXPECT_EQ(default_buffer_capacity(4096), kSmallStateBuffer);
+  EXPECT_EQ(default_buffer_capacity(kSmallStateBuffer / 2), kSmallStateBuffer);
+  EXPECT_EQ(default_buffer_capacity(kSmallStateBuffer), std::min(2 * kSmallStateBuffer, quarter));
+  EXPECT_EQ(default_buffer_capacity(quarter), quarter);
+}
+
 TEST(HostBufferTest, ZeroByteBlockIsRefused) {
   HostBuffer buffer(100);
   std::byte* a = buffer.allocate(60);

@@ -91,7 +91,8 @@ TEST(MemoryLevelTest, EvictionKeepsTheNewestAndTheBasesTheyNeed) {
   for (int version = 1; version <= 5; ++version) memory.commit(version, raw_bytes(kMiB, std::byte{1}));
   // 5 is a delta on 2; 4 is pinned (a later level still copies it).
   const std::map<int, int> bases{{1, -1}, {2, -1}, {3, -1}, {4, -1}, {5, 2}};
-  const std::vector<int> removed = memory.evict([](int version) { return version == 4; }, bases);
+  const std::vector<int> removed =
+      memory.evict([](int version) { return version == 4; }, [&](int version) { return bases.at(version); });
   EXPECT_EQ(removed, (std::vector<int>{1, 3}));
   EXPECT_EQ(memory.versions(), (std::vector<int>{2, 4, 5}));
 }

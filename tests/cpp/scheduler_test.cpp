@@ -59,7 +59,7 @@ class EvictedWhileItsCommitFails final : public Level {
   std::unique_ptr<ReadableFile> open(int version) override { return memory_.open(version); }
   void quarantine(int version) override { memory_.quarantine(version); }
   void remove(int version) override { memory_.remove(version); }
-  std::vector<int> evict(const std::function<bool(int)>& pinned, const std::map<int, int>& known_bases) override {
+  std::vector<int> evict(const std::function<bool(int)>& pinned, const KnownBases& known_bases) override {
     return memory_.evict(pinned, known_bases);
   }
 

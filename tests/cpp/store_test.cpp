@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -264,6 +265,33 @@ TEST_F(StoreTest, CheckpointWaitsForBufferSpaceAndCountsItAsBlocking) {
   EXPECT_GE(stats[1].backpressure_seconds, 0.05);
   EXPECT_GE(stats[1].blocking_seconds, stats[1].backpressure_seconds);
   EXPECT_EQ(stats[1].capture, "copy");
+}
+
+// The default buffer of a small state holds many versions (at least
+// kSmallStateBuffer): checkpoints every few milliseconds go on while the
+// writer waits for a disk, and report no backpressure. With the old rule
+// (twice the state) the third checkpoint here waited for the gate.
+TEST_F(StoreTest, SmallStatesDoNotWaitForTheWriterWithTheDefaultBuffer) {
+  std::vector<double> u = field(512, 5);  // 4 KiB
+  Gate gate;
+  auto env = std::make_shared<HookEnv>();
+  env->before_create = [&](const std::string& path) {
+    if (path.find("/.v") != std::string::npos) gate.wait();  // a version's file, not the identity's
+  };
+  Store store("s", config({{"persistent.every", "0"}}), env);
+  store.protect(0, u.data(), u.size() * sizeof(double), "u");
+  constexpr int kVersions = 200;
+  auto checkpoints = std::async(std::launch::async, [&] {
+    for (int version = 1; version <= kVersions; ++version) store.checkpoint(version);
+  });
+  const bool returned_while_held = checkpoints.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+  gate.open();
+  checkpoints.get();
+  store.wait();
+  EXPECT_TRUE(returned_while_held) << "checkpoints of a 4 KiB state waited for the writer";
+  const auto stats = store.stats();
+  ASSERT_EQ(stats.size(), static_cast<std::size_t>(kVersions));
+  for (const VersionStats& version : stats) EXPECT_EQ(version.backpressure_seconds, 0.0) << version.version;
 }
 
 // With L4 slower than L2, versions waiting for their L4 copy must not pile

@@ -1,0 +1,269 @@
+#!/usr/bin/env python3
+"""Fixed costs of checkpoint() and restart() at small states (issue 27),
+against the copy of the same bytes measured in the same run.
+
+For each state size (default 4 KiB, 64 KiB, 256 KiB, 1 MiB, 16 MiB), route
+(memory: L1 memory level only; memory+L2; L2: node-local directory only),
+compute step between calls (0 = back to back, and 500 µs) and API (C++:
+build/cpp/bench/small_checkpoints; Python: the same loop with NumPy), one
+run is: --calls checkpoints of one array (each after a compute step and a
+write of every word), timed call by call, then as many restart() of the
+newest version; and in the same process the floor, memcpy / np.copyto of
+the state into a touched buffer and back. A run reports per-call medians;
+--repeats runs (default 5) give the median, min and max of those medians.
+
+Reported per case: checkpoint blocking and restore against the copy, the
+excess (checkpoint - copy), and how many of the run's versions waited for
+buffer space (backpressure > 0: a version that waited for the previous
+one's write and fsync). Targets (issue 27): memory route checkpoint <= copy
++ 5 µs (C++) / + 15 µs (Python); restore <= 1.5 x copy + 10 µs; L2 with the
+default configuration: no backpressure for states <= 1 MiB at a 0.5 ms step.
+
+With --before-binary and --before-package (a C++ driver and a Python
+package, resurgo/ with its _core extension, built from an older commit),
+every case also runs against that build, interleaved with the current one:
+the before/after table. The Python cases run in a process of their own, so
+that each imports the package it measures.
+
+Writes bench/results/small_checkpoints.md and .png (see --out).
+
+    .venv/bin/python bench/small_checkpoints.py                 # full run
+    .venv/bin/python bench/small_checkpoints.py --smoke --repeats 1 --sizes 4KiB --calls 50
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+import numpy as np
+
+from _common import (MiB, Series, add_common_args, finish_common_args, fmt_time, human, import_resurgo,
+                     log, machine_description, machine_lines, parse_sizes, pyplot, report_header)
+
+PACKAGE_VARIABLE = "SMALL_CHECKPOINTS_PACKAGE"
+
+
+def import_package():
+    """resurgo from the directory $SMALL_CHECKPOINTS_PACKAGE names (ahead of
+    the editable install's finders), else the installed one."""
+    package = os.environ.get(PACKAGE_VARIABLE)
+    if package:
+        sys.meta_path[:] = [f for f in sys.meta_path if not type(f).__name__.startswith("ScikitBuild")]
+        sys.path.insert(0, package)
+    return import_resurgo("small_checkpoints.py")
+
+
+resurgo = import_package()
+
+NAME = "small_checkpoints"
+SCRIPT = "bench/small_checkpoints.py"
+DEFAULT_BINARY = Path(__file__).resolve().parent.parent / "build" / "cpp" / "bench" / "small_checkpoints"
+ROUTES = ("memory", "memory+L2", "L2")
+STEPS_US = (0.0, 500.0)
+BYTES_PER_CASE = 2 << 30  # a case writes at most this much (fewer calls for large states)
+
+
+def route_options(route: str, directory: str) -> dict:
+    return dict(memory_every=1 if "memory" in route else 0, memory_keep=2,
+                local_every=1 if "L2" in route else 0, local_path=directory, persistent_every=0)
+
+
+def spin(microseconds: float) -> None:
+    if microseconds <= 0:
+        return
+    until = time.perf_counter() + microseconds * 1e-6
+    while time.perf_counter() < until:
+        pass
+
+
+def per_call(fn, calls: int, before=None) -> List[float]:
+    times = []
+    for call in range(calls):
+        if before:
+            before(call)
+        started = time.perf_counter()
+        fn(call)
+        times.append(time.perf_counter() - started)
+    return times
+
+
+def python_run(nbytes: int, route: str, calls: int, step_us: float, directory: str) -> dict:
+    state = np.ones(nbytes // 8, dtype=np.uint64)
+    copy = np.zeros_like(state)
+
+    def step(call: int) -> None:
+        spin(step_us)
+        np.add(state, call, out=state)
+
+    copy_times = per_call(lambda _: np.copyto(copy, state), calls, step)
+    copy_back_times = per_call(lambda _: np.copyto(state, copy), calls)
+    store = resurgo.Store("small-checkpoints", **route_options(route, directory))
+    try:
+        store.protect("state", state)
+        checkpoint_times = per_call(store.checkpoint, calls, step)
+        store.wait(level=1 if route == "memory" else 2)
+        restart_times = per_call(lambda _: store.restart(calls - 1), calls)
+        stats = store.stats()
+    finally:
+        store.close()
+    waited = [s.backpressure_seconds for s in stats if s.backpressure_seconds > 0]
+    return dict(copy=statistics.median(copy_times), copy_back=statistics.median(copy_back_times),
+                checkpoint=statistics.median(checkpoint_times), restart=statistics.median(restart_times),
+                backpressured_versions=len(waited), backpressure_seconds=sum(waited))
+
+
+def case_arguments(nbytes: int, route: str, calls: int, step_us: float, directory: str) -> List[str]:
+    return ["--bytes", str(nbytes), "--route", route, "--calls", str(calls), "--step-us", str(step_us),
+            "--dir", directory]
+
+
+def cpp_run(binary: Path, *case) -> dict:
+    out = subprocess.run([str(binary), *case_arguments(*case)], capture_output=True, text=True, check=True).stdout
+    return json.loads(out)
+
+
+def python_subprocess_run(package: str, *case) -> dict:
+    env = dict(os.environ)
+    if package:
+        env[PACKAGE_VARIABLE] = package
+    out = subprocess.run([sys.executable, __file__, "--one-case", *case_arguments(*case)], env=env,
+                         capture_output=True, text=True, check=True).stdout
+    return json.loads(out)
+
+
+Case = Tuple[str, str, str, int, float]  # build (before/after), api, route, bytes, step_us
+FIELDS = ("copy", "copy_back", "checkpoint", "restart", "backpressured_versions")
+
+
+def run_all(args) -> Dict[Case, Dict[str, Series]]:
+    results: Dict[Case, Dict[str, Series]] = {}
+    builds = {"after": (args.binary, args.package)}
+    if args.before_binary:
+        builds["before"] = (args.before_binary, args.before_package)
+    cases = [(build, api, route, nbytes, step) for api in ("C++", "Python") for route in ROUTES
+             for nbytes in args.sizes for step in STEPS_US for build in builds]
+    for repeat in range(args.repeats):
+        log(f"repeat {repeat + 1}/{args.repeats}: {len(cases)} cases")
+        for case in cases:
+            build, api, route, nbytes, step = case
+            calls = max(20, min(args.calls, BYTES_PER_CASE // nbytes))
+            directory = tempfile.mkdtemp(prefix="small-ckpt-", dir=args.dir)
+            binary, package = builds[build]
+            try:
+                run = (cpp_run(binary, nbytes, route, calls, step, directory) if api == "C++"
+                       else python_subprocess_run(package, nbytes, route, calls, step, directory))
+            finally:
+                shutil.rmtree(directory, ignore_errors=True)
+            series = results.setdefault(case, {f: Series(f) for f in FIELDS})
+            for f in FIELDS:
+                series[f].times.append(float(run[f]))
+            series["calls"] = calls
+    return results
+
+
+def target_text(api: str, route: str, nbytes: int, step: float, s: Dict[str, Series]) -> str:
+    copy, checkpoint, restart = s["copy"].median, s["checkpoint"].median, s["restart"].median
+    checks = []
+    if route == "memory":
+        allowed = 5e-6 if api == "C++" else 15e-6
+        checks.append("ckpt " + ("met" if checkpoint <= copy + allowed else "missed"))
+        checks.append("restore " + ("met" if restart <= 1.5 * s["copy_back"].median + 10e-6 else "missed"))
+    if route == "L2" and nbytes <= MiB and step > 0:
+        checks.append("no wait " + ("met" if s["backpressured_versions"].max == 0 else "missed"))
+    return ", ".join(checks) or "—"
+
+
+def report(args, results: Dict[Case, Dict[str, Series]], machine: Dict[str, str]) -> List[str]:
+    before = f" \"before\" rows ran {args.before_binary} and {args.before_package} ({args.before_label}), interleaved with the current build (\"after\")." if args.before_binary else ""
+    count = lambda x: f"{x:.0f}"
+    lines = report_header("Small checkpoints: fixed costs against the copy", SCRIPT, args)
+    lines += machine_lines(machine)
+    lines += ["Times are per call, median [min–max] over the repeats of each run's median. "
+              "\"excess\" is checkpoint − copy (medians). \"waited\" is the number of versions of a "
+              "run whose capture waited for buffer space (median [min–max] over the repeats), out of "
+              "\"calls\". Targets from issue 27: memory route checkpoint ≤ copy + 5 µs (C++) or + 15 µs "
+              "(Python), restore ≤ 1.5 × copy back + 10 µs; L2, states ≤ 1 MiB at a 0.5 ms step: no version waits." + before, "",
+              "| build | API | route | state | step | calls | copy | checkpoint | excess | copy back | restart | waited | targets |",
+              "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for (build, api, route, nbytes, step), s in results.items():
+        excess = s["checkpoint"].median - s["copy"].median
+        lines.append(f"| {build} | {api} | {route} | {human(nbytes)} | {step:g} µs | {s['calls']} | {fmt_time(s['copy'].median)} | "
+                     f"{s['checkpoint'].cell()} | {fmt_time(excess)} | {fmt_time(s['copy_back'].median)} | "
+                     f"{s['restart'].cell()} | {s['backpressured_versions'].cell(count)} | "
+                     f"{target_text(api, route, nbytes, step, s)} |")
+    return lines + [""]
+
+
+def plot(args, results: Dict[Case, Dict[str, Series]], path: Path) -> None:
+    plt = pyplot()
+    fig, axes = plt.subplots(2, len(ROUTES), figsize=(5 * len(ROUTES), 8), squeeze=False)
+    for row, api in enumerate(("C++", "Python")):
+        for col, route in enumerate(ROUTES):
+            ax = axes[row][col]
+            for build, line in (("after", "-"), ("before", ":")):
+                for field, marker in (("copy", "k"), ("checkpoint", "o"), ("restart", "s")):
+                    for step in STEPS_US:
+                        if field == "copy" and (step > 0 or build == "before"):
+                            continue
+                        xs = [n for n in args.sizes if (build, api, route, n, step) in results]
+                        ys = [results[(build, api, route, n, step)][field].median for n in xs]
+                        if xs:
+                            ax.plot(xs, ys, marker + ("--" if field == "copy" else line),
+                                    label=field if field == "copy" else f"{build}: {field}, step {step:g} µs")
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_title(f"{api}, {route}")
+            ax.set_xlabel("state bytes")
+            ax.set_ylabel("seconds per call (median)")
+            ax.grid(alpha=0.3, which="both")
+            ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", type=parse_sizes, default=parse_sizes("4KiB,64KiB,256KiB,1MiB,16MiB"))
+    ap.add_argument("--calls", type=int, default=1000, help="checkpoints (and restarts) per run (default 1000)")
+    ap.add_argument("--binary", type=Path, default=DEFAULT_BINARY, help="the C++ driver")
+    ap.add_argument("--package", default="", help="a directory holding resurgo/ (with _core) to measure "
+                                                  "instead of the installed package")
+    ap.add_argument("--before-binary", type=Path, help="the C++ driver built from an older commit")
+    ap.add_argument("--before-package", default="", help="a directory holding resurgo/ (with _core) of that commit")
+    ap.add_argument("--before-label", default="", help="what the before build is (e.g. its commit)")
+    ap.add_argument("--one-case", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--bytes", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--route", help=argparse.SUPPRESS)
+    ap.add_argument("--step-us", type=float, help=argparse.SUPPRESS)
+    add_common_args(ap, NAME, "directory for L2 (default: a temporary directory)")
+    args = ap.parse_args()
+    if args.one_case:  # a Python case in a process of its own (python_subprocess_run)
+        print(json.dumps(python_run(args.bytes, args.route, args.calls, args.step_us, str(args.dir))))
+        return
+    args.argv = sys.argv[1:]
+    finish_common_args(ap, args)
+    if args.before_binary and not args.before_package:
+        ap.error("--before-binary needs --before-package")
+    if not args.binary.is_file():
+        sys.exit(f"{SCRIPT}: {args.binary} not found; build it: cmake --build build/cpp --target small_checkpoints")
+    args.dir = str(args.dir) if getattr(args, "dir", None) else None
+    machine = machine_description(Path(args.dir or tempfile.gettempdir()), resurgo)
+    results = run_all(args)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"{NAME}.md").write_text("\n".join(report(args, results, machine)))
+    plot(args, results, args.out / f"{NAME}.png")
+    log(f"wrote {args.out / (NAME + '.md')} and .png")
+
+
+if __name__ == "__main__":
+    main()
