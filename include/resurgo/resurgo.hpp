@@ -85,7 +85,8 @@ struct VersionStats {
   double blocking_seconds = 0;     // time checkpoint() blocked the caller, in all
   double backpressure_seconds = 0; // part of it waiting for buffer space or for the previous forked writer
   double first_touch_seconds = 0;  // part of it faulting in buffer pages the background prefault had not reached
-  double copy_seconds = 0;         // part of it copying into the buffer (copy) or forking (fork)
+  double copy_seconds = 0;         // part of it copying into the buffer (copy) or forking (fork); 0 for a
+                                   // version written straight into the memory level (docs/adjoint.md)
   std::uint64_t copy_on_write_bytes = 0;  // fork: pages the application wrote while the child wrote
   // Device regions (docs/gpu.md): their bytes, and where checkpoint() put
   // them: "l0" (copied device to device into the L0 device cache), "host"

@@ -56,7 +56,8 @@ VersionStats capture_stats(const Snapshot& snapshot, const CaptureTimes& times, 
   VersionStats captured;
   captured.bytes = state_bytes;
   captured.base_version = static_cast<int>(snapshot.header.base_version);
-  captured.capture = captured.base_version >= 0 ? "delta" : snapshot.synchronous ? "synchronous" : mode;
+  const bool synchronous = snapshot.synchronous && !snapshot.into_memory_level;
+  captured.capture = captured.base_version >= 0 ? "delta" : synchronous ? "synchronous" : mode;
   captured.captured_bytes = total_bytes(snapshot.extents);
   captured.dirty_bytes = snapshot.tracking.dirty_bytes;
   captured.granularity_bytes = snapshot.tracking.granularity_bytes;

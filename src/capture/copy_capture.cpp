@@ -91,8 +91,24 @@ void CopyCapture::copy(std::vector<Extent>& extents, std::byte* block, CaptureTi
   times.copy_seconds = seconds_since(started);
 }
 
-Snapshot CopyCapture::take(const std::vector<Region>& regions, format::Header header, Level&, CaptureTimes& times) {
-  return capture(whole_regions(regions), std::move(header), times);
+// A small version bound for the memory level first skips the staging
+// buffer: the first level's write, on the application's thread, is its one
+// copy (and its checksums), and no worker is woken for it. A large one is
+// copied into the buffer in parallel and checksummed off the application's
+// path.
+Snapshot CopyCapture::take(const std::vector<Region>& regions, format::Header header, Level& first_level,
+                           CaptureTimes& times) {
+  std::vector<Extent> extents = whole_regions(regions);
+  const Level::Features first = first_level.features();
+  if (first.is_volatile && !first.device && total_bytes(extents) <= kStraightToMemoryBytes) {
+    Snapshot snapshot;
+    snapshot.header = std::move(header);
+    snapshot.extents = std::move(extents);
+    snapshot.synchronous = true;
+    snapshot.into_memory_level = true;
+    return snapshot;
+  }
+  return capture(std::move(extents), std::move(header), times);
 }
 
 Snapshot CopyCapture::capture(std::vector<Extent> extents, format::Header header, CaptureTimes& times) {

@@ -11,6 +11,10 @@
 
 namespace resurgo {
 
+// Versions up to this size whose first level is the memory level are written
+// straight into it (take()).
+inline constexpr std::uint64_t kStraightToMemoryBytes = std::uint64_t{1} << 20;
+
 class CopyCapture final : public Capture {
  public:
   explicit CopyCapture(const CaptureContext& context) : context_(context) {}

@@ -40,8 +40,12 @@ struct Snapshot {
   // waits for it; throws what made it fail.
   std::function<WrittenVersion()> await_writer;
   // The sources are the application's own memory: checkpoint() returns only
-  // once the version is written.
+  // once the version is written (Scheduler::submit writes it on the
+  // caller's thread when the first level's worker is idle).
   bool synchronous = false;
+  // Set with `synchronous` by a copy capture whose version is small and goes
+  // to the memory level first: its one copy is the write into that level.
+  bool into_memory_level = false;
 };
 
 // Where checkpoint()'s blocking time went; the Catalog publishes it.

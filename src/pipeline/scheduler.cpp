@@ -46,7 +46,8 @@ Scheduler::~Scheduler() {
     std::lock_guard lock(mutex_);
     stopping_ = true;
   }
-  changed_.notify_all();
+  for (auto& worker : workers_) worker->has_work.notify_one();
+  eviction_wanted_.notify_one();
   for (auto& worker : workers_) worker->thread.join();
   evictor_.join();
 }
@@ -64,12 +65,48 @@ void Scheduler::submit(int version, std::vector<Level*> route, Snapshot snapshot
     for (const Level* level : route) levels += (levels.empty() ? "L" : ", L") + std::to_string(level->number());
     return "version " + std::to_string(version) + " goes to " + levels;
   });
+  Task task{version, std::move(route), 0, std::move(snapshot)};
+  Worker* worker = nullptr;
+  bool on_caller = false;
   {
     std::lock_guard lock(mutex_);
-    Worker& worker = worker_of(route.front());
-    worker.queue.push_back(Task{version, std::move(route), 0, std::move(snapshot)});
+    worker = &worker_of(task.route.front());
+    on_caller = writes_on_caller(task.snapshot) && !worker->busy && worker->queue.empty();
+    if (on_caller) {
+      worker->busy = true;  // the caller stands in for the worker, in its order
+    } else {
+      worker->queue.push_back(std::move(task));
+    }
   }
-  changed_.notify_all();
+  if (on_caller) {
+    run_on_caller(task, *worker);
+  } else {
+    worker->has_work.notify_one();
+  }
+}
+
+void Scheduler::run_on_caller(Task& task, Worker& worker) {
+  const auto done = [&] {
+    std::lock_guard lock(mutex_);
+    worker.busy = false;
+  };
+  try {
+    run(task, true);
+  } catch (...) {  // run() reports Errors to the catalog; anything else goes to the caller
+    done();
+    changed_.notify_all();
+    throw;
+  }
+  done();
+  changed_.notify_all();  // no system call unless someone waits
+}
+
+// A synchronous version makes the caller wait for its first level anyway:
+// writing it on the caller's thread spares two thread hand-offs. Versions
+// whose bytes another process writes, or that are staged from a device
+// first, stay with the worker.
+bool Scheduler::writes_on_caller(const Snapshot& snapshot) {
+  return snapshot.synchronous && !snapshot.await_writer && !snapshot.stage;
 }
 
 void Scheduler::set_capturing(bool capturing) {
@@ -77,13 +114,13 @@ void Scheduler::set_capturing(bool capturing) {
     std::lock_guard lock(mutex_);
     capturing_ = capturing;
   }
-  if (!capturing) changed_.notify_all();
+  if (!capturing) eviction_wanted_.notify_one();
 }
 
 void Scheduler::drain() {
   catalog_.wait_all_finished();
   std::unique_lock lock(mutex_);
-  changed_.notify_all();
+  eviction_wanted_.notify_one();
   changed_.wait(lock, [&] {
     const bool idle = std::all_of(workers_.begin(), workers_.end(),
                                   [](const auto& w) { return w->queue.empty() && !w->busy; });
@@ -116,7 +153,7 @@ void Scheduler::work(Worker& worker) {
     Task job;
     {
       std::unique_lock lock(mutex_);
-      changed_.wait(lock, [&] { return stopping_ || !worker.queue.empty(); });
+      worker.has_work.wait(lock, [&] { return stopping_ || !worker.queue.empty(); });
       if (worker.queue.empty()) return;
       job = std::move(worker.queue.front());
       worker.queue.pop_front();
@@ -174,7 +211,7 @@ std::uint64_t Scheduler::write(Task& job, Clock::time_point& started) {
   return stored;
 }
 
-void Scheduler::run(Task& job) {
+void Scheduler::run(Task& job, bool on_caller) {
   Level& level = *job.route[job.step];
   Clock::time_point started = Clock::now();
   bool written = false;
@@ -189,9 +226,12 @@ void Scheduler::run(Task& job) {
   }
   if (job.step == 0 && job.snapshot.release) job.snapshot.release();
   if (!written) return;
-  {
+  const bool evicts_here = on_caller && level.features().is_volatile;
+  if (evicts_here) {
+    evict(level, known_bases());
+  } else {
     std::lock_guard lock(mutex_);
-    eviction_due_ = true;  // before the catalog settles the version: drain() must see it
+    request_eviction_locked();  // before the catalog settles the version: drain() must see it
   }
   const double seconds = seconds_since(started);
   log_.debug([&] {
@@ -200,10 +240,19 @@ void Scheduler::run(Task& job) {
   });
   catalog_.reached(job.version, level.number(), stored, seconds);
   if (job.step + 1 < job.route.size()) {
-    std::lock_guard lock(mutex_);
-    worker_of(job.route[job.step + 1]).queue.push_back(Task{job.version, job.route, job.step + 1, {}});
+    Worker* next = nullptr;
+    {
+      std::lock_guard lock(mutex_);
+      next = &worker_of(job.route[job.step + 1]);
+      next->queue.push_back(Task{job.version, job.route, job.step + 1, {}});
+    }
+    next->has_work.notify_one();
   }
-  changed_.notify_all();
+}
+
+void Scheduler::request_eviction_locked() {
+  eviction_due_ = true;
+  eviction_wanted_.notify_one();
 }
 
 void Scheduler::discard(int version) {
@@ -211,15 +260,12 @@ void Scheduler::discard(int version) {
     std::lock_guard lock(mutex_);
     discards_.push_back(version);
   }
-  changed_.notify_all();
+  eviction_wanted_.notify_one();
 }
 
 void Scheduler::request_eviction() {
-  {
-    std::lock_guard lock(mutex_);
-    eviction_due_ = true;
-  }
-  changed_.notify_all();
+  std::lock_guard lock(mutex_);
+  request_eviction_locked();
 }
 
 void Scheduler::evict_loop() {
@@ -227,7 +273,7 @@ void Scheduler::evict_loop() {
   for (;;) {
     {
       std::unique_lock lock(mutex_);
-      changed_.wait(lock, [&] { return stopping_ || !discards_.empty() || (eviction_due_ && !capturing_); });
+      eviction_wanted_.wait(lock, [&] { return stopping_ || !discards_.empty() || (eviction_due_ && !capturing_); });
       if (!discards_.empty()) {
         const int version = discards_.front();
         evicting_ = true;

@@ -67,11 +67,18 @@ class Scheduler {
     bool copies_only = false;  // every version reached an earlier level first
     std::deque<Task> queue;
     bool busy = false;
+    std::condition_variable has_work;  // its thread waits on it alone
     std::thread thread;
   };
 
+  static bool writes_on_caller(const Snapshot& snapshot);
+  void run_on_caller(Task& task, Worker& worker);
   void work(Worker& worker);
-  void run(Task& job);
+  // Writes the job's step and settles it in the catalog. `on_caller`: the
+  // application's thread runs it (run_on_caller), and a memory level's
+  // eviction runs there too, waking no thread.
+  void run(Task& job, bool on_caller = false);
+  void request_eviction_locked();  // the caller holds mutex_
   std::uint64_t write(Task& job, Clock::time_point& started);
   void wait_for_backlog(const Task& job);
   std::size_t backlog(const Level* level) const;  // the caller holds mutex_
@@ -93,8 +100,13 @@ class Scheduler {
   const Logger& log_;
   Trace& trace_;
 
+  // One condition variable per kind of waiter, so that a checkpoint wakes
+  // only the thread that has work: each worker its own (Worker::has_work),
+  // the eviction thread `eviction_wanted_`, and `changed_` for the callers
+  // that wait for the pipeline's state (drain, the backlog bound).
   mutable std::mutex mutex_;
   std::condition_variable changed_;
+  std::condition_variable eviction_wanted_;
   std::vector<std::unique_ptr<Worker>> workers_;
   bool eviction_due_ = false;
   std::deque<int> discards_;

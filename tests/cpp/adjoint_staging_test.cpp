@@ -256,6 +256,33 @@ TEST_F(AdjointStagingTest, AFullMemoryRouteFailsTheVersionNamingTheCapacity) {
   EXPECT_EQ(store.restart(3), 3);
 }
 
+// A version of at most kStraightToMemoryBytes bound for the memory level is
+// written into it by checkpoint() itself (no staging buffer, no worker): it
+// is there when checkpoint returns, and a full level fails that checkpoint,
+// not a later call.
+TEST_F(AdjointStagingTest, ASmallVersionIsInMemoryWhenCheckpointReturns) {
+  auto keys = memory_only();
+  keys["memory.capacity"] = "2MiB";  // one piece: one version
+  Store store("s", config(keys));
+  std::vector<double> small(512, 1.0);
+  store.protect(0, small.data(), small.size() * sizeof(double), "small");
+  store.checkpoint(1);
+  ASSERT_EQ(store.stats().size(), 1u);
+  EXPECT_EQ(store.stats()[0].capture, "copy");
+  try {
+    store.checkpoint(2);
+    FAIL() << "version 2 fitted in a memory level that holds version 1";
+  } catch (const StorageError& error) {
+    EXPECT_NE(std::string(error.what()).find("memory.capacity"), std::string::npos) << error.what();
+  }
+  store.discard(1);
+  small.assign(small.size(), 3.0);
+  store.checkpoint(3);
+  small.assign(small.size(), 0.0);
+  EXPECT_EQ(store.restart(3), 3);
+  EXPECT_EQ(small.front(), 3.0);
+}
+
 TEST_F(AdjointStagingTest, AForkCaptureCannotFeedTheMemoryLevel) {
   auto keys = memory_only();
   keys["capture.mode"] = "fork";
