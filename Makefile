@@ -127,10 +127,14 @@ FAKE_CUDA_TESTS := GpuDriverTest.*:GpuCudaTest.*:GpuStoreTest.*:HostPinnerTest.T
 # the phases of make test). The test programs
 # run side by side (scripts/together.sh), the GoogleTest binary in one
 # shard per job: each is single-threaded most of the time.
-# $(call sanitized_tests,build dir,-fsanitize= list,runtime options,GoogleTest files' options).
+# The ASan+UBSan library is compiled at -O0: optimizing code full of UBSan's
+# checks is the longest part of its build, and its test programs are short
+# (bench/ci_time.sh measures both). TSan's stays at -O1: its runs are the
+# longest of make test.
+# $(call sanitized_tests,build dir,-fsanitize= list,runtime options,GoogleTest files' options,library -O).
 define sanitized_tests
 	cmake -S . -B $(1) -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DRESURGO_BUILD_EXAMPLES=OFF -DRESURGO_BUILD_FORTRAN=OFF \
-	  -DCMAKE_CXX_FLAGS="-fsanitize=$(2) -fno-omit-frame-pointer -fno-sanitize-recover=all -O1" \
+	  -DCMAKE_CXX_FLAGS="-fsanitize=$(2) -fno-omit-frame-pointer -fno-sanitize-recover=all $(5)" \
 	  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=$(2)" -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=$(2)" \
 	  -DRESURGO_TEST_COMPILE_OPTIONS="$(4)"
 	cmake --build $(1) -j$(JOBS) --target resurgo_tests resurgo_fake_cuda crash_campaign auto_crash_campaign stress_campaign power_tests power_campaign
@@ -145,10 +149,10 @@ define sanitized_tests
 endef
 
 test-asan: deps
-	$(call sanitized_tests,build/asan,address$(,)undefined,ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1,-O0;-fno-sanitize=all)
+	$(call sanitized_tests,build/asan,address$(,)undefined,ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1,-O0;-fno-sanitize=all,-O0)
 
 test-tsan: deps
-	$(call sanitized_tests,build/tsan,thread,TSAN_OPTIONS=halt_on_error=1,-O0)
+	$(call sanitized_tests,build/tsan,thread,TSAN_OPTIONS=halt_on_error=1,-O0,-O1)
 
 # Long campaigns (docs/reliability.md), each log kept in build/soak.
 SOAK_LOGS              := build/soak
