@@ -43,8 +43,14 @@ const char* CopyCapture::mode(std::uint64_t state_bytes) const { return fits(sta
 // only when too small: a protected set that changes region by region
 // between two checkpoints (a layer above the store swapping one piece for
 // another) keeps its buffer and its faulted-in pages, and never waits for
-// the writes. It does not shrink while the store is open.
+// the writes. It does not shrink while the store is open. A small state may
+// go straight to the memory level at every checkpoint (take()): its buffer
+// is made by the first capture that needs one.
 void CopyCapture::resize(std::uint64_t state_bytes) {
+  if (state_bytes > kStraightToMemoryBytes) grow(state_bytes);
+}
+
+void CopyCapture::grow(std::uint64_t state_bytes) {
   const std::uint64_t wanted = wanted_capacity(state_bytes);
   if (state_bytes == 0 || (buffer_ && buffer_->capacity() >= wanted)) return;
   if (buffer_) buffer_->wait_empty();
@@ -131,10 +137,12 @@ Snapshot CopyCapture::capture(std::vector<Extent> extents, format::Header header
   const Clock::time_point waited = Clock::now();
   // The buffer is sized for the whole protected state (resize); a delta
   // takes a smaller block of it.
-  const bool grows = !buffer_ || buffer_->capacity() < total;
-  if (grows) resize(total);
-  // Only the application thread allocates: room found now is still there.
-  const bool waits = grows || !buffer_->has_room(total);
+  // Replacing a buffer waits for its blocks to be written; making the first
+  // one waits for nothing. Only the application thread allocates: room
+  // found now is still there.
+  const bool replaces = buffer_ && buffer_->capacity() < total;
+  if (!buffer_ || replaces) grow(total);
+  const bool waits = replaces || !buffer_->has_room(total);
   std::byte* block = buffer_->allocate(total);
   times.backpressure_seconds = waits ? seconds_since(waited) : 0;
   context_.capturing(true);
