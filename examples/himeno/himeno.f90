@@ -16,7 +16,7 @@
 ! run ends. STOP_AFTER stops the program (without output) after that many
 ! slice ranges updated by this run, as a failure would; -1 or absent: none.
 program himeno
-  use, intrinsic :: iso_fortran_env, only: real32, int32, output_unit, error_unit
+  use, intrinsic :: iso_fortran_env, only: real32, real64, int32, int64, output_unit, error_unit
   use resurgo
   implicit none
 
@@ -24,6 +24,7 @@ program himeno
   integer :: imax, jmax, kmax, sweeps, slices_per_range, every, stop_after
   integer :: interior, ranges_run, checkpoints, restarted_from, ierr, unit
   logical :: stopped
+  real(real64) :: started, run_seconds, checkpoint_seconds
   character(len=4096) :: path, output
   ! Coefficients: computed again by a restarted run, never checkpointed.
   real(real32), allocatable :: a(:, :, :, :), b(:, :, :, :), c(:, :, :, :)
@@ -45,12 +46,15 @@ program himeno
 
   ranges_run = 0
   checkpoints = 0
+  checkpoint_seconds = 0
   stopped = .false.
+  started = seconds_now()
   sweep_loop: do while (position(1) < sweeps)
     if (position(2) == 0) call jacobi()
     call update_pressure()
     if (stopped) exit sweep_loop
   end do sweep_loop
+  run_seconds = seconds_now() - started
   call appic_finalize()
 
   if (.not. stopped) then
@@ -62,10 +66,11 @@ program himeno
       close(unit)
     end if
   end if
-  write(output_unit, '(a, i0, a, i0, a, i0, a, i0, a, i0, a, i0, a)') &
+  write(output_unit, '(a, i0, a, i0, a, i0, a, i0, a, i0, a, i0, a, es15.8, a, es15.8, a)') &
     'RESULT {"sweeps": ', position(1), ', "slice": ', position(2), ', "ranges_run": ', ranges_run, &
     ', "checkpoints": ', checkpoints, ', "restarted_from": ', restarted_from, &
-    ', "stopped": ', merge(1, 0, stopped), '}'
+    ', "stopped": ', merge(1, 0, stopped), ', "run_seconds": ', run_seconds, &
+    ', "checkpoint_seconds": ', checkpoint_seconds, '}'
 
 contains
 
@@ -120,6 +125,8 @@ contains
 
   ! The slides' cycle: like a Fortran OPEN / WRITE / CLOSE of the state.
   subroutine checkpoint()
+    real(real64) :: cycle_started
+    cycle_started = seconds_now()
     call appic_open(trim(path))
     call register_state()
     call appic_write(p)
@@ -128,7 +135,15 @@ contains
     call appic_write(gosa)
     call appic_close()
     checkpoints = checkpoints + 1
+    checkpoint_seconds = checkpoint_seconds + (seconds_now() - cycle_started)
   end subroutine checkpoint
+
+  ! Wall-clock seconds from an arbitrary origin.
+  real(real64) function seconds_now()
+    integer(int64) :: count, rate
+    call system_clock(count, rate)
+    seconds_now = real(count, real64) / real(rate, real64)
+  end function seconds_now
 
   ! Registering again in a later cycle is a no-op.
   subroutine register_state()

@@ -35,7 +35,8 @@ int rsg_appic_open(const char *path);
  * (k = 1, 2, ... in registration order). The same ptr and size again is a
  * no-op; the same ptr with another size is RSG_EINVAL. */
 int rsg_appic_register(void *ptr, size_t bytes);
-/* Marks the registered array at ptr as part of this cycle's version. */
+/* Makes the cycle one that writes a version; ptr must be registered. The
+ * version holds every registered array, written or not (rsg_appic_close). */
 int rsg_appic_write(const void *ptr);
 /* First call of a cycle: restores the newest intact version into every
  * registered array (RSG_ENOTFOUND when the path holds none). Later calls of
@@ -45,9 +46,11 @@ int rsg_appic_read(void *ptr);
  * (RSG_ENOTFOUND when none); needs an open cycle. */
 int rsg_appic_version(int *version);
 /* Ends the cycle. After writes: checkpoints the next version (the newest on
- * disk + 1) and waits until it is durable at L2; every registered array must
- * have been written (RSG_ESTATE naming the first that was not). After reads
- * only: takes no version. The cycle ends even when the call fails. */
+ * disk + 1) and waits until it is durable at L2. The version holds every
+ * registered array: one the cycle did not write adds to a delta only what
+ * changed in it since the previous version (nothing, if it did not change).
+ * A cycle that wrote nothing takes no version. The cycle ends even when the
+ * call fails. */
 int rsg_appic_close(void);
 /* Closes every store the calls opened (also done at exit). RSG_ESTATE when
  * a cycle is still open; then nothing is closed. */

@@ -49,7 +49,7 @@ struct Config {
   } capture;
   struct Track {  // dirty tracking of the delta capture
     TrackMethod method = TrackMethod::kAuto;  // auto: uffd where the kernel has it, else hash
-    std::uint64_t granularity = 0;    // management block in bytes (a power-of-two number of pages); 0 = auto (tuned)
+    std::uint64_t granularity = 0;    // management block in bytes (a power-of-two number of pages); 0 = auto (tuned); "doubling" in the TOML: Appicpr's rule alone (docs/tracking.md)
   } track;
   struct Delta {
     // A full version every n-th checkpoint: bounds a chain to n - 1 deltas,

@@ -25,7 +25,6 @@ struct Array {
   const void* data;
   std::size_t bytes;
   std::string label;
-  bool written = false;
 };
 
 // One path: its store, its arrays (registration order) and the versions.
@@ -152,20 +151,10 @@ void enter(Cycle kind, const char* call) {
   s.cycle = kind;
 }
 
-// Checkpoints the cycle's version; every registered array must be written.
+// Checkpoints the cycle's version. The store takes every registered array,
+// written in the cycle or not: a delta holds only the blocks changed since
+// the previous version, so an array the cycle left alone adds nothing to it.
 void commit(File& file) {
-  if (file.arrays.empty()) {
-    throw InvalidArgumentError("rsg_appic_close: no array is registered with '" + file.path +
-                               "'; nothing to checkpoint");
-  }
-  for (const Array& array : file.arrays) {
-    if (!array.written) {
-      throw StateError("rsg_appic_close: " + array.label + " (" + std::to_string(array.bytes) +
-                       " bytes) of '" + file.path +
-                       "' is registered but was not written in this cycle; call rsg_appic_write on it "
-                       "before rsg_appic_close (no version was taken)");
-    }
-  }
   const int version = std::max(file.store.latest().value_or(0), file.newest_written) + 1;
   file.newest_written = version;
   file.store.checkpoint(version);
@@ -188,9 +177,7 @@ int rsg_appic_open(const char* path) {
       throw resurgo::StateError(std::string("rsg_appic_open('") + path + "'): '" + s.open->path +
                                 "' is still open; call rsg_appic_close first (one file at a time)");
     }
-    resurgo::File& file = resurgo::open_file(path);
-    for (resurgo::Array& array : file.arrays) array.written = false;
-    s.open = &file;
+    s.open = &resurgo::open_file(path);
     s.cycle = resurgo::Cycle::kUndecided;
     s.version_read.reset();
   });
@@ -221,10 +208,8 @@ int rsg_appic_register(void* ptr, size_t bytes) {
 
 int rsg_appic_write(const void* ptr) {
   return guarded([&] {
-    resurgo::File& file = resurgo::open_cycle("rsg_appic_write");
-    resurgo::Array& array = resurgo::registered(file, ptr, "rsg_appic_write");
+    resurgo::registered(resurgo::open_cycle("rsg_appic_write"), ptr, "rsg_appic_write");
     resurgo::enter(resurgo::Cycle::kWriting, "rsg_appic_write");
-    array.written = true;
   });
 }
 
@@ -264,7 +249,7 @@ int rsg_appic_close(void) {
     s.open = nullptr;
     s.cycle = resurgo::Cycle::kNone;
     s.version_read.reset();
-    if (cycle != resurgo::Cycle::kReading) resurgo::commit(file);
+    if (cycle == resurgo::Cycle::kWriting) resurgo::commit(file);
   });
 }
 

@@ -6,14 +6,6 @@
 
 namespace resurgo {
 
-namespace {
-
-std::size_t block_pages_of(const Config& config) {
-  return config.track.granularity == 0 ? 0 : config.track.granularity / track::page_size();
-}
-
-}  // namespace
-
 DeltaCapture::DeltaCapture(const CaptureContext& context)
     : context_(context), copy_(context), tracker_(track::open_tracker(context.config.track.method, context.log)) {}
 
@@ -63,11 +55,11 @@ std::string DeltaCapture::follow(const std::vector<Region>& regions) {
     tracker_->unwatch(it->first);
     it = watched_.erase(it);
   }
-  const std::size_t fixed_block = block_pages_of(context_.config);
   for (const Region& region : regions) {
     if (region.bytes == 0 || watched_.count(region.id) != 0) continue;
     tracker_->watch(region.id, region.data, region.bytes);
-    Watched watched{region.data, region.bytes, region.label, track::GranularityTuner(fixed_block), 1};
+    Watched watched{region.data, region.bytes, region.label,
+                    track::GranularityTuner::for_setting(context_.config.track.granularity), 1};
     watched.armed_block_pages = watched.tuner.block_pages();
     watched_.emplace(region.id, std::move(watched));
     if (changed.empty()) changed = "region '" + region.label + "' is new";

@@ -87,14 +87,21 @@ bool parse_flag(const std::string& key, const std::string& text) {
   throw bad_value(key, text, "is not true or false");
 }
 
-// A management block: a power-of-two number of system pages, at most 1 GiB.
+// A management block: a power-of-two number of system pages, at most 1 GiB,
+// or "doubling" (Appicpr's rule alone).
 std::uint64_t parse_granularity(const std::string& key, const std::string& text) {
-  const std::uint64_t bytes = parse_size(key, text);
+  if (config_word(text) == "doubling") return kDoublingGranularity;
   const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  const std::string allowed = "is not \"auto\", \"doubling\" or a power-of-two number of " +
+                              std::to_string(page) + "-byte pages up to 1GiB (e.g. \"64KiB\")";
+  std::uint64_t bytes = 0;
+  try {
+    bytes = parse_size(key, text);
+  } catch (const ConfigError&) {
+    throw bad_value(key, text, allowed);
+  }
   if (bytes < page || bytes > (1u << 30) || bytes % page != 0 || !std::has_single_bit(bytes / page)) {
-    throw bad_value(key, text,
-                    "is not a power-of-two number of " + std::to_string(page) +
-                        "-byte pages up to 1GiB; give e.g. \"64KiB\" or \"auto\"");
+    throw bad_value(key, text, allowed);
   }
   return bytes;
 }

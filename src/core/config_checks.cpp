@@ -5,6 +5,7 @@
 #include "base/log.h"
 #include "base/printable.h"
 #include "base/units.h"
+#include "core/config_names.h"
 #include "core/errors.h"
 #include "resurgo/errors.hpp"
 
@@ -13,6 +14,10 @@ namespace resurgo {
 namespace {
 
 std::string size_or_auto(std::uint64_t bytes) { return bytes == 0 ? "auto" : size_text(bytes); }
+
+std::string granularity_text(std::uint64_t bytes) {
+  return bytes == kDoublingGranularity ? "doubling" : size_or_auto(bytes);
+}
 
 std::string mode_text(unsigned mode) {
   char text[8];
@@ -32,7 +37,7 @@ std::string capture_summary(const Config& c) {
                      size_or_auto(c.buffer.capacity) + ")";
   if (c.capture.mode == CaptureMode::kDelta) {
     text += ", track " + std::string(to_string(c.track.method)) + " granularity " +
-            size_or_auto(c.track.granularity) + ", a full version every " + std::to_string(c.delta.full_every);
+            granularity_text(c.track.granularity) + ", a full version every " + std::to_string(c.delta.full_every);
   }
   return text;
 }

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -83,6 +84,11 @@ inline std::string key_error_prefix(const std::string& key) {
 inline ConfigError bad_value(const std::string& key, const std::string& text, const std::string& why) {
   return ConfigError(key_error_prefix(key) + "'" + printable(text) + "' " + why);
 }
+
+// track.granularity = "doubling" (Appicpr's rule alone, docs/tracking.md) in
+// Config::Track::granularity, beside 0 ("auto") and sizes in bytes: no
+// management block is this large.
+inline constexpr std::uint64_t kDoublingGranularity = UINT64_MAX;
 
 // The environment variable that names a configuration file (Config::load).
 inline constexpr char kConfigFileVariable[] = "RESURGO_CONFIG";

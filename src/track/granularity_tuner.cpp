@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "core/config_names.h"
 #include "resurgo/errors.hpp"
 #include "track/tracker.h"
 
@@ -79,11 +80,21 @@ std::size_t GranularityTuner::default_max_block_pages() {
   return std::max<std::size_t>(1, kDefaultMaxBlockBytes / page_size());
 }
 
+GranularityTuner::GranularityTuner(Rule rule, unsigned level, unsigned max_level)
+    : rule_(rule), level_(level), max_level_(max_level), fills_(rule == Rule::kTuned ? max_level + 1 : 0) {}
+
 GranularityTuner::GranularityTuner(std::size_t fixed_block_pages, std::size_t max_block_pages)
-    : fixed_(fixed_block_pages != 0),
-      level_(fixed_ ? checked_level(fixed_block_pages, "management block") : 0),
-      max_level_(checked_level(max_block_pages, "largest management block")),
-      fills_(max_level_ + 1) {}
+    : GranularityTuner(fixed_block_pages != 0 ? Rule::kFixed : Rule::kTuned,
+                       fixed_block_pages != 0 ? checked_level(fixed_block_pages, "management block") : 0,
+                       checked_level(max_block_pages, "largest management block")) {}
+
+// No largest level: the rule stops once one block holds the region.
+GranularityTuner GranularityTuner::doubling() { return GranularityTuner(Rule::kDoubling, 0, 0); }
+
+GranularityTuner GranularityTuner::for_setting(std::uint64_t granularity_bytes) {
+  if (granularity_bytes == kDoublingGranularity) return doubling();
+  return GranularityTuner(static_cast<std::size_t>(granularity_bytes / page_size()));
+}
 
 GranularityTuner::Decision GranularityTuner::observe(const PageSet& written, bool page_resolution) {
   const PageRuns runs = runs_of(written);
@@ -91,18 +102,27 @@ GranularityTuner::Decision GranularityTuner::observe(const PageSet& written, boo
   for_each_block_range(runs, level_, [&](std::size_t first, std::size_t last) {
     decision.blocks_to_save.insert_range(first << level_, (last - first + 1) << level_);
   });
-  if (fixed_ || runs.empty()) return decision;
+  if (rule_ == Rule::kFixed || runs.empty()) return decision;
 
-  std::vector<Cover> covers(max_level_ + 1);
-  for (unsigned level = 0; level <= max_level_; ++level) {
+  const auto cover_at = [&](unsigned level) {
+    Cover cover;
     for_each_block_range(runs, level, [&](std::size_t first, std::size_t last) {
-      covers[level].pages += std::min((last + 1) << level, written.pages()) - (first << level);
-      covers[level].blocks += last - first + 1;
-      covers[level].marked += last - first;
+      cover.pages += std::min((last + 1) << level, written.pages()) - (first << level);
+      cover.blocks += last - first + 1;
+      cover.marked += last - first;
     });
+    return cover;
+  };
+  if (rule_ == Rule::kDoubling) {
+    // Appicpr's rule alone. It stops by itself: a block that holds the whole
+    // region has no next block to mark.
+    if (cover_at(level_).marked_majority()) ++level_;
+  } else {
+    std::vector<Cover> covers;
+    for (unsigned level = 0; level <= max_level_; ++level) covers.push_back(cover_at(level));
+    record(covers, written.count(), page_resolution);
+    adjust(covers, written.count(), page_resolution);
   }
-  record(covers, written.count(), page_resolution);
-  adjust(covers, written.count(), page_resolution);
   decision.next_block_pages = block_pages();
   return decision;
 }
@@ -127,9 +147,7 @@ void GranularityTuner::adjust(const std::vector<Cover>& covers, std::size_t writ
   const auto fill_now = [&](unsigned level) {
     return static_cast<double>(written_pages) / static_cast<double>(covers[level].pages);
   };
-  const Cover& now = covers[level_];
-  const bool marked_majority = 2 * now.marked >= now.blocks;  // Appicpr's rule
-  if (level_ < max_level_ && marked_majority && fill_now(level_ + 1) >= kGrowFrom &&
+  if (level_ < max_level_ && covers[level_].marked_majority() && fill_now(level_ + 1) >= kGrowFrom &&
       fills_[level_ + 1].ratio() >= kGrowFrom) {
     ++level_;
     intervals_at_level_ = 0;

@@ -21,10 +21,16 @@
 // rule takes it back at the next interval; if not, the pattern shrank, and it
 // goes on halving until a block is taken back.
 //
+// track.granularity = "doubling" selects Appicpr's rule alone instead: from
+// one page, the block doubles after each interval whose marked blocks are at
+// least half the written ones, and never shrinks. It needs no largest block:
+// once one block holds the whole region, there is no next block to mark.
+//
 // One tuner per region: arrays differ in pattern. Pure logic, no kernel.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "track/page_set.h"
@@ -42,6 +48,14 @@ class GranularityTuner {
   // the tuned block. Throws InvalidArgumentError for a size not a power of two.
   explicit GranularityTuner(std::size_t fixed_block_pages = 0,
                             std::size_t max_block_pages = default_max_block_pages());
+
+  // Appicpr's doubling rule alone, from one page.
+  static GranularityTuner doubling();
+
+  // The tuner track.granularity asks for: 0 ("auto") tunes,
+  // kDoublingGranularity doubles, a size in bytes (a power-of-two number of
+  // pages) is fixed.
+  static GranularityTuner for_setting(std::uint64_t granularity_bytes);
 
   // The block the tracker should use for the next interval.
   std::size_t block_pages() const { return std::size_t{1} << level_; }
@@ -72,15 +86,21 @@ class GranularityTuner {
     std::size_t pages = 0;  // their pages, clipped to the region
     std::size_t blocks = 0;
     std::size_t marked = 0;  // those whose next block also holds one
+    // Appicpr's condition for doubling.
+    bool marked_majority() const { return 2 * marked >= blocks; }
   };
+
+  enum class Rule { kTuned, kDoubling, kFixed };
+
+  GranularityTuner(Rule rule, unsigned level, unsigned max_level);
 
   void record(const std::vector<Cover>& covers, std::size_t written_pages, bool page_resolution);
   void adjust(const std::vector<Cover>& covers, std::size_t written_pages, bool page_resolution);
 
-  bool fixed_;
+  Rule rule_;
   unsigned level_;  // the block is 2^level_ pages
-  unsigned max_level_;
-  std::vector<Fill> fills_;  // one per level, 0..max_level_
+  unsigned max_level_;  // tuned: the largest block's level
+  std::vector<Fill> fills_;  // tuned: one per level, 0..max_level_
   std::size_t intervals_at_level_ = 0;  // with writes, since the block last changed
   bool probing_ = false;                // the block was halved to look below it
 };

@@ -59,12 +59,15 @@ class FallbackTracker final : public Tracker {
   PageSet collect(int id, std::size_t block_pages) override {
     const auto found = owner_.find(id);
     if (found == owner_.end()) throw InvalidArgumentError("region " + std::to_string(id) + " is not tracked");
+    PageSet written;
     try {
-      return found->second.tracker->collect(id, block_pages);
+      written = found->second.tracker->collect(id, block_pages);
     } catch (const MethodLost& why) {
       move_to_hash(why.what());
-      return hash_->collect(id, block_pages);  // the first collect: every page
+      written = hash_->collect(id, block_pages);  // the first collect: every page
     }
+    log_block(id, found->second, block_pages);
+    return written;
   }
 
  private:
@@ -72,7 +75,18 @@ class FallbackTracker final : public Tracker {
     Tracker* tracker = nullptr;
     std::byte* base = nullptr;
     std::size_t bytes = 0;
+    std::size_t block_pages = 0;  // armed by the last collect; 0 before the first
   };
+
+  // Where the granularity rule (track.granularity) takes each region: a
+  // debug line when its block changes, for whoever compares the rules.
+  void log_block(int id, Owner& owner, std::size_t block_pages) {
+    if (std::exchange(owner.block_pages, block_pages) == block_pages) return;
+    log_.debug([&] {
+      return "region " + std::to_string(id) + ": management block of " + std::to_string(block_pages * page_size()) +
+             " bytes from the next interval";
+    });
+  }
 
   Tracker& hash() {
     if (!hash_) hash_ = make_hash_tracker();
