@@ -28,8 +28,11 @@ communication could be hidden.
 Figures: T (slowest rank, barrier to the end call's return), T_comm (the
 same row with --compute-ms 0, same repeat), hidden = 1 - (T - T_compute) /
 T_comm with T_compute = updates x compute, the application thread's time in
-update() (MatrixStats: binning, backpressure, rest) and commit(), VmHWM and
-Pss per rank, and the checks (zero tolerance: every sum is exact).
+update() (MatrixStats: backpressure, rest; binning, which the convergent row
+does on its progress thread) and commit(), VmHWM and Pss per rank, and the
+checks (zero tolerance: every sum is exact). With --baseline-runs (a file
+--save-runs wrote with the code before a change, same settings), the report
+also sets the two runs side by side.
 
 Rows: convergent (MatrixBackend::kMessages), rma (MatrixBackend::kRma:
 MPI_Accumulate under an exclusive lock), replicated (a full local copy per
@@ -48,6 +51,8 @@ bench/results/matrix.md and .png (see --out).
     .venv/bin/python bench/matrix.py                                       # 16384, 1-8 ranks, 5 repeats
     .venv/bin/python bench/matrix.py --size 8192 --compute-ms 60          # a quicker full run
     .venv/bin/python bench/matrix.py --smoke                               # under a minute
+    .venv/bin/python bench/matrix.py --rows convergent,rma --ranks 2,4,8 \
+        --baseline-runs /tmp/matrix-before.json                            # after a change, against before
 """
 
 from __future__ import annotations
@@ -277,6 +282,7 @@ class Cell:
     skipped: str = ""
     sums: List[float] = field(default_factory=list)  # the assembled matrices' sums
     expected_sums: List[float] = field(default_factory=list)
+    binning_in_update: bool = True  # MatrixStats' binning is part of update_seconds
 
     def add(self, key: str, value: Optional[float]) -> None:
         self.s.setdefault(key, Series(key))
@@ -329,9 +335,11 @@ def analyse(args, rows: List[str], results: Dict[Job, Outcome]) -> Dict[Tuple[st
                         binning = median_rank(run_of, "binning_s")
                         back = median_rank(run_of, "backpressure_s")
                         stats_update = median_rank(run_of, "stats_update_s")
+                        in_update = run_of.get("binning_in_update", True)  # runs of before issue 32 binned there
                         cell.add(f"{key}binning", binning)
                         cell.add(f"{key}backpressure", back)
-                        cell.add(f"{key}rest", stats_update - binning - back)
+                        cell.add(f"{key}rest", stats_update - back - (binning if in_update else 0.0))
+                        cell.binning_in_update = in_update
                         cell.add(f"{key}stats_update", stats_update)
                         cell.add(f"{key}stats_commit", median_rank(run_of, "stats_commit_s"))
                 cell.add("vmhwm", slowest(run, "vmhwm_bytes"))
@@ -420,6 +428,9 @@ def main() -> None:
                     help="also write every run's JSON line to this file (to render the report again later)")
     ap.add_argument("--load-runs", type=Path, default=None,
                     help="run nothing: render the report from a file --save-runs wrote (its settings are used)")
+    ap.add_argument("--baseline-runs", type=Path, default=None,
+                    help="a file --save-runs wrote with the code before a change, with the same workload: the "
+                         "report sets it beside this run (before and after)")
     ap.add_argument("--memory-margin", type=lambda t: float(t) * GiB, default=3 * GiB,
                     help="GiB of memory to leave to others: a job that would leave less is not run (default 3)")
     add_common_args(ap, NAME, "unused: nothing is written to disk but the results")
@@ -482,6 +493,28 @@ def main() -> None:
     write_report(args, binary_dir, rows, cells, unavailable, elapsed, load_start, load_end)
 
 
+WORKLOAD = ("size", "block", "updates_per_rank", "update_fraction", "compute_ms", "seed", "progress",
+            "max_in_flight_mib")
+
+
+def load_baseline(args) -> Optional[dict]:
+    """The cells and settings of --baseline-runs, which must have run this
+    workload; None without it."""
+    if not args.baseline_runs:
+        return None
+    data = json.loads(args.baseline_runs.read_text())
+    differ = [k for k in WORKLOAD if data["args"][k] != getattr(args, k)]
+    if differ:
+        sys.exit(f"{SCRIPT}: {args.baseline_runs} ran another workload ({', '.join(differ)} differ): run both "
+                 "with the same settings")
+    results = {Job(j["row"], j["ranks"], j["compute"]): Outcome(j["runs"], j["failures"], j["skipped"])
+               for j in data["jobs"]}
+    return {"cells": analyse(args, data["rows"], results), "rows": data["rows"], "path": args.baseline_runs,
+            "programs": data["binary_dir"],
+            "elapsed": data["elapsed"], "load": data["load_start"] + data["load_end"],
+            "ranks": sorted({j["ranks"] for j in data["jobs"]})}
+
+
 SAVED = ("argv", "repeats", "smoke", "ranks", "size", "block", "updates_per_rank", "update_fraction", "compute_ms",
          "seed", "samples", "progress", "max_in_flight_mib", "collective", "timeout", "memory_margin")
 
@@ -500,10 +533,10 @@ def save_runs(args, binary_dir: Path, rows, results: Dict[Job, Outcome], unavail
 
 def render_saved(args) -> None:
     data = json.loads(args.load_runs.read_text())
-    out, load_from = args.out, args.load_runs
+    out, load_from, baseline = args.out, args.load_runs, args.baseline_runs
     for key, value in data["args"].items():
         setattr(args, key, value)
-    args.out = out
+    args.out, args.baseline_runs = out, baseline
     args.machine = data.get("machine")
     args.argv = list(args.argv)
     results = {Job(j["row"], j["ranks"], j["compute"]): Outcome(j["runs"], j["failures"], j["skipped"])
@@ -560,14 +593,20 @@ def write_report(args, binary_dir: Path, rows: List[str], cells: Dict[Tuple[str,
     lines += memory_section(args, rows, cells)
     lines += check_section(args, rows, cells)
     lines += unavailable_section(unavailable)
+    baseline = load_baseline(args)
     lines += targets_section(args, cells)
+    lines += before_after_section(args, cells, baseline)
     lines += discussion_section(args, cells)
     notes = [f"The run took {elapsed:.0f} s ({elapsed / 60:.1f} min)."]
+    if baseline:
+        notes.append(f"The run before the change ({baseline['path'].name}) took {baseline['elapsed']:.0f} s; load "
+                     "averages (1, 5, 15 min) at its start and end: "
+                     + ", ".join(f"{x:.2f}" for x in baseline["load"]) + ".")
     lines += ["## Notes", ""] + [f"- {x}" for x in notes] + ["", f"Plot: `{NAME}.png`.", ""]
     md = args.out / f"{NAME}.md"
     md.write_text("\n".join(lines))
     log(f"wrote {md}")
-    plot(args, rows, cells)
+    plot(args, rows, cells, baseline)
 
 
 def honesty_section(args) -> List[str]:
@@ -614,8 +653,9 @@ def workload_section(args, n: int) -> List[str]:
         "",
         "| row | what each update does | the end |",
         "|---|---|---|",
-        "| convergent | `ConvergentMatrix<float>::update_symmetric` with `MatrixBackend::kMessages`: bins by "
-        "owner, sends each bin at once (non-blocking), the owner applies it | `commit()` |",
+        "| convergent | `ConvergentMatrix<float>::update_symmetric` with `MatrixBackend::kMessages`: copies the "
+        "update into a bounded queue and returns; the progress thread bins it by owner and sends each bin "
+        "(non-blocking; the upper triangle's values only), the owner applies it | `commit()` |",
         "| rma | the same class with `MatrixBackend::kRma`: `MPI_Accumulate(MPI_SUM)` of an indexed type per bin "
         "under an exclusive lock of the target (section IV-B) | `commit()` |",
         "| replicated | the paper's starting point (II-B3): each rank adds its updates into its own full N × N "
@@ -643,9 +683,11 @@ def workload_section(args, n: int) -> List[str]:
         "compute hides all of it, 0 when none is hidden (T = T_compute + T_comm), below 0 when the row is "
         "slower with compute than its communication alone would add; computed per repeat |",
         "| update split | the application thread's time in the update calls, per rank (median rank): for "
-        "ConvergentMatrix `MatrixStats`: binning, backpressure (waiting under max in flight) and the rest "
-        "(update_seconds − both: sending, copying, applying what arrived); for the baselines the wall time in "
-        "their calls |",
+        "ConvergentMatrix `MatrixStats`: backpressure (waiting for room under max in flight), binning (sorting "
+        "by owner and packing bins: inside update() for rma, on the progress thread for convergent, where it "
+        "is not part of the update total) and the rest (the update total less backpressure and, where it ran "
+        "there, binning: checking, copying, sending, applying); for the baselines the wall time in their "
+        "calls |",
         "| commit | time in `commit()` (`MatrixStats.commit_seconds`) or the baseline's end, median rank |",
         "| peak memory | `VmHWM` of `/proc/self/status` at the end, the largest rank; beside it the matrix's "
         "local array (and the replicated row's copy) |",
@@ -687,7 +729,7 @@ def hidden_section(args, rows, cells) -> List[str]:
     head = "| row | " + " | ".join(f"{p} rk" for p in args.ranks) + " |"
     rule = "|---|" + "---:|" * len(args.ranks)
     lines = ["## Update communication hidden behind compute", "",
-             f"hidden = 1 − (T − T_compute) / T_comm; target (issue 13) ≥ {fmt_pct(TARGET_HIDDEN)} for "
+             f"hidden = 1 − (T − T_compute) / T_comm; target (issues 13, 32) ≥ {fmt_pct(TARGET_HIDDEN)} for "
              "ConvergentMatrix.", "", head, rule]
     for row in rows:
         lines.append(f"| {LABEL[row]} | " + " | ".join(t_cell(cells, row, p, "hidden", fmt_pct) for p in args.ranks)
@@ -698,10 +740,11 @@ def hidden_section(args, rows, cells) -> List[str]:
               "What was not hidden, T − T_compute, against the time the application thread itself spent in the "
               "update calls and the commit (the largest sum over ranks), with compute. In this driver the compute "
               "step and the update call run one after the other on the application thread, so the update call's "
-              "own work (for ConvergentMatrix: binning, packing bins, adding the rank's own elements) cannot "
-              "overlap the compute and counts as not hidden; in the paper the update thread worked while the "
-              "OpenMP team computed. What remains beyond the calls is late wake-ups from the sleeps and waiting "
-              "for the slowest rank:", "", head, rule]
+              "own work (for ConvergentMatrix: checking and copying the update; for rma: binning and "
+              "accumulating) cannot overlap the compute and counts as not hidden, and neither can the work on "
+              "the last update, which follows the last compute step (the commit waits for it); in the paper the "
+              "update thread worked while the OpenMP team computed. What remains beyond the calls is late "
+              "wake-ups from the sleeps and waiting for the slowest rank:", "", head, rule]
     for row in rows:
         lines.append(f"| {LABEL[row]} | " + " | ".join(
             "—" if (c := cells.get((row, p))) is None or c.failed or c.skipped else
@@ -744,10 +787,15 @@ def ratio_section(args, rows, cells) -> List[str]:
     return lines
 
 
+def binning_cell(c: Cell, key: str) -> str:
+    return c.get(key).cell() + ("" if c.binning_in_update else " †")
+
+
 def split_section(args, rows, cells) -> List[str]:
     lines = ["## Where the application thread's time goes", "",
              "Per rank over the whole run, with the compute step (median rank; median [min–max] over repeats). "
-             "ConvergentMatrix rows from `MatrixStats`:", "",
+             "ConvergentMatrix rows from `MatrixStats`; binning marked † ran on the progress thread, outside the "
+             "update total:", "",
              "| row | ranks | update total | binning | backpressure | rest | commit | bytes sent per rank | "
              "elements sent / local per rank |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for row in (r for r in rows if r in LIBRARY_ROWS):
@@ -756,7 +804,7 @@ def split_section(args, rows, cells) -> List[str]:
             if c is None or c.failed or c.skipped:
                 continue
             sent, local = c.get("elements_sent"), c.get("elements_local")
-            lines.append(f"| {row} | {p} | {c.get('stats_update').cell()} | {c.get('binning').cell()} | "
+            lines.append(f"| {row} | {p} | {c.get('stats_update').cell()} | {binning_cell(c, 'binning')} | "
                          f"{c.get('backpressure').cell()} | {c.get('rest').cell()} | {c.get('stats_commit').cell()} | "
                          f"{c.get('bytes_sent').cell(fmt_bytes)} | "
                          f"{sent.median if sent.times else 0:,.0f} / {local.median if local.times else 0:,.0f} |")
@@ -768,7 +816,7 @@ def split_section(args, rows, cells) -> List[str]:
             c = cells.get((row, p))
             if c is None or c.failed or c.skipped:
                 continue
-            lines.append(f"| {row} | {p} | {c.get('comm_stats_update').cell()} | {c.get('comm_binning').cell()} | "
+            lines.append(f"| {row} | {p} | {c.get('comm_stats_update').cell()} | {binning_cell(c, 'comm_binning')} | "
                          f"{c.get('comm_backpressure').cell()} | {c.get('comm_rest').cell()} | "
                          f"{c.get('comm_stats_commit').cell()} |")
     lines += ["", "Baselines (wall time in their calls: the replicated row's local additions, PETSc's "
@@ -866,7 +914,7 @@ def unavailable_section(unavailable: Dict[str, str]) -> List[str]:
 
 def targets_section(args, cells) -> List[str]:
     top = max(args.ranks)
-    lines = ["## Targets (issue 13)", "", "| target | measured (median [min–max]) | |", "|---|---|---|"]
+    lines = ["## Targets (issues 13 and 32)", "", "| target | measured (median [min–max]) | |", "|---|---|---|"]
     for other in ("rma", "petsc"):
         s = paired(cells, (other, top), ("convergent", top), "T")
         ok = s.median >= TARGET_SPEEDUP if s.times else None
@@ -890,6 +938,42 @@ def targets_section(args, cells) -> List[str]:
     return lines
 
 
+def before_after_section(args, cells, baseline: Optional[dict]) -> List[str]:
+    """--baseline-runs beside this run: the figures issue 32 changed."""
+    if not baseline:
+        return []
+    before, top = baseline["cells"], max(args.ranks)
+
+    def cell(where, row: str, p: int, key: str, fmt=fmt_time) -> str:
+        c = where.get((row, p))
+        return "—" if c is None or c.failed or c.skipped or not c.get(key).times else c.get(key).cell(fmt)
+
+    figures = [("hidden", "hidden", fmt_pct), ("T, with compute", "T", fmt_time),
+               ("T − T_compute", "overhead", fmt_time), ("T_comm", "T_comm", fmt_time),
+               ("in update() per rank", "stats_update", fmt_time), ("in commit() per rank", "stats_commit", fmt_time),
+               ("bytes sent per rank", "bytes_sent", fmt_bytes)]
+    lines = ["## Before and after (issue 32)", "",
+             f"The same workload run with the code before the change (programs {baseline['programs']}; its runs "
+             f"`{baseline['path'].name}`, written by this script's --save-runs), shortly before this run on the "
+             "same machine. Since then ConvergentMatrix's "
+             "update() returns after copying the update into a bounded queue (the progress thread bins, packs and "
+             "sends it, and adds the rank's own elements), a symmetric update's bins carry one triangle, and "
+             "commit() converges through a point-to-point rendezvous instead of a reduction and a barrier. Median "
+             "[min–max] over each run's repeats; the two runs saw different loads from other work (Notes), so "
+             "the ratios within a run compare best:", "",
+             "| figure, ConvergentMatrix | ranks | before | after |", "|---|---:|---:|---:|"]
+    for label, key, fmt in figures:
+        for p in (p for p in args.ranks if p >= 2):
+            lines.append(f"| {label} | {p} | {cell(before, 'convergent', p, key, fmt)} | "
+                         f"{cell(cells, 'convergent', p, key, fmt)} |")
+    ratio_before = paired(before, ("rma", top), ("convergent", top), "T")
+    ratio_after = paired(cells, ("rma", top), ("convergent", top), "T")
+    lines.append(f"| T rma / T convergent, with compute | {top} | {ratio_before.cell(fmt_ratio)} | "
+                 f"{ratio_after.cell(fmt_ratio)} |")
+    lines.append("")
+    return lines
+
+
 def load_of(args) -> List[float]:
     return list(getattr(args, "load_start", [])) + list(getattr(args, "load_end", [])) or [0.0]
 
@@ -908,7 +992,7 @@ def discussion_section(args, cells) -> List[str]:
 
     lines = ["## What the measurements say", ""]
     floor = args.updates_per_rank * args.compute_ms / 1e3
-    parts, overs, beyond, commits = [], [], [], []
+    parts, overs, beyond, commits, copies = [], [], [], [], []
     for p in (p for p in args.ranks if p >= 2):
         c = good("convergent", p)
         if c is None:
@@ -917,29 +1001,33 @@ def discussion_section(args, cells) -> List[str]:
         rest = over - calls
         overs.append(over)
         commits.append(med(c, "stats_commit"))
+        copies.append(med(c, "stats_update"))
         if comm > 0:
             beyond.append(1 - rest / comm)
         parts.append(f"at {p} ranks T − T_compute was {fmt_time(over)}, of which {fmt_time(calls)} inside update() "
-                     f"and commit() (binning alone {fmt_time(med(c, 'binning'))} per rank, commit "
+                     f"and commit() (update() {fmt_time(med(c, 'stats_update'))} per rank, commit "
                      f"{fmt_time(med(c, 'stats_commit'))}), leaving {fmt_time(rest)} against a T_comm of "
                      f"{fmt_time(comm)}: apart from the application thread's own calls, "
                      f"{fmt_pct(1 - rest / comm) if comm > 0 else '—'} of the communication was hidden")
     if parts:
         flat = max(overs) <= 1.5 * min(overs)
         commit_grows = len(commits) > 1 and commits[-1] > 1.5 * commits[0]
+        commits_lead = sum(commits) > sum(copies)
         mostly = "almost entirely" if min(beyond, default=0) >= TARGET_HIDDEN else "largely"
         lines += ["**Hidden communication (ConvergentMatrix).** The target counts everything the application "
-                  "thread waits for, and in this driver the update call runs after the compute step on the same "
-                  "thread, so the call's own work is never hidden: " + "; ".join(parts) + ". So what misses the "
-                  "target is the synchronous part of update() (sorting the elements by owner, packing the bins, "
-                  "adding the rank's own elements) and the commit"
-                  + (", which grows with the rank count" if commit_grows else "") + "; the transfers and the "
-                  f"owners' additions, done by progress threads while the application sleeps, are {mostly} hidden. "
+                  "thread waits for. update() only checks and copies the update into the queue (the progress "
+                  "thread bins, packs, sends and adds the rank's own elements while the application sleeps), so "
+                  "what the application thread still waits for is the copies, and the commit: the work on the "
+                  "last update, which comes after the last compute step and which no compute can hide, and the "
+                  "wait for the slowest rank: " + "; ".join(parts) + ". The unhidden part is thus mostly "
+                  + ("the commit" if commits_lead else "the copies")
+                  + (", which grows with the rank count (P ranks' last updates share the cores)"
+                     if commits_lead and commit_grows else "")
+                  + f"; the transfers and the owners' additions of the other updates are {mostly} hidden. "
                   + ("The unhidden time stays about the same at every rank count while T_comm grows with it, which "
                      "is why the fraction rises with P. " if flat else "")
                   + "In the paper's arrangement, where an OpenMP team computes while the update thread calls "
-                  "update(), the synchronous part would overlap the compute too; here only a second application "
-                  "thread could do that, and the benchmark does not model one.", ""]
+                  "update(), the copies would overlap the compute too.", ""]
     c, r = good("convergent", top), good("rma", top)
     if c and r:
         ratio = paired(cells, ("rma", top), ("convergent", top), "T")
@@ -948,8 +1036,9 @@ def discussion_section(args, cells) -> List[str]:
                   f"with compute and {fmt_ratio(alone.median)} for the communication alone. The rma backend "
                   f"accumulates each bin under an exclusive lock from inside update(): its application thread spent "
                   f"{fmt_time(med(r, 'in_calls'))} in update() and commit() against {fmt_time(med(c, 'in_calls'))} "
-                  f"for the message backend (binning {fmt_time(med(r, 'binning'))} against "
-                  f"{fmt_time(med(c, 'binning'))}), and none of it overlaps the compute. With compute the ratio is "
+                  f"for the message backend (binning {fmt_time(med(r, 'binning'))} inside update() against "
+                  f"{fmt_time(med(c, 'binning'))} on the progress thread), and none of it overlaps the compute. "
+                  "With compute the ratio is "
                   f"(T_compute + rma's unhidden time) / (T_compute + convergent's): the {fmt_time(floor)} of "
                   "compute both share dilutes it, and it falls as the compute grows, so the 2× target "
                   f"{'is met' if ratio.median >= TARGET_SPEEDUP else 'is missed'} with compute at "
@@ -989,7 +1078,7 @@ def discussion_section(args, cells) -> List[str]:
 
 
 # ------------------------------------------------------------------- plot
-def plot(args, rows, cells) -> None:
+def plot(args, rows, cells, baseline: Optional[dict] = None) -> None:
     plt = pyplot()
     fig, axes = plt.subplots(2, 2, figsize=(15, 10))
     names = [f"{p} rk" for p in args.ranks]
@@ -1022,7 +1111,16 @@ def plot(args, rows, cells) -> None:
     ax.legend(fontsize=7)
 
     ax = axes[1][0]
-    grouped_bars(ax, groups("hidden"), log_scale=False, keys=rows,
+    hidden = groups("hidden")
+    if baseline:  # the same rows before the change, beside
+        for (_, entry), p in zip(hidden, args.ranks):
+            for row in rows:
+                c = baseline["cells"].get((row, p))
+                if c is not None and not c.failed and c.get("hidden").times:
+                    s = c.get("hidden")
+                    s.label = f"{LABEL[row]}, before issue 32"
+                    entry[f"{row} before"] = s
+    grouped_bars(ax, hidden, log_scale=False, keys=rows + [f"{row} before" for row in rows] if baseline else rows,
                  value=lambda s: (s.median * 100, s.min * 100, s.max * 100))
     ax.axhline(TARGET_HIDDEN * 100, color="k", linewidth=0.8, linestyle="--", label="target 90 %")
     low, high = ax.get_ylim()

@@ -3,7 +3,8 @@
 // Rank 0 prints one JSON line ("kind": "run").
 //
 //   --row convergent   resurgo::ConvergentMatrix<float>, MatrixBackend::kMessages
-//                      (binned updates sent at once, applied by the owner):
+//                      (updates copied into a queue, binned and sent by the
+//                      progress thread, applied by the owner):
 //                      update_symmetric() per update, commit() at the end.
 //   --row rma          the same class with MatrixBackend::kRma
 //                      (MPI_Accumulate of an indexed type per bin under an
@@ -20,7 +21,9 @@
 //                      dimension its local rows), so neither needs packing.
 //
 // Besides the common fields (matrix_workload.h), the ConvergentMatrix rows
-// report MatrixStats per rank; `--progress` and `--max-in-flight-mib` set
+// report MatrixStats per rank, and whether binning ran inside update()
+// ("binning_in_update": false for kMessages with a progress thread, which
+// bins off the caller's thread); `--progress` and `--max-in-flight-mib` set
 // MatrixOptions. Exit status 3 and "unavailable: REASON" on stderr where a
 // row cannot run (the replicated row past MPI's int counts).
 #include <mpi.h>
@@ -87,10 +90,14 @@ void run_resurgo(const Workload& w, resurgo::MatrixBackend backend, int provided
                                {"elements_sent", static_cast<double>(stats.elements_sent)},
                                {"elements_local", static_cast<double>(stats.elements_local)},
                                {"bins_received", static_cast<double>(stats.bins_received)}});
+  const bool progress_thread = options.progress == resurgo::MatrixProgress::kThread ||
+                               (options.progress == resurgo::MatrixProgress::kAuto && provided == MPI_THREAD_MULTIPLE);
+  const bool binning_in_update = backend == resurgo::MatrixBackend::kRma || !progress_thread;
   print_run(w, w.opt.row, used.grid_rows, used.grid_cols,
             {{"thread_level", json_string(thread_level(provided))},
              {"progress", json_string(opt.progress)},
-             {"max_in_flight_mib", std::to_string(opt.max_in_flight_mib)}},
+             {"max_in_flight_mib", std::to_string(opt.max_in_flight_mib)},
+             {"binning_in_update", binning_in_update ? "true" : "false"}},
             fields, check);
   matrix.free();
 }

@@ -62,31 +62,45 @@ enum class MatrixProgress {
 struct MatrixOptions {
   MatrixBackend backend = MatrixBackend::kMessages;
   MatrixProgress progress = MatrixProgress::kAuto;
-  // Bytes of this rank's sent bins whose sends have not completed: update()
-  // makes progress (applying what arrived) until under the cap before it
-  // sends more. The receivers' memory is bounded by the senders' caps.
+  // With kMessages, caps both the updates update() has copied and not yet
+  // sent, and the bytes of this rank's sent bins whose sends have not
+  // completed. update() waits (progressing meanwhile) only when the copies
+  // reach the cap; an update larger than the cap waits for an empty queue.
+  // The receivers' memory is bounded by the senders' caps.
   std::size_t max_in_flight_bytes = std::size_t{64} << 20;
   // Seeds the random order in which an update visits its targets (each rank
   // mixes in its rank, so no two ranks follow the same order).
   std::uint64_t seed = 0x5eed;
-  // Debug check: commit() first agrees on a call count over the
-  // communicator and throws StateError on every rank when some rank called
-  // commit() a different number of times (a missing rank hangs instead
-  // without the check, as any collective would).
+  // Debug check: every collective call (commit, reset, restart, free)
+  // compares its call count and kind across the ranks and throws
+  // StateError on every rank when some rank is at another call (without
+  // the check a rank at another call is taken for this one, as any
+  // collective would).
   bool check_collective = false;
+  // Seconds update() may wait for room under max_in_flight_bytes, and
+  // commit() for the other ranks, before it throws StateError naming the
+  // ranks it waits for (a rank that never calls commit(), or whose bins do
+  // not arrive); 0: no limit. A commit() that timed out goes on where it
+  // stopped when called again (nothing else may come before it ends); an
+  // update() that timed out was not taken.
+  double timeout_seconds = 0;
 };
 
 // What this rank did since construction (or the last reset of the counters
-// by reset()): counts and the time the application thread spent.
+// by reset()). The seconds but binning_seconds are the application
+// thread's.
 struct MatrixStats {
   std::uint64_t updates = 0;            // update calls
-  std::uint64_t elements_sent = 0;      // elements sent to other ranks
+  std::uint64_t elements_sent = 0;      // elements sent to other ranks (one triangle of a symmetric update)
   std::uint64_t elements_local = 0;     // elements this rank owned itself
   std::uint64_t bytes_sent = 0;         // message bytes sent (indices + values)
   std::uint64_t bins_received = 0;      // bins applied here for other ranks
-  double update_seconds = 0;            // in update(): binning, sending, waiting for the cap
-  double binning_seconds = 0;           // of which: sorting elements by owner
-  double backpressure_seconds = 0;      // of which: waiting under max_in_flight_bytes
+  double update_seconds = 0;            // in update(): checking, copying (kMessages), waiting for room
+  // Sorting elements by owner and packing bins, on whichever thread did it:
+  // with kMessages and a progress thread, mostly that thread (not part of
+  // update_seconds); else inside update().
+  double binning_seconds = 0;
+  double backpressure_seconds = 0;      // of update_seconds: waiting for room under max_in_flight_bytes
   double commit_seconds = 0;            // in commit()
   std::uint64_t commits = 0;            // the epoch: commits since construction
 };
@@ -107,23 +121,30 @@ class ConvergentMatrix {
   // A[rows[i], cols[j]] += values[i * cols.size() + j] (values row-major,
   // as a C-ordered NumPy array), atomically at each owner with respect to
   // every other update. Index arrays may be in any order and hold
-  // duplicates (their contributions are summed). Returns once the bins are
-  // sent; `values`, `rows` and `cols` may be reused at once. Indices are
-  // checked before anything is sent: one out of range throws
-  // InvalidArgumentError naming it and the bound, and nothing of the update
-  // is applied; so does values.size() != rows.size() * cols.size().
+  // duplicates (their contributions are summed). Returns once the update is
+  // copied (kMessages; the progress thread bins and sends it) or its bins
+  // accumulated (kRma); `values`, `rows` and `cols` may be reused at once.
+  // Indices are checked first: one out of range throws InvalidArgumentError
+  // naming it and the bound, and nothing of the update is applied; so does
+  // values.size() != rows.size() * cols.size().
   void update(std::span<const T> values, std::span<const std::int64_t> rows, std::span<const std::int64_t> cols);
   // The upper triangle of A[ix, ix] += values (n x n row-major, n =
   // ix.size()): element (i, j) is added only where ix[i] <= ix[j], so a
   // symmetric update touches each global element of the upper triangle once.
+  // Only those values travel: the owner knows from the indices which pairs
+  // they belong to, and adds them as update() of the whole square with the
+  // other pairs skipped would, to the bit.
   void update_symmetric(std::span<const T> values, std::span<const std::int64_t> ix);
   // A[rows[i], 0] += values[i]: the gradient, a matrix of one column.
   // InvalidArgumentError when the matrix has more than one column.
   void update_vector(std::span<const T> values, std::span<const std::int64_t> rows);
 
-  // Collective: returns on every rank once every update issued before it,
-  // on any rank, has been applied. Ranks may have issued any number of
-  // updates, none included, and may own no element.
+  // Collective: returns on each rank once every update issued before it,
+  // on any rank, has been applied to this rank's part (and every rank has
+  // entered it). Ranks may have issued any number of updates, none
+  // included, and may own no element. With
+  // MatrixOptions::timeout_seconds, StateError naming the ranks still
+  // waited for once it has passed.
   void commit();
   // Applies what has arrived for this rank, without waiting (for codes
   // with MatrixProgress::kInline that compute long between updates).

@@ -80,10 +80,14 @@ class ConvergentMatrix:
     ``progress``: ``"thread"`` (a progress thread applies incoming updates;
     needs MPI_THREAD_MULTIPLE, which mpi4py asks for), ``"inline"`` (only
     inside update, commit and :meth:`progress`) or ``"auto"``.
-    ``max_in_flight_bytes`` bounds this rank's unacknowledged sends; ``seed``
-    seeds the random order in which an update visits its targets;
-    ``check_collective`` makes commit() verify that every rank called it as
-    often (a debug aid). Use it as a context manager (which frees it on a
+    ``max_in_flight_bytes`` bounds both the updates copied and not yet sent
+    (update() waits only when they reach it) and this rank's unacknowledged
+    sends; ``seed`` seeds the random order in which an update visits its
+    targets; ``check_collective`` makes commit() verify that every rank called
+    it as often (a debug aid); ``timeout`` (seconds, 0: none) bounds how long
+    update() waits for room and commit() for the other ranks before raising
+    StateError naming the ranks waited for (a commit that timed out goes on
+    when called again). Use it as a context manager (which frees it on a
     normal exit), or call :meth:`free` (collective) before MPI is finalized.
     An exception raised on one rank leaves the others waiting in the next
     collective call: catch it at the top and call ``comm.Abort()``.
@@ -101,6 +105,7 @@ class ConvergentMatrix:
         max_in_flight_bytes: int = 64 << 20,
         seed: int = 0x5EED,
         check_collective: bool = False,
+        timeout: float = 0.0,
     ) -> None:
         self._dtype, core_class = _core_class(dtype)
         try:
@@ -114,7 +119,7 @@ class ConvergentMatrix:
         self._comm = comm
         self._core = core_class(fortran_comm, rows, cols, row_block, col_block, grid_rows, grid_cols, backend,
                                 progress, operator.index(max_in_flight_bytes), operator.index(seed),
-                                bool(check_collective))
+                                bool(check_collective), float(timeout))
         # The geometry never changes: kept here, it stays readable after free().
         layout = self._core.layout()
         self._shape, self._block, self._grid = layout[0:2], layout[2:4], layout[4:6]
@@ -208,9 +213,11 @@ class ConvergentMatrix:
 
     def update(self, values: Any, rows: Any, cols: Any) -> None:
         """``A[rows[i], cols[j]] += values[i, j]``; indices in any order, with
-        duplicates summed. Returns once the update is handed to its owners (the
-        arguments may be reused at once); it is applied by the next commit().
-        An index out of range raises InvalidArgumentError and applies nothing."""
+        duplicates summed. Returns once the update is copied (backend
+        "messages": the progress thread sends it) or handed to its owners
+        ("rma"); the arguments may be reused at once; it is applied by the next
+        commit(). An index out of range raises InvalidArgumentError and applies
+        nothing."""
         rows = _indices(rows, "ConvergentMatrix.update", "rows")
         cols = _indices(cols, "ConvergentMatrix.update", "cols")
         values = self._values(values, "ConvergentMatrix.update", (len(rows), len(cols)), "rows and cols")
@@ -218,7 +225,8 @@ class ConvergentMatrix:
 
     def update_symmetric(self, values: Any, ix: Any) -> None:
         """The upper triangle of ``A[ix, ix] += values``: element (i, j) of the
-        n x n ``values`` is added only where ``ix[i] <= ix[j]``."""
+        n x n ``values`` is added only where ``ix[i] <= ix[j]``, and only those
+        values are sent."""
         ix = _indices(ix, "ConvergentMatrix.update_symmetric", "ix")
         values = self._values(values, "ConvergentMatrix.update_symmetric", (len(ix), len(ix)), "the indices ix")
         self._core.update_symmetric(values, ix)
@@ -231,7 +239,9 @@ class ConvergentMatrix:
 
     def commit(self) -> None:
         """Collective: returns once every update issued before it, on any
-        rank, is applied. The epoch (stats()["commits"]) grows by one."""
+        rank, is applied to this rank's part. The epoch (stats()["commits"])
+        grows by one. With ``timeout``, StateError names the ranks it still
+        waits for; called again, it goes on waiting."""
         self._core.commit()
 
     def progress(self) -> None:
@@ -295,8 +305,10 @@ class ConvergentMatrix:
     def stats(self) -> Dict[str, Any]:
         """This rank's counters since construction or reset(): updates,
         elements_sent, elements_local, bytes_sent, bins_received, the seconds
-        spent in update (binning, backpressure) and commit, and commits (the
-        epoch)."""
+        the calling thread spent in update (of which backpressure: waiting for
+        room) and commit, binning_seconds (sorting by owner and packing, on
+        whichever thread did it: the progress thread's with "messages" and
+        progress="thread"), and commits (the epoch)."""
         return self._core.stats()
 
     # -- checkpoints ------------------------------------------------------------

@@ -157,14 +157,14 @@ void bind_matrix_of(nb::module_& m, const char* name) {
           [](Py* self, std::int64_t fortran_comm, std::int64_t rows, std::int64_t cols, std::int64_t row_block,
              std::int64_t col_block, int grid_rows, int grid_cols, const std::string& backend,
              const std::string& progress, std::size_t max_in_flight_bytes, std::uint64_t seed,
-             bool check_collective) {
+             bool check_collective, double timeout_seconds) {
             const resurgo::MatrixLayout layout{rows, cols, row_block, col_block, grid_rows, grid_cols};
             const resurgo::MatrixOptions options{backend_named(backend), progress_named(progress),
-                                                 max_in_flight_bytes, seed, check_collective};
+                                                 max_in_flight_bytes, seed, check_collective, timeout_seconds};
             new (self) Py(fortran_comm, layout, options);
           },
           "fortran_comm"_a, "rows"_a, "cols"_a, "row_block"_a, "col_block"_a, "grid_rows"_a, "grid_cols"_a,
-          "backend"_a, "progress"_a, "max_in_flight_bytes"_a, "seed"_a, "check_collective"_a)
+          "backend"_a, "progress"_a, "max_in_flight_bytes"_a, "seed"_a, "check_collective"_a, "timeout_seconds"_a)
       .def("update", &Py::update, "values"_a, "rows"_a, "cols"_a)
       .def("update_symmetric", &Py::update_symmetric, "values"_a, "ix"_a)
       .def("update_vector", &Py::update_vector, "values"_a, "rows"_a)

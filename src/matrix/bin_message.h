@@ -4,9 +4,14 @@
 //   word 0      kBinMagic, with bit 0 set for an upper-triangle-only bin
 //   word 1, 2   r rows, c columns
 //   r words     the rows' global indices, then c words: the columns'
-//   r * c       values of T, row-major, zero-padded to a whole word
-// Global indices let the owner test row <= col for a symmetric update and
-// find each element's place with its own layout arithmetic.
+//   values      of T, row-major over the r x c pairs, zero-padded to a whole
+//               word: all r * c of them, or, in an upper-only bin, only the
+//               pairs with row <= col
+// Global indices let the owner find each element's place with its own
+// layout arithmetic, and tell which pairs of an upper-only bin carry a
+// value: it walks the pairs in the same order and skips the same ones, so a
+// symmetric update sends one triangle and is added exactly as the full
+// square with its lower pairs skipped would be.
 #pragma once
 
 #include <cstddef>
@@ -19,18 +24,26 @@
 
 namespace resurgo {
 
-// Words of a bin of rows x cols values of `value_bytes` each.
-std::size_t bin_words(std::size_t rows, std::size_t cols, std::size_t value_bytes);
+// Words of a bin of `indices` row and column indices and `values` values of
+// `value_bytes` each.
+std::size_t bin_words(std::size_t indices, std::size_t values, std::size_t value_bytes);
+
+struct EncodedBin {
+  std::vector<std::uint64_t> words;
+  std::uint64_t values = 0;  // the elements it adds
+};
 
 // The bin of update's rows at `row_positions` times its columns at
-// `col_positions`.
+// `col_positions`. An upper-only bin leaves out the values below the
+// diagonal, and the rows and columns left with none.
 template <typename T>
-std::vector<std::uint64_t> encode_bin(const UpdateSlice<T>& update, std::span<const std::size_t> row_positions,
-                                      std::span<const std::size_t> col_positions);
+EncodedBin encode_bin(const UpdateSlice<T>& update, std::span<const std::size_t> row_positions,
+                      std::span<const std::size_t> col_positions);
 
-// Adds the bin into `storage`, rank `rank`'s local array. Throws StateError
-// for a message that is not a whole bin of elements this rank owns (never
-// expected: a guard against writing outside the array).
+// Adds the bin into `storage`, rank `rank`'s local array. Throws StateError,
+// before adding anything, for a message that is not a whole bin of
+// elements this rank owns (never expected: a guard against writing outside
+// the array).
 template <typename T>
 void apply_bin(std::span<const std::uint64_t> message, const BlockCyclic& layout, int rank, T* storage);
 

@@ -2,8 +2,6 @@
 
 #include <string>
 
-#include "matrix/mpi_call.h"
-#include "matrix/polite_wait.h"
 #include "resurgo/errors.hpp"
 
 namespace resurgo {
@@ -21,24 +19,18 @@ std::string describe(std::int64_t code) {
 
 }  // namespace
 
-void CollectiveCheck::enter(CollectiveCall call, const std::function<bool()>& meanwhile) {
+std::int64_t CollectiveCheck::enter(CollectiveCall call) {
   ++calls_;
-  if (out_of_step_) {
-    if (call == CollectiveCall::kFree) return;
+  if (out_of_step_ && call != CollectiveCall::kFree) {
     throw StateError(
         "ConvergentMatrix: an earlier collective call was not the same on every rank (see its error); "
         "the matrix can only be freed");
   }
-  if (!enabled_) return;
-  const std::int64_t code = calls_ * kKinds + static_cast<std::int64_t>(call);
-  std::int64_t mine[2] = {code, -code};
-  std::int64_t extremes[2] = {0, 0};
-  MPI_Request request = MPI_REQUEST_NULL;
-  check_mpi(MPI_Iallreduce(mine, extremes, 2, MPI_INT64_T, MPI_MAX, comm_, &request), "MPI_Iallreduce");
-  wait_politely(request, meanwhile);
-  const std::int64_t smallest = -extremes[1];
-  const std::int64_t largest = extremes[0];
-  if (smallest == largest) return;
+  return calls_ * kKinds + static_cast<std::int64_t>(call);
+}
+
+void CollectiveCheck::agree(std::int64_t smallest, std::int64_t largest) {
+  if (!enabled_ || out_of_step_ || smallest == largest) return;
   out_of_step_ = true;
   throw StateError("ConvergentMatrix: " + describe(smallest) + " on some ranks met " + describe(largest) +
                    " on others (#N counts the matrix's collective calls: commit, reset, restart, free): every rank "

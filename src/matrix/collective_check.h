@@ -1,15 +1,13 @@
 // Numbers a matrix's collective calls and, with
-// MatrixOptions::check_collective, makes the ranks agree on them before
-// each: one MPI_Iallreduce of a code (call number, call kind) taking MIN
-// and MAX. Ranks at different calls all learn it from the same reduction,
-// so every rank throws, instead of some hanging in the collective that
+// MatrixOptions::check_collective, compares them across the ranks: each
+// call's code (call number, call kind) travels in the rendezvous that opens
+// its convergence (rendezvous.h), where every rank receives every other
+// rank's. Ranks at different calls all see the same smallest and largest
+// code, so every rank throws, instead of some hanging in the collective that
 // follows.
 #pragma once
 
-#include <mpi.h>
-
 #include <cstdint>
-#include <functional>
 
 namespace resurgo {
 
@@ -17,18 +15,19 @@ enum class CollectiveCall { kCommit = 1, kReset = 2, kRestart = 3, kFree = 4 };
 
 class CollectiveCheck {
  public:
-  CollectiveCheck(MPI_Comm comm, bool enabled) : comm_(comm), enabled_(enabled) {}
+  explicit CollectiveCheck(bool enabled) : enabled_(enabled) {}
 
-  // Before a collective call. Throws StateError on every rank when the
-  // ranks are at different calls ("commit() #2 on some ranks met free() #2
-  // on others"); the ranks are then out of step for good: later calls
-  // throw too, except free(), which all ranks still make together (the
-  // destructor's), skipping the agreement. `meanwhile` runs while waiting
-  // for the other ranks (a rank blocked sending to this one needs it).
-  void enter(CollectiveCall call, const std::function<bool()>& meanwhile);
+  // Before a collective call: its code. Once the ranks were out of step
+  // (see agree()), throws StateError, except for free(), which all ranks
+  // still make together (the destructor's).
+  std::int64_t enter(CollectiveCall call);
+  // After the call's rendezvous, with the extremes of every rank's code:
+  // throws StateError on every rank when they differ ("commit() #2 on some
+  // ranks met free() #2 on others"), if the check is on; the ranks are then
+  // out of step for good.
+  void agree(std::int64_t smallest, std::int64_t largest);
 
  private:
-  MPI_Comm comm_;
   bool enabled_;
   std::int64_t calls_ = 0;
   bool out_of_step_ = false;

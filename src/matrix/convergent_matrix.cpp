@@ -69,6 +69,10 @@ MatrixContext open_context(MPI_Comm comm, const MatrixLayout& layout, MatrixOpti
         "before MPI_Finalize)");
   }
   if (comm == MPI_COMM_NULL) throw InvalidArgumentError("ConvergentMatrix: the communicator is MPI_COMM_NULL");
+  if (!(options.timeout_seconds >= 0)) {
+    throw InvalidArgumentError("ConvergentMatrix: timeout_seconds is " + Deadline(options.timeout_seconds).text() +
+                               "; give seconds >= 0 (0: no limit)");
+  }
   int size = 0;
   check_mpi(MPI_Comm_size(comm, &size), "MPI_Comm_size");
   const MatrixLayout resolved = resolve_layout(layout, size);
@@ -91,8 +95,8 @@ std::unique_ptr<UpdateBackend<T>> make_backend(const MatrixContext& context) {
 template <typename T>
 ConvergentMatrix<T>::Impl::Impl(MPI_Comm comm, const MatrixLayout& layout, const MatrixOptions& options)
     : context(open_context(comm, layout, options)),
-      check(context.comm, options.check_collective),
-      order(options.seed, context.rank) {
+      check(options.check_collective),
+      convergence(context.comm, context.rank) {
   try {
     backend = make_backend<T>(context);
   } catch (...) {
@@ -100,7 +104,7 @@ ConvergentMatrix<T>::Impl::Impl(MPI_Comm comm, const MatrixLayout& layout, const
     throw;
   }
   if (context.options.progress == MatrixProgress::kThread) {
-    progress_thread = std::make_unique<ProgressThread>([this] { return backend->poll(); });
+    progress_thread = std::make_unique<ProgressThread>([this] { return backend->progress(); });
   }
 }
 
@@ -126,58 +130,66 @@ void ConvergentMatrix<T>::Impl::require_live() {
 }
 
 template <typename T>
+void ConvergentMatrix<T>::Impl::require_settled(const char* call) const {
+  if (!convergence.pending()) return;
+  throw StateError(std::string(call) +
+                   ": a commit() that timed out has not completed: call commit() again until it returns (every "
+                   "rank must), or end the job (MPI_Abort)");
+}
+
+template <typename T>
 void ConvergentMatrix<T>::Impl::update(const char* call, const UpdateSlice<T>& slice, const char* rows_name,
                                        const char* cols_name) {
   require_live();
+  require_settled(call);
   const Stopwatch start;
   check_value_count(call, slice.values.size(), slice.rows.size(), slice.cols.size());
   check_indices(call, rows_name, slice.rows, context.layout.layout().rows);
   check_indices(call, cols_name, slice.cols, context.layout.layout().cols);
-  const Stopwatch binning;
-  const UpdateBins bins(context.layout, slice.rows, slice.cols, slice.upper_only);
-  std::vector<int> targets = bins.targets();
-  order.shuffle(targets);
-  stats.binning_seconds += binning.seconds();
-  backend->update(slice, bins, targets, stats);
+  backend->update(call, slice, stats, Deadline(context.options.timeout_seconds));
   ++stats.updates;
   stats.update_seconds += start.seconds();
 }
 
 template <typename T>
-void ConvergentMatrix<T>::Impl::enter(CollectiveCall call) {
-  check.enter(call, [this] { return backend->progress(); });
+void ConvergentMatrix<T>::Impl::converge(std::int64_t code, const char* call) {
+  convergence.run(*backend, check, code, call, Deadline());
 }
 
+// A commit that timed out goes on where it stopped, under the code its first
+// call drew.
 template <typename T>
 void ConvergentMatrix<T>::Impl::commit() {
   require_live();
   const Stopwatch start;
-  enter(CollectiveCall::kCommit);
-  backend->converge();
+  const std::int64_t code = convergence.pending() ? 0 : check.enter(CollectiveCall::kCommit);
+  convergence.run(*backend, check, code, "commit", Deadline(context.options.timeout_seconds));
   ++stats.commits;
   stats.commit_seconds += start.seconds();
 }
 
-// Zeroes between two converges: the first so that no bin is still on its
+// Zeroes between two convergences: the first so that no bin is still on its
 // way, the second so that no rank sends a new one before every rank zeroed.
 template <typename T>
 void ConvergentMatrix<T>::Impl::reset() {
   require_live();
-  enter(CollectiveCall::kReset);
-  backend->converge();
+  require_settled("ConvergentMatrix::reset");
+  const std::int64_t code = check.enter(CollectiveCall::kReset);
+  converge(code, "reset");
   std::fill_n(backend->storage(), storage_elements(), T{0});
-  backend->converge();
+  converge(code, "reset");
   const std::uint64_t epoch = stats.commits + 1;  // reset commits first
   stats = MatrixStats{};
   stats.commits = epoch;
-  bins_received_at_reset = backend->bins_received();
+  backend->clear_counters();
 }
 
 template <typename T>
 void ConvergentMatrix<T>::Impl::free() {
   if (freed) throw StateError("ConvergentMatrix: used after free()");
-  enter(CollectiveCall::kFree);
-  backend->converge();  // no bin may still be on its way to a rank that stops listening
+  require_settled("ConvergentMatrix::free");
+  // No bin may still be on its way to a rank that stops listening.
+  converge(check.enter(CollectiveCall::kFree), "free");
   progress_thread.reset();
   backend.reset();
   check_mpi(MPI_Comm_free(&context.comm), "MPI_Comm_free");
@@ -338,7 +350,7 @@ template <typename T>
 MatrixStats ConvergentMatrix<T>::stats() const {
   impl_->require_live();
   MatrixStats stats = impl_->stats;
-  stats.bins_received = impl_->backend->bins_received() - impl_->bins_received_at_reset;
+  impl_->backend->add_counters(stats);
   return stats;
 }
 

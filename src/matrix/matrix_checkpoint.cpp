@@ -68,8 +68,9 @@ void ConvergentMatrix<T>::checkpoint(Store& store, int version) {
 template <typename T>
 int ConvergentMatrix<T>::restart(Store& store, int version) {
   impl_->require_live();
-  impl_->enter(CollectiveCall::kRestart);
-  impl_->backend->converge();  // nothing may land on the array while the store writes it
+  impl_->require_settled("ConvergentMatrix::restart");
+  const std::int64_t code = impl_->check.enter(CollectiveCall::kRestart);
+  impl_->converge(code, "restart");  // nothing may land on the array while the store writes it
   const MatrixRecord here = impl_->record();
   const std::optional<int> candidate = version == kLatest ? store.latest() : std::optional<int>(version);
   if (candidate) check_before_restart(store, *candidate, here, impl_->context.comm);
@@ -84,7 +85,7 @@ int ConvergentMatrix<T>::restart(Store& store, int version) {
     std::fill_n(impl_->backend->storage(), impl_->storage_elements(), T{0});
     throw;
   }
-  impl_->backend->converge();  // no rank updates an array another rank is still restoring
+  impl_->converge(code, "restart");  // no rank updates an array another rank is still restoring
   return restored;
 }
 

@@ -5,9 +5,9 @@
 #include <memory>
 
 #include "matrix/collective_check.h"
+#include "matrix/convergence.h"
 #include "matrix/matrix_record.h"
 #include "matrix/progress_thread.h"
-#include "matrix/target_order.h"
 #include "matrix/update_backend.h"
 #include "resurgo/matrix.hpp"
 
@@ -24,12 +24,17 @@ class ConvergentMatrix<T>::Impl {
 
   // StateError once free() was called; then the progress thread's error, if any.
   void require_live();
+  // StateError while a commit() that timed out is still pending: `call`
+  // may not come before it ends.
+  void require_settled(const char* call) const;
   void update(const char* call, const UpdateSlice<T>& update, const char* rows_name, const char* cols_name);
   void commit();
   void reset();
   void free();
-  // The collective check before `call`, applying arriving bins meanwhile.
-  void enter(CollectiveCall call);
+  // A convergence (convergence.h) for collective call `call`, whose code
+  // check.enter() gave, waiting as long as it takes: reset(), restart() and
+  // free() have no time limit.
+  void converge(std::int64_t code, const char* call);
   // Local storage as ScaLAPACK sees it, and with the padding element a rank
   // owning nothing still has.
   std::int64_t local_rows() const { return context.layout.rows().local_extent(grid_row()); }
@@ -45,11 +50,10 @@ class ConvergentMatrix<T>::Impl {
 
   MatrixContext context;
   CollectiveCheck check;
-  TargetOrder order;  // the random order in which each update visits its targets
+  Convergence convergence;
   std::unique_ptr<UpdateBackend<T>> backend;
   std::unique_ptr<ProgressThread> progress_thread;  // after backend: stopped before it goes
-  MatrixStats stats;
-  std::uint64_t bins_received_at_reset = 0;
+  MatrixStats stats;  // what the application thread counted (the backend counts the rest)
   bool freed = false;
 };
 

@@ -1,26 +1,32 @@
-// The paper's design over MPI point-to-point: each update is binned by
-// owner and each bin sent at once with MPI_Isend (bin_message.h gives its
-// format); the owner receives it (MPI_Iprobe + MPI_Recv) and applies it as a
-// whole under one mutex, so every update is atomic at its owner with respect
-// to every other. A bin for this rank is applied at once, never sent.
+// The paper's design over MPI point-to-point. update() copies the update
+// into a bounded queue (update_queue.h) and returns; the progress thread
+// (without one, update(), progress() and commit() on the application
+// thread) takes the queue in order, bins each update by owner, sends each
+// bin with MPI_Isend (bin_message.h gives its format; a symmetric update's
+// bins carry one triangle) and adds the bin for this rank itself. Owners
+// receive bins (MPI_Iprobe + MPI_Recv) and apply each as a whole under one
+// mutex, so every update is atomic at its owner with respect to every other.
 //
-// Commit: each rank counts the bins it sent to each rank since
-// construction; MPI_Ireduce_scatter_block(SUM) of those counts tells each
-// rank how many it must have received in all; it applies bins until it has
-// and its own sends completed, then a barrier holds every rank until all
-// have. Every wait there tests and sleeps (polite_wait.h) instead of
-// spinning in a blocking collective.
+// Memory: the queue holds at most max_in_flight_bytes of copied updates,
+// and the sends in flight at most as much again; update() waits only when
+// the queue is full. Order: one thread at a time sends (the send mutex), in
+// queue order, so the bins from this rank reach each owner in the order of
+// the updates, as MPI keeps the order of messages between two ranks.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <vector>
 
+#include "matrix/bin_message.h"
 #include "matrix/send_queue.h"
+#include "matrix/target_order.h"
 #include "matrix/update_backend.h"
+#include "matrix/update_queue.h"
 
 namespace resurgo {
 
@@ -30,29 +36,55 @@ class MessageBackend final : public UpdateBackend<T> {
   explicit MessageBackend(const MatrixContext& context);
 
   T* storage() override { return storage_.data(); }
-  void update(const UpdateSlice<T>& update, const UpdateBins& bins, std::span<const int> targets,
-              MatrixStats& stats) override;
-  bool poll() override;
-  bool progress() override;
-  void converge() override;
-  std::uint64_t bins_received() const override { return bins_received_; }
+  void update(const char* call, const UpdateSlice<T>& update, MatrixStats& stats, const Deadline& deadline) override;
+  bool progress() override { return progress_owed({}); }
+  bool progress_owed(const std::function<std::uint64_t(int)>& count_from) override;
+  bool flushed() override { return queue_.empty(); }
+  std::vector<std::uint64_t> bins_sent() override;
+  bool settled(std::span<const std::uint64_t> expected) override;
+  std::string waiting_for(std::span<const std::uint64_t> expected) override;
+  void add_counters(MatrixStats& stats) const override;
+  void clear_counters() override;
 
  private:
-  // Until this rank's sends in flight leave room for `bytes` under the cap
-  // (or none is in flight: a larger bin goes alone), applying what arrives.
-  void wait_for_room(std::size_t bytes, MatrixStats& stats);
-  // progress() until `done`, sleeping (Backoff) while nothing happens.
-  void progress_until(const std::function<bool()>& done);
-  bool receive_one();
-  void apply(std::span<const std::uint64_t> message);
+  // The queue's front while it is sent: its bins, its targets in the order
+  // drawn for it, and how far it got.
+  struct Outgoing {
+    Outgoing(const QueuedUpdate<T>& queued, const BlockCyclic& layout, TargetOrder& order);
+
+    UpdateSlice<T> update;
+    UpdateBins bins;
+    std::vector<int> targets;
+    std::size_t next = 0;  // targets[next] gets the next bin
+    EncodedBin bin;        // targets[next]'s once encoded (no words yet: not encoded)
+  };
+
+  // Sends the queue's bins in order as far as the cap lets it; whether it
+  // sent or added anything. Does nothing if another thread is at it.
+  bool send_queued();
+  // The next bin of `outgoing`; false when there is no room under the cap.
+  bool send_next_bin(Outgoing& outgoing);
+  // Takes one bin that has arrived: from any rank, or with `count_from`
+  // (progress_owed) from a rank that owes one; whether it did.
+  bool receive_next(const std::function<std::uint64_t(int)>& count_from);
+  // Receives the bin `status` probed, and applies it.
+  void receive(const MPI_Status& status);
+  // Adds a bin into the local array; `source`, unless this rank, is counted.
+  void apply(std::span<const std::uint64_t> message, int source);
 
   const MatrixContext& context_;
   std::vector<T> storage_;
-  std::mutex storage_mutex_;  // held while one bin is applied
-  std::mutex receive_mutex_;  // one thread at a time from MPI_Iprobe to its MPI_Recv
+  mutable std::mutex storage_mutex_;         // held while one bin is applied; guards applied_from_
+  std::vector<std::uint64_t> applied_from_;  // bins of each rank applied here, since construction
+  std::uint64_t applied_at_clear_ = 0;
+  std::mutex receive_mutex_;  // one thread at a time from MPI_Iprobe to the bin applied
+  UpdateQueue<T> queue_;
+  mutable std::mutex send_mutex_;  // one thread at a time sends; guards what follows
+  std::optional<Outgoing> outgoing_;
   SendQueue sends_;
-  std::vector<std::uint64_t> bins_sent_to_;  // per rank, since construction
-  std::atomic<std::uint64_t> bins_received_{0};
+  std::vector<std::uint64_t> sent_to_;  // bins per rank, since construction
+  TargetOrder order_;
+  MatrixStats counters_;  // elements_sent, elements_local, bytes_sent, binning_seconds
 };
 
 }  // namespace resurgo

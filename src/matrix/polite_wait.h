@@ -1,18 +1,42 @@
-// Completing a non-blocking collective without spinning: MPI's blocking
-// collectives busy-wait, which on a node running more ranks (and progress
-// threads) than it has cores takes the core from the very ranks being
-// waited for. Testing with a Backoff sleeps instead once a short spin did
-// not do.
+// Waiting without spinning: MPI's blocking collectives busy-wait, which on
+// a node running more ranks (and progress threads) than it has cores takes
+// the core from the very ranks being waited for. Testing with a Backoff
+// sleeps instead once a short spin did not do.
 #pragma once
 
 #include <mpi.h>
 
+#include <chrono>
 #include <functional>
+#include <string>
 
 namespace resurgo {
 
-// Until `request` completes. `meanwhile` (true when it did something) runs
-// between tests: the messages backend applies arriving bins there.
-void wait_politely(MPI_Request& request, const std::function<bool()>& meanwhile = {});
+// A time limit, `seconds` from its construction; 0 (or less): none.
+class Deadline {
+ public:
+  explicit Deadline(double seconds = 0);
+
+  bool passed() const;
+  double seconds() const { return seconds_; }
+  // "0.3 s", for messages.
+  std::string text() const;
+
+ private:
+  double seconds_;
+  std::chrono::steady_clock::time_point end_;
+};
+
+// Until `done` (tested first), running `meanwhile` between tests (true when
+// it did something: the next test comes without a pause); false when
+// `deadline` passed first.
+bool wait_until(const std::function<bool()>& done, const std::function<bool()>& meanwhile,
+                const Deadline& deadline = Deadline());
+
+// Until `request` completes (it is then MPI_REQUEST_NULL); false when
+// `deadline` passed first (the request is still active). The messages
+// backend applies arriving bins in `meanwhile`.
+bool wait_politely(MPI_Request& request, const std::function<bool()>& meanwhile = {},
+                   const Deadline& deadline = Deadline());
 
 }  // namespace resurgo

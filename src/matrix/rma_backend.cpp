@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "matrix/mpi_call.h"
-#include "matrix/polite_wait.h"
 #include "matrix/stopwatch.h"
 #include "resurgo/errors.hpp"
 
@@ -66,14 +65,14 @@ IndexedBin<T> index_bin(const UpdateSlice<T>& update, const BlockCyclic& layout,
 
 template <typename T>
 RmaBackend<T>::RmaBackend(const MatrixContext& context)
-    : context_(context) {
+    : context_(context), order_(context.options.seed, context.rank) {
   check_window_fits(context.layout, context.size);
   const std::int64_t elements = context.layout.storage_elements(context.rank);
   check_mpi(MPI_Win_allocate(static_cast<MPI_Aint>(elements) * static_cast<MPI_Aint>(sizeof(T)), sizeof(T),
                              MPI_INFO_NULL, context.comm, &base_, &window_),
             "MPI_Win_allocate");
   std::fill(base_, base_ + elements, T{0});
-  synchronize_self();
+  synchronize();
   // No rank accumulates into an array not yet zeroed.
   check_mpi(MPI_Barrier(context.comm), "MPI_Barrier");
 }
@@ -86,12 +85,16 @@ RmaBackend<T>::~RmaBackend() {
 }
 
 template <typename T>
-void RmaBackend<T>::update(const UpdateSlice<T>& update, const UpdateBins& bins, std::span<const int> targets,
-                           MatrixStats& stats) {
+void RmaBackend<T>::update(const char*, const UpdateSlice<T>& update, MatrixStats&, const Deadline&) {
+  const Stopwatch binning;
+  const UpdateBins bins(context_.layout, update.rows, update.cols, update.upper_only);
+  std::vector<int> targets = bins.targets();
+  order_.shuffle(targets);
+  counters_.binning_seconds += binning.seconds();
   for (const int target : targets) {
     const Stopwatch indexing;
     const IndexedBin<T> bin = index_bin(update, context_.layout, bins.rows_of(target), bins.cols_of(target));
-    stats.binning_seconds += indexing.seconds();
+    counters_.binning_seconds += indexing.seconds();
     const int count = static_cast<int>(bin.values.size());
     MPI_Datatype places = MPI_DATATYPE_NULL;
     check_mpi(MPI_Type_create_indexed_block(count, 1, bin.displacements.data(), mpi_type<T>(), &places),
@@ -103,32 +106,31 @@ void RmaBackend<T>::update(const UpdateSlice<T>& update, const UpdateBins& bins,
     check_mpi(MPI_Win_unlock(target, window_), "MPI_Win_unlock");
     MPI_Type_free(&places);
     if (target == context_.rank) {
-      stats.elements_local += bin.values.size();
+      counters_.elements_local += bin.values.size();
     } else {
-      stats.elements_sent += bin.values.size();
-      stats.bytes_sent += bin.values.size() * (sizeof(T) + sizeof(int));
+      counters_.elements_sent += bin.values.size();
+      counters_.bytes_sent += bin.values.size() * (sizeof(T) + sizeof(int));
     }
   }
 }
 
 template <typename T>
-bool RmaBackend<T>::poll() {
+void RmaBackend<T>::add_counters(MatrixStats& stats) const {
+  stats.elements_sent += counters_.elements_sent;
+  stats.elements_local += counters_.elements_local;
+  stats.bytes_sent += counters_.bytes_sent;
+  stats.binning_seconds += counters_.binning_seconds;
+}
+
+template <typename T>
+bool RmaBackend<T>::progress() {
   int arrived = 0;
   check_mpi(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, context_.comm, &arrived, MPI_STATUS_IGNORE), "MPI_Iprobe");
   return false;
 }
 
 template <typename T>
-void RmaBackend<T>::converge() {
-  synchronize_self();
-  MPI_Request request = MPI_REQUEST_NULL;
-  check_mpi(MPI_Ibarrier(context_.comm, &request), "MPI_Ibarrier");
-  wait_politely(request);
-  synchronize_self();
-}
-
-template <typename T>
-void RmaBackend<T>::synchronize_self() {
+void RmaBackend<T>::synchronize() {
   check_mpi(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, context_.rank, 0, window_), "MPI_Win_lock");
   check_mpi(MPI_Win_sync(window_), "MPI_Win_sync");
   check_mpi(MPI_Win_unlock(context_.rank, window_), "MPI_Win_unlock");

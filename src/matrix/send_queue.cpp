@@ -1,5 +1,7 @@
 #include "matrix/send_queue.h"
 
+#include <algorithm>
+
 #include "matrix/mpi_call.h"
 
 namespace resurgo {
@@ -16,7 +18,15 @@ void SendQueue::post(int target, std::vector<std::uint64_t> message) {
             "MPI_Isend");
   bytes_in_flight_ += message.size() * sizeof(std::uint64_t);
   requests_.push_back(request);
+  targets_.push_back(target);
   buffers_.push_back(std::move(message));
+}
+
+std::vector<int> SendQueue::targets() const {
+  std::vector<int> ranks = targets_;
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  return ranks;
 }
 
 bool SendQueue::test() {
@@ -40,11 +50,13 @@ bool SendQueue::test() {
     // and this send may still be reading it.
     if (kept != i) {
       requests_[kept] = requests_[i];
+      targets_[kept] = targets_[i];
       buffers_[kept] = std::move(buffers_[i]);
     }
     ++kept;
   }
   requests_.resize(kept);
+  targets_.resize(kept);
   buffers_.resize(kept);
   return true;
 }

@@ -1,7 +1,7 @@
 // This rank's bins on their way: MPI_Isend may read a buffer until its send
 // completes, so each buffer lives here until MPI_Testsome says it has. The
 // bytes still in flight are what MatrixOptions::max_in_flight_bytes caps.
-// Used by the application thread only.
+// Used by one thread at a time (MessageBackend's send mutex).
 #pragma once
 
 #include <mpi.h>
@@ -27,11 +27,14 @@ class SendQueue {
 
   bool empty() const { return requests_.empty(); }
   std::size_t bytes_in_flight() const { return bytes_in_flight_; }
+  // The ranks of the sends in flight, ascending, each once.
+  std::vector<int> targets() const;
 
  private:
   MPI_Comm comm_;
   int tag_;
   std::vector<MPI_Request> requests_;
+  std::vector<int> targets_;                         // targets_[i] is where requests_[i] sends
   std::vector<std::vector<std::uint64_t>> buffers_;  // buffers_[i] is what requests_[i] sends
   std::size_t bytes_in_flight_ = 0;
 };

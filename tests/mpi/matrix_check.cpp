@@ -8,10 +8,13 @@
 //
 //   matrix_check assemble [PxQ...]    each backend x type x progress on the grids (default: every grid of
 //                                     this job's size), over a general M != N matrix, a symmetric one, a vector and a 3
-//                                     x 3 one that most ranks own nothing of; several commits, reset, a tiny cap
+//                                     x 3 one that most ranks own nothing of; several commits, reset, a tiny cap; a
+//                                     symmetric update sends one triangle and adds it to the bit as the full square
 //   matrix_check api                  layout arithmetic against a brute-force count, descriptor, owner, at,
 //                                     the 0 x 0 grid, the random target order
-//   matrix_check bad-input            errors: indices out of range, lengths, layouts, use after free, ...
+//   matrix_check bad-input            errors: indices out of range, lengths, layouts, use after free, ...;
+//                                     (3+ ranks) rank 1 away from commit(): the others' commit and update time out
+//                                     naming it, and go on once it comes
 //   matrix_check serialized           MPI without MPI_THREAD_MULTIPLE: kThread refused, kAuto works inline
 //   matrix_check collective-mismatch  (2 ranks) commit() against free() with check_collective: both throw
 //   matrix_check checkpoint-write     (4 ranks) assemble and checkpoint version 1 of two matrices
@@ -21,6 +24,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <random>
@@ -174,24 +178,45 @@ std::int64_t global_index(std::int64_t local, std::int64_t block, int process, i
   return local / block * block * processes + process * block + local % block;
 }
 
-// Whether this rank's local part equals the reference.
+// Whether this rank's local part holds `expected(row, col)` at each of its
+// global elements, to the bit; the first difference otherwise.
 template <typename T>
-bool local_part_matches(ConvergentMatrix<T>& matrix, const Reference& reference, std::string& first_difference) {
+bool local_part_is(ConvergentMatrix<T>& matrix, const std::function<T(std::int64_t, std::int64_t)>& expected,
+                   std::string& first_difference) {
   const MatrixLayout& layout = matrix.layout();
   const T* data = matrix.local_data();
   for (std::int64_t col = 0; col < matrix.local_cols(); ++col) {
     for (std::int64_t row = 0; row < matrix.local_rows(); ++row) {
       const std::int64_t global_row = global_index(row, layout.row_block, matrix.grid_row(), layout.grid_rows);
       const std::int64_t global_col = global_index(col, layout.col_block, matrix.grid_col(), layout.grid_cols);
-      const double held = static_cast<double>(data[col * matrix.leading_dimension() + row]);
-      if (held == reference.at(global_row, global_col)) continue;
+      const T held = data[col * matrix.leading_dimension() + row];
+      const T wanted = expected(global_row, global_col);
+      if (std::memcmp(&held, &wanted, sizeof(T)) == 0) continue;
       first_difference = "A(" + std::to_string(global_row) + ", " + std::to_string(global_col) +
-                         ") = " + std::to_string(held) + ", expected " +
-                         std::to_string(reference.at(global_row, global_col));
+                         ") = " + std::to_string(held) + ", expected " + std::to_string(wanted);
       return false;
     }
   }
   return true;
+}
+
+// Whether this rank's local part equals the reference (small integers:
+// exact in T).
+template <typename T>
+bool local_part_matches(ConvergentMatrix<T>& matrix, const Reference& reference, std::string& first_difference) {
+  return local_part_is<T>(
+      matrix, [&](std::int64_t row, std::int64_t col) { return static_cast<T>(reference.at(row, col)); },
+      first_difference);
+}
+
+// Until the other ranks have read their parts: a rank done reading may
+// update again at once, and its bins would land in parts still being
+// compared. (A barrier that does not spin, so the ranks still reading keep
+// the cores.)
+void wait_for_the_readers() {
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_Ibarrier(MPI_COMM_WORLD, &request);
+  resurgo::wait_politely(request);
 }
 
 template <typename T>
@@ -199,23 +224,24 @@ void check_against(ConvergentMatrix<T>& matrix, const Reference& reference, cons
   std::string difference;
   const bool matches = local_part_matches(matrix, reference, difference);
   check(matches, what + ": " + difference);
-  // A rank done reading may update again at once: until every rank has
-  // read, its bins would land in parts still being compared. (A barrier
-  // that does not spin, so the ranks still reading keep the cores.)
-  MPI_Request request = MPI_REQUEST_NULL;
-  MPI_Ibarrier(MPI_COMM_WORLD, &request);
-  resurgo::wait_politely(request);
+  wait_for_the_readers();
 }
 
-// How many of this rank's updates in [first, last) have two or more targets
-// other than this rank (the ones a tiny cap makes wait).
+// How many of this rank's updates, its last one left out, have two or more
+// targets other than this rank: with a tiny cap, such an update is still
+// queued when the next comes, which waits.
 int updates_with_two_remote_targets(ConvergentMatrix<double>& matrix, const std::vector<Update>& stream, Kind kind) {
   int count = 0;
+  int last = -1;
   for (std::size_t index = 0; index < stream.size(); ++index) {
-    if (!issues(static_cast<int>(index))) continue;
+    if (issues(static_cast<int>(index))) last = static_cast<int>(index);
+  }
+  for (int index = 0; index < last; ++index) {
+    if (!issues(index)) continue;
+    const Update& update = stream[static_cast<std::size_t>(index)];
     std::set<int> remote;
-    for (const std::int64_t row : stream[index].rows) {
-      for (const std::int64_t col : stream[index].cols) {
+    for (const std::int64_t row : update.rows) {
+      for (const std::int64_t col : update.cols) {
         if (kind == Kind::kSymmetric && row > col) continue;
         if (!matrix.owns(row, col)) remote.insert(matrix.owner(row, col));
       }
@@ -253,8 +279,9 @@ void assemble(const MatrixLayout& layout, const MatrixOptions& options, Kind kin
                                                            " updates and " + std::to_string(stats.commits) +
                                                            " commits");
   check(issued == 0 || stats.elements_sent + stats.elements_local > 0, what + ": the updates' elements are counted");
-  check(stats.update_seconds >= stats.binning_seconds + stats.backpressure_seconds && stats.commit_seconds > 0,
-        what + ": the times add up");
+  check(stats.update_seconds >= stats.backpressure_seconds && stats.commit_seconds > 0 &&
+            (issued == 0 || stats.binning_seconds > 0),
+        what + ": the times add up, and binning is counted wherever it ran");
 
   matrix.reset();
   check_against(matrix, Reference{layout}, what + " after reset");
@@ -271,7 +298,8 @@ void assemble(const MatrixLayout& layout, const MatrixOptions& options, Kind kin
 }
 
 // A cap of one byte: every bin to another rank waits until the one before
-// it completed, and the result is the same. Bins of up to 60 x 50 values
+// it completed, every update until the one before is sent, and the result
+// is the same. Bins of up to 60 x 50 values
 // are past MPI's eager limit: their sends complete only once the target
 // receives, which a target already waiting in commit's collective check
 // must still do (no progress thread here).
@@ -291,6 +319,63 @@ void assemble_under_backpressure(const MatrixLayout& layout, MatrixBackend backe
   if (backend == MatrixBackend::kMessages && updates_with_two_remote_targets(matrix, stream, Kind::kGeneral) > 0) {
     check(matrix.stats().backpressure_seconds > 0, what + ": the waits under the cap are counted");
   }
+}
+
+// A symmetric update sends one triangle, and the owners add it to the bit
+// as they add the whole square with its lower pairs zeroed, in issue order:
+// rank 0 issues every update (so each element's additions come in one
+// order), with duplicate indices and values that no order sums exactly.
+template <typename T>
+void symmetric_is_one_triangle(const MatrixLayout& grid, MatrixProgress progress, const char* type) {
+  const MatrixLayout layout{33, 33, 4, 4, grid.grid_rows, grid.grid_cols};
+  const MatrixOptions options{.progress = progress};
+  const std::string what = describe(layout, options, type) + " symmetric, one triangle";
+  ConvergentMatrix<T> triangle(MPI_COMM_WORLD, layout, options);
+  ConvergentMatrix<T> square(MPI_COMM_WORLD, layout, options);
+  std::mt19937_64 random(0x5ca1ab1e);
+  std::uniform_real_distribution<double> value(-1, 1);
+  std::vector<T> serial(static_cast<std::size_t>(layout.rows * layout.cols), T{0});  // row-major
+  std::uint64_t upper_pairs = 0;
+  for (int count = 0; count < 12; ++count) {
+    const std::vector<std::int64_t> ix = random_indices(random, layout.rows, 9);
+    const std::size_t n = ix.size();
+    std::vector<T> values(n * n);
+    std::vector<T> lower_zeroed(n * n, T{0});
+    for (std::size_t i = 0; i < n; ++i) {
+      for (std::size_t j = 0; j < n; ++j) {
+        values[i * n + j] = static_cast<T>(value(random));
+        if (ix[i] > ix[j]) continue;
+        lower_zeroed[i * n + j] = values[i * n + j];
+        serial[static_cast<std::size_t>(ix[i] * layout.cols + ix[j])] += values[i * n + j];
+        ++upper_pairs;
+      }
+    }
+    if (world_rank() != 0) continue;
+    triangle.update_symmetric(values, ix);
+    square.update(lower_zeroed, ix, ix);
+  }
+  triangle.commit();
+  square.commit();
+  std::string difference;
+  check(local_part_is<T>(
+            triangle, [&](std::int64_t row, std::int64_t col) { return serial[row * layout.cols + col]; }, difference),
+        what + ": as the serial sum in issue order, to the bit: " + difference);
+  const std::size_t bytes = static_cast<std::size_t>(triangle.local_cols() * triangle.leading_dimension()) * sizeof(T);
+  check(std::memcmp(triangle.local_data(), square.local_data(), bytes) == 0,
+        what + ": the same bits as update() of the square with the lower pairs zeroed");
+  if (world_rank() == 0) {
+    const resurgo::MatrixStats sent = triangle.stats();
+    const resurgo::MatrixStats full = square.stats();
+    check(sent.elements_sent + sent.elements_local == upper_pairs,
+          what + ": " + std::to_string(sent.elements_sent + sent.elements_local) + " elements sent or added here for " +
+              std::to_string(upper_pairs) + " upper-triangle pairs");
+    check(full.elements_sent + full.elements_local > upper_pairs &&
+              (world_size() == 1 || full.bytes_sent > sent.bytes_sent),
+          what + ": the square sends its zeros too");
+  }
+  wait_for_the_readers();
+  triangle.free();
+  square.free();
 }
 
 std::vector<std::pair<int, int>> grids_of(int size) {
@@ -331,6 +416,10 @@ void assemble_all(const std::vector<std::string>& grids) {
     assemble_every_option<double>(grid, "double");
     for (const MatrixBackend backend : {MatrixBackend::kMessages, MatrixBackend::kRma}) {
       assemble_under_backpressure({120, 100, 7, 9, grid_rows, grid_cols}, backend);
+    }
+    for (const MatrixProgress progress : {MatrixProgress::kInline, MatrixProgress::kThread}) {
+      symmetric_is_one_triangle<float>(grid, progress, "float");
+      symmetric_is_one_triangle<double>(grid, progress, "double");
     }
   }
 }
@@ -465,6 +554,11 @@ void bad_layouts() {
         ConvergentMatrix<double> matrix(MPI_COMM_WORLD, {10, 10, 2, 0, 0, 0});
       },
       {"blocks of 2 x 0"}, "a block of no columns");
+  expect_error<resurgo::InvalidArgumentError>(
+      [&] {
+        ConvergentMatrix<double> matrix(MPI_COMM_WORLD, {10, 10, 2, 2, 0, 0}, {.timeout_seconds = -1});
+      },
+      {"timeout_seconds is -1", ">= 0"}, "a negative timeout");
   // One rank would hold 2^31 elements: refused before anything is allocated.
   const std::int64_t columns = std::int64_t{1} << 31;
   expect_error<resurgo::InvalidArgumentError>(
@@ -475,10 +569,144 @@ void bad_layouts() {
       {"rank 0", "2147483648 elements", "kMessages"}, "an RMA window beyond int displacements");
 }
 
+// ---- a rank away from commit() ----
+
+constexpr int kSignalTag = 99;
+
+// Tells rank `to` that this one timed out (on MPI_COMM_WORLD, not the
+// matrix's communicator).
+void signal_rank(int to) {
+  int value = world_rank();
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_Isend(&value, 1, MPI_INT, to, kSignalTag, MPI_COMM_WORLD, &request);
+  resurgo::wait_politely(request);
+}
+
+void await_signal(int from) {
+  int value = 0;
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_Irecv(&value, 1, MPI_INT, from, kSignalTag, MPI_COMM_WORLD, &request);
+  resurgo::wait_politely(request);
+}
+
+// commit() again after each timeout: each call goes on where the last one
+// stopped.
+void commit_until_done(ConvergentMatrix<double>& matrix) {
+  for (int timeouts = 0;; ++timeouts) {
+    try {
+      matrix.commit();
+      return;
+    } catch (const resurgo::StateError& error) {
+      if (timeouts == 1000 || std::string(error.what()).find("timeout_seconds") == std::string::npos) throw;
+    }
+  }
+}
+
+// The ranks but rank 1 meet, so that they enter the next commit together:
+// then rank 1 alone is missing when it times out.
+void meet_without_rank_1() {
+  for (int other = 0; other < world_size(); ++other) {
+    if (other != 1 && other != world_rank()) signal_rank(other);
+  }
+  for (int other = 0; other < world_size(); ++other) {
+    if (other != 1 && other != world_rank()) await_signal(other);
+  }
+}
+
+// Rank 1 stays away from a commit: the others' commit times out naming it,
+// refuses updates until it ends, and ends once rank 1 comes.
+void commit_names_the_missing_rank() {
+  const MatrixLayout layout{30, 30, 4, 4, 0, 0};
+  ConvergentMatrix<double> matrix(MPI_COMM_WORLD, layout,
+                                  {.progress = MatrixProgress::kInline, .timeout_seconds = 0.3});
+  const std::vector<Update> stream = make_stream(5, 6, layout, Kind::kGeneral);
+  Reference reference{layout};
+  for (const Update& update : stream) {
+    reference.add(update, Kind::kGeneral);
+    if (world_rank() == 0) issue(matrix, update, Kind::kGeneral);
+  }
+  if (world_rank() == 1) {
+    for (int other = 0; other < world_size(); ++other) {
+      if (other != 1) await_signal(other);
+    }
+  } else {
+    meet_without_rank_1();
+    expect_error<resurgo::StateError>(
+        [&] { matrix.commit(); },
+        {"ConvergentMatrix::commit: after 0.3 s", "rank 1 has not joined this commit()", "call commit() again"},
+        "a commit rank 1 stays away from");
+    expect_error<resurgo::StateError>([&] { issue(matrix, stream.front(), Kind::kGeneral); },
+                                      {"a commit() that timed out has not completed"},
+                                      "an update before the commit that timed out ended");
+    signal_rank(1);
+  }
+  commit_until_done(matrix);
+  check_against(matrix, reference, "the commit rank 1 came late to");
+  check(matrix.stats().commits == 1, "a commit that timed out and then ended counts once");
+  matrix.free();
+}
+
+// Rank 1 stays away and receives nothing (no progress thread): rank 0's
+// bins to it, past the eager limit, stay in flight, so under a 1-byte cap
+// its queue stays full; its update() times out naming rank 1 and takes
+// nothing, and so does its commit(). Once rank 1 comes, both go on. The
+// updates' rows are those of ranks 0 and 1 (a P x 1 grid), so that no bin
+// to a third rank is ever in flight.
+void full_queue_names_the_rank_that_does_not_receive() {
+  const MatrixLayout layout{120, 300, 8, 8, world_size(), 1};  // bins of up to 40 x 300 doubles
+  const bool sender = world_rank() == 0;
+  const MatrixOptions options{
+      .progress = MatrixProgress::kInline, .max_in_flight_bytes = 1, .timeout_seconds = sender ? 0.3 : 0.0};
+  ConvergentMatrix<double> matrix(MPI_COMM_WORLD, layout, options);
+  std::vector<Update> stream(4);
+  Reference reference{layout};
+  for (std::size_t index = 0; index < stream.size(); ++index) {
+    for (std::int64_t row = 0; row < layout.rows; ++row) {
+      if (matrix.owner(row, 0) <= 1) stream[index].rows.push_back(row);
+    }
+    for (std::int64_t col = 0; col < layout.cols; ++col) stream[index].cols.push_back(col);
+    stream[index].values.assign(stream[index].rows.size() * stream[index].cols.size(), static_cast<int>(index) + 1);
+    reference.add(stream[index], Kind::kGeneral);
+  }
+  std::size_t taken = 0;
+  if (sender) {
+    for (; taken < stream.size(); ++taken) {
+      try {
+        issue(matrix, stream[taken], Kind::kGeneral);
+      } catch (const resurgo::StateError& error) {
+        const std::string message = error.what();
+        check(message.find("bins to rank 1 are not received yet") != std::string::npos &&
+                  message.find("nothing of this update was applied") != std::string::npos,
+              "the update that found the queue full names rank 1: '" + message + "'");
+        break;
+      }
+    }
+    check(taken == 2, "the third update waited for room no longer than its timeout (" + std::to_string(taken) +
+                          " taken)");
+    check(matrix.stats().backpressure_seconds >= 0.3, "the wait for room is counted");
+    expect_error<resurgo::StateError>(
+        [&] { matrix.commit(); }, {"this rank's updates are not all sent", "bins to rank 1 are not received yet"},
+        "a commit whose queue rank 1 does not drain");
+    signal_rank(1);
+    commit_until_done(matrix);
+    for (; taken < stream.size(); ++taken) issue(matrix, stream[taken], Kind::kGeneral);
+  } else {
+    if (world_rank() == 1) await_signal(0);
+    matrix.commit();
+  }
+  matrix.commit();
+  check_against(matrix, reference, "the updates of a queue rank 1 drained late");
+  matrix.free();
+}
+
 void bad_input() {
   bad_updates(MatrixBackend::kMessages);
   bad_updates(MatrixBackend::kRma);
   bad_layouts();
+  if (world_size() >= 3) {
+    commit_names_the_missing_rank();
+    full_queue_names_the_rank_that_does_not_receive();
+  }
 }
 
 // ---- MPI without MPI_THREAD_MULTIPLE ----

@@ -124,7 +124,8 @@ def test_comm_must_be_an_mpi4py_communicator():
 def test_assembly_equals_the_numpy_sum(ranks):
     # Random integer-valued updates (duplicate, unsorted indices) from every
     # rank, float32 and float64, both backends; the global matrix rebuilt from
-    # each rank's local_data() must equal NumPy's sum exactly.
+    # each rank's local_data() must equal NumPy's sum exactly, and a symmetric
+    # update sends (or adds here) only its upper-triangle pairs.
     assert_checks_passed(ranks, assembly_cases("general", "symmetric", "vector"))
 
 
@@ -151,9 +152,9 @@ def test_local_data_is_a_writable_view_that_keeps_the_matrix_alive(ranks):
 @needs_mpi
 @pytest.mark.parametrize("ranks", [1, 4])
 def test_inline_progress_reset_and_progress_thread(ranks):
-    # progress="inline" with check_collective, progress(), reset() (zeros,
-    # counters restarted, epoch kept) and a new assembly after it, and
-    # progress="thread" where MPI_THREAD_MULTIPLE is provided.
+    # progress="inline" with check_collective and a timeout, progress(),
+    # reset() (zeros, counters restarted, epoch kept) and a new assembly after
+    # it, and progress="thread" where MPI_THREAD_MULTIPLE is provided.
     assert_checks_passed(ranks, ["lifecycle"])
 
 
@@ -162,7 +163,7 @@ def test_inline_progress_reset_and_progress_thread(ranks):
 def test_bad_input_raises_named_errors(ranks):
     # Out-of-range indices (InvalidArgumentError naming index and bound, and
     # nothing applied), shape mismatch (ValueError naming both shapes),
-    # dtypes, bad layouts, and StateError after free().
+    # dtypes, bad layouts, a negative timeout, and StateError after free().
     assert_checks_passed(ranks, ["errors"])
 
 

@@ -158,6 +158,12 @@ def check_assembly(grid: Tuple[int, int], variants: Tuple[str, ...]) -> None:
                 expected = expected_sum(variant, case, range(size))
                 assert np.array_equal(whole, expected), f"{variant} {dtype.__name__} {backend}: wrong sums"
                 assert gathered.dtype == dtype and np.array_equal(gathered, expected), "gather() differs"
+            if variant == "symmetric" and backend == "messages":
+                # Only the upper triangle travels (or is added here).
+                stats, shape = matrix.stats(), VARIANTS[variant][0]
+                pairs = sum(int(np.count_nonzero(ix[:, None] <= ix[None, :]))
+                            for _, ix in symmetric_updates(rank, shape, case))
+                assert stats["elements_sent"] + stats["elements_local"] == pairs, (stats, pairs)
         report(f"assemble {variant} {np.dtype(dtype).name} {backend}")
 
 
@@ -206,7 +212,7 @@ def check_view(grid: Tuple[int, int]) -> None:
 
 def check_lifecycle(grid: Tuple[int, int]) -> None:
     expected = expected_sum("general", 4, range(size))
-    with assemble("general", 4, grid=grid, progress="inline", check_collective=True) as matrix:
+    with assemble("general", 4, grid=grid, progress="inline", check_collective=True, timeout=60) as matrix:
         matrix.progress()  # nothing left to apply: a no-op
         whole = rebuild(matrix)
         assert rank != 0 or np.array_equal(whole, expected), "progress='inline' assembled wrong sums"
@@ -259,6 +265,7 @@ def check_errors(grid: Tuple[int, int]) -> None:
     raises(TypeError, lambda: ConvergentMatrix(comm, (4, 4), dtype=np.int32), "int32")
     raises(resurgo.InvalidArgumentError, lambda: ConvergentMatrix(comm, (4, 4), backend="shmem"), "shmem")
     raises(resurgo.InvalidArgumentError, lambda: ConvergentMatrix(comm, (4, 4), block=(0, 4)))
+    raises(resurgo.InvalidArgumentError, lambda: ConvergentMatrix(comm, (4, 4), timeout=-1), "timeout_seconds")
     raises(resurgo.InvalidArgumentError, lambda: ConvergentMatrix(comm, (4, 4), grid=(size + 1, 1)),
            str(size + 1))
     report("errors")

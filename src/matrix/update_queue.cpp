@@ -1,0 +1,54 @@
+#include "matrix/update_queue.h"
+
+namespace resurgo {
+
+template <typename T>
+QueuedUpdate<T>::QueuedUpdate(const UpdateSlice<T>& update)
+    : values(update.values.begin(), update.values.end()),
+      rows(update.rows.begin(), update.rows.end()),
+      cols(update.cols.begin(), update.cols.end()),
+      upper_only(update.upper_only) {}
+
+template <typename T>
+std::size_t QueuedUpdate<T>::bytes_of(const UpdateSlice<T>& update) {
+  return update.values.size() * sizeof(T) + (update.rows.size() + update.cols.size()) * sizeof(std::int64_t);
+}
+
+template <typename T>
+bool UpdateQueue<T>::has_room(std::size_t bytes) const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return updates_.empty() || (bytes_ <= capacity_ && bytes <= capacity_ - bytes_);
+}
+
+template <typename T>
+void UpdateQueue<T>::push(QueuedUpdate<T> update) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  bytes_ += update.bytes();
+  updates_.push_back(std::move(update));
+}
+
+template <typename T>
+const QueuedUpdate<T>* UpdateQueue<T>::front() const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return updates_.empty() ? nullptr : &updates_.front();
+}
+
+template <typename T>
+void UpdateQueue<T>::pop_front() {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  bytes_ -= updates_.front().bytes();
+  updates_.pop_front();
+}
+
+template <typename T>
+bool UpdateQueue<T>::empty() const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return updates_.empty();
+}
+
+template struct QueuedUpdate<float>;
+template struct QueuedUpdate<double>;
+template class UpdateQueue<float>;
+template class UpdateQueue<double>;
+
+}  // namespace resurgo
