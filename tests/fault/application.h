@@ -19,7 +19,9 @@ namespace resurgo::fault {
 
 class Application {
  public:
-  explicit Application(std::size_t field_values = 160 * 1024, std::size_t tag_bytes = 100 * 1000)
+  static constexpr std::size_t kDefaultTagBytes = 100 * 1000;
+
+  explicit Application(std::size_t field_values = 160 * 1024, std::size_t tag_bytes = kDefaultTagBytes)
       : field_(field_values), tags_(tag_bytes) {}
 
   // With device.backend = host, the field is a device region (host memory

@@ -129,10 +129,10 @@ std::map<std::string, std::string> base_settings(const Layout& layout) {
 // Restarts (when there is anything) and checkpoints versions forever,
 // reporting each one once it is durable at L2; dies by SIGKILL.
 [[noreturn]] void run_application(const Layout& layout, const std::map<std::string, std::string>& settings,
-                                  const std::string& crash_point, int hit, int report) {
+                                  const std::string& crash_point, int hit, int report, std::size_t field_values) {
   try {
     if (!crash_point.empty()) crash_points::arm(crash_point, hit);
-    Application application;
+    Application application(field_values);
     Store store(kStore, Config::load("", settings));
     application.protect(store);
     int next = 0;
@@ -212,10 +212,10 @@ std::string first_damaged_file(const Layout& layout, const std::set<std::string>
 // Restarts a fresh store and compares what it restored (-1: nothing on
 // disk). Returns 0 or kWrongBytes; the store is closed on return, so that no
 // thread of it outlives the checker's _exit.
-int restart_and_compare(const Layout& layout, int& restored) {
+int restart_and_compare(const Layout& layout, int& restored, std::size_t field_values) {
   std::map<std::string, std::string> settings = base_settings(layout);
   settings["persistent.every"] = "1";  // so that the store also tidies L4
-  Application application;
+  Application application(field_values);
   Store store(kStore, Config::load("", settings));
   application.protect(store);
   restored = -1;
@@ -232,7 +232,8 @@ int restart_and_compare(const Layout& layout, int& restored) {
 
 // Checks the files a crash left behind, then restarts: that must repair or
 // quarantine whatever the driver damaged.
-[[noreturn]] void run_checker(const Layout& layout, const std::set<std::string>& damaged_on_purpose, int report) {
+[[noreturn]] void run_checker(const Layout& layout, const std::set<std::string>& damaged_on_purpose, int report,
+                              std::size_t field_values) {
   try {
     const std::string left_damaged = first_damaged_file(layout, damaged_on_purpose);
     if (!left_damaged.empty()) {
@@ -240,7 +241,7 @@ int restart_and_compare(const Layout& layout, int& restored) {
       _exit(kWrongBytes);
     }
     int restored = -1;
-    if (restart_and_compare(layout, restored) != 0) _exit(kWrongBytes);
+    if (restart_and_compare(layout, restored, field_values) != 0) _exit(kWrongBytes);
     const std::string damaged = first_damaged_file(layout, {});
     if (!damaged.empty()) {
       std::fprintf(stderr, "checker: restart left a visible damaged file: %s\n", damaged.c_str());
@@ -373,7 +374,7 @@ const T& pick(std::mt19937_64& random, const T (&choices)[N]) {
 Trial plan(std::mt19937_64& random, const Layout& layout, long number) {
   Trial trial;
   trial.settings = base_settings(layout);
-  static const char* const kBuffers[] = {"1MiB", "2MiB", "6MiB", "auto"};  // 1 MiB: synchronous
+  static const char* const kBuffers[] = {"1MiB", "2MiB", "6MiB", "auto"};  // 1 MiB: synchronous for the larger state
   static const char* const kChunks[] = {"64KiB", "256KiB"};
   static const char* const kCodecs[] = {"none", "lz4", "zstd", "blosc-lz4", "blosc-zstd"};
   static const char* const kThreads[] = {"1", "2", "3"};
@@ -464,7 +465,7 @@ struct Tally {
 class Campaign {
  public:
   Campaign(std::string root, std::uint64_t seed, const Flags& /*none of its own*/)
-      : layout_{std::move(root)}, random_(seed) {
+      : layout_{std::move(root)}, random_(seed), field_values_(kFieldValues[random_() % 2]) {
     if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) throw std::runtime_error("cannot become a child subreaper");
   }
 
@@ -473,7 +474,7 @@ class Campaign {
     current_ = trial;
     apply_damage(trial);
     Child application = start([&](int report) {
-      run_application(layout_, trial.settings, trial.crash_point, trial.hit, report);
+      run_application(layout_, trial.settings, trial.crash_point, trial.hit, report, field_values_);
     });
     bool writer_killed = false;
     const bool killed_by_driver = drive(application, trial, number, writer_killed);
@@ -522,7 +523,9 @@ class Campaign {
                   name, mode.trials, mode.killed_at_point, mode.killed_in_writer, mode.killed_by_timer,
                   mode.point_not_reached);
     }
-    std::printf("  through the memory level first, discarding older versions: %ld trials\n", tally_.memory_route);
+    std::printf("  through the memory level first, discarding older versions: %ld trials (a state of %zu bytes: %s)\n",
+                tally_.memory_route, field_values_ * sizeof(double) + Application::kDefaultTagBytes,
+                field_values_ == kFieldValues[0] ? "through the staging buffer" : "straight into memory");
     std::printf("  the field a device region through an L0 cache (host backend): %ld trials\n", tally_.device_regions);
     std::printf("  damage before the run: repairable %ld, whole version %ld, stale temporary %ld\n",
                 count(tally_.damages, Damage::kRepairable), count(tally_.damages, Damage::kWholeVersion),
@@ -644,7 +647,7 @@ class Campaign {
   }
 
   void check(long number) {
-    Child checker = start([&](int report) { run_checker(layout_, damaged_on_purpose_, report); });
+    Child checker = start([&](int report) { run_checker(layout_, damaged_on_purpose_, report, field_values_); });
     damaged_on_purpose_.clear();  // the checker's restart repaired or quarantined them
     Message message{};
     const Received received = receive(checker.messages, message);
@@ -669,6 +672,12 @@ class Campaign {
 
   Layout layout_;
   std::mt19937_64 random_;
+  // Every trial of a campaign restarts what the previous ones left, so the
+  // state's size is drawn once per campaign: over 1 MiB (the capture copies
+  // it into the staging buffer) or under (a memory-first route writes it
+  // straight into the memory level, docs/adjoint.md).
+  static constexpr std::size_t kFieldValues[] = {160 * 1024, 64 * 1024};
+  const std::size_t field_values_;
   int newest_durable_ = -1;
   std::set<std::string> damaged_on_purpose_;
   Tally tally_;
