@@ -14,6 +14,14 @@ For each state size (default 256 MiB, 1 GiB, 4 GiB) and --repeats repeats
   baselines  numpy.save + fsync, h5py dataset + flush + fsync,
              torch.save + fsync (only when `import torch` works)
 
+Open and restart (the fixed costs of short runs), per size: open + protect
+of a fresh store (a hand-written program has nothing to open); the blocking
+of checkpoints 1, 2 and 5 after open, with --slowdown-interval seconds of
+computing before each (the staging buffer's pages are new; targets: 1 and
+2 <= 1.5x the 5th); a restarted process's open + protect + restart of the
+newest version against a process reading the same file by hand (open, read
+into the array, XXH3 of the bytes through libxxhash; target <= 1.2x).
+
 Restart and cat are measured twice: "warm" (the file was just written, so it
 is read from the page cache) and "cold" (its pages were evicted with
 posix_fadvise(POSIX_FADV_DONTNEED) before each repeat, which needs no root;
@@ -105,7 +113,8 @@ def cat_seconds(files: List[Path]) -> float:
 
 
 # ----------------------------------------------------------- one state size
-def bench_size(nbytes: int, repeats: int, root: Path, baselines: Dict[str, Callable]) -> dict:
+def bench_size(nbytes: int, repeats: int, root: Path, baselines: Dict[str, Callable],
+               interval: float) -> dict:
     tag = human(nbytes)
     work = root / tag
     work.mkdir(parents=True, exist_ok=True)
@@ -277,11 +286,158 @@ def bench_size(nbytes: int, repeats: int, root: Path, baselines: Dict[str, Calla
     else:
         notes.append("eviction (POSIX_FADV_DONTNEED) could not be checked: fincore is missing.")
 
-    del restored, state
+    del restored
+    gc.collect()
+    startup = bench_startup(state, repeats, work, interval, series, notes)
+    del state
     gc.collect()
     shutil.rmtree(work, ignore_errors=True)
     return {"nbytes": nbytes, "series": series, "notes": notes, "file_bytes": file_bytes,
-            "container": [p.name for p in container]}
+            "container": [p.name for p in container], "startup": startup}
+
+
+# ------------------------------------------------ open, first checkpoints, restart
+FIRST_CHECKPOINTS = 5  # checkpoints after open: the 1st and 2nd against the last
+START_TARGETS = {"open_protect_seconds": 10e-3, "first_vs_later": 1.5, "restart_vs_hand": 1.2}
+
+# A restarted process, timed from inside: its imports and its arrays
+# (allocated and touched, as the application's own) come before the clock.
+RESTARTED_RESURGO = r"""
+import json, sys, time
+import numpy as np
+import resurgo
+name, l2, l4, nbytes = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+state = np.empty(nbytes // 8)
+state.fill(0.0)  # the application's arrays, touched
+t0 = time.perf_counter()
+store = resurgo.Store(name, local_path=l2, persistent_path=l4, persistent_every=0, local_keep=2)
+t1 = time.perf_counter()
+store.protect("state", state)
+t2 = time.perf_counter()
+version = store.restart()
+t3 = time.perf_counter()
+store.close()
+print(json.dumps({"seconds": t3 - t0, "open": t1 - t0, "protect": t2 - t1, "restart": t3 - t2,
+                  "version": version, "sum": float(state[::4096].sum())}))
+"""
+
+# The same process written by hand: open the newest file, read the state's
+# bytes into the array, XXH3 of them (libxxhash through ctypes: the xxhash
+# module is not installed), one thread, as such a program would.
+RESTARTED_BY_HAND = r"""
+import ctypes, json, os, sys, time
+import numpy as np
+path, nbytes = sys.argv[1], int(sys.argv[2])
+xxh = ctypes.CDLL("libxxhash.so.0")
+xxh.XXH3_64bits.restype = ctypes.c_uint64
+xxh.XXH3_64bits.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+state = np.empty(nbytes // 8)
+state.fill(0.0)  # the application's arrays, touched
+view = memoryview(state).cast("B")
+t0 = time.perf_counter()
+fd = os.open(path, os.O_RDONLY)
+for offset in range(0, nbytes, 64 << 20):
+    os.preadv(fd, [view[offset:offset + (64 << 20)]], offset)
+os.close(fd)
+digest = xxh.XXH3_64bits(state.ctypes.data, nbytes)
+t1 = time.perf_counter()
+print(json.dumps({"seconds": t1 - t0, "digest": digest}))
+"""
+
+
+def run_child(program: str, *args: str) -> dict:
+    import json
+    done = subprocess.run([sys.executable, "-c", program, *map(str, args)], capture_output=True,
+                          text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"host_checkpoint.py: a restarted process failed:\n{done.stderr}")
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def bench_startup(state: np.ndarray, repeats: int, work: Path, interval: float,
+                  series: Dict[str, Series], notes: List[str]) -> Dict[str, Series]:
+    """The fixed costs of a short run: open + protect, the blocking of the
+    first checkpoints after open (the staging buffer's pages are new), and
+    a restarted process's open + restart against a hand-written read.
+    Returns the per-repeat ratios of the first checkpoints to a later one."""
+    nbytes = state.nbytes
+    tag = human(nbytes)
+    step_s = statistics.median(timed(lambda: compute_step(state)) for _ in range(3))
+    every = max(1, int(round(interval / step_s)))
+    opened = series["rsg_open"] = Series("Resurgo open + protect (hand-written: nothing)", "resurgo", 0)
+    nth = []
+    for k in (1, 2, FIRST_CHECKPOINTS):
+        nth.append(series.setdefault(f"rsg_ckpt{k}", Series(f"Resurgo checkpoint {k} after open, blocking",
+                                                            "resurgo")))
+    ratios = {k: Series(f"checkpoint {k} / checkpoint {FIRST_CHECKPOINTS} blocking") for k in (1, 2)}
+    touch: List[float] = []
+    last_store = None
+    for r in range(repeats):
+        where = work / f"startup{r}"
+        config = dict(local_path=str(where / "l2"), persistent_path=str(where / "l4"),
+                      persistent_every=0, local_keep=2)
+        t0 = time.perf_counter()
+        store = resurgo.Store(f"startup-{tag}", **config)
+        store.protect("state", state)
+        opened.times.append(time.perf_counter() - t0)
+        blocked = []
+        try:
+            for v in range(FIRST_CHECKPOINTS):
+                for _ in range(every):
+                    compute_step(state)
+                blocked.append(timed(lambda: store.checkpoint(v)))
+                store.wait(v, level=2)  # no backpressure: the later ones are the copy alone
+            touch += [row.first_touch_seconds for row in store.stats()[:2]]
+        finally:
+            store.close()
+        for s, b in zip(nth, (blocked[0], blocked[1], blocked[-1])):
+            s.times.append(b)
+        for k in (1, 2):
+            ratios[k].times.append(blocked[k - 1] / blocked[-1])
+        log(f"[{tag}] open + protect {fmt_time(opened.times[-1])}; checkpoints after open blocked "
+            + ", ".join(fmt_time(b) for b in blocked))
+        last_store = (f"startup-{tag}", config)
+    notes.append(f"First checkpoints after open: a fresh store (default `buffer.capacity`, L2 only), "
+                 f"{every} compute steps ({fmt_time(every * step_s)}, for --slowdown-interval "
+                 f"{interval:g} s) before each checkpoint, each waited for at L2 "
+                 "before the next interval so that none waits for the previous one; first touch "
+                 "reported by the first two: median " + fmt_time(statistics.median(touch)) +
+                 f", max {fmt_time(max(touch))}.")
+    restarted_by_hand(state, repeats, last_store, series, notes)
+    return ratios
+
+
+def restarted_by_hand(state: np.ndarray, repeats: int, store: tuple, series: Dict[str, Series],
+                      notes: List[str]) -> None:
+    """A new process's open + restart of the newest version against a new
+    process reading the same file by hand, alternately first."""
+    nbytes = state.nbytes
+    name, config = store
+    l2 = Path(config["local_path"])
+    files = [p for p in l2.rglob("*.rsg") if p.is_file()]
+    newest = max(files, key=lambda p: p.stat().st_mtime_ns)
+    ours = series["rsg_reopen"] = Series("restarted process: Resurgo open + protect + restart "
+                                         "(page cache)", "resurgo")
+    hand = series["hand_read"] = Series("restarted process: hand-written open + read + XXH3 "
+                                        "(page cache)", "floor")
+    parts: Dict[str, List[float]] = {"open": [], "protect": [], "restart": []}
+    for r in range(repeats):
+        cat_seconds([newest])  # in the page cache for both
+        runs = [("ours", RESTARTED_RESURGO, (name, config["local_path"], config["persistent_path"],
+                                             nbytes)),
+                ("hand", RESTARTED_BY_HAND, (newest, nbytes))]
+        for who, program, args in (runs if r % 2 == 0 else runs[::-1]):
+            got = run_child(program, *args)
+            (ours if who == "ours" else hand).times.append(got["seconds"])
+            if who == "ours":
+                for key in parts:
+                    parts[key].append(got[key])
+        log(f"[{human(nbytes)}] restarted process {r + 1}/{repeats}: Resurgo open + restart "
+            f"{fmt_time(ours.times[-1])}, by hand {fmt_time(hand.times[-1])}")
+    notes.append("Restarted process (Resurgo), median parts: " +
+                 ", ".join(f"{k} {fmt_time(statistics.median(v))}" for k, v in parts.items()) +
+                 f"; both read {newest.name} from the page cache into a zeroed, touched array, in a new "
+                 "Python process timed from inside (imports and the array before the clock).")
 
 
 # --------------------------------------------------------------- baselines
@@ -462,6 +618,13 @@ TARGETS = {
     "restart_vs_read_floor": ("Resurgo restart throughput / parallel pread into memory (page cache)", None, None),
     "read_floor_vs_cat": ("parallel pread into memory / cat throughput (the best any restore can do)", None, None),
     "durable_vs_write": ("Resurgo time to durable / write+fsync floor", None, None),
+    "open_vs_memcpy": ("Resurgo open + protect / memcpy floor", None, None),
+    "ckpt1_vs_later": (f"checkpoint 1 / checkpoint {FIRST_CHECKPOINTS} after open, blocking (per repeat)",
+                       "<=", START_TARGETS["first_vs_later"]),
+    "ckpt2_vs_later": (f"checkpoint 2 / checkpoint {FIRST_CHECKPOINTS} after open, blocking (per repeat)",
+                       "<=", START_TARGETS["first_vs_later"]),
+    "reopen_vs_hand": ("restarted process: Resurgo open + restart / hand-written read + XXH3 (page cache)",
+                       "<=", START_TARGETS["restart_vs_hand"]),
 }
 
 
@@ -481,6 +644,10 @@ def ratios(result: dict) -> Dict[str, tuple]:
     out["restart_vs_read_floor"] = ((nbytes / s["rsg_restart"].median) / (fbytes / s["pread"].median), "")
     out["read_floor_vs_cat"] = (s["cat"].median / s["pread"].median, "")
     out["durable_vs_write"] = (s["rsg_durable"].median / s["write_fsync"].median, "")
+    out["open_vs_memcpy"] = (s["rsg_open"].median / s["memcpy"].median, "")
+    out["ckpt1_vs_later"] = (result["startup"][1].median, "")
+    out["ckpt2_vs_later"] = (result["startup"][2].median, "")
+    out["reopen_vs_hand"] = (s["rsg_reopen"].median / s["hand_read"].median, "")
     return out
 
 
@@ -547,16 +714,34 @@ def write_markdown(path: Path, machine: Dict[str, str], results: List[dict], arg
               "are served from memory. The \"cold\" rows first evict the file's pages with "
               "`posix_fadvise(POSIX_FADV_DONTNEED)` (no root needed), so they read the disk.",
               "- **Baselines**: synchronous writes from the caller, each followed by `fsync`; "
-              "their blocking time is their time to durable.", ""]
+              "their blocking time is their time to durable.",
+              "- **Open + protect**: `resurgo.Store(...)` + `store.protect` of a fresh store "
+              "(default `buffer.capacity`); a hand-written program has nothing to open (0).",
+              f"- **Checkpoints 1, 2 and {FIRST_CHECKPOINTS} after open**: the blocking of each in that "
+              "fresh store, each after the same compute steps (about `--slowdown-interval` seconds) "
+              "and waited for at L2 before the next steps, so that none waits for another; ratios "
+              "per repeat (targets ≤ 1.5).",
+              "- **Restarted process**: a new Python process opens the store, protects a zeroed, "
+              "touched array and restarts the newest version; the hand-written one opens the same "
+              "container file, reads the state's bytes into such an array and computes XXH3 of them "
+              "(libxxhash through ctypes, one thread); both timed from inside, the file in the page "
+              "cache, the two alternately first (target ≤ 1.2).", ""]
     for res in results:
         tag = human(res["nbytes"])
         lines += [f"## State {tag}", "",
                   f"Container file: {', '.join(res['container'])} ({human(res['file_bytes'])}).", "",
                   "| method | median [min–max] | GiB/s (median) |", "|---|---|---|"]
         for s in res["series"].values():
-            rate = s.nbytes / s.median / GiB
+            rate = f"{s.nbytes / s.median / GiB:.2f}" if s.nbytes else "—"
             lines.append(f"| {s.label} | {fmt_time(s.median)} [{fmt_time(s.min)}–{fmt_time(s.max)}] "
-                         f"| {rate:.2f} |")
+                         f"| {rate} |")
+        lines.append("")
+        opened = res["series"]["rsg_open"].median
+        met = "met" if opened <= START_TARGETS["open_protect_seconds"] else "**missed**"
+        lines += [f"- open + protect: {fmt_time(opened)} (target ≤ "
+                  f"{fmt_time(START_TARGETS['open_protect_seconds'])} at 256 MiB: {met}).", ""]
+        for k, ratio in res["startup"].items():
+            lines.append(f"- {ratio.label}: {ratio.cell(lambda v: f'{v:.2f}')}.")
         lines.append("")
         if res["notes"]:
             lines += [f"- {n}" for n in res["notes"]] + [""]
@@ -664,6 +849,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                         5.2 * args.slowdown_size, 9 * args.slowdown_size)
 
     machine = machine_description(root, resurgo)
+    load_before = os.getloadavg()[0]
     baselines, global_notes = make_baselines()
     log(f"target directory {machine['target directory']}; sizes {[human(s) for s in sizes]}, "
         f"{args.repeats} repeats")
@@ -671,7 +857,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     slow = None
     try:
         for nbytes in sizes:
-            results.append(bench_size(nbytes, args.repeats, root, baselines))
+            results.append(bench_size(nbytes, args.repeats, root, baselines, args.slowdown_interval))
         if args.slowdown_size:
             slow = bench_slowdown(args.slowdown_size, args.repeats, root, args.slowdown_interval,
                                   args.slowdown_steps)
@@ -679,6 +865,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         if created and not args.keep:
             shutil.rmtree(root, ignore_errors=True)
 
+    global_notes.append(f"load average (1 min) {load_before:.1f} at the start of the run and "
+                        f"{os.getloadavg()[0]:.1f} at its end, on {os.cpu_count()} cores: other "
+                        "jobs share the machine when it is above about 1.")
     args.out.mkdir(parents=True, exist_ok=True)
     md = args.out / "host_checkpoint.md"
     png = args.out / "host_checkpoint.png"

@@ -54,6 +54,13 @@ bool BlockRing::has_room(std::uint64_t bytes) const {
   return find_space(bytes, offset);
 }
 
+std::uint64_t BlockRing::next_offset() const {
+  std::lock_guard lock(mutex_);
+  if (blocks_.empty()) return 0;
+  const std::uint64_t head = blocks_.back().offset + blocks_.back().bytes;
+  return head == capacity_ ? 0 : head;
+}
+
 void BlockRing::release(std::uint64_t offset) {
   {
     std::lock_guard lock(mutex_);

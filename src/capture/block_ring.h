@@ -25,6 +25,9 @@ class BlockRing {
   std::uint64_t allocate(std::uint64_t bytes);
   // Whether allocate(bytes) would return without waiting now.
   bool has_room(std::uint64_t bytes) const;
+  // Where the next block begins if it fits there: right after the newest
+  // block, or 0 when the ring is empty or the newest block ends it.
+  std::uint64_t next_offset() const;
   // Releases the block at `offset` (any order; space comes back FIFO).
   void release(std::uint64_t offset);
   // Blocks until every block was released.

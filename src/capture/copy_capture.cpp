@@ -1,10 +1,9 @@
 #include "capture/copy_capture.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <numeric>
 
 #include "base/clock.h"
 #include "base/crash_point.h"
@@ -14,17 +13,67 @@ namespace resurgo {
 
 namespace {
 
-
-// One core alone does not reach the memory bandwidth, so the copy is split
-// into pieces that the application thread and idle pipeline workers take in
-// turn; a busy worker leaves its share to the application thread.
-constexpr std::uint64_t kCapturePiece = 4u << 20;
-
-
 struct Piece {
   const std::byte* from;
   std::byte* to;
   std::size_t bytes;
+};
+
+// One core alone does not reach the memory bandwidth, so the copy is split
+// into units, one per piece of the buffer it writes to (HostBuffer::kPiece),
+// that the application thread and idle pipeline workers take in turn; a
+// busy worker leaves its share to the application thread. A unit is one or
+// more extents' bytes (pieces), in the buffer's order.
+struct CopyPlan {
+  std::vector<Piece> pieces;
+  std::vector<std::size_t> unit_starts;  // the first piece of each unit
+
+  std::size_t units() const { return unit_starts.size(); }
+  std::size_t unit_end(std::size_t unit) const {
+    return unit + 1 < unit_starts.size() ? unit_starts[unit + 1] : pieces.size();
+  }
+};
+
+// Each extent moves to the next free bytes of `block` and points there
+// afterwards; its bytes are cut where the buffer's pieces meet.
+CopyPlan plan_copy(std::vector<Extent>& extents, std::byte* block, const HostBuffer& buffer) {
+  CopyPlan plan;
+  std::byte* cursor = block;
+  for (Extent& extent : extents) {
+    for (std::uint64_t offset = 0; offset < extent.bytes;) {
+      const std::uint64_t in_piece = buffer.offset_of(cursor + offset) % HostBuffer::kPiece;
+      if (in_piece == 0 || plan.pieces.empty()) plan.unit_starts.push_back(plan.pieces.size());
+      const std::uint64_t bytes = std::min(HostBuffer::kPiece - in_piece, extent.bytes - offset);
+      plan.pieces.push_back({extent.source + offset, cursor + offset, bytes});
+      offset += bytes;
+    }
+    extent.source = cursor;
+    cursor += extent.bytes;
+  }
+  return plan;
+}
+
+// While a capture copies, the pipeline defers its evictions and the
+// buffer's background touch waits: the capture wants the memory bandwidth,
+// and faults in the pieces of its block that are still untouched itself.
+// Both end with the copy, failed or not: evictions deferred for good would
+// make drain and close wait forever.
+class Copying {
+ public:
+  Copying(const CaptureContext& context, HostBuffer& buffer) : context_(context), buffer_(buffer) {
+    context_.capturing(true);
+    buffer_.pause_prefault(HostBuffer::Pause::kCapture, true);
+  }
+  ~Copying() {
+    buffer_.pause_prefault(HostBuffer::Pause::kCapture, false);
+    context_.capturing(false);
+  }
+  Copying(const Copying&) = delete;
+  Copying& operator=(const Copying&) = delete;
+
+ private:
+  const CaptureContext& context_;
+  HostBuffer& buffer_;
 };
 
 }  // namespace
@@ -56,45 +105,36 @@ void CopyCapture::grow(std::uint64_t state_bytes) {
   if (buffer_) buffer_->wait_empty();
   buffer_.reset();
   buffer_ = std::make_shared<HostBuffer>(wanted);
+  buffer_->start_prefault();
 }
 
 void CopyCapture::restarting(bool restarting) {
-  if (buffer_) buffer_->pause_prefault(restarting);
+  if (buffer_) buffer_->pause_prefault(HostBuffer::Pause::kRestart, restarting);
 }
 
-// Pages the background prefault has not reached are faulted in before the
-// copy, in parallel, so that the stats can tell first-touch time from copy time.
-void CopyCapture::fault_in(std::byte* block, std::uint64_t bytes, CaptureTimes& times) {
-  const auto [begin, end] = buffer_->untouched(block, bytes);
-  if (begin == end) return;
-  const Clock::time_point started = Clock::now();
-  const std::uint64_t pieces = (end - begin + kCapturePiece - 1) / kCapturePiece;
-  context_.pool.parallel_for(pieces, [&](std::size_t i) {
-    const std::uint64_t offset = begin + i * kCapturePiece;
-    const std::uint64_t length = std::min(kCapturePiece, end - offset);
-    if (::madvise(block + offset, length, MADV_POPULATE_WRITE) != 0) {
-      std::memset(block + offset, 0, length);  // old kernel: touch by hand
-    }
-  });
-  buffer_->mark_touched(block, bytes);
-  times.first_touch_seconds = seconds_since(started);
-}
-
-// Each extent moves to the next free bytes of `block` and points there afterwards.
+// The thread copying a unit whose piece of the buffer the background touch
+// has not reached faults it in just before, in parallel with the others:
+// the copy never waits for the whole block to be touched. The threads' time
+// touching, against their time copying, splits the wall time into
+// first_touch_seconds and copy_seconds.
 void CopyCapture::copy(std::vector<Extent>& extents, std::byte* block, CaptureTimes& times) {
-  std::vector<Piece> pieces;
-  std::byte* cursor = block;
-  for (Extent& extent : extents) {
-    for (std::uint64_t offset = 0; offset < extent.bytes; offset += kCapturePiece) {
-      pieces.push_back({extent.source + offset, cursor + offset, std::min(kCapturePiece, extent.bytes - offset)});
-    }
-    extent.source = cursor;
-    cursor += extent.bytes;
-  }
+  const CopyPlan plan = plan_copy(extents, block, *buffer_);
+  std::vector<double> touching(plan.units());
+  std::vector<double> copying(plan.units());
   const Clock::time_point started = Clock::now();
-  context_.pool.parallel_for(pieces.size(),
-                             [&](std::size_t i) { std::memcpy(pieces[i].to, pieces[i].from, pieces[i].bytes); });
-  times.copy_seconds = seconds_since(started);
+  context_.pool.parallel_for(plan.units(), [&](std::size_t unit) {
+    touching[unit] = buffer_->touch(plan.pieces[plan.unit_starts[unit]].to);
+    const Clock::time_point copy_started = Clock::now();
+    for (std::size_t i = plan.unit_starts[unit]; i < plan.unit_end(unit); ++i) {
+      std::memcpy(plan.pieces[i].to, plan.pieces[i].from, plan.pieces[i].bytes);
+    }
+    copying[unit] = seconds_since(copy_started);
+  });
+  const double wall = seconds_since(started);
+  const double touched = std::accumulate(touching.begin(), touching.end(), 0.0);
+  const double busy = touched + std::accumulate(copying.begin(), copying.end(), 0.0);
+  times.first_touch_seconds = busy > 0 ? wall * touched / busy : 0;
+  times.copy_seconds = wall - times.first_touch_seconds;
 }
 
 // A small version bound for the memory level first skips the staging
@@ -145,16 +185,13 @@ Snapshot CopyCapture::capture(std::vector<Extent> extents, format::Header header
   const bool waits = replaces || !buffer_->has_room(total);
   std::byte* block = buffer_->allocate(total);
   times.backpressure_seconds = waits ? seconds_since(waited) : 0;
-  context_.capturing(true);
   try {
-    fault_in(block, total, times);
+    const Copying copying(context_, *buffer_);
     copy(extents, block, times);
   } catch (...) {
-    context_.capturing(false);  // else evictions, and so drain and close, would wait forever
-    buffer_->release(block);    // the ring would stay full forever
+    buffer_->release(block);  // the ring would stay full forever
     throw;
   }
-  context_.capturing(false);
   RESURGO_CRASH_POINT("capture.copied", 0);
   snapshot.extents = std::move(extents);
   snapshot.release = [buffer = buffer_, block] { buffer->release(block); };

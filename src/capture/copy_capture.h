@@ -37,7 +37,6 @@ class CopyCapture final : public Capture {
   std::uint64_t wanted_capacity(std::uint64_t state_bytes) const;
   // Makes the buffer when there is none or it is smaller than `state_bytes` wants.
   void grow(std::uint64_t state_bytes);
-  void fault_in(std::byte* block, std::uint64_t bytes, CaptureTimes& times);
   void copy(std::vector<Extent>& extents, std::byte* block, CaptureTimes& times);
 
   CaptureContext context_;

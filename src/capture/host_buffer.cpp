@@ -6,15 +6,16 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/clock.h"
 #include "resurgo/errors.hpp"
 
 namespace resurgo {
 
-namespace {
-constexpr std::uint64_t kPrefaultStep = 64u << 20;  // lets the destructor stop it early
-}
-
-HostBuffer::HostBuffer(std::uint64_t capacity) : capacity_(capacity), ring_(capacity) {
+HostBuffer::HostBuffer(std::uint64_t capacity)
+    : capacity_(capacity),
+      ring_(capacity),
+      pieces_(std::make_unique<std::atomic<std::uint8_t>[]>((capacity + kPiece - 1) / kPiece)),
+      piece_count_((capacity + kPiece - 1) / kPiece) {
   void* memory = ::mmap(nullptr, capacity_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (memory == MAP_FAILED) {
     throw StorageError("cannot reserve a host buffer of " + std::to_string(capacity_) +
@@ -22,7 +23,6 @@ HostBuffer::HostBuffer(std::uint64_t capacity) : capacity_(capacity), ring_(capa
   }
   base_ = static_cast<std::byte*>(memory);
   ::madvise(base_, capacity_, MADV_HUGEPAGE);  // fewer faults and TLB misses; optional
-  prefaulter_ = std::thread([this] { prefault(); });
 }
 
 HostBuffer::~HostBuffer() {
@@ -31,55 +31,77 @@ HostBuffer::~HostBuffer() {
     stop_prefault_ = true;
   }
   prefault_resumed_.notify_all();
-  prefaulter_.join();
+  if (prefaulter_.joinable()) prefaulter_.join();
   ::munmap(base_, capacity_);
 }
 
-// MADV_POPULATE_WRITE faults pages in without changing their contents, so it
-// may run while the application already copies into the same pages. It runs
-// at normal priority: at SCHED_IDLE (as before) it never ran on a machine
-// whose cores were busy with the application and the pipeline, and the first
-// checkpoints paid the first touch (27-542 ms instead of 22 ms at 256 MiB).
-// It pauses while a restart runs, which it used to slow down up to 7x.
+void HostBuffer::start_prefault() {
+  if (!prefaulter_.joinable()) prefaulter_ = std::thread([this] { prefault(); });
+}
+
+// It runs at normal priority: at SCHED_IDLE (as before) it never ran on a
+// machine whose cores were busy with the application and the pipeline, and
+// the first checkpoints paid the first touch. It pauses while a capture
+// copies (which faults in its own untouched pieces) and while a restart
+// runs, which it used to slow down up to 7x; it stops between two pieces.
 void HostBuffer::prefault() {
   for (;;) {
     {
       std::unique_lock lock(mutex_);
-      prefault_resumed_.wait(lock, [&] { return !prefault_paused_ || stop_prefault_; });
+      prefault_resumed_.wait(lock, [&] { return prefault_pauses_ == 0 || stop_prefault_; });
+      if (stop_prefault_) return;
     }
-    const std::uint64_t offset = touched_.load();
-    if (stop_prefault_ || offset >= capacity_) return;
-    const std::uint64_t bytes = std::min(kPrefaultStep, capacity_ - offset);
-    if (::madvise(base_ + offset, bytes, MADV_POPULATE_WRITE) != 0) return;  // old kernel: fault on use
-    std::uint64_t expected = offset;
-    touched_.compare_exchange_strong(expected, offset + bytes);  // a capture may have gone further
+    if (!prefault_next()) return;
   }
 }
 
-void HostBuffer::pause_prefault(bool paused) {
+void HostBuffer::pause_prefault(Pause why, bool paused) {
   {
     std::lock_guard lock(mutex_);
-    prefault_paused_ = paused;
+    const auto bit = static_cast<std::uint8_t>(why);
+    prefault_pauses_ = static_cast<std::uint8_t>(paused ? prefault_pauses_ | bit : prefault_pauses_ & ~bit);
   }
   prefault_resumed_.notify_all();
 }
 
-std::pair<std::uint64_t, std::uint64_t> HostBuffer::untouched(const std::byte* block, std::uint64_t bytes) const {
-  const auto begin = static_cast<std::uint64_t>(block - base_);
-  const std::uint64_t touched = touched_.load();
-  if (touched >= begin + bytes) return {0, 0};
-  return {touched > begin ? touched - begin : 0, bytes};
+// The next block begins at next_offset(): the pieces from there on are the
+// next ones a capture copies into, and those behind it were copied into
+// already (or hold blocks still in flight) unless the ring wrapped.
+std::optional<std::uint64_t> HostBuffer::prefault_next() {
+  const std::uint64_t first = ring_.next_offset() / kPiece;
+  for (std::uint64_t i = 0; i < piece_count_; ++i) {
+    const std::uint64_t piece = (first + i) % piece_count_;
+    if (pieces_[piece].load(std::memory_order_relaxed) == kUntouched && touch_piece(piece)) return piece * kPiece;
+  }
+  return std::nullopt;
 }
 
-void HostBuffer::mark_touched(const std::byte* block, std::uint64_t bytes) {
-  const std::uint64_t end = static_cast<std::uint64_t>(block - base_) + bytes;
-  std::uint64_t touched = touched_.load();
-  while (touched < end && !touched_.compare_exchange_weak(touched, end)) {
-  }
+// MADV_POPULATE_WRITE faults pages in without changing their contents, so
+// a piece may be touched while another thread copies into or reads a block
+// that shares it. On a kernel without it (before 5.14) the piece counts as
+// touched and its pages fault on use, as they would anyway.
+bool HostBuffer::touch_piece(std::uint64_t piece) {
+  std::uint8_t expected = kUntouched;
+  if (!pieces_[piece].compare_exchange_strong(expected, kTouching)) return false;
+  const std::uint64_t offset = piece * kPiece;
+  ::madvise(base_ + offset, std::min(kPiece, capacity_ - offset), MADV_POPULATE_WRITE);
+  pieces_[piece].store(kTouched, std::memory_order_release);
+  return true;
+}
+
+double HostBuffer::touch(const std::byte* at) {
+  const std::uint64_t piece = offset_of(at) / kPiece;
+  if (pieces_[piece].load(std::memory_order_acquire) != kUntouched) return 0;
+  const Clock::time_point started = Clock::now();
+  return touch_piece(piece) ? seconds_since(started) : 0;
+}
+
+bool HostBuffer::touched(std::uint64_t offset) const {
+  return pieces_[offset / kPiece].load(std::memory_order_acquire) == kTouched;
 }
 
 std::byte* HostBuffer::allocate(std::uint64_t bytes) { return base_ + ring_.allocate(bytes); }
 
-void HostBuffer::release(const std::byte* block) { ring_.release(static_cast<std::uint64_t>(block - base_)); }
+void HostBuffer::release(const std::byte* block) { ring_.release(offset_of(block)); }
 
 }  // namespace resurgo

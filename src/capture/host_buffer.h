@@ -1,20 +1,22 @@
 // L1: the bounded host staging buffer. Versions are captured into blocks
 // allocated in FIFO order from one anonymous mapping (a BlockRing), and
-// released in the same order once written to L2. The pages are pre-faulted in the
-// background with MADV_POPULATE_WRITE, so that the application's copy runs
-// at memcpy speed instead of first-touch speed (the idea of the
-// gpu-cache-allocation paper, applied to the host buffer). Pages below
-// `touched_` are known to be faulted in; a capture that lands above it
-// faults its block in first (timed apart, as first-touch time).
+// released in the same order once written to L2. Its pages are faulted in
+// piece by piece (kPiece bytes), as the gpu-cache-allocation paper touches
+// its host buffer: a background thread touches the pieces just ahead of the
+// next block to be allocated, and a capture faults in the pieces of its
+// block that are still untouched itself, each just before it copies into
+// it, so that no one waits for the whole buffer. Each piece is faulted in
+// once: whoever claims it first.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
-#include <utility>
 
 #include "capture/block_ring.h"
 
@@ -22,6 +24,10 @@ namespace resurgo {
 
 class HostBuffer {
  public:
+  // Bytes of a piece: the buffer's pages are faulted in this many at once,
+  // and the background touch stops or pauses between two pieces.
+  static constexpr std::uint64_t kPiece = std::uint64_t{4} << 20;
+
   explicit HostBuffer(std::uint64_t capacity);
   ~HostBuffer();  // the owner releases every block first
   HostBuffer(const HostBuffer&) = delete;
@@ -29,6 +35,7 @@ class HostBuffer {
 
   std::uint64_t capacity() const { return capacity_; }
   bool empty() const { return ring_.empty(); }
+  std::uint64_t offset_of(const std::byte* at) const { return static_cast<std::uint64_t>(at - base_); }
 
   // A block of `bytes` (1..capacity), blocking while older blocks still
   // occupy the space it needs.
@@ -40,26 +47,39 @@ class HostBuffer {
   // Blocks until every block was released.
   void wait_empty() { ring_.wait_empty(); }
 
-  // The part of [block, block + bytes) (and below it) that no one has
-  // faulted in yet, as [begin, end) offsets into the block; empty when none.
-  std::pair<std::uint64_t, std::uint64_t> untouched(const std::byte* block, std::uint64_t bytes) const;
-  // Records that everything below block + bytes is faulted in.
-  void mark_touched(const std::byte* block, std::uint64_t bytes);
-  // Pauses (true) or resumes (false) the background prefault, e.g. while a
-  // restart needs the memory bandwidth.
-  void pause_prefault(bool paused);
+  // Starts touching the pieces in the background, those ahead of the next
+  // allocation first (prefault_next), until every piece is touched.
+  void start_prefault();
+  // Why the background touch pauses: it runs only while no reason holds.
+  // A capture and a restart want the memory bandwidth for themselves.
+  enum class Pause : std::uint8_t { kCapture = 1, kRestart = 2 };
+  // Pauses (true) or resumes (false) the background touch for `why`.
+  void pause_prefault(Pause why, bool paused);
+  // Touches the first untouched piece at or after the next block to be
+  // allocated (around the ring); its offset, or nothing when every piece
+  // is touched or being touched.
+  std::optional<std::uint64_t> prefault_next();
+
+  // Faults in the piece holding `at` unless someone already did or is
+  // doing it; the seconds it took (0 when it did nothing).
+  double touch(const std::byte* at);
+  // Whether the piece holding buffer offset `offset` is faulted in.
+  bool touched(std::uint64_t offset) const;
 
  private:
+  enum PieceState : std::uint8_t { kUntouched, kTouching, kTouched };
+  bool touch_piece(std::uint64_t piece);  // false: someone else claimed it
   void prefault();
 
   std::uint64_t capacity_;
   std::byte* base_ = nullptr;
   BlockRing ring_;
-  mutable std::mutex mutex_;  // the prefault's pause
-  std::atomic<std::uint64_t> touched_{0};
+  std::unique_ptr<std::atomic<std::uint8_t>[]> pieces_;  // PieceState of each piece
+  std::uint64_t piece_count_;
+  std::mutex mutex_;  // the prefault's pauses and stop
   std::condition_variable prefault_resumed_;
-  bool prefault_paused_ = false;
-  std::atomic<bool> stop_prefault_{false};
+  std::uint8_t prefault_pauses_ = 0;  // Pause bits
+  bool stop_prefault_ = false;
   std::thread prefaulter_;
 };
 
