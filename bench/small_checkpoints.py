@@ -66,7 +66,7 @@ def import_package():
 resurgo = import_package()
 
 NAME = "small_checkpoints"
-SCRIPT = "bench/small_checkpoints.py"
+SCRIPT = "small_checkpoints.py"
 DEFAULT_BINARY = Path(__file__).resolve().parent.parent / "build" / "cpp" / "bench" / "small_checkpoints"
 ROUTES = ("memory", "memory+L2", "L2")
 STEPS_US = (0.0, 500.0)
@@ -201,6 +201,9 @@ def report(args, results: Dict[Case, Dict[str, Series]], machine: Dict[str, str]
                      f"{s['checkpoint'].cell()} | {fmt_time(excess)} | {fmt_time(s['copy_back'].median)} | "
                      f"{s['restart'].cell()} | {s['backpressured_versions'].cell(count)} | "
                      f"{target_text(api, route, nbytes, step, s)} |")
+    lines.append("")
+    lines.append(f"Load average (1 min) {args.loads[0]:.1f} at the start of the run and {args.loads[1]:.1f} at its end, "
+                 f"on {os.cpu_count()} cores: above about 1, other jobs shared the machine.")
     return lines + [""]
 
 
@@ -258,7 +261,9 @@ def main() -> None:
         sys.exit(f"{SCRIPT}: {args.binary} not found; build it: cmake --build build/cpp --target small_checkpoints")
     args.dir = str(args.dir) if getattr(args, "dir", None) else None
     machine = machine_description(Path(args.dir or tempfile.gettempdir()), resurgo)
+    load_before = os.getloadavg()[0]
     results = run_all(args)
+    args.loads = (load_before, os.getloadavg()[0])
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{NAME}.md").write_text("\n".join(report(args, results, machine)))
     plot(args, results, args.out / f"{NAME}.png")
