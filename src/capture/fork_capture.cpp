@@ -6,18 +6,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
-#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <mutex>
-#include <sstream>
 
 #include "base/clock.h"
 #include "base/thread_pool.h"
+#include "capture/mappings.h"
 #include "format/version_writer.h"
 #include "resurgo/errors.hpp"
 
@@ -115,6 +115,8 @@ struct ForkCapture::Child {
   pid_t pid = -1;
   int report_fd = -1;
   int version = 0;
+  // Started before `reaped` is set, so that the next fork stops its pass.
+  HugePageCollapser* collapser = nullptr;
   std::mutex mutex;
   std::condition_variable reaped_changed;
   bool reaped = false;
@@ -125,6 +127,7 @@ struct ForkCapture::Child {
     int status = 0;
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
+    collapser->start(version);
     {
       std::lock_guard lock(mutex);
       reaped = true;
@@ -162,43 +165,48 @@ void ForkCapture::wait_for_previous_child(CaptureTimes& times) {
   times.backpressure_seconds += seconds_since(started);
 }
 
-// Memory advised MADV_DONTFORK (by the application, or by a driver that
-// registered it for DMA) is absent from the child, which would fault reading
-// it. Such regions are refused with a message instead. (Pinned memory without
-// DONTFORK is fine: since Linux 5.9 the kernel copies pinned pages into the
-// child at fork.) Checked once per protected set: /proc/self/smaps is slow.
-void ForkCapture::check_regions_survive_fork(const std::vector<Region>& regions) {
+void ForkCapture::resize(std::uint64_t) {
+  regions_checked_ = false;
+  collapser_.forget_ranges();  // a region left may be unmapped next
+}
+
+// Once per protected set (/proc/self/smaps is slow), two facts of the
+// mappings under the regions. Memory advised MADV_DONTFORK (by the
+// application, or by a driver that registered it for DMA) is absent from the
+// child, which would fault reading it: such regions are refused with a
+// message instead. (Pinned memory without DONTFORK is fine: since Linux 5.9
+// the kernel copies pinned pages into the child at fork.) The huge pages
+// that transparent huge pages may back under the regions are what the
+// collapser restores after each child.
+void ForkCapture::check_regions(const std::vector<Region>& regions) {
   if (regions_checked_) return;
-  std::ifstream smaps("/proc/self/smaps");
-  std::string line;
-  std::uintptr_t start = 0;
-  std::uintptr_t end = 0;
-  while (std::getline(smaps, line)) {
-    unsigned long long low = 0;
-    unsigned long long high = 0;
-    if (std::sscanf(line.c_str(), "%llx-%llx ", &low, &high) == 2) {
-      start = low;
-      end = high;
-      continue;
-    }
-    // "dc": do not copy this mapping on fork (proc(5)).
-    if (line.rfind("VmFlags:", 0) != 0 || (line + " ").find(" dc ") == std::string::npos) continue;
+  const HugePagePolicy policy = HugePagePolicy::of_this_process();
+  const std::uint64_t huge = huge_page_bytes();
+  std::vector<ByteRange> collapsible;
+  for (const Mapping& mapping : mappings_of_this_process()) {
     for (const Region& region : regions) {
-      const auto begin = reinterpret_cast<std::uintptr_t>(region.data);
-      if (begin < end && begin + region.bytes > start) {
+      if (!mapping.overlaps(region.data, region.bytes)) continue;
+      // "dc": do not copy this mapping on fork (proc(5)).
+      if (mapping.has_flag("dc")) {
         throw InvalidArgumentError("capture.mode = \"fork\": region '" + region.label +
                                    "' lies in memory advised MADV_DONTFORK (DMA-registered or excluded by the "
                                    "application), which a forked child cannot read; use capture.mode = \"copy\"");
       }
+      if (huge == 0 || !policy.allows(mapping)) continue;
+      const auto first = reinterpret_cast<std::uintptr_t>(region.data);
+      const std::uint64_t begin = (std::max(first, mapping.begin) + huge - 1) / huge * huge;
+      const std::uint64_t end = std::min(first + region.bytes, mapping.end) / huge * huge;
+      if (begin < end) collapsible.push_back({begin, end});
     }
   }
+  collapser_.set_ranges(std::move(collapsible));
   regions_checked_ = true;
 }
 
 Snapshot ForkCapture::take(const std::vector<Region>& regions, format::Header header, Level& first_level,
                            CaptureTimes& times) {
   wait_for_previous_child(times);
-  check_regions_survive_fork(regions);
+  check_regions(regions);
   Snapshot snapshot;
   snapshot.header = std::move(header);
   snapshot.extents = whole_regions(regions);
@@ -211,6 +219,7 @@ Snapshot ForkCapture::take(const std::vector<Region>& regions, format::Header he
   const Clock::time_point started = Clock::now();
   const pid_t parent = ::getpid();
   const ForkFunction replacement = fork_function.load();
+  collapser_.request_stop();  // collapsing memory shared with the child would copy it
   const pid_t pid = replacement ? replacement() : ::fork();
   if (pid == 0) {
     ::close(pipe_fds[0]);
@@ -244,6 +253,7 @@ Snapshot ForkCapture::take(const std::vector<Region>& regions, format::Header he
   child->pid = pid;
   child->report_fd = pipe_fds[0];
   child->version = version;
+  child->collapser = &collapser_;
   in_flight_ = child;
   snapshot.await_writer = [child] { return child->await(); };
   return snapshot;

@@ -8,6 +8,10 @@
 // forked exists there. It takes no lock another thread may hold (no logging,
 // no tracing, no store mutex; glibc's malloc is made safe by its own fork
 // handlers), never touches CUDA, and reports to the parent through a pipe.
+//
+// Once a child has exited, the huge pages its copy-on-write split in the
+// parent are collapsed again in the background (capture/huge_page_collapse.h):
+// a later fork then costs what the first did, if the collapse ended before it.
 #pragma once
 
 #include <sys/types.h>
@@ -15,16 +19,17 @@
 #include <memory>
 
 #include "capture/capture.h"
+#include "capture/huge_page_collapse.h"
 
 namespace resurgo {
 
 class ForkCapture final : public Capture {
  public:
-  explicit ForkCapture(const CaptureContext& context) : context_(context) {}
+  explicit ForkCapture(const CaptureContext& context) : context_(context), collapser_(context.log) {}
   ~ForkCapture() override;
 
   const char* mode(std::uint64_t) const override { return "fork"; }
-  void resize(std::uint64_t) override { regions_checked_ = false; }
+  void resize(std::uint64_t) override;
   Snapshot take(const std::vector<Region>& regions, format::Header header, Level& first_level,
                 CaptureTimes& times) override;
 
@@ -37,9 +42,10 @@ class ForkCapture final : public Capture {
   struct Child;
 
   void wait_for_previous_child(CaptureTimes& times);
-  void check_regions_survive_fork(const std::vector<Region>& regions);
+  void check_regions(const std::vector<Region>& regions);
 
   CaptureContext context_;
+  HugePageCollapser collapser_;
   std::shared_ptr<Child> in_flight_;
   bool regions_checked_ = false;
 };

@@ -1,6 +1,7 @@
 // capture.mode = "fork": the child writes the version from its copy-on-write
 // image; failures of fork and of the child become the version's background
-// error; close waits for the child; a dead parent leaves nothing partial.
+// error; close waits for the child; a dead parent leaves nothing partial;
+// the huge pages a child split are collapsed again once it exits.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -11,10 +12,13 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <system_error>
 #include <thread>
 
 #include "capture/fork_capture.h"
+#include "capture/huge_page_collapse.h"
 #include "hook_env.h"
 #include "resurgo/errors.hpp"
 #include "forwarding_env.h"
@@ -89,9 +93,73 @@ std::vector<std::string> temporaries(const std::string& dir) {
   return found;
 }
 
+// Anonymous memory aligned to the huge page size, advised MADV_HUGEPAGE or
+// not, unmapped on destruction.
+class AlignedMemory {
+ public:
+  AlignedMemory(std::size_t bytes, bool advise_huge_pages) : bytes_(bytes) {
+    const std::size_t huge = std::max<std::size_t>(huge_page_bytes(), 4096);
+    mapped_bytes_ = bytes + huge;
+    mapped_ = ::mmap(nullptr, mapped_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mapped_ == MAP_FAILED) throw std::system_error(errno, std::generic_category(), "mmap");
+    data_ = reinterpret_cast<double*>((reinterpret_cast<std::uintptr_t>(mapped_) + huge - 1) / huge * huge);
+    if (advise_huge_pages) ::madvise(data_, bytes, MADV_HUGEPAGE);  // EINVAL without THP: the tests skip
+  }
+  ~AlignedMemory() { ::munmap(mapped_, mapped_bytes_); }
+  AlignedMemory(const AlignedMemory&) = delete;
+  AlignedMemory& operator=(const AlignedMemory&) = delete;
+
+  double* data() const { return data_; }
+  std::size_t bytes() const { return bytes_; }
+  std::size_t count() const { return bytes_ / sizeof(double); }
+  // Writes every page: each value becomes seed * 1e6 + its index.
+  void fill(double seed) {
+    for (std::size_t i = 0; i < count(); ++i) data_[i] = seed * 1e6 + static_cast<double>(i);
+  }
+  std::vector<double> values() const { return {data_, data_ + count()}; }
+
+ private:
+  std::size_t bytes_;
+  std::size_t mapped_bytes_;
+  void* mapped_;
+  double* data_;
+};
+
+// AnonHugePages of the mapping holding `address` (/proc/self/smaps), in bytes.
+std::uint64_t anon_huge_page_bytes(const void* address) {
+  const auto where = reinterpret_cast<std::uintptr_t>(address);
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool inside = false;
+  while (std::getline(smaps, line)) {
+    unsigned long long low = 0;
+    unsigned long long high = 0;
+    if (std::sscanf(line.c_str(), "%llx-%llx ", &low, &high) == 2) {
+      inside = low <= where && where < high;
+    } else if (inside && line.rfind("AnonHugePages:", 0) == 0) {
+      std::uint64_t kib = 0;
+      std::istringstream(line.substr(sizeof("AnonHugePages:") - 1)) >> kib;
+      return kib * 1024;
+    }
+  }
+  return 0;
+}
+
+// Waits (at most 10 s) until a collapse pass ended after `passes_before`.
+bool collapse_pass_ended(std::uint64_t passes_before) {
+  for (int i = 0; i < 1000; ++i) {
+    if (huge_page_collapse_totals().passes > passes_before) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
 class ForkCaptureTest : public ::testing::Test {
  protected:
-  void TearDown() override { ForkCapture::set_fork_function_for_testing(nullptr); }
+  void TearDown() override {
+    ForkCapture::set_fork_function_for_testing(nullptr);
+    set_huge_page_collapse_for_testing(true);
+  }
   Config config(std::map<std::string, std::string> extra = {}) {
     std::map<std::string, std::string> keys = {{"local.path", dir.path() + "/l2"},
                                                {"persistent.path", dir.path() + "/l4"},
@@ -321,6 +389,83 @@ TEST_F(ForkCaptureTest, ParentKilledWhileTheChildWritesLeavesNothingPartial) {
   EXPECT_FALSE(store.latest().has_value());
   EXPECT_TRUE(temporaries(l2_dir()).empty());
   ::close(ready[0]);
+}
+
+// The parent's writes while a child lives split its huge pages (copy on
+// write per 4 KiB); once the child exited they are huge again, so the next
+// fork copies one page-table entry per huge page, as the first did.
+TEST_F(ForkCaptureTest, HugePagesSplitWhileTheChildWritesAreCollapsedOnceItExits) {
+  constexpr std::size_t kBytes = 8u << 20;
+  AlignedMemory u(kBytes, true);
+  u.fill(1);
+  if (anon_huge_page_bytes(u.data()) < kBytes) {
+    GTEST_SKIP() << "no transparent huge pages at first touch (" << anon_huge_page_bytes(u.data())
+                 << " of " << kBytes << " bytes; THP disabled, or no free huge page): nothing to collapse";
+  }
+  WriterGate gate;
+  Store store("f", config(), gate.env());
+  store.protect(0, u.data(), u.bytes(), "u");
+  for (int version = 1; version <= 3; ++version) {
+    const std::uint64_t passes = huge_page_collapse_totals().passes;
+    store.checkpoint(version);
+    u.fill(version + 1);  // the child still waits at the gate: every huge page splits
+    EXPECT_LT(anon_huge_page_bytes(u.data()), kBytes) << "copy on write left the huge pages whole";
+    gate.open();
+    store.wait(version, kL2);
+    ASSERT_TRUE(collapse_pass_ended(passes)) << "no collapse after the writer of version " << version;
+    EXPECT_EQ(anon_huge_page_bytes(u.data()), kBytes) << "after the writer of version " << version;
+  }
+}
+
+// Only memory that transparent huge pages may back is collapsed: in the
+// `madvise` mode a mapping the application did not advise MADV_HUGEPAGE
+// keeps its small pages (MADV_COLLAPSE itself would ignore the mode).
+TEST_F(ForkCaptureTest, MemoryNotAdvisedForHugePagesIsLeftInSmallPages) {
+  constexpr std::size_t kBytes = 4u << 20;
+  AlignedMemory advised(kBytes, true);
+  AlignedMemory plain(kBytes, false);
+  advised.fill(1);
+  plain.fill(2);
+  if (anon_huge_page_bytes(advised.data()) < kBytes || anon_huge_page_bytes(plain.data()) > 0) {
+    GTEST_SKIP() << "needs the THP mode `madvise` (advised memory in huge pages, the rest not); here "
+                 << anon_huge_page_bytes(advised.data()) << " and " << anon_huge_page_bytes(plain.data())
+                 << " bytes of huge pages";
+  }
+  Store store("f", config());
+  store.protect(0, advised.data(), advised.bytes(), "advised");
+  store.protect(1, plain.data(), plain.bytes(), "plain");
+  const std::uint64_t passes = huge_page_collapse_totals().passes;
+  store.checkpoint(1);
+  store.wait(1, kL2);
+  ASSERT_TRUE(collapse_pass_ended(passes));
+  EXPECT_EQ(anon_huge_page_bytes(advised.data()), kBytes);
+  EXPECT_EQ(anon_huge_page_bytes(plain.data()), 0u);
+}
+
+// Versions written by children forked while collapse passes run, or are
+// stopped by the next fork, restore bit for bit; with the collapse off
+// (the baseline) too.
+TEST_F(ForkCaptureTest, VersionsRestoreBitForBitAcrossForksWithAndWithoutTheCollapse) {
+  for (const bool collapse : {true, false}) {
+    set_huge_page_collapse_for_testing(collapse);
+    AlignedMemory u(6u << 20, true);
+    std::vector<std::vector<double>> saved;
+    Store store(collapse ? "with" : "without", config({{"local.keep", "0"}}));
+    store.protect(0, u.data(), u.bytes(), "u");
+    for (int version = 0; version < 5; ++version) {
+      u.fill(version);
+      saved.push_back(u.values());
+      store.checkpoint(version);
+      if (version % 2 == 1) store.wait(version, kL2);  // a pass between these forks; none before the others
+    }
+    store.wait(kAllVersions, kL2);
+    for (int version = 0; version < 5; ++version) {
+      u.fill(-1);
+      ASSERT_EQ(store.restart(version), version);
+      EXPECT_EQ(u.values(), saved[static_cast<std::size_t>(version)]) << "version " << version << ", collapse "
+                                                                     << collapse;
+    }
+  }
 }
 
 }  // namespace
