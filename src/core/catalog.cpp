@@ -121,6 +121,16 @@ bool Catalog::routed(int version, int level) {
   return it != entries_.end() && std::count(it->second.route.begin(), it->second.route.end(), level) > 0;
 }
 
+std::vector<int> Catalog::on_their_way_to(int level) {
+  std::lock_guard lock(mutex_);
+  std::vector<int> coming;
+  for (const auto& [version, e] : entries_) {
+    const bool routed = std::find(e.route.begin(), e.route.end(), level) != e.route.end();
+    if (routed && !settled(e, level)) coming.push_back(version);
+  }
+  return coming;
+}
+
 bool Catalog::known(int version) {
   std::lock_guard lock(mutex_);
   return entries_.count(version) > 0;

@@ -45,6 +45,8 @@ class Catalog {
   // reached yet: the copy at `level` is its source and must not be evicted.
   bool pinned(int version, int level);
   bool routed(int version, int level);
+  // Versions routed to `level` that have not settled there yet.
+  std::vector<int> on_their_way_to(int level);
   // 1 when `version` reached `level`, -1 when it failed there (or gave up),
   // 0 while it is still on its way; none for a version the catalog does not know.
   std::optional<int> outcome(int version, int level);

@@ -298,8 +298,8 @@ void Scheduler::evict_loop() {
   }
 }
 
-// A discarded version stays on a level while a version kept there builds on
-// it (it is in that version's delta chain): removing it would break the
+// A discarded version stays on a level while a version kept there, or on its
+// way there, builds on it (it is in that version's delta chain): removing it would break the
 // chain. The discard that frees it removes it. Newest first, as eviction,
 // so a crash part way leaves no delta without its base. A failure costs
 // space, not data: it is logged.
@@ -333,11 +333,17 @@ bool Scheduler::remove_unless_needed(int version, const KnownBases& bases) {
   return !held;
 }
 
-// Whether a version on `level` that is not discarded has `base` in its chain.
-// Only newer versions can; the catalog knows the bases of this process's
-// versions, the others are read from their headers.
+// Whether a version on `level`, or on its way there, that is not discarded
+// has `base` in its chain. Only newer versions can; the catalog knows the
+// bases of this process's versions, the others are read from their headers.
+// A delta still on its way counts: a base removed before it lands would
+// leave it broken there (a later level copies it after the earlier one
+// reported it durable, and a discard may come in between).
 bool Scheduler::needed_on(Level& level, int base, const KnownBases& bases) {
-  for (int version : level.versions()) {
+  std::vector<int> versions = level.versions();
+  const std::vector<int> coming = catalog_.on_their_way_to(level.number());
+  versions.insert(versions.end(), coming.begin(), coming.end());
+  for (int version : versions) {
     if (version <= base || discarded_.count(version) != 0) continue;
     for (std::optional<int> link = level.base_of(version, bases); link && *link >= base;
          link = level.base_of(*link, bases)) {

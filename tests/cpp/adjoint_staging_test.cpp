@@ -8,10 +8,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <functional>
+#include <mutex>
 #include <thread>
 
+#include "hook_env.h"
 #include "io/fault_env.h"
 #include "resurgo/resurgo.h"
 #include "resurgo/resurgo.hpp"
@@ -223,6 +226,49 @@ TEST_F(AdjointStagingTest, ADiscardedBaseStaysWhileAKeptDeltaBuildsOnIt) {
   store.discard(3);
   store.close();
   for (int version = 1; version <= 3; ++version) EXPECT_FALSE(fs::exists(l2(version))) << version;
+}
+
+// The crash campaign's failure (docs/reliability.md): version 2, a delta on
+// 1, was durable at L2 and still on its way to L4 when 1 was discarded; the
+// discard removed 1 from L4, where 2 then landed without its base.
+TEST_F(AdjointStagingTest, ADiscardedBaseStaysOnALevelItsDeltaIsOnItsWayTo) {
+  std::mutex mutex;
+  std::condition_variable opened;
+  bool open = false;
+  auto env = std::make_shared<HookEnv>();
+  env->before_create = [&](const std::string& path) {
+    if (path.find("/l4/") == std::string::npos || path.find("0000000002") == std::string::npos) return;
+    std::unique_lock lock(mutex);
+    opened.wait(lock, [&] { return open; });  // holds version 2's copy to L4
+  };
+  Store store("s",
+              config({{"capture.mode", "delta"}, {"track.method", "hash"}, {"persistent.every", "1"},
+                      {"persistent.keep", "0"}}),
+              env);
+  store.protect(0, u.data(), u.size() * sizeof(double), "u");
+  checkpoints(store, 1, 2);
+  store.wait(2, kL2);
+  store.wait(1, kL4);
+  store.discard(1);
+  // The measured interval, not synchronisation: the discard runs on the
+  // eviction thread while version 2 waits at L4's gate.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  {
+    std::lock_guard lock(mutex);
+    open = true;
+  }
+  opened.notify_all();
+  store.wait(2, kL4);
+  store.close();
+  EXPECT_TRUE(fs::exists(dir.path() + "/l4/s/v0000000001.r000000.rsg")) << "the discard broke version 2's chain at L4";
+  // Only L4's copies left: the restart must find the chain whole there.
+  EXPECT_EQ(remove_version(dir.path() + "/l2/s", 2), std::vector<int>{2});
+  EXPECT_EQ(remove_version(dir.path() + "/l2/s", 1), std::vector<int>{1});
+  Store restarted("s", config({{"capture.mode", "delta"}, {"persistent.every", "1"}}));
+  fill(0);
+  restarted.protect(0, u.data(), u.size() * sizeof(double), "u");
+  EXPECT_EQ(restarted.restart(), 2) << "version 2's chain was broken at L4";
+  EXPECT_TRUE(holds_state_of(2));
 }
 
 TEST_F(AdjointStagingTest, AVersionLargerThanTheMemoryLevelIsReadFromItsLevel) {
