@@ -31,14 +31,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
-#include <fstream>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "capture/huge_page_collapse.h"
+#include "capture/mappings.h"
 #include "resurgo/resurgo.hpp"
 
 namespace {
@@ -104,26 +103,6 @@ Options parse(int argc, char** argv) {
   }
   if (options.dir.empty()) usage("--dir is required");
   return options;
-}
-
-// AnonHugePages of the mapping holding `address` (/proc/self/smaps), in bytes.
-std::uint64_t anon_huge_page_bytes(const void* address) {
-  const auto where = reinterpret_cast<std::uintptr_t>(address);
-  std::ifstream smaps("/proc/self/smaps");
-  std::string line;
-  bool inside = false;
-  while (std::getline(smaps, line)) {
-    unsigned long long low = 0;
-    unsigned long long high = 0;
-    if (std::sscanf(line.c_str(), "%llx-%llx ", &low, &high) == 2) {
-      inside = low <= where && where < high;
-    } else if (inside && line.rfind("AnonHugePages:", 0) == 0) {
-      std::uint64_t kib = 0;
-      std::istringstream(line.substr(sizeof("AnonHugePages:") - 1)) >> kib;
-      return kib * 1024;
-    }
-  }
-  return 0;
 }
 
 class State {
@@ -192,12 +171,12 @@ void run(const Options& options) {
   }
   std::printf("{\"start\": {\"bytes\": %llu, \"huge_bytes\": %llu, \"baseline_step_s\": %.9f}}\n",
               static_cast<unsigned long long>(state.bytes()),
-              static_cast<unsigned long long>(anon_huge_page_bytes(state.data())), baseline.mean());
+              static_cast<unsigned long long>(resurgo::anon_huge_page_bytes_at(state.data())), baseline.mean());
   const resurgo::HugePageCollapseTotals before = resurgo::huge_page_collapse_totals();
   resurgo::Store store("fork_repeat", store_config(options));
   store.protect(0, state.data(), state.bytes(), "state");
   for (int version = 0; version < options.forks; ++version) {
-    const std::uint64_t huge_at_fork = anon_huge_page_bytes(state.data());
+    const std::uint64_t huge_at_fork = resurgo::anon_huge_page_bytes_at(state.data());
     const double cpu_started = thread_cpu_seconds();
     const Clock::time_point started = Clock::now();
     store.checkpoint(version);

@@ -1,6 +1,7 @@
 #include "capture/mappings.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 
 namespace resurgo {
@@ -25,7 +26,9 @@ std::vector<Mapping> mappings_of_this_process() {
     unsigned long long low = 0;
     unsigned long long high = 0;
     if (std::sscanf(line.c_str(), "%llx-%llx ", &low, &high) == 2) {
-      current = Mapping{low, high, ""};
+      current = Mapping{low, high, "", 0};
+    } else if (line.rfind("AnonHugePages:", 0) == 0) {
+      current.anon_huge_page_bytes = std::strtoull(line.c_str() + sizeof("AnonHugePages:") - 1, nullptr, 10) * 1024;
     } else if (line.rfind("VmFlags:", 0) == 0) {
       const std::size_t first = line.find_first_not_of(' ', sizeof("VmFlags:") - 1);
       const std::size_t last = line.find_last_not_of(' ');
@@ -34,6 +37,13 @@ std::vector<Mapping> mappings_of_this_process() {
     }
   }
   return mappings;
+}
+
+std::uint64_t anon_huge_page_bytes_at(const void* address) {
+  for (const Mapping& mapping : mappings_of_this_process()) {
+    if (mapping.overlaps(address, 1)) return mapping.anon_huge_page_bytes;
+  }
+  return 0;
 }
 
 }  // namespace resurgo

@@ -12,13 +12,12 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <system_error>
 #include <thread>
 
 #include "capture/fork_capture.h"
 #include "capture/huge_page_collapse.h"
+#include "capture/mappings.h"
 #include "hook_env.h"
 #include "resurgo/errors.hpp"
 #include "forwarding_env.h"
@@ -124,26 +123,6 @@ class AlignedMemory {
   void* mapped_;
   double* data_;
 };
-
-// AnonHugePages of the mapping holding `address` (/proc/self/smaps), in bytes.
-std::uint64_t anon_huge_page_bytes(const void* address) {
-  const auto where = reinterpret_cast<std::uintptr_t>(address);
-  std::ifstream smaps("/proc/self/smaps");
-  std::string line;
-  bool inside = false;
-  while (std::getline(smaps, line)) {
-    unsigned long long low = 0;
-    unsigned long long high = 0;
-    if (std::sscanf(line.c_str(), "%llx-%llx ", &low, &high) == 2) {
-      inside = low <= where && where < high;
-    } else if (inside && line.rfind("AnonHugePages:", 0) == 0) {
-      std::uint64_t kib = 0;
-      std::istringstream(line.substr(sizeof("AnonHugePages:") - 1)) >> kib;
-      return kib * 1024;
-    }
-  }
-  return 0;
-}
 
 // Waits (at most 10 s) until a collapse pass ended after `passes_before`.
 bool collapse_pass_ended(std::uint64_t passes_before) {
@@ -398,8 +377,8 @@ TEST_F(ForkCaptureTest, HugePagesSplitWhileTheChildWritesAreCollapsedOnceItExits
   constexpr std::size_t kBytes = 8u << 20;
   AlignedMemory u(kBytes, true);
   u.fill(1);
-  if (anon_huge_page_bytes(u.data()) < kBytes) {
-    GTEST_SKIP() << "no transparent huge pages at first touch (" << anon_huge_page_bytes(u.data())
+  if (anon_huge_page_bytes_at(u.data()) < kBytes) {
+    GTEST_SKIP() << "no transparent huge pages at first touch (" << anon_huge_page_bytes_at(u.data())
                  << " of " << kBytes << " bytes; THP disabled, or no free huge page): nothing to collapse";
   }
   WriterGate gate;
@@ -409,11 +388,11 @@ TEST_F(ForkCaptureTest, HugePagesSplitWhileTheChildWritesAreCollapsedOnceItExits
     const std::uint64_t passes = huge_page_collapse_totals().passes;
     store.checkpoint(version);
     u.fill(version + 1);  // the child still waits at the gate: every huge page splits
-    EXPECT_LT(anon_huge_page_bytes(u.data()), kBytes) << "copy on write left the huge pages whole";
+    EXPECT_LT(anon_huge_page_bytes_at(u.data()), kBytes) << "copy on write left the huge pages whole";
     gate.open();
     store.wait(version, kL2);
     ASSERT_TRUE(collapse_pass_ended(passes)) << "no collapse after the writer of version " << version;
-    EXPECT_EQ(anon_huge_page_bytes(u.data()), kBytes) << "after the writer of version " << version;
+    EXPECT_EQ(anon_huge_page_bytes_at(u.data()), kBytes) << "after the writer of version " << version;
   }
 }
 
@@ -426,9 +405,9 @@ TEST_F(ForkCaptureTest, MemoryNotAdvisedForHugePagesIsLeftInSmallPages) {
   AlignedMemory plain(kBytes, false);
   advised.fill(1);
   plain.fill(2);
-  if (anon_huge_page_bytes(advised.data()) < kBytes || anon_huge_page_bytes(plain.data()) > 0) {
+  if (anon_huge_page_bytes_at(advised.data()) < kBytes || anon_huge_page_bytes_at(plain.data()) > 0) {
     GTEST_SKIP() << "needs the THP mode `madvise` (advised memory in huge pages, the rest not); here "
-                 << anon_huge_page_bytes(advised.data()) << " and " << anon_huge_page_bytes(plain.data())
+                 << anon_huge_page_bytes_at(advised.data()) << " and " << anon_huge_page_bytes_at(plain.data())
                  << " bytes of huge pages";
   }
   Store store("f", config());
@@ -438,8 +417,8 @@ TEST_F(ForkCaptureTest, MemoryNotAdvisedForHugePagesIsLeftInSmallPages) {
   store.checkpoint(1);
   store.wait(1, kL2);
   ASSERT_TRUE(collapse_pass_ended(passes));
-  EXPECT_EQ(anon_huge_page_bytes(advised.data()), kBytes);
-  EXPECT_EQ(anon_huge_page_bytes(plain.data()), 0u);
+  EXPECT_EQ(anon_huge_page_bytes_at(advised.data()), kBytes);
+  EXPECT_EQ(anon_huge_page_bytes_at(plain.data()), 0u);
 }
 
 // Versions written by children forked while collapse passes run, or are
