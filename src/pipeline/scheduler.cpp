@@ -85,20 +85,21 @@ void Scheduler::submit(int version, std::vector<Level*> route, Snapshot snapshot
   }
 }
 
+// run() reports Errors to the catalog; anything else goes to the caller,
+// and the worker is free again either way.
 void Scheduler::run_on_caller(Task& task, Worker& worker) {
-  const auto done = [&] {
-    std::lock_guard lock(mutex_);
-    worker.busy = false;
-  };
-  try {
-    run(task, true);
-  } catch (...) {  // run() reports Errors to the catalog; anything else goes to the caller
-    done();
-    changed_.notify_all();
-    throw;
-  }
-  done();
-  changed_.notify_all();  // no system call unless someone waits
+  struct Release {
+    Scheduler& scheduler;
+    Worker& worker;
+    ~Release() {
+      {
+        std::lock_guard lock(scheduler.mutex_);
+        worker.busy = false;
+      }
+      scheduler.changed_.notify_all();  // no system call unless someone waits
+    }
+  } release{*this, worker};
+  run(task, true);
 }
 
 // A synchronous version makes the caller wait for its first level anyway:
