@@ -9,7 +9,9 @@
 # GTEST_TOTAL_SHARDS and GTEST_SHARD_INDEX, the campaigns side by side),
 # which left the other core idle. The output of each command is kept and
 # printed whole once it ended, in the order given; a failed command's
-# output ends with its exit status.
+# output ends with its exit status. The last lines name the failed
+# commands again with the end of their output, so that a CI log cut to its
+# tail still shows what failed.
 set -uo pipefail
 
 (($#)) || { echo "usage: scripts/together.sh COMMAND..." >&2; exit 2; }
@@ -29,10 +31,14 @@ for ((i = 1; i <= $#; i++)); do
 done
 wait
 
-failed=0
+failed=()
 for ((i = 1; i <= $#; i++)); do
   echo "== ${!i}"
   cat "$out/$i.log"
-  [[ "$(cat "$out/$i.status" 2>/dev/null)" == 0 ]] || failed=1
+  [[ "$(cat "$out/$i.status" 2>/dev/null)" == 0 ]] || failed+=("$i")
 done
-exit "$failed"
+for i in "${failed[@]}"; do
+  echo "== together: FAILED: ${!i} (its last 40 lines follow)"
+  tail -n 40 "$out/$i.log"
+done
+((${#failed[@]} == 0))
