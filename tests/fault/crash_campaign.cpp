@@ -71,6 +71,7 @@
 #include "resurgo/errors.hpp"
 #include "resurgo/resurgo.hpp"
 #include "tier/directory_level.h"
+#include "tier/level.h"
 
 namespace resurgo::fault {
 namespace {
@@ -273,16 +274,17 @@ void flip_middle_byte(const std::string& path) {
 }
 
 // Flips a bit in the newest version's L2 copy after making sure an intact L4
-// copy exists (a copy as the persist thread would have made it): restart
-// must restore the version from L4 and rewrite the L2 copy.
+// copy exists, made as persist() makes one (copy_with_bases: a delta's bases
+// first, so that L4 never holds a delta without its chain): restart must
+// restore the version from L4 and rewrite the L2 copy.
 bool damage_repairably(const Layout& layout, std::set<std::string>& damaged) {
   const std::set<int> local = layout.committed(2);
   if (local.empty() || *local.rbegin() != *layout.committed_anywhere().rbegin()) return false;
   const int version = *local.rbegin();
-  if (!layout.committed(4).count(version)) {
-    fs::create_directories(layout.level_dir(4));
-    fs::copy_file(layout.file(2, version), layout.file(4, version));
-  }
+  DirectoryLevel from = layout.tier(2);
+  DirectoryLevel to = layout.tier(4);
+  fs::create_directories(layout.level_dir(4));
+  if (!copy_with_bases({&from, &to}, version, to)) return false;
   flip_middle_byte(layout.file(2, version));
   damaged.insert(layout.file(2, version));
   return true;
