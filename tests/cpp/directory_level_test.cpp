@@ -501,8 +501,9 @@ TEST_F(DirectoryLevelTest, CommitCopyIsByteForByte) {
   DirectoryLevel l4 = tier(2, 0640, 0, Env::posix(), "l4");
   l2.prepare();
   l4.prepare();
-  // Larger than the copy block, and not a multiple of the chunk size.
-  const auto big = payload((8u << 20) + 12345, 4);
+  // Larger than the copy block (1 MiB: format::copy_verified), and not a
+  // multiple of the chunk size.
+  const auto big = payload((2u << 20) + 12345, 4);
   l2.commit(5, container_of(5, big));
   l4.commit_copy(5, *l2.open(5));
   EXPECT_EQ(read_file(l4.path(5)), read_file(l2.path(5)));

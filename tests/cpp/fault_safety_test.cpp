@@ -104,7 +104,9 @@ std::string container_path(const TempDir& dir, const std::string& store, int ver
 
 class FaultSafetyRestart : public ::testing::Test {
  protected:
-  static constexpr std::size_t kBytes = 1 << 20;  // four chunks of 256 KiB each
+  // Four chunks of 64 KiB each: small, since the sanitizer runs of make test
+  // check every byte of them.
+  static constexpr std::size_t kBytes = 256 << 10;
 
   // Writes version 1 of store "s" holding the regions `labels`, then fills
   // them with kSentinel, as an application about to restart would hold them.
@@ -167,7 +169,7 @@ class FaultSafetyRestart : public ::testing::Test {
 // then the damaged first chunk of 'w' (read straight into 'w') stops the
 // restart before it reaches 'x'.
 TEST_F(FaultSafetyRestart, TheErrorNamesTheRegionsWrittenAndTheUnchangedOnes) {
-  const Config config = store_config(dir_, {{"pipeline.threads", "1"}, {"pipeline.chunk_size", "256KiB"}});
+  const Config config = store_config(dir_, {{"pipeline.threads", "1"}, {"pipeline.chunk_size", "64KiB"}});
   write_version(config, {"u", "v", "w", "x"});
   damage_chunk(container_path(dir_, "s", 1), 2, 0);
   Store store("s", config);
@@ -196,7 +198,7 @@ TEST_F(FaultSafetyRestart, ADamagedHeaderChangesNoRegion) {
 // region the error does not name holds its old bytes.
 TEST_F(FaultSafetyRestart, WithParallelReadsEveryRegionCalledUnchangedIs) {
   const std::vector<std::string> labels = {"a", "b", "c", "d", "e", "f", "g", "h"};
-  const Config config = store_config(dir_, {{"pipeline.threads", "2"}, {"pipeline.chunk_size", "256KiB"}});
+  const Config config = store_config(dir_, {{"pipeline.threads", "2"}, {"pipeline.chunk_size", "64KiB"}});
   write_version(config, labels);
   damage_chunk(container_path(dir_, "s", 1), 4, 2);
   Store store("s", config);
@@ -212,7 +214,7 @@ TEST_F(FaultSafetyRestart, WithParallelReadsEveryRegionCalledUnchangedIs) {
 // the regions end up holding the version whole.
 TEST_F(FaultSafetyRestart, AnIntactCopyElsewhereRestoresEveryRegionWhole) {
   const Config config = store_config(dir_, {{"persistent.path", dir_.path() + "/l4"}, {"persistent.every", "1"},
-                                            {"pipeline.chunk_size", "256KiB"}});
+                                            {"pipeline.chunk_size", "64KiB"}});
   std::vector<std::byte> u(kBytes, std::byte{1}), v(kBytes, std::byte{2});
   {
     Store store("s", config);
