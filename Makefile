@@ -130,10 +130,11 @@ FAKE_CUDA_TESTS := GpuDriverTest.*:GpuCudaTest.*:GpuStoreTest.*:HostPinnerTest.T
 # The ASan+UBSan library is compiled at -O0: optimizing code full of UBSan's
 # checks is the longest part of its build, and its test programs are short
 # (bench/ci_time.sh measures both). TSan's stays at -O1: its runs are the
-# longest of make test.
+# longest of make test. Both compile the library in batches
+# (RESURGO_UNITY_LIBRARY, src/CMakeLists.txt).
 # $(call sanitized_tests,build dir,-fsanitize= list,runtime options,GoogleTest files' options,library -O).
 define sanitized_tests
-	cmake -S . -B $(1) -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DRESURGO_BUILD_EXAMPLES=OFF -DRESURGO_BUILD_FORTRAN=OFF \
+	cmake -S . -B $(1) -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DRESURGO_BUILD_EXAMPLES=OFF -DRESURGO_BUILD_FORTRAN=OFF -DRESURGO_UNITY_LIBRARY=ON \
 	  -DCMAKE_CXX_FLAGS="-fsanitize=$(2) -fno-omit-frame-pointer -fno-sanitize-recover=all $(5)" \
 	  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=$(2)" -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=$(2)" \
 	  -DRESURGO_TEST_COMPILE_OPTIONS="$(4)"
