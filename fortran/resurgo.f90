@@ -514,6 +514,22 @@ module resurgo
   end interface resurgo_protect_global
 #endif
 
+  ! For the modules built on this one (resurgo_auto): their wrappers end as
+  ! these do, so that ierr, resurgo_last_error() and the stop without ierr
+  ! behave alike (a refusal of one module's wrapper must not outlive a later
+  ! call of the other's). Generic names over the private procedures, so that
+  ! programs using this module see no unprefixed name.
+  public :: resurgo_finish_call, resurgo_refuse_call, resurgo_data_address
+  interface resurgo_finish_call
+    module procedure finish
+  end interface resurgo_finish_call
+  interface resurgo_refuse_call
+    module procedure fail
+  end interface resurgo_refuse_call
+  interface resurgo_data_address
+    module procedure data_address
+  end interface resurgo_data_address
+
 contains
 
   ! Message of the last failure: the wrapper's own when it refused the last

@@ -48,6 +48,7 @@ languages=(c cxx)
 if [[ -n "$fc" ]]; then
   languages+=(fortran)
   [[ -f "$prefix/include/resurgo/fortran/resurgo.mod" ]] || fail "include/resurgo/fortran/resurgo.mod not installed"
+  [[ -f "$prefix/include/resurgo/fortran/resurgo_auto.mod" ]] || fail "include/resurgo/fortran/resurgo_auto.mod not installed"
   # shellcheck disable=SC2016
   readelf -d "$libdir/libresurgo_fortran.so" | grep -q 'R.*PATH.*\$ORIGIN' \
     || fail "libresurgo_fortran.so has no RUNPATH \$ORIGIN: its programs would not find libresurgo.so.0"
