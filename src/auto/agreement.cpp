@@ -4,6 +4,7 @@
 #include <climits>
 #include <string_view>
 
+#include "base/newest_everywhere.h"
 #include "resurgo/errors.hpp"
 
 namespace resurgo::autockpt {
@@ -13,6 +14,18 @@ namespace {
 constexpr long kNoProposal = LONG_MAX;      // ranks other than 0
 constexpr long kNoLocation = LONG_MAX - 1;  // rank 0 has no candidate
 
+// One exchange's long per rank: 31 bits of the declarations' hash, 31 bits
+// of the loop sequence's hash and the due flag. Bit 63 stays clear.
+constexpr std::uint64_t k31Bits = (std::uint64_t{1} << 31) - 1;
+std::uint64_t declared_bits(long value) { return (static_cast<std::uint64_t>(value) >> 32) & k31Bits; }
+std::uint64_t ran_bits(long value) { return (static_cast<std::uint64_t>(value) >> 1) & k31Bits; }
+bool due_bit(long value) { return (value & 1) != 0; }
+long pack(bool due, const Progress& here) {
+  const std::uint64_t declared = here.datasets.declarations_hash() & k31Bits;
+  const std::uint64_t ran = here.sequence_hash & k31Bits;
+  return static_cast<long>((declared << 32) | (ran << 1) | (due ? 1 : 0));
+}
+
 // A loop name as a non-negative long below kNoLocation, the same on every rank.
 long name_key(std::string_view name) {
   std::uint64_t hash = 14695981039346656037ull;
@@ -20,20 +33,140 @@ long name_key(std::string_view name) {
   return static_cast<long>(hash % static_cast<std::uint64_t>(kNoLocation));
 }
 
-}  // namespace
-
-Agreement::Agreement(Comm& comm, std::uint64_t every_loops)
-    : comm_(comm), every_loops_(std::max<std::uint64_t>(every_loops, 1)) {}
-
-bool Agreement::due_at_loop(std::uint64_t loop_index, bool locally_due) {
-  if (alone()) return locally_due;
-  if (loop_index % every_loops_ != 0) return false;
-  return due_now(locally_due);
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    const std::size_t end = std::min(text.find('\n', start), text.size());
+    lines.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return lines;
 }
 
-bool Agreement::due_now(bool locally_due) {
+std::string join(const std::vector<std::string>& lines, std::string_view separator) {
+  std::string text;
+  for (const std::string& line : lines) text += (text.empty() ? "" : std::string(separator)) + line;
+  return text;
+}
+
+// How this rank's declarations differ from rank 0's, in one line.
+std::string first_difference(int rank, const std::vector<std::string>& mine, const std::vector<std::string>& zeros) {
+  const std::string who = "rank " + std::to_string(rank);
+  for (std::size_t i = 0; i < std::min(mine.size(), zeros.size()); ++i) {
+    if (mine[i] == zeros[i]) continue;
+    return who + " declares dataset " + std::to_string(i) + " as " + mine[i] + " where rank 0 declares " + zeros[i];
+  }
+  return who + " declares " + std::to_string(mine.size()) + " datasets where rank 0 declares " +
+         std::to_string(zeros.size());
+}
+
+}  // namespace
+
+Agreement::Agreement(Comm& comm, std::uint64_t every_loops, double timeout_seconds, std::string store_what)
+    : comm_(comm),
+      every_loops_(std::max<std::uint64_t>(every_loops, 1)),
+      timeout_seconds_(timeout_seconds),
+      store_what_(std::move(store_what)) {}
+
+bool Agreement::due_at_loop(bool locally_due, const Progress& here) {
   if (alone()) return locally_due;
-  return comm_.allreduce_min(locally_due ? 0 : 1) == 0;
+  if (here.loop_index % every_loops_ != 0) return false;
+  return due_now(locally_due, here);
+}
+
+bool Agreement::due_now(bool locally_due, const Progress& here) {
+  if (alone()) return locally_due;
+  const std::vector<long> values = gather(pack(locally_due, here), here);
+  const auto differs = [&](auto bits) {
+    return std::any_of(values.begin(), values.end(), [&](long value) { return bits(value) != bits(values[0]); });
+  };
+  if (differs(declared_bits)) throw_declared_otherwise(values, here);
+  if (differs(ran_bits)) throw_ran_otherwise(values, here);
+  last_exchange_ = here.loop_index;
+  return std::any_of(values.begin(), values.end(), due_bit);
+}
+
+std::vector<long> Agreement::gather(long value, const Progress& here) {
+  try {
+    return comm_.allgather(value, timeout_seconds_);
+  } catch (const StateError& error) {
+    throw StateError("automatic checkpointing on " + store_what_ + ": the ranks' agreement " + at(here) +
+                     " failed: " + error.what() +
+                     "; a rank died, hangs or runs fewer loops, and no checkpoint is taken here: restart the job, "
+                     "which restores the newest checkpoint every rank completed");
+  }
+}
+
+// Every rank learns rank 0's declarations, finds its own first difference
+// and sends it to rank 0, which sends the whole list back: every rank
+// throws the same message.
+void Agreement::throw_declared_otherwise(const std::vector<long>& values, const Progress& here) {
+  const std::vector<std::string> mine = here.datasets.declarations();
+  const std::vector<std::string> zeros = split_lines(rank_zeros(join(mine, "\n")));
+  const bool differ = declared_bits(values[static_cast<std::size_t>(comm_.rank())]) != declared_bits(values[0]);
+  const std::string lines = collect_at_rank_zero(differ ? first_difference(comm_.rank(), mine, zeros) : "");
+  throw MismatchError("automatic checkpointing on " + store_what_ + ": " + at(here) +
+                      " the ranks declared other datasets: " + join(split_lines(lines), "; ") +
+                      "; every rank must declare the same datasets (names, element types, halos) in the same "
+                      "order; no checkpoint was taken");
+}
+
+void Agreement::throw_ran_otherwise(const std::vector<long>& values, const Progress& here) {
+  const int rank = comm_.rank();
+  const bool differ = ran_bits(values[static_cast<std::size_t>(rank)]) != ran_bits(values[0]);
+  const std::string mine = rank == 0 || differ ? "rank " + std::to_string(rank) + " at '" + std::string(here.call) + "'" : "";
+  const std::string lines = collect_at_rank_zero(mine);
+  throw MismatchError("automatic checkpointing on " + store_what_ + ": at loop " + std::to_string(here.loop_index) +
+                      " the ranks ran other loops " +
+                      (last_exchange_ == 0 ? "since the start" : "since loop " + std::to_string(last_exchange_)) +
+                      " (" + join(split_lines(lines), ", ") +
+                      "); every rank must run the same loops, with the same arguments, in the same order; no "
+                      "checkpoint was taken");
+}
+
+// Rank 0's `mine`, on every rank.
+std::string Agreement::rank_zeros(const std::string& mine) {
+  std::uint64_t bytes = mine.size();
+  if (comm_.rank() == 0) {
+    for (int to = 1; to < comm_.size(); ++to) {
+      comm_.send(to, &bytes, sizeof bytes);
+      comm_.send(to, mine.data(), mine.size());
+    }
+    return mine;
+  }
+  comm_.receive(0, &bytes, sizeof bytes);
+  std::string text(bytes, '\0');
+  comm_.receive(0, text.data(), text.size());
+  return text;
+}
+
+// Every rank's non-empty `mine`, one a line in rank order, on every rank.
+std::string Agreement::collect_at_rank_zero(const std::string& mine) {
+  if (comm_.rank() != 0) {
+    const std::uint64_t bytes = mine.size();
+    comm_.send(0, &bytes, sizeof bytes);
+    comm_.send(0, mine.data(), mine.size());
+    return rank_zeros("");
+  }
+  std::vector<std::string> lines;
+  if (!mine.empty()) lines.push_back(mine);
+  for (int from = 1; from < comm_.size(); ++from) {
+    std::uint64_t bytes = 0;
+    comm_.receive(from, &bytes, sizeof bytes);
+    std::string line(bytes, '\0');
+    comm_.receive(from, line.data(), line.size());
+    if (!line.empty()) lines.push_back(std::move(line));
+  }
+  return rank_zeros(join(lines, "\n"));
+}
+
+std::string Agreement::at(const Progress& here) const {
+  return "at loop " + std::to_string(here.loop_index) + " ('" + std::string(here.call) + "')";
+}
+
+long Agreement::newest_everywhere(const std::vector<long>& held, long below) {
+  return resurgo::newest_everywhere(comm_, held, below - 1);
 }
 
 std::optional<std::string> Agreement::location(const std::optional<std::string>& mine,

@@ -15,6 +15,17 @@ std::string in_loop(std::string_view loop, std::uint64_t loop_index) {
   return "loop " + std::to_string(loop_index) + " '" + std::string(loop) + "'";
 }
 
+std::string declaration(const Dataset& dataset) {
+  return "'" + dataset.name + "' (" + (dataset.type.dtype.empty() ? "bytes" : dataset.type.dtype) + ", " +
+         std::to_string(dataset.type.shape.size()) + "-D, halo " + std::to_string(dataset.halo) + ")";
+}
+
+// FNV-1a of `text` and a separator, continuing `hash`.
+std::uint64_t mix(std::uint64_t hash, const std::string& text) {
+  for (const char c : text) hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  return (hash ^ '\n') * 1099511628211ull;
+}
+
 }  // namespace
 
 std::size_t Dataset::element_bytes() const {
@@ -44,6 +55,7 @@ int DatasetTable::add(const std::string& name, void* data, std::size_t bytes, co
     }
     dataset.ring.emplace(type.shape, static_cast<std::size_t>(bytes / elements), halo);
   }
+  declarations_hash_ = mix(declarations_hash_, declaration(dataset));
   datasets_.push_back(std::move(dataset));
   return static_cast<int>(datasets_.size() - 1);
 }
@@ -87,6 +99,12 @@ void DatasetTable::mark_written(std::span<const PartAccess> accesses) {
 
 void DatasetTable::forget_writes() {
   for (Dataset& dataset : datasets_) dataset.ever_written[0] = dataset.ever_written[1] = false;
+}
+
+std::vector<std::string> DatasetTable::declarations() const {
+  std::vector<std::string> texts;
+  for (const Dataset& dataset : datasets_) texts.push_back(declaration(dataset));
+  return texts;
 }
 
 std::uint64_t DatasetTable::ever_written_bytes() const {

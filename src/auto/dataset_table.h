@@ -71,8 +71,16 @@ class DatasetTable {
   void forget_writes();
   std::uint64_t ever_written_bytes() const;
 
+  // What every rank of a job declares alike, one text per dataset in order:
+  // the name, element type, number of dimensions and halo depth (the sizes
+  // may differ: each rank holds its own block). The ranks compare their
+  // hash at each agreement, and the texts when the hashes differ.
+  std::vector<std::string> declarations() const;
+  std::uint64_t declarations_hash() const { return declarations_hash_; }
+
  private:
   std::vector<Dataset> datasets_;
+  std::uint64_t declarations_hash_ = 14695981039346656037ull;
 };
 
 }  // namespace resurgo::autockpt

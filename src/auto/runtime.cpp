@@ -54,13 +54,13 @@ Runtime::Impl::Impl(Store& store, Options options)
       options_(std::move(options)),
       store_what_("store '" + store.name() + "'"),
       strategy_(options_.region_timeout_loops),
-      agreement_(comm_of(store), options_.agreement_loops) {
+      agreement_(comm_of(store), options_.agreement_loops, store.config().mpi.timeout, store_what_) {
   if (options_.region_timeout_loops == 0) {
     throw InvalidArgumentError("automatic checkpointing of " + store_what_ + ": region_timeout_loops must be > 0");
   }
   const std::vector<VersionInfo> versions = store_.versions();
   const int next = versions.empty() ? 0 : versions.back().version + 1;
-  next_version_ = -static_cast<int>(agreement_.smallest(-next));  // the largest over ranks
+  next_version_ = static_cast<int>(agreement_.largest(next));
   attach_restore(versions);
   if (options_.flush_on_termination && keeps_only_memory(store_.config())) {
     flush_ = std::make_unique<TerminationFlush>([this](int signal) { flush_on_signal(signal); });
@@ -111,7 +111,7 @@ bool Runtime::Impl::loop(std::string_view name, std::span<const Arg> args) {
   if (region_ && region_record_.kind == CheckpointKind::kRegion && name == region_record_.location) {
     close_region();  // a whole period passed: what was not met is not met at all
   }
-  if (!region_ && !due_ && agreement_.due_at_loop(loop_index_, is_due())) become_due();
+  if (!region_ && !due_ && agreement_.due_at_loop(is_due(), progress(name))) become_due();
   if (!region_ && due_ && !user_location_ && (location_.empty() || name == location_)) {
     start_checkpoint(CheckpointKind::kRegion, std::string(name), nullptr, 0);
     region_.emplace(datasets_, buffers_, options_.region_timeout_loops, options_.diagnostics >= 3);
@@ -313,7 +313,7 @@ bool Runtime::Impl::fastfw(void* payload, std::size_t bytes) {
   }
   user_location_ = true;
   if (region_) close_region();  // a whole period passed since the region opened here
-  if (!due_ && agreement_.due_now(is_due())) due_ = true;
+  if (!due_ && agreement_.due_now(is_due(), progress("fastfw"))) due_ = true;
   if (!due_) return false;
   start_checkpoint(CheckpointKind::kFastForward, "fastfw", payload, bytes);
   region_.emplace(datasets_, buffers_, options_.region_timeout_loops, options_.diagnostics >= 3);
@@ -339,7 +339,7 @@ bool Runtime::Impl::datlist(std::span<const int> ids, void* payload, std::size_t
     return true;
   }
   user_location_ = true;
-  if (!region_ && !due_ && agreement_.due_now(is_due())) due_ = true;
+  if (!region_ && !due_ && agreement_.due_now(is_due(), progress("datlist"))) due_ = true;
   if (region_ || !due_) return false;
   start_checkpoint(CheckpointKind::kDatlist, "datlist", payload, bytes);
   commit(pieces, region_record_, CheckpointReport{});

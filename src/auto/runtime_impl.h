@@ -25,8 +25,6 @@
 
 namespace resurgo::autockpt {
 
-
-
 inline constexpr std::uint64_t kFnvOffset = 14695981039346656037ull;
 
 class Runtime::Impl {
@@ -83,12 +81,17 @@ class Runtime::Impl {
 
   void report(int level, const std::string& message) const;
   void attach_restore(const std::vector<VersionInfo>& versions);
+  void attach_restore_together(const std::vector<VersionInfo>& versions);
   bool read_version(int version);
+  bool read_version_together(int version);
+  void read_record(Restore& restore, const std::string& what);
+  void adopt(Restore restore, Clock::time_point started);
   bool replay_loop(std::string_view name);
   void finish_restore(std::string_view where, void* payload, std::size_t payload_bytes);
   void read_control(Restore& restore, const std::string& what);
   void size_store_buffer(std::string_view first_loop);
   void restore_datasets();
+  Progress progress(std::string_view call) const { return {datasets_, sequence_hash_, loop_index_, call}; }
   bool is_due();
   void become_due();
   void start_checkpoint(CheckpointKind kind, std::string location, const void* payload, std::size_t payload_bytes);

@@ -3,27 +3,35 @@
 // queries answered from its log until its loop (or, with a payload, until
 // the location call), where its datasets are read into their memory.
 #include <cstring>
+#include <exception>
 
 #include "auto/runtime_impl.h"
 
 namespace resurgo::autockpt {
 
+namespace {
+
+// How one rank's step of reading a version ended; the ranks take the worst.
+enum Attempt : long { kRead = 0, kSkipped = 1, kFailed = 2 };
+
+// A version that cannot be read for these reasons is skipped for the one
+// before; other errors (a store the runtime did not write) are the caller's.
+bool skippable(const Error& error) {
+  return error.code() == ErrorCode::kCorrupt || error.code() == ErrorCode::kStorage;
+}
+
+}  // namespace
+
 // The newest automatic checkpoint whose control part (record, query log,
 // payload) reads intact; its datasets are read at the restore point, once
 // the application declared them.
 void Runtime::Impl::attach_restore(const std::vector<VersionInfo>& versions) {
-  for (auto version = versions.rbegin(); version != versions.rend(); ++version) {
-    if (!version->pending && read_version(version->version)) break;
-  }
-  // Every rank restores the same version: the newest all of them can read.
-  const int mine = restore_ ? restore_->version : -1;
-  const auto agreed = static_cast<int>(agreement_.smallest(mine));
-  if (agreed != mine) {
-    restore_.reset();
-    if (agreed >= 0 && !read_version(agreed)) {
-      throw CorruptionError("version " + std::to_string(agreed) + " of " + store_what_ +
-                            ", the newest every rank holds, cannot be read on this rank");
+  if (agreement_.alone()) {
+    for (auto version = versions.rbegin(); version != versions.rend(); ++version) {
+      if (!version->pending && read_version(version->version)) break;
     }
+  } else {
+    attach_restore_together(versions);
   }
   if (!restore_) return;
   // The store's buffer for the next checkpoints is made now, and faulted in
@@ -35,33 +43,100 @@ void Runtime::Impl::attach_restore(const std::vector<VersionInfo>& versions) {
   store_buffer_sized_ = true;
 }
 
+// Every rank of a job restores the same version: the newest the job
+// committed (latest(), from the job manifests: a version some rank holds
+// but the job never completed does not count), else, when its control part
+// cannot be read on some rank, the newest below it that every rank holds.
+void Runtime::Impl::attach_restore_together(const std::vector<VersionInfo>& versions) {
+  std::vector<long> held;
+  for (const VersionInfo& version : versions) {
+    if (!version.pending) held.push_back(version.version);
+  }
+  const std::optional<int> latest = store_.latest();
+  long candidate = latest ? *latest : -1;
+  while (candidate >= 0 && !read_version_together(static_cast<int>(candidate))) {
+    candidate = agreement_.newest_everywhere(held, candidate);
+  }
+}
+
 bool Runtime::Impl::read_version(int version) {
   const std::string what = "version " + std::to_string(version) + " of " + store_what_;
   const Clock::time_point started = Clock::now();
   Restore restore;
   restore.version = version;
   try {
-    VersionDescription description = store_.describe(version);
-    const std::optional<CheckpointRecord> record = decode(description.metadata, what);
-    if (!record) {
-      throw StateError(what + " was not written by the automatic runtime; give the runtime a store of its own");
-    }
-    restore.record = *record;
-    restore.regions = std::move(description.regions);
+    read_record(restore, what);
     read_control(restore, what);
   } catch (const Error& error) {
     unprotect_all();
-    if (error.code() != ErrorCode::kCorrupt && error.code() != ErrorCode::kStorage) throw;
+    if (!skippable(error)) throw;
     report(0, "skipping " + what + ": " + error.what());
     return false;
   }
+  adopt(std::move(restore), started);
+  return true;
+}
+
+// As read_version, in two steps that every rank ends before the next, so
+// that no rank enters the store's collective restart while another gave up
+// on the version: its record and region table (this rank's file alone),
+// then its control part (the store's restart of the version, collective).
+// A version some rank lacks or cannot read is skipped by all; an error that
+// is not the version's (a store the runtime did not write) stops every rank.
+bool Runtime::Impl::read_version_together(int version) {
+  const std::string what = "version " + std::to_string(version) + " of " + store_what_;
+  const Clock::time_point started = Clock::now();
+  Restore restore;
+  restore.version = version;
+  const auto attempt = [&](bool collective, auto&& step) {
+    std::string why = "another rank cannot read it";
+    std::exception_ptr failure;
+    long outcome = kRead;
+    try {
+      step();
+    } catch (const Error& error) {
+      unprotect_all();
+      why = error.what();
+      failure = std::current_exception();
+      // After the store's collective restart, the ranks whose own copy was
+      // intact are told that another rank's was not (StateError).
+      const bool skip = skippable(error) || error.code() == ErrorCode::kNotFound ||
+                        (collective && error.code() == ErrorCode::kState);
+      outcome = skip ? kSkipped : kFailed;
+    }
+    const long worst = agreement_.largest(outcome);
+    if (worst == kFailed) {
+      if (outcome == kFailed) std::rethrow_exception(failure);
+      throw StateError("restore of " + what + ": another rank failed to read it (its error says why); every rank "
+                       "stops");
+    }
+    if (worst == kSkipped) report(0, "skipping " + what + ": " + why);
+    return worst == kRead;
+  };
+  if (!attempt(false, [&] { read_record(restore, what); })) return false;
+  if (!attempt(true, [&] { read_control(restore, what); })) return false;
+  adopt(std::move(restore), started);
+  return true;
+}
+
+// The version's control record and region table (its chunks are not read).
+void Runtime::Impl::read_record(Restore& restore, const std::string& what) {
+  VersionDescription description = store_.describe(restore.version);
+  const std::optional<CheckpointRecord> record = decode(description.metadata, what);
+  if (!record) {
+    throw StateError(what + " was not written by the automatic runtime; give the runtime a store of its own");
+  }
+  restore.record = *record;
+  restore.regions = std::move(description.regions);
+}
+
+void Runtime::Impl::adopt(Restore restore, Clock::time_point started) {
   restore.skipping = !restore.record.has_payload && !restore.record.init_end;
   restore.read_seconds = seconds_since(started);
   restore.replay_start = Clock::now();
   restore_ = std::move(restore);
-  report(1, "restoring " + what + ": taken before loop " + std::to_string(restore_->record.loop_index) + " ('" +
-                restore_->record.location + "')");
-  return true;
+  report(1, "restoring version " + std::to_string(restore_->version) + " of " + store_what_ + ": taken before loop " +
+                std::to_string(restore_->record.loop_index) + " ('" + restore_->record.location + "')");
 }
 
 // Reads the query log and the payload of the version now: the replay needs

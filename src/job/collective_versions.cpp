@@ -1,9 +1,11 @@
 #include "job/collective_versions.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "format/file_names.h"
 #include "format/container.h"
+#include "base/newest_everywhere.h"
 #include "base/thread_priority.h"
 
 namespace resurgo {
@@ -313,21 +315,9 @@ bool CollectiveVersions::take_failures(int level) {
 }
 
 int CollectiveVersions::agree_newest(std::vector<int> candidates) {
-  std::sort(candidates.begin(), candidates.end());
-  const auto newest_up_to = [&](long bound) -> long {
-    const auto above = std::upper_bound(candidates.begin(), candidates.end(), bound);
-    return above == candidates.begin() ? -1 : *(above - 1);
-  };
-  long agreed = candidates.empty() ? -1 : candidates.back();
-  if (alone()) return static_cast<int>(agreed);
-  agreed = comm_.allreduce_min(agreed);
-  // Each round lowers the bound to the newest version every rank holds at
-  // or below it; it stops once no rank lowers it.
-  for (;;) {
-    const long lowered = comm_.allreduce_min(newest_up_to(agreed));
-    if (lowered == agreed) return static_cast<int>(agreed);
-    agreed = lowered;
-  }
+  if (alone()) return candidates.empty() ? -1 : *std::max_element(candidates.begin(), candidates.end());
+  return static_cast<int>(
+      newest_everywhere(comm_, {candidates.begin(), candidates.end()}, std::numeric_limits<long>::max()));
 }
 
 }  // namespace resurgo

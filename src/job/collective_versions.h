@@ -91,7 +91,8 @@ class CollectiveVersions {
   bool take_failures(int level);
 
   // On the application thread (restart, latest): the newest of
-  // `candidates` (this rank's) that every rank holds, or -1.
+  // `candidates` (this rank's) that every rank holds, or -1
+  // (base/newest_everywhere.h).
   int agree_newest(std::vector<int> candidates);
   // Whether `mine` is true on every rank.
   bool on_every_rank(bool mine) { return alone() ? mine : comm_.allreduce_min(mine ? 1 : 0) == 1; }
