@@ -86,6 +86,13 @@ struct MatrixOptions {
   double timeout_seconds = 0;
 };
 
+// The order of the elements in a global-layout file (write_global): element
+// (i, j) of an M x N matrix at index i * N + j (kRowMajor, C's order) or
+// j * M + i (kColumnMajor, Fortran's and ScaLAPACK's). Column-major files
+// are written from and read into the local arrays directly; row-major ones
+// go through a transposed copy of each rank's part (memory and time).
+enum class MatrixOrder { kRowMajor, kColumnMajor };
+
 // What this rank did since construction (or the last reset of the counters
 // by reset()). The seconds but binning_seconds are the application
 // thread's.
@@ -188,6 +195,27 @@ class ConvergentMatrix {
   void protect(Store& store, int id, const std::string& label = "matrix");
   void checkpoint(Store& store, int version);
   int restart(Store& store, int version = -1);  // -1: kLatest
+
+  // Global-layout files (docs/matrix.md, "Global-layout files"): the whole
+  // matrix in one file, in global row- or column-major order, with a header
+  // (shape, element type, order, epoch) and a checksum per 1 MiB part of the
+  // data. write_global() commits, then every rank writes its blocks at their
+  // places with collective MPI-IO into a temporary file (created O_EXCL,
+  // O_NOFOLLOW, mode 0600) that rank 0 renames to `path` once every rank's
+  // bytes are synced: `path` is then either the old file, or none, or the
+  // whole new one. read_global() reads such a file into a matrix of the same
+  // shape and element type on any grid, rank count and block size, each rank
+  // reading only its own blocks, and takes the file's epoch (a restart on
+  // another grid). Refused before any element is read (on every rank, the
+  // matrix unchanged): a file of another shape or element type
+  // (MismatchError naming the file and both values), no such file
+  // (NotFoundError), no global-layout file (FormatError), a damaged header or
+  // a file of the wrong size (CorruptionError). A part whose checksum does
+  // not match throws CorruptionError naming the file and the part, and leaves
+  // the matrix zeroed. Each is collective; the sizes must fit MPI's int
+  // (InvalidArgumentError otherwise).
+  void write_global(const std::string& path, MatrixOrder order = MatrixOrder::kColumnMajor);
+  void read_global(const std::string& path);
 
   MatrixStats stats() const;
 

@@ -11,7 +11,7 @@
 
 namespace resurgo {
 
-enum class CollectiveCall { kCommit = 1, kReset = 2, kRestart = 3, kFree = 4 };
+enum class CollectiveCall { kCommit = 1, kReset = 2, kRestart = 3, kFree = 4, kReadGlobal = 5 };
 
 class CollectiveCheck {
  public:

@@ -44,6 +44,18 @@ void check_before_restart(Store& store, int version, const MatrixRecord& here, M
   throw MismatchError(why);
 }
 
+// The store's latest(), whose refusal of versions written by another rank
+// count says how a matrix goes on there.
+std::optional<int> latest_of(Store& store) {
+  try {
+    return store.latest();
+  } catch (const StateError& error) {
+    throw StateError(std::string(error.what()) +
+                     " (ConvergentMatrix: to go on with another rank count or grid, read a file write_global() "
+                     "wrote: read_global(), docs/matrix.md)");
+  }
+}
+
 }  // namespace
 
 template <typename T>
@@ -72,7 +84,7 @@ int ConvergentMatrix<T>::restart(Store& store, int version) {
   const std::int64_t code = impl_->check.enter(CollectiveCall::kRestart);
   impl_->converge(code, "restart");  // nothing may land on the array while the store writes it
   const MatrixRecord here = impl_->record();
-  const std::optional<int> candidate = version == kLatest ? store.latest() : std::optional<int>(version);
+  const std::optional<int> candidate = version == kLatest ? latest_of(store) : std::optional<int>(version);
   if (candidate) check_before_restart(store, *candidate, here, impl_->context.comm);
   const int restored = store.restart(version);
   try {

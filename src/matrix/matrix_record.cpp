@@ -92,7 +92,9 @@ void check_same_layout(const MatrixRecord& written, const MatrixRecord& here, in
     if (field.written == field.here) continue;
     throw MismatchError("ConvergentMatrix::restart: version " + std::to_string(version) + " was written with " +
                         field.name + " " + std::to_string(field.written) + ", this matrix has " +
-                        std::to_string(field.here) + ": open the matrix with the layout it was written with");
+                        std::to_string(field.here) +
+                        ": open the matrix with the layout it was written with (to go on with another grid, rank "
+                        "count or block size, read a file write_global() wrote: read_global(), docs/matrix.md)");
   }
 }
 
