@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "mpi_checks.h"
 #include "resurgo/matrix.hpp"
 #include "resurgo/mpi.hpp"
 #include "resurgo/resurgo.hpp"
@@ -39,45 +40,10 @@ using resurgo::ConvergentMatrix;
 using resurgo::MatrixLayout;
 using resurgo::MatrixOrder;
 
-int world_rank() {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  return rank;
-}
-
-int world_size() {
-  int size = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  return size;
-}
-
-int passed = 0;
-int failed = 0;
-
-void check(bool condition, const std::string& what) {
-  if (condition) {
-    ++passed;
-    return;
-  }
-  ++failed;
-  std::fprintf(stderr, "rank %d: check failed: %s\n", world_rank(), what.c_str());
-}
-
-// Runs `call`, which must throw `Error` with a message holding each of `needles`.
-template <typename Error>
-void expect_error(const std::function<void()>& call, const std::vector<std::string>& needles, const std::string& what) {
-  try {
-    call();
-    check(false, what + ": no error");
-  } catch (const Error& error) {
-    const std::string message = error.what();
-    bool all = true;
-    for (const std::string& needle : needles) all = all && message.find(needle) != std::string::npos;
-    check(all, what + ": the message names what failed: '" + message + "'");
-  } catch (const std::exception& error) {
-    check(false, what + ": another error: " + error.what());
-  }
-}
+using resurgo::mpi_checks::check;
+using resurgo::mpi_checks::expect_error;
+using resurgo::mpi_checks::world_rank;
+using resurgo::mpi_checks::world_size;
 
 // ---- the matrices and their values, independent of any grid ----
 
@@ -397,13 +363,5 @@ int main(int argc, char** argv) {
   } catch (const std::exception& error) {
     check(false, std::string("unexpected error: ") + error.what());
   }
-  int counts[2] = {passed, failed};
-  int totals[2] = {0, 0};
-  MPI_Allreduce(counts, totals, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  if (world_rank() == 0) {
-    std::printf("matrix_io_check %s on %d ranks: %d passed, %d failed\n", args.empty() ? "" : args[0].c_str(),
-                world_size(), totals[0], totals[1]);
-  }
-  MPI_Finalize();
-  return totals[1] == 0 ? 0 : 1;
+  return resurgo::mpi_checks::finish_counted("matrix_io_check", args.empty() ? "" : args[0]);
 }
