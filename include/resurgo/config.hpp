@@ -55,6 +55,10 @@ struct Config {
     // A full version every n-th checkpoint: bounds a chain to n - 1 deltas,
     // so restart opens at most n files and eviction frees a chain at once.
     int full_every = 10;
+    // Compaction: once a version's chain on L2 or L4 holds more than this
+    // many deltas, the version is rewritten there as a full version in the
+    // background, so that restart reads one file; 0 = never.
+    int compact_after = 0;
   } delta;
   struct Buffer {  // L1: bounded host staging buffer
     std::uint64_t capacity = 0;  // bytes; 0 = auto (2x the protected bytes, at least kSmallStateBuffer, at most 1/4 of physical memory)

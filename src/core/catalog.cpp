@@ -74,11 +74,21 @@ void Catalog::failed(int version, int level, const Error& error) {
   changed_.notify_all();
 }
 
-std::optional<int> Catalog::base_of(int version) {
+std::optional<int> Catalog::base_of(int version, int level) {
   std::lock_guard lock(mutex_);
   const auto found = entries_.find(version);
   if (found == entries_.end()) return std::nullopt;
+  const std::vector<int>& compacted = found->second.compacted;
+  if (std::find(compacted.begin(), compacted.end(), level) != compacted.end()) return -1;
   return found->second.stats.base_version;
+}
+
+// A version the catalog has forgotten needs nothing: its bases are read
+// from the copies, which say what compaction did.
+void Catalog::compacted(int version, int level) {
+  std::lock_guard lock(mutex_);
+  const auto found = entries_.find(version);
+  if (found != entries_.end()) found->second.compacted.push_back(level);
 }
 
 long Catalog::failure_count() {

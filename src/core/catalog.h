@@ -34,8 +34,13 @@ class Catalog {
   // Writing it to `level` failed; the later levels of its route are given up
   // (they would copy from this one).
   void failed(int version, int level, const Error& error);
-  // The base_version of `version` (-1: full) when the catalog knows it.
-  std::optional<int> base_of(int version);
+  // The base_version of `version`'s copy on `level` (-1: full) when the
+  // catalog knows it: the captured one, or -1 where compaction rewrote the
+  // copy. Per level, since another level may still hold the delta, whose
+  // base eviction must keep there.
+  std::optional<int> base_of(int version, int level);
+  // Compaction rewrote `version`'s copy on `level` as a full version.
+  void compacted(int version, int level);
   // Versions that failed at some level since the catalog was made.
   long failure_count();
   // Memory duplicated by copy-on-write while a forked child wrote the version.
@@ -96,6 +101,7 @@ class Catalog {
     Clock::time_point started;
     std::vector<int> route;
     std::vector<int> reached;
+    std::vector<int> compacted;  // levels where the copy is full now
     std::optional<Failure> failure;
     std::size_t settled_levels = 0;  // levels of the route reached or given up
     bool finished() const { return settled_levels == route.size(); }

@@ -38,6 +38,7 @@ std::string capture_summary(const Config& c) {
   if (c.capture.mode == CaptureMode::kDelta) {
     text += ", track " + std::string(to_string(c.track.method)) + " granularity " +
             granularity_text(c.track.granularity) + ", a full version every " + std::to_string(c.delta.full_every);
+    if (c.delta.compact_after > 0) text += ", compacted after " + std::to_string(c.delta.compact_after) + " deltas";
   }
   return text;
 }

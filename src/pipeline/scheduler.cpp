@@ -1,11 +1,14 @@
 #include "pipeline/scheduler.h"
 
 #include <algorithm>
+#include <optional>
+#include <string>
 
 #include "base/clock.h"
 #include "base/thread_priority.h"
 #include "base/units.h"
 #include "format/version_writer.h"
+#include "pipeline/compactor.h"
 #include "resurgo/errors.hpp"
 
 namespace resurgo {
@@ -25,8 +28,15 @@ constexpr std::size_t kMaxBacklog = 2;
 }  // namespace
 
 Scheduler::Scheduler(std::vector<Step> steps, const Config::Pipeline& pipeline, ThreadPool& pool, Catalog& catalog,
-                     const Logger& log, Trace& trace)
-    : steps_(std::move(steps)), pipeline_(pipeline), pool_(pool), catalog_(catalog), log_(log), trace_(trace) {
+                     const Logger& log, Trace& trace, const Config::Delta& delta)
+    : steps_(std::move(steps)),
+      pipeline_(pipeline),
+      compact_after_(delta.compact_after),
+      compaction_max_bytes_(quarter_of_physical_memory()),
+      pool_(pool),
+      catalog_(catalog),
+      log_(log),
+      trace_(trace) {
   bool earlier_takes_all = false;
   for (const Step& step : steps_) {
     if (step.every <= 0) continue;
@@ -125,7 +135,7 @@ void Scheduler::drain() {
   changed_.wait(lock, [&] {
     const bool idle = std::all_of(workers_.begin(), workers_.end(),
                                   [](const auto& w) { return w->queue.empty() && !w->busy; });
-    return idle && !eviction_due_ && !evicting_ && discards_.empty();
+    return idle && !eviction_due_ && !evicting_ && discards_.empty() && compactions_.empty();
   });
 }
 
@@ -206,7 +216,7 @@ std::uint64_t Scheduler::write(Task& job, Clock::time_point& started) {
     // what keep promises. The commit is tried again even when this evicted
     // nothing, since the eviction thread may have freed the level since the
     // commit failed; only a level full of versions it must keep fails again.
-    evict(level, known_bases());
+    evict(level, known_bases(level));
     level.commit(job.version, write_snapshot);
   }
   return stored;
@@ -228,10 +238,12 @@ void Scheduler::run(Task& job, bool on_caller) {
   if (job.step == 0 && job.snapshot.release) job.snapshot.release();
   if (!written) return;
   const bool evicts_here = on_caller && level.features().is_volatile;
+  const bool compacts = !evicts_here && wants_compaction(job.version, level);
   if (evicts_here) {
-    evict(level, known_bases());
+    evict(level, known_bases(level));
   } else {
     std::lock_guard lock(mutex_);
+    if (compacts) compactions_.push_back({job.version, &level});
     request_eviction_locked();  // before the catalog settles the version: drain() must see it
   }
   const double seconds = seconds_since(started);
@@ -269,34 +281,88 @@ void Scheduler::request_eviction() {
   request_eviction_locked();
 }
 
+// One piece of work at a time, so that a compaction never races an eviction
+// or a discard on its level: discards first, then compactions (each followed
+// by an eviction, which drops the links the compacted version no longer
+// needs), then evictions. Neither compactions nor evictions run while a
+// capture does.
 void Scheduler::evict_loop() {
   Trace::name_this_thread("evict");
   for (;;) {
+    std::optional<int> discard;
+    std::optional<CompactionTask> compaction;
     {
       std::unique_lock lock(mutex_);
-      eviction_wanted_.wait(lock, [&] { return stopping_ || !discards_.empty() || (eviction_due_ && !capturing_); });
+      eviction_wanted_.wait(lock, [&] {
+        return stopping_ || !discards_.empty() || (!capturing_ && (eviction_due_ || !compactions_.empty()));
+      });
       if (!discards_.empty()) {
-        const int version = discards_.front();
-        evicting_ = true;
-        lock.unlock();
-        remove_everywhere(version);
-        lock.lock();
-        discards_.pop_front();
-        evicting_ = false;
-        changed_.notify_all();
-        continue;
+        discard = discards_.front();
+      } else if (capturing_) {
+        return;  // stopping
+      } else if (!compactions_.empty()) {
+        compaction = compactions_.front();
+      } else if (eviction_due_) {
+        eviction_due_ = false;
+      } else {
+        return;  // stopping
       }
-      if (!eviction_due_ || capturing_) return;  // stopping
-      eviction_due_ = false;
       evicting_ = true;
     }
-    evict();
+    if (discard) {
+      remove_everywhere(*discard);
+    } else if (compaction) {
+      compact(*compaction);
+    } else {
+      evict();
+    }
     {
       std::lock_guard lock(mutex_);
+      if (discard) discards_.pop_front();
+      if (compaction) compactions_.pop_front();
+      eviction_due_ = eviction_due_ || compaction.has_value();
       evicting_ = false;
     }
     changed_.notify_all();
   }
+}
+
+bool Scheduler::wants_compaction(int version, Level& level) {
+  return compact_after_ > 0 && compactable(level) && catalog_.base_of(version, level.number()).value_or(-1) >= 0;
+}
+
+// Compaction takes CPU and I/O from the application: the thread runs below
+// it from its first compaction on (its removals are background work too).
+// A failure leaves the chain as it was, and costs restart time, not data:
+// it is logged. A discarded version is not worth compacting; the discarded
+// versions its chain kept may go once it is.
+void Scheduler::compact(const CompactionTask& task) {
+  if (discarded_.count(task.version) != 0) return;
+  if (!lowered_) lower_this_thread_priority();
+  lowered_ = true;
+  Level& level = *task.level;
+  const std::string where = "version " + std::to_string(task.version) + " on L" + std::to_string(level.number());
+  TraceSpan span(trace_, "compact L" + std::to_string(level.number()), task.version);
+  const Clock::time_point started = Clock::now();
+  try {
+    const Compaction done = compact_version(level, task.version, compact_after_, compaction_max_bytes_,
+                                            known_bases(level), pipeline_, pool_);
+    if (done.full) catalog_.compacted(task.version, level.number());
+    if (done.rewritten) {
+      log_.debug([&] {
+        return where + " compacted: " + std::to_string(done.deltas) + " deltas merged into a full version (" +
+               size_text(done.stored_bytes) + " stored in " + std::to_string(seconds_since(started)) + " s)";
+      });
+    } else if (done.too_large) {
+      log_.debug([&] {
+        return where + " not compacted: its state exceeds the " + size_text(compaction_max_bytes_) +
+               " a compaction may hold in memory (a quarter of physical memory)";
+      });
+    }
+  } catch (const Error& error) {
+    log_.warn("compacting " + where + ": " + error.what() + "; its delta chain stays as it was");
+  }
+  if (!discarded_.empty()) remove_discarded();
 }
 
 // A discarded version stays on a level while a version kept there, or on its
@@ -307,20 +373,23 @@ void Scheduler::evict_loop() {
 void Scheduler::remove_everywhere(int version) {
   catalog_.wait_finished(version);
   discarded_.insert(version);
-  const KnownBases bases = known_bases();
+  remove_discarded();
+}
+
+void Scheduler::remove_discarded() {
   const std::vector<int> newest_first(discarded_.rbegin(), discarded_.rend());
   for (int discarded : newest_first) {
-    if (remove_unless_needed(discarded, bases)) discarded_.erase(discarded);
+    if (remove_unless_needed(discarded)) discarded_.erase(discarded);
   }
 }
 
 // True when no level holds `version` any more.
-bool Scheduler::remove_unless_needed(int version, const KnownBases& bases) {
+bool Scheduler::remove_unless_needed(int version) {
   bool held = false;
   for (const Step& step : steps_) {
     try {
       if (!step.level->holds(version)) continue;
-      if (needed_on(*step.level, version, bases)) {
+      if (needed_on(*step.level, version, known_bases(*step.level))) {
         held = true;
       } else {
         step.level->remove(version);
@@ -354,16 +423,15 @@ bool Scheduler::needed_on(Level& level, int base, const KnownBases& bases) {
   return false;
 }
 
-KnownBases Scheduler::known_bases() {
-  return [this](int version) { return catalog_.base_of(version); };
+KnownBases Scheduler::known_bases(const Level& level) {
+  return [this, number = level.number()](int version) { return catalog_.base_of(version, number); };
 }
 
 // A version that a later level still has to copy is pinned. An eviction
 // failure costs space, not data: it is logged, and the next eviction retries.
 void Scheduler::evict() {
-  const KnownBases bases = known_bases();
   for (const Step& step : steps_) {
-    if (step.every > 0) evict(*step.level, bases);
+    if (step.every > 0) evict(*step.level, known_bases(*step.level));
   }
 }
 

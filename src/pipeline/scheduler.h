@@ -7,7 +7,8 @@
 // eviction thread removes surplus versions, never while a capture runs and
 // never a version a later level still has to copy; a bounded level (memory)
 // that is full evicts on its worker's thread before it gives a version up.
-// Outcomes go to the Catalog.
+// The eviction thread also compacts long delta chains (pipeline/compactor.h),
+// at low priority, and starts none while a capture runs. Outcomes go to the Catalog.
 #pragma once
 
 #include <condition_variable>
@@ -34,15 +35,17 @@ class Scheduler {
   using Step = Route::Step;
 
   // `steps` in route order (Route::scheduled); at least one takes checkpoints.
+  // `delta.compact_after` > 0: compaction of the chains on L2 and L4.
   Scheduler(std::vector<Step> steps, const Config::Pipeline& pipeline, ThreadPool& pool, Catalog& catalog,
-            const Logger& log, Trace& trace);
+            const Logger& log, Trace& trace, const Config::Delta& delta = {});
   ~Scheduler();  // drains, then stops the threads
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
   // Hands a captured version to the first level of `route` (Route::levels_for).
   void submit(int version, std::vector<Level*> route, Snapshot snapshot);
-  // Until every submitted version has settled and no eviction is due or running.
+  // Until every submitted version has settled and no eviction or
+  // compaction is due or running.
   void drain();
   // Runs an eviction soon, though no version reached a level: an MPI
   // store's levels keep versions until the job completes newer ones.
@@ -61,6 +64,10 @@ class Scheduler {
     std::vector<Level*> route;  // the version's whole route
     std::size_t step = 0;       // index in `route` of the level this job goes to
     Snapshot snapshot;          // for the first level only
+  };
+  struct CompactionTask {
+    int version = 0;
+    Level* level = nullptr;
   };
   struct Worker {
     Level* level = nullptr;
@@ -85,16 +92,22 @@ class Scheduler {
   Worker& worker_of(const Level* level);
   void evict_loop();
   void evict();
-  // The bases of the versions the catalog knows (this process wrote them).
-  KnownBases known_bases();
+  bool wants_compaction(int version, Level& level);
+  void compact(const CompactionTask& task);
+  // The bases of the copies on `level` of the versions the catalog knows
+  // (this process wrote them).
+  KnownBases known_bases(const Level& level);
   // One level's eviction; returns the versions removed (none on failure, logged).
   std::vector<int> evict(Level& level, const KnownBases& bases);
   void remove_everywhere(int version);
-  bool remove_unless_needed(int version, const KnownBases& bases);
+  void remove_discarded();
+  bool remove_unless_needed(int version);
   bool needed_on(Level& level, int base, const KnownBases& bases);
 
   std::vector<Step> steps_;
   Config::Pipeline pipeline_;
+  int compact_after_ = 0;
+  std::uint64_t compaction_max_bytes_ = 0;  // the state a compaction may hold in memory
   ThreadPool& pool_;
   Catalog& catalog_;
   const Logger& log_;
@@ -110,8 +123,10 @@ class Scheduler {
   std::vector<std::unique_ptr<Worker>> workers_;
   bool eviction_due_ = false;
   std::deque<int> discards_;
+  std::deque<CompactionTask> compactions_;  // run by the eviction thread, oldest first
   std::set<int> discarded_;  // eviction thread: discarded, still on a level as another version's base
-  bool evicting_ = false;
+  bool evicting_ = false;  // the eviction thread removes or compacts
+  bool lowered_ = false;   // eviction thread: its priority lowered for compaction
   bool capturing_ = false;
   bool stopping_ = false;
   std::thread evictor_;

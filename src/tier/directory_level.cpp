@@ -122,6 +122,11 @@ void DirectoryLevel::commit_file(const std::string& final_name, const std::strin
     if (refusal_) std::rethrow_exception(refusal_);
   }
   Directory& directory = existing_directory();
+  // A commit over a committed file (compaction rewrites a version in place)
+  // replaces one complete copy of the version with another: once renamed,
+  // the file stays even if the directory sync fails, since either entry
+  // the directory may keep holds the version whole.
+  const bool replaces = directory.exists(final_name);
   bool renamed = false;
   try {
     std::unique_ptr<WritableFile> file = directory.create(temporary, mode_);
@@ -139,7 +144,7 @@ void DirectoryLevel::commit_file(const std::string& final_name, const std::strin
   } catch (...) {
     // A failed commit must not leave a version whose durability is unknown
     // visible; a leftover temporary is invisible and prepare() removes it.
-    remove_quietly(directory, renamed ? final_name : temporary);
+    if (!(renamed && replaces)) remove_quietly(directory, renamed ? final_name : temporary);
     throw;
   }
 }

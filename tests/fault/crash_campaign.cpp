@@ -348,6 +348,7 @@ constexpr CrashPoint kCrashPoints[] = {
     {"L4.commit.renamed", 3, Damage::kNone},
     {"L4.commit.done", 3, Damage::kNone},
     {"L2.evict.removed", 3, Damage::kNone},
+    {"L2.compact.merged", 2, Damage::kNone},
     {"L4.evict.removed", 2, Damage::kNone},
     {"L2.restore.chunk", 6, Damage::kNone},
     {"L4.restore.chunk", 6, Damage::kRepairable},
@@ -402,14 +403,24 @@ Trial plan(std::mt19937_64& random, const Layout& layout, long number) {
     trial.reports_before_kill = static_cast<int>(random() % 4);
     trial.delay_microseconds = static_cast<int>(random() % 20000);
   }
-  // capture.copied is passed by copy capture only: never draw fork for it.
+  // capture.copied is passed by copy capture only: never draw fork for it;
+  // compact.merged only by delta capture whose chains outgrow compact_after
+  // (a version that goes to L4 is full: an L4 taking every 2nd checkpoint
+  // keeps every chain at one delta).
   const bool copies = trial.crash_point == "capture.copied";
+  const bool compacts = trial.crash_point == "L2.compact.merged";
   trial.capture_mode = copies ? (random() % 2 == 0 ? "copy" : "auto") : pick(random, kCaptureModes);
   if (kSanitized) trial.capture_mode = random() % 2 == 0 ? "copy" : "delta";  // see campaign_main.h
+  if (compacts) {
+    trial.capture_mode = "delta";
+    trial.settings["persistent.every"] = random() % 2 == 0 ? "1" : "3";
+  }
   trial.settings["capture.mode"] = trial.capture_mode;
   if (trial.capture_mode == "delta") {
+    static const char* const kCompactAfter[] = {"0", "1", "2", "3"};
     trial.settings["track.method"] = kSanitized ? "hash" : pick(random, kTrackMethods);
-    trial.settings["delta.full_every"] = std::to_string(2 + random() % 6);
+    trial.settings["delta.full_every"] = std::to_string((compacts ? 4 : 2) + random() % 6);
+    trial.settings["delta.compact_after"] = compacts ? "1" : pick(random, kCompactAfter);
   }
   // One trial in three of the modes that can feed it keeps versions in the
   // memory level first (memory -> L2 -> L4) and discards older versions as
