@@ -26,7 +26,7 @@ namespace {
 constexpr const char* kUseHash = "; set track.method = hash";
 
 // A page-aligned address range [begin, end).
-struct PageRange {
+struct AddressRange {
   std::uintptr_t begin = 0;
   std::uintptr_t end = 0;
 
@@ -34,19 +34,19 @@ struct PageRange {
   std::uint64_t length() const { return end - begin; }
 };
 
-uffdio_range as_uffdio_range(PageRange range) { return {range.begin, range.length()}; }
+uffdio_range as_uffdio_range(AddressRange range) { return {range.begin, range.length()}; }
 
-PageRange intersect(PageRange a, PageRange b) {
+AddressRange intersect(AddressRange a, AddressRange b) {
   return {std::max(a.begin, b.begin), std::min(a.end, b.end)};
 }
 
-PageRange pages_of(const std::byte* base, std::size_t bytes) {
+AddressRange pages_of(const std::byte* base, std::size_t bytes) {
   const std::uintptr_t page = page_size();
   const auto first = reinterpret_cast<std::uintptr_t>(base);
   return {first / page * page, (first + bytes + page - 1) / page * page};
 }
 
-std::string where(int id, PageRange range) {
+std::string where(int id, AddressRange range) {
   std::ostringstream text;
   text << "uffd: region " << id << " [0x" << std::hex << range.begin << ", 0x" << range.end << ")";
   return text.str();
@@ -112,9 +112,9 @@ FileDescriptor open_pagemap() {
   return pagemap;
 }
 
-bool parse_vma_header(const std::string& line, PageRange& vma) {
+bool parse_vma_header(const std::string& line, AddressRange& vma) {
   const char* const end = line.data() + line.size();
-  PageRange parsed;
+  AddressRange parsed;
   const auto [dash, begin_error] = std::from_chars(line.data(), end, parsed.begin, 16);
   if (begin_error != std::errc{} || dash == end || *dash != '-') return false;
   const auto [space, end_error] = std::from_chars(dash + 1, end, parsed.end, 16);
@@ -136,7 +136,7 @@ constexpr std::array<Refusal, 4> kRefusals{{
     {"io", "is an I/O mapping: it has no page table entries to write-protect"},
 }};
 
-void refuse_flags(int id, PageRange range, const std::string& vm_flags_line) {
+void refuse_flags(int id, AddressRange range, const std::string& vm_flags_line) {
   std::istringstream flags(vm_flags_line.substr(std::strlen("VmFlags:")));
   std::string flag;
   while (flags >> flag) {
@@ -148,11 +148,11 @@ void refuse_flags(int id, PageRange range, const std::string& vm_flags_line) {
 
 // Throws unless the mappings under `range` are all memory whose writes show
 // in this process's page tables. /proc/self/smaps is read only up to the range.
-void check_memory_kind(int id, PageRange range) {
+void check_memory_kind(int id, AddressRange range) {
   std::ifstream smaps("/proc/self/smaps");
   if (!smaps) throw Unavailable(where(id, range) + ": cannot read /proc/self/smaps" + kUseHash);
   std::string line;
-  PageRange vma;
+  AddressRange vma;
   std::uintptr_t mapped_to = range.begin;
   while (std::getline(smaps, line)) {
     if (parse_vma_header(line, vma)) {
@@ -189,7 +189,7 @@ class UffdTracker final : public Tracker {
 
  private:
   struct Region {
-    PageRange pages;
+    AddressRange pages;
     bool collected = false;
     // Written pages of this region that a neighbour's collect() found (and
     // re-armed) on a page both regions touch; reported at this one's next.
@@ -197,21 +197,21 @@ class UffdTracker final : public Tracker {
   };
 
   Region& find(int id);
-  std::vector<PageRange> pages_only_in(int id, PageRange range) const;
-  std::vector<Region*> neighbours_of(int id, PageRange range);
-  void arm(int id, PageRange range);
-  void register_range(int id, PageRange range);
-  void write_protect(int id, PageRange range);
-  void unregister_range(int id, PageRange range);
+  std::vector<AddressRange> pages_only_in(int id, AddressRange range) const;
+  std::vector<Region*> neighbours_of(int id, AddressRange range);
+  void arm(int id, AddressRange range);
+  void register_range(int id, AddressRange range);
+  void write_protect(int id, AddressRange range);
+  void unregister_range(int id, AddressRange range);
   template <class Fn>
-  void scan_and_rearm(int id, PageRange range, Fn&& on_written_run);
+  void scan_and_rearm(int id, AddressRange range, Fn&& on_written_run);
 
   FileDescriptor uffd_;
   FileDescriptor pagemap_;
   std::map<int, Region> regions_;
 };
 
-void mark(PageSet& set, PageRange region_pages, PageRange written) {
+void mark(PageSet& set, AddressRange region_pages, AddressRange written) {
   if (written.empty()) return;
   set.insert_range((written.begin - region_pages.begin) / page_size(), written.length() / page_size());
 }
@@ -223,15 +223,15 @@ void UffdTracker::watch(int id, std::byte* base, std::size_t bytes) {
   if (regions_.count(id) != 0) {
     throw InvalidArgumentError("uffd: region " + std::to_string(id) + " is already watched");
   }
-  const PageRange pages = pages_of(base, bytes);
+  const AddressRange pages = pages_of(base, bytes);
   check_memory_kind(id, pages);
   // Pages another region watches are registered and armed already; arming
   // them again would drop the writes that region has not collected yet.
-  const std::vector<PageRange> fresh = pages_only_in(id, pages);
+  const std::vector<AddressRange> fresh = pages_only_in(id, pages);
   try {
-    for (PageRange range : fresh) arm(id, range);
+    for (AddressRange range : fresh) arm(id, range);
   } catch (const Error&) {
-    for (PageRange range : fresh) {
+    for (AddressRange range : fresh) {
       uffdio_range armed = as_uffdio_range(range);
       ::ioctl(uffd_.get(), UFFDIO_UNREGISTER, &armed);  // best effort: the first error is the one to report
     }
@@ -243,7 +243,7 @@ void UffdTracker::watch(int id, std::byte* base, std::size_t bytes) {
 void UffdTracker::unwatch(int id) {
   const auto found = regions_.find(id);
   if (found == regions_.end()) return;
-  for (PageRange range : pages_only_in(id, found->second.pages)) unregister_range(id, range);
+  for (AddressRange range : pages_only_in(id, found->second.pages)) unregister_range(id, range);
   regions_.erase(found);
 }
 
@@ -252,7 +252,7 @@ PageSet UffdTracker::collect(int id, std::size_t block_pages) {
   Region& region = find(id);
   const std::vector<Region*> neighbours = neighbours_of(id, region.pages);
   PageSet written(region.pages.length() / page_size());
-  scan_and_rearm(id, region.pages, [&](PageRange run) {
+  scan_and_rearm(id, region.pages, [&](AddressRange run) {
     mark(written, region.pages, run);
     for (Region* neighbour : neighbours) mark(neighbour->pending, neighbour->pages, intersect(run, neighbour->pages));
   });
@@ -270,16 +270,16 @@ UffdTracker::Region& UffdTracker::find(int id) {
 }
 
 // The parts of `range` that no watched region other than `id` touches.
-std::vector<PageRange> UffdTracker::pages_only_in(int id, PageRange range) const {
-  std::vector<PageRange> shared;
+std::vector<AddressRange> UffdTracker::pages_only_in(int id, AddressRange range) const {
+  std::vector<AddressRange> shared;
   for (const auto& [other_id, other] : regions_) {
-    const PageRange overlap = intersect(other.pages, range);
+    const AddressRange overlap = intersect(other.pages, range);
     if (other_id != id && !overlap.empty()) shared.push_back(overlap);
   }
-  std::sort(shared.begin(), shared.end(), [](PageRange a, PageRange b) { return a.begin < b.begin; });
-  std::vector<PageRange> alone;
+  std::sort(shared.begin(), shared.end(), [](AddressRange a, AddressRange b) { return a.begin < b.begin; });
+  std::vector<AddressRange> alone;
   std::uintptr_t from = range.begin;
-  for (PageRange overlap : shared) {
+  for (AddressRange overlap : shared) {
     if (overlap.begin > from) alone.push_back({from, overlap.begin});
     from = std::max(from, overlap.end);
   }
@@ -287,7 +287,7 @@ std::vector<PageRange> UffdTracker::pages_only_in(int id, PageRange range) const
   return alone;
 }
 
-std::vector<UffdTracker::Region*> UffdTracker::neighbours_of(int id, PageRange range) {
+std::vector<UffdTracker::Region*> UffdTracker::neighbours_of(int id, AddressRange range) {
   std::vector<Region*> neighbours;
   for (auto& [other_id, other] : regions_) {
     if (other_id != id && !intersect(other.pages, range).empty()) neighbours.push_back(&other);
@@ -295,12 +295,12 @@ std::vector<UffdTracker::Region*> UffdTracker::neighbours_of(int id, PageRange r
   return neighbours;
 }
 
-void UffdTracker::arm(int id, PageRange range) {
+void UffdTracker::arm(int id, AddressRange range) {
   register_range(id, range);
   write_protect(id, range);
 }
 
-void UffdTracker::register_range(int id, PageRange range) {
+void UffdTracker::register_range(int id, AddressRange range) {
   uffdio_register request{};
   request.range = as_uffdio_range(range);
   request.mode = UFFDIO_REGISTER_MODE_WP;
@@ -315,7 +315,7 @@ void UffdTracker::register_range(int id, PageRange range) {
   }
 }
 
-void UffdTracker::write_protect(int id, PageRange range) {
+void UffdTracker::write_protect(int id, AddressRange range) {
   uffdio_writeprotect request{};
   request.range = as_uffdio_range(range);
   request.mode = UFFDIO_WRITEPROTECT_MODE_WP;
@@ -329,7 +329,7 @@ void UffdTracker::write_protect(int id, PageRange range) {
 // Also clears the pages' write protection (the kernel does so on unregister).
 // EINVAL: nothing is mapped in the range any more (the application unmapped
 // it before unwatch), so nothing is registered there either.
-void UffdTracker::unregister_range(int id, PageRange range) {
+void UffdTracker::unregister_range(int id, AddressRange range) {
   uffdio_range request = as_uffdio_range(range);
   if (::ioctl(uffd_.get(), UFFDIO_UNREGISTER, &request) != 0 && errno != EINVAL) {
     throw StateError(where(id, range) + ": UFFDIO_UNREGISTER failed: " + errno_text(errno));
@@ -340,7 +340,7 @@ void UffdTracker::unregister_range(int id, PageRange range) {
 // was last armed, and arms them again in the same ioctl. The output buffer
 // may fill before the walk ends; the next call goes on from walk_end.
 template <class Fn>
-void UffdTracker::scan_and_rearm(int id, PageRange range, Fn&& on_written_run) {
+void UffdTracker::scan_and_rearm(int id, AddressRange range, Fn&& on_written_run) {
   std::array<page_region, 256> runs;
   pm_scan_arg scan{};
   scan.size = sizeof scan;
@@ -360,7 +360,7 @@ void UffdTracker::scan_and_rearm(int id, PageRange range, Fn&& on_written_run) {
       const char* hint = error == EPERM ? " (was the memory unmapped or remapped since watch?)" : "";
       throw StateError(where(id, range) + ": PAGEMAP_SCAN failed: " + errno_text(error) + hint);
     }
-    for (int i = 0; i < found; ++i) on_written_run(PageRange{runs[i].start, runs[i].end});
+    for (int i = 0; i < found; ++i) on_written_run(AddressRange{runs[i].start, runs[i].end});
     if (scan.walk_end <= scan.start) throw StateError(where(id, range) + ": PAGEMAP_SCAN made no progress");
     scan.start = scan.walk_end;
   }
