@@ -106,17 +106,16 @@ test: test-suite test-asan test-tsan
 
 # The GPU check against the fake CUDA driver proves scripts/gpu_check.sh
 # (docs/gpu.md, "Running the GPU checks"); its summary is printed when a
-# step fails. pytest runs beside it (scripts/together.sh): both leave a core
-# idle most of the time (pytest is one process; the check's steps after its
-# build are short programs).
+# step fails.
 GPU_CHECK_OUT := build/gpu-check/out
 
 test-suite: deps build python
 	scripts/gpu_prepare.sh
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j$(JOBS) || \
 	  { sh scripts/failed_test_output.sh $(BUILD_DIR); exit 1; }
-	JOBS=$(JOBS) scripts/together.sh "$(VENV_PY) -m pytest tests/python -q" \
-	  "JOBS=$(JOBS) scripts/gpu_check.sh --fake-driver $(GPU_CHECK_OUT) || { cat $(GPU_CHECK_OUT)/summary.md; exit 1; }"
+	$(VENV_PY) -m pytest tests/python -q
+	JOBS=$(JOBS) scripts/gpu_check.sh --fake-driver $(GPU_CHECK_OUT) || \
+	  { cat $(GPU_CHECK_OUT)/summary.md; exit 1; }
 
 # The GPU suites that run a second time against the fake CUDA driver
 # (tests/cpp/fake_cuda; the fake_cuda.* ctest registration runs the same).

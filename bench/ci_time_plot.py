@@ -27,7 +27,8 @@ def read_table(path: Path) -> Tuple[List[str], Dict[str, List[int]]]:
         cells = [cell.strip() for cell in row.strip("|").split("|")]
         if cells[0].startswith("**total**"):
             continue
-        phases[cells[0]] = [int(cell) for cell in cells[1:]]
+        # "—": the phase did not exist at that commit (make test changed).
+        phases[cells[0]] = [0 if cell == "—" else int(cell) for cell in cells[1:]]
     return header[1:], phases
 
 
