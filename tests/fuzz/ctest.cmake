@@ -1,5 +1,5 @@
 # Registers the quick fuzz run (tests/fuzz/run.sh quick: builds the libFuzzer
-# targets with clang into build/fuzz, then 30 s per target) as the CTest test
+# targets with clang into build/fuzz, then 15 s per target) as the CTest test
 # fuzz.quick, only when a clang++ that links -fsanitize=fuzzer is found.
 # Included from tests/CMakeLists.txt: include(${CMAKE_CURRENT_SOURCE_DIR}/fuzz/ctest.cmake)
 find_program(RESURGO_CLANGXX NAMES clang++-14 clang++ DOC "clang++ for the libFuzzer targets")

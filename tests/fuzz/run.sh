@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets into build/fuzz and runs them.
 #
-#   tests/fuzz/run.sh quick   30 s per target on a temporary copy of the seed
+#   tests/fuzz/run.sh quick   15 s per target on a temporary copy of the seed
 #                             corpus (nothing is written into the repository)
 #   tests/fuzz/run.sh soak    15 min per target; the corpus grows in
 #                             build/fuzz/corpus/<target> (seeds read from
@@ -26,7 +26,7 @@ targets=(container config)
 declare -A max_len=([container]=65536 [config]=1048576)
 
 case "$mode" in
-  quick) seconds=${FUZZ_SECONDS:-30} ;;
+  quick) seconds=${FUZZ_SECONDS:-15} ;;
   soak) seconds=${FUZZ_SECONDS:-900} ;;
   *) echo "usage: $0 quick|soak" >&2; exit 2 ;;
 esac
