@@ -64,8 +64,8 @@ after_rev=$(git rev-parse --short HEAD)
   echo "benchmark ran once with $rev's build (\`before/\`) and once with $after_rev's"
   echo "(\`after/\`, uncommitted changes included: $(git status --porcelain --untracked-files=no | wc -l) files),"
   echo "one after the other, by this tree's scripts. Each ratio is a median of"
-  echo "5 repeats within one run; \"inside a run's min–max\" marks a change larger than"
-  echo "5 % that lies within the spread of the run's own repeats."
+  echo "5 repeats within one run; \"each median inside the other run's min–max\" marks a"
+  echo "change larger than 5 % that the two runs' repeats do not tell from noise."
   [[ -z "${BEFORE_AFTER_SMOKE:-}" ]] || echo "SMOKE RUN (BEFORE_AFTER_SMOKE: one repeat of small runs): no result."
   echo
 } >"$comparison"

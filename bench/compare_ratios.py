@@ -4,8 +4,9 @@ before a change, and after it): every numeric cell of the named sections'
 tables, before and after, after / before, and whether the change is within
 the tolerance (5 %: issue 25's "performance unchanged"). A cell written
 "median [min–max]" also gives the run's own spread, so that a change larger
-than the tolerance but inside the spread of either run is told apart from
-one outside both.
+than the tolerance whose medians each lie inside the other run's min–max
+(the repeats of the two runs overlap: noise this machine cannot tell from
+a change) is told apart from one outside.
 
     .venv/bin/python bench/compare_ratios.py BEFORE.md AFTER.md --section TITLE [--section TITLE...]
         [--label TEXT] [--out TABLE.md] [--plot OUT.png]
@@ -82,8 +83,12 @@ def verdict(before: Cell, after: Cell) -> str:
     change = after.median / before.median - 1 if before.median else 0.0
     if abs(change) <= TOLERANCE:
         return "within 5 %"
-    inside = [c.spread for c in (before, after) if c.spread and c.spread[0] <= after.median <= c.spread[1]]
-    return "outside 5 %, inside a run's min–max" if inside else "outside 5 %"
+    within_each_other = all(
+        other.spread[0] <= cell.median <= other.spread[1]
+        for cell, other in ((after, before), (before, after)) if other.spread)
+    if within_each_other and (before.spread or after.spread):
+        return "outside 5 %, each median inside the other run's min–max"
+    return "outside 5 %"
 
 
 def compare(before_path: Path, after_path: Path, titles: List[str]) -> List[Tuple[str, str, Cell, Cell]]:
