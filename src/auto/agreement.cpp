@@ -4,6 +4,7 @@
 #include <climits>
 #include <string_view>
 
+#include "auto/fnv.h"
 #include "base/newest_everywhere.h"
 #include "resurgo/errors.hpp"
 
@@ -28,9 +29,7 @@ long pack(bool due, const Progress& here) {
 
 // A loop name as a non-negative long below kNoLocation, the same on every rank.
 long name_key(std::string_view name) {
-  std::uint64_t hash = 14695981039346656037ull;
-  for (const char c : name) hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ull;
-  return static_cast<long>(hash % static_cast<std::uint64_t>(kNoLocation));
+  return static_cast<long>(fnv(kFnvOffset, name) % static_cast<std::uint64_t>(kNoLocation));
 }
 
 std::vector<std::string> split_lines(const std::string& text) {

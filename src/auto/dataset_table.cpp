@@ -20,11 +20,8 @@ std::string declaration(const Dataset& dataset) {
          std::to_string(dataset.type.shape.size()) + "-D, halo " + std::to_string(dataset.halo) + ")";
 }
 
-// FNV-1a of `text` and a separator, continuing `hash`.
-std::uint64_t mix(std::uint64_t hash, const std::string& text) {
-  for (const char c : text) hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ull;
-  return (hash ^ '\n') * 1099511628211ull;
-}
+// `text` and a separator, continuing `hash`.
+std::uint64_t mix(std::uint64_t hash, const std::string& text) { return fnv(fnv(hash, text), "\n"); }
 
 }  // namespace
 

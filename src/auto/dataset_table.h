@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "auto/fnv.h"
 #include "auto/halo_ring.h"
 #include "resurgo/auto.hpp"
 
@@ -80,7 +81,7 @@ class DatasetTable {
 
  private:
   std::vector<Dataset> datasets_;
-  std::uint64_t declarations_hash_ = 14695981039346656037ull;
+  std::uint64_t declarations_hash_ = kFnvOffset;
 };
 
 }  // namespace resurgo::autockpt

@@ -16,18 +16,10 @@ namespace resurgo::autockpt {
 
 namespace {
 
-constexpr std::uint64_t kFnvPrime = 1099511628211ull;
-
-std::uint64_t fnv(std::uint64_t hash, const void* data, std::size_t bytes) {
-  const auto* begin = static_cast<const unsigned char*>(data);
-  for (std::size_t i = 0; i < bytes; ++i) hash = (hash ^ begin[i]) * kFnvPrime;
-  return hash;
-}
-
 // The loop sequence so far: a replay that takes another path is caught when
 // it reaches the checkpoint's loop (and at its first query) with another hash.
 std::uint64_t mix_loop(std::uint64_t hash, std::string_view name, std::span<const Arg> args) {
-  hash = fnv(hash, name.data(), name.size());
+  hash = fnv(hash, name);
   for (const Arg& arg : args) {
     const std::int32_t fields[3] = {arg.dataset, static_cast<std::int32_t>(arg.access),
                                     static_cast<std::int32_t>(arg.range)};

@@ -18,14 +18,13 @@
 #include "auto/checkpoint_record.h"
 #include "auto/checkpoint_region.h"
 #include "auto/dataset_table.h"
+#include "auto/fnv.h"
 #include "auto/location_strategy.h"
 #include "auto/query_log.h"
 #include "auto/termination_flush.h"
 #include "resurgo/auto.hpp"
 
 namespace resurgo::autockpt {
-
-inline constexpr std::uint64_t kFnvOffset = 14695981039346656037ull;
 
 class Runtime::Impl {
  public:
