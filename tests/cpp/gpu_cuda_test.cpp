@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <random>
 
 #include "gpu/cuda_driver.h"
 #include "gpu/cuda_vmm_memory.h"
@@ -100,9 +99,7 @@ TEST_F(GpuCudaTest, VmmCacheMapsInChunksAndRoundTripsDeviceBytes) {
   ASSERT_EQ(cache.stats().mapped, 5 * granularity) << cache.stats().growth_stopped;
 
   const std::size_t bytes = 3 * granularity + 12345;  // across chunk boundaries
-  std::vector<unsigned char> host(bytes);
-  std::mt19937 rng(9);
-  for (auto& b : host) b = static_cast<unsigned char>(rng());
+  const std::vector<unsigned char> host = random_bytes<unsigned char>(bytes, 9);
   DeviceBuffer source(driver(), bytes);
   driver().check(driver().cuMemcpyHtoDAsync(source.address(), host.data(), bytes, nullptr), "cuMemcpyHtoDAsync",
                  "test");
@@ -189,10 +186,9 @@ TEST_F(GpuStoreTest, DeviceRegionsRoundTripThroughL0AndWithoutIt) {
     Store store("gpu", with);
     const std::size_t bytes = (32u << 20) + 4097;
     DeviceBuffer region(driver(), bytes);
-    std::vector<unsigned char> host(bytes);
-    std::mt19937 rng(3);
+    std::vector<unsigned char> host;
     for (int version = 1; version <= 3; ++version) {
-      for (auto& b : host) b = static_cast<unsigned char>(rng());
+      host = random_bytes<unsigned char>(bytes, static_cast<unsigned>(version));
       upload(region, host);
       if (version == 1) store.protect_device(0, region.get(), bytes, "field");
       store.checkpoint(version);

@@ -8,25 +8,18 @@
 #include <cstring>
 #include <future>
 #include <map>
-#include <random>
 #include <thread>
 #include <utility>
 
 #include "gpu/device_cache.h"
 #include "gpu_test_util.h"
 #include "resurgo/errors.hpp"
+#include "test_util.h"
 
 namespace resurgo::gpu {
 namespace {
 
 using Status = CaptureResult::Status;
-
-std::vector<std::byte> random_bytes(std::size_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::vector<std::byte> bytes(n);
-  for (auto& b : bytes) b = static_cast<std::byte>(rng());
-  return bytes;
-}
 
 class DeviceCacheTest : public ::testing::Test {
  protected:

@@ -17,7 +17,6 @@
 #include <cstring>
 #include <map>
 #include <memory>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -37,13 +36,6 @@ namespace resurgo::gpu {
 namespace {
 
 constexpr std::size_t kMiB = std::size_t{1} << 20;
-
-std::vector<unsigned char> random_bytes(std::size_t bytes, unsigned seed) {
-  std::vector<unsigned char> data(bytes);
-  std::mt19937 rng(seed);
-  for (auto& b : data) b = static_cast<unsigned char>(rng());
-  return data;
-}
 
 const CudaDriver& cuda() { return CudaDriver::instance(); }
 
@@ -221,7 +213,7 @@ TEST_F(FakeCudaTest, CopiesIntoUnmappedCacheMemoryAreRefused) {
   memory.reserve(4 * granularity);
   ASSERT_EQ(memory.map(0, granularity), MapResult::kMapped);
   DeviceBuffer source(2 * granularity);
-  source.upload(random_bytes(2 * granularity, 1));
+  source.upload(random_bytes<unsigned char>(2 * granularity, 1));
   memory.copy_in(0, source.get(), granularity);
   memory.wait_copies_in();
   for (std::size_t offset : {granularity - 256, 2 * granularity}) {  // across the mapped end, wholly outside
@@ -353,7 +345,7 @@ TEST_F(FakeCudaTest, OutOfMemoryWhileMappingStopsGrowthAndTheCacheKeepsWorking) 
 
   const std::size_t fits = 3 * granularity_;
   DeviceBuffer source(fits + 4096);
-  const std::vector<unsigned char> bytes = random_bytes(fits + 4096, 2);
+  const std::vector<unsigned char> bytes = random_bytes<unsigned char>(fits + 4096, 2);
   source.upload(bytes);
   EXPECT_EQ(cache_and_read(*cache, 1, source, fits), std::vector<unsigned char>(bytes.begin(), bytes.begin() + fits));
   cache->flushed(1);
@@ -392,7 +384,7 @@ TEST_F(FakeCudaTest, AMappingErrorIsReportedWithTheCallAndTheCudaString) {
   EXPECT_EQ(counters().physical_allocations, 1u) << "the chunk that could not be mapped was released";
   EXPECT_EQ(control().calls("cuMemRelease"), 1u);
   DeviceBuffer source(granularity_);
-  const std::vector<unsigned char> bytes = random_bytes(granularity_, 3);
+  const std::vector<unsigned char> bytes = random_bytes<unsigned char>(granularity_, 3);
   source.upload(bytes);
   EXPECT_EQ(cache_and_read(*cache, 1, source, granularity_), bytes);
 }
@@ -514,9 +506,9 @@ struct StoreRegions {
     store.protect_device(2, second.get(), kSecond, "second");
   }
   void fill(int version) {
-    first_versions.push_back(random_bytes(kFirst, static_cast<unsigned>(10 * version)));
-    second_versions.push_back(random_bytes(kSecond, static_cast<unsigned>(10 * version + 1)));
-    host_versions.push_back(random_bytes(host.size(), static_cast<unsigned>(10 * version + 2)));
+    first_versions.push_back(random_bytes<unsigned char>(kFirst, static_cast<unsigned>(10 * version)));
+    second_versions.push_back(random_bytes<unsigned char>(kSecond, static_cast<unsigned>(10 * version + 1)));
+    host_versions.push_back(random_bytes<unsigned char>(host.size(), static_cast<unsigned>(10 * version + 2)));
     first.upload(first_versions.back());
     second.upload(second_versions.back());
     host = host_versions.back();
@@ -658,7 +650,7 @@ TEST_F(FakeCudaTest, PointersOfTheOtherKindAreRefusedAndManagedMemoryWorks) {
   auto* managed = reinterpret_cast<unsigned char*>(address);
   EXPECT_THROW(store.protect_device(2, managed, bytes, "managed_as_device"), InvalidArgumentError);
   store.protect_managed(3, managed, bytes, "managed");
-  const std::vector<unsigned char> saved = random_bytes(bytes, 4);
+  const std::vector<unsigned char> saved = random_bytes<unsigned char>(bytes, 4);
   std::memcpy(managed, saved.data(), bytes);
   store.checkpoint(1);
   store.wait();
@@ -726,7 +718,7 @@ TEST_F(FakeCudaTest, StagingCopiesStayWithinAPinPieceWhileTheBufferIsPinnedAndAf
   EXPECT_EQ(counters().registered_bytes, kPiece) << "the first piece alone is registered";
 
   DeviceBuffer device(2 * kPiece);
-  const std::vector<unsigned char> bytes = random_bytes(2 * kPiece, 11);
+  const std::vector<unsigned char> bytes = random_bytes<unsigned char>(2 * kPiece, 11);
   device.upload(bytes);
   const auto from_device = [&](std::uint64_t offset, std::byte* target, std::uint64_t length) {
     check(driver().cuMemcpyDtoH(target, device.address() + offset, length), "cuMemcpyDtoH");
@@ -838,7 +830,7 @@ TEST_F(FakeCudaTest, ARegionOnAnotherDeviceThanTheStoresIsRefused) {
 TEST_F(FakeCudaTest, RestartReturnsOnlyOnceTheBytesAreOnTheDevice) {
   Store store("fake", store_config("0"));
   DeviceBuffer region(kMiB);
-  const std::vector<unsigned char> saved = random_bytes(kMiB, 12);
+  const std::vector<unsigned char> saved = random_bytes<unsigned char>(kMiB, 12);
   region.upload(saved);
   store.protect_device(0, region.get(), kMiB, "field");
   store.checkpoint(1);

@@ -1,9 +1,10 @@
-// Small helpers shared by the C++ tests: a scratch directory and raw file
-// access for damaging checkpoint files on purpose.
+// Small helpers shared by the C++ tests: a scratch directory, raw file
+// access for damaging checkpoint files on purpose, random test data.
 #pragma once
 
 #include <stdlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -62,4 +64,18 @@ inline void flip_bit(const std::string& path, std::uint64_t offset, int bit = 0)
   }
   bytes[offset] ^= static_cast<std::byte>(1u << (bit & 7));
   write_file(path, bytes);
+}
+
+// `bytes` pseudo-random bytes from `seed`, eight per draw: the test files
+// are compiled at -O0, and under TSan a draw per byte made filling a few
+// tens of MiB the longest part of a test.
+template <typename Byte = std::byte>
+std::vector<Byte> random_bytes(std::size_t bytes, unsigned seed) {
+  std::vector<Byte> data(bytes);
+  std::mt19937_64 random(seed);
+  for (std::size_t at = 0; at < bytes; at += sizeof(std::uint64_t)) {
+    const std::uint64_t word = random();
+    std::memcpy(data.data() + at, &word, std::min(sizeof word, bytes - at));
+  }
+  return data;
 }
