@@ -25,6 +25,10 @@
 ! shape are taken from the array; the shape is given to the library
 ! row-major (Fortran's axis order reversed), so a halo of depth h is the
 ! ring of h elements on every side of every axis, whatever the order.
+! In an MPI job, resurgo_auto_dataset(..., global_shape=, offset=) declares
+! the array as this rank's block of a global array (no halo), in Fortran's
+! axis order as resurgo_protect_global takes them: when every dataset is
+! declared so, a checkpoint restarts on another rank count (docs/auto.md).
 module resurgo_auto
   use, intrinsic :: iso_c_binding
   use, intrinsic :: iso_fortran_env, only: real32, real64, int32, int64
@@ -102,6 +106,7 @@ module resurgo_auto
     integer(c_int) :: fast_forward                  ! 1: resumed at fastfw/datlist from the payload
     real(c_double) :: read_seconds
     real(c_double) :: replay_seconds
+    integer(c_int) :: ranks                         ! the rank count that wrote it (0: not recorded)
   end type rsg_auto_restore_report
 
   ! Opaque runtime handle; c_null_ptr when not attached.
@@ -156,6 +161,21 @@ module resurgo_auto
       integer(c_int), intent(inout) :: id
       integer(c_int) :: rc
     end function rsg_auto_dataset
+
+    ! global_shape, offset and shape have ndim entries each, row-major.
+    function rsg_auto_dataset_global(a, name, data, bytes, dtype, ndim, global_shape, offset, shape, id) &
+        bind(C, name="rsg_auto_dataset_global") result(rc)
+      import :: c_ptr, c_char, c_int, c_size_t, c_long_long
+      type(c_ptr), value :: a
+      character(kind=c_char), dimension(*), intent(in) :: name
+      type(c_ptr), value :: data
+      integer(c_size_t), value :: bytes
+      type(c_ptr), value :: dtype
+      integer(c_int), value :: ndim
+      integer(c_long_long), intent(in) :: global_shape(*), offset(*), shape(*)
+      integer(c_int), intent(inout) :: id
+      integer(c_int) :: rc
+    end function rsg_auto_dataset_global
 
     function rsg_auto_loop(a, name, args, count, execute) bind(C, name="rsg_auto_loop") result(rc)
       import :: c_ptr, c_char, c_int, c_size_t, rsg_auto_arg
@@ -324,7 +344,7 @@ contains
   ! for the reason module resurgo gives at protect_array: a strided section
   ! arrives as it is and is refused, instead of a temporary copy whose
   ! address the runtime would keep.
-  subroutine declare_array(rt, name, array, dtype, element_bits, id, halo, ierr)
+  subroutine declare_array(rt, name, array, dtype, element_bits, id, halo, ierr, global_shape, offset)
     type(resurgo_auto_runtime), intent(in) :: rt
     character(len=*), intent(in) :: name, dtype
     type(*), dimension(..), intent(inout), target :: array
@@ -332,6 +352,7 @@ contains
     integer, intent(out) :: id
     integer, intent(in), optional :: halo
     integer, intent(out), optional :: ierr
+    integer, intent(in), optional :: global_shape(:), offset(:)
     character(kind=c_char, len=:), allocatable, target :: cdtype
     integer(c_long_long) :: row_major(max(1, rank(array)))
     integer(c_int) :: depth, declared
@@ -350,6 +371,10 @@ contains
     if (present(halo)) depth = int(halo, c_int)
     cdtype = dtype // c_null_char
     declared = -1
+    if (present(global_shape) .or. present(offset)) then
+      call declare_block(rt, name, array, c_loc(cdtype), element_bits, row_major, global_shape, offset, id, ierr)
+      return
+    end if
     call resurgo_finish_call(rsg_auto_dataset(rt%handle, trim(name) // c_null_char, resurgo_data_address(array), &
                                               size(array, kind=c_size_t) * int(element_bits / 8, c_size_t), &
                                               c_loc(cdtype), int(rank(array), c_int), row_major, depth, declared), &
@@ -357,64 +382,108 @@ contains
     id = int(declared)
   end subroutine declare_array
 
-  subroutine dataset_real32(rt, name, array, id, ierr, halo)
+  ! declare_array's block of a global array: global_shape and offset in
+  ! Fortran's axis order (offset 0 for the first block), handed to the
+  ! row-major library reversed, as resurgo_protect_global does.
+  subroutine declare_block(rt, name, array, cdtype, element_bits, row_major, global_shape, offset, id, ierr)
+    type(resurgo_auto_runtime), intent(in) :: rt
+    character(len=*), intent(in) :: name
+    type(*), dimension(..), intent(inout), target :: array
+    type(c_ptr), intent(in) :: cdtype
+    integer, intent(in) :: element_bits
+    integer(c_long_long), intent(in) :: row_major(:)
+    integer, intent(in), optional :: global_shape(:), offset(:)
+    integer, intent(out) :: id
+    integer, intent(out), optional :: ierr
+    integer(c_long_long) :: global_row_major(max(1, rank(array))), offset_row_major(max(1, rank(array)))
+    integer(c_int) :: declared
+    id = -1
+    if (.not. (present(global_shape) .and. present(offset))) then
+      call resurgo_refuse_call(RSG_EINVAL, 'resurgo_auto_dataset', "dataset '" // trim(name) // &
+                               "': a block of a global array needs both global_shape and offset", ierr)
+      return
+    end if
+    if (size(global_shape) /= rank(array) .or. size(offset) /= rank(array)) then
+      call resurgo_refuse_call(RSG_EINVAL, 'resurgo_auto_dataset', "dataset '" // trim(name) // &
+                               "': global_shape and offset need one entry per axis of the array", ierr)
+      return
+    end if
+    global_row_major = global_shape(size(global_shape):1:-1)
+    offset_row_major = offset(size(offset):1:-1)
+    declared = -1
+    call resurgo_finish_call(rsg_auto_dataset_global(rt%handle, trim(name) // c_null_char, &
+                                                     resurgo_data_address(array), &
+                                                     size(array, kind=c_size_t) * int(element_bits / 8, c_size_t), &
+                                                     cdtype, int(rank(array), c_int), global_row_major, &
+                                                     offset_row_major, row_major, declared), &
+                             'resurgo_auto_dataset', ierr)
+    id = int(declared)
+  end subroutine declare_block
+
+  subroutine dataset_real32(rt, name, array, id, ierr, halo, global_shape, offset)
     type(resurgo_auto_runtime), intent(in) :: rt
     character(len=*), intent(in) :: name
     real(real32), dimension(..), intent(inout), target :: array
     integer, intent(out) :: id
     integer, intent(out), optional :: ierr
     integer, intent(in), optional :: halo
-    call declare_array(rt, name, array, 'float32', storage_size(array), id, halo, ierr)
+    integer, intent(in), optional :: global_shape(:), offset(:)
+    call declare_array(rt, name, array, 'float32', storage_size(array), id, halo, ierr, global_shape, offset)
   end subroutine dataset_real32
 
-  subroutine dataset_real64(rt, name, array, id, ierr, halo)
+  subroutine dataset_real64(rt, name, array, id, ierr, halo, global_shape, offset)
     type(resurgo_auto_runtime), intent(in) :: rt
     character(len=*), intent(in) :: name
     real(real64), dimension(..), intent(inout), target :: array
     integer, intent(out) :: id
     integer, intent(out), optional :: ierr
     integer, intent(in), optional :: halo
-    call declare_array(rt, name, array, 'float64', storage_size(array), id, halo, ierr)
+    integer, intent(in), optional :: global_shape(:), offset(:)
+    call declare_array(rt, name, array, 'float64', storage_size(array), id, halo, ierr, global_shape, offset)
   end subroutine dataset_real64
 
-  subroutine dataset_int32(rt, name, array, id, ierr, halo)
+  subroutine dataset_int32(rt, name, array, id, ierr, halo, global_shape, offset)
     type(resurgo_auto_runtime), intent(in) :: rt
     character(len=*), intent(in) :: name
     integer(int32), dimension(..), intent(inout), target :: array
     integer, intent(out) :: id
     integer, intent(out), optional :: ierr
     integer, intent(in), optional :: halo
-    call declare_array(rt, name, array, 'int32', storage_size(array), id, halo, ierr)
+    integer, intent(in), optional :: global_shape(:), offset(:)
+    call declare_array(rt, name, array, 'int32', storage_size(array), id, halo, ierr, global_shape, offset)
   end subroutine dataset_int32
 
-  subroutine dataset_int64(rt, name, array, id, ierr, halo)
+  subroutine dataset_int64(rt, name, array, id, ierr, halo, global_shape, offset)
     type(resurgo_auto_runtime), intent(in) :: rt
     character(len=*), intent(in) :: name
     integer(int64), dimension(..), intent(inout), target :: array
     integer, intent(out) :: id
     integer, intent(out), optional :: ierr
     integer, intent(in), optional :: halo
-    call declare_array(rt, name, array, 'int64', storage_size(array), id, halo, ierr)
+    integer, intent(in), optional :: global_shape(:), offset(:)
+    call declare_array(rt, name, array, 'int64', storage_size(array), id, halo, ierr, global_shape, offset)
   end subroutine dataset_int64
 
-  subroutine dataset_complex32(rt, name, array, id, ierr, halo)
+  subroutine dataset_complex32(rt, name, array, id, ierr, halo, global_shape, offset)
     type(resurgo_auto_runtime), intent(in) :: rt
     character(len=*), intent(in) :: name
     complex(real32), dimension(..), intent(inout), target :: array
     integer, intent(out) :: id
     integer, intent(out), optional :: ierr
     integer, intent(in), optional :: halo
-    call declare_array(rt, name, array, 'complex64', storage_size(array), id, halo, ierr)
+    integer, intent(in), optional :: global_shape(:), offset(:)
+    call declare_array(rt, name, array, 'complex64', storage_size(array), id, halo, ierr, global_shape, offset)
   end subroutine dataset_complex32
 
-  subroutine dataset_complex64(rt, name, array, id, ierr, halo)
+  subroutine dataset_complex64(rt, name, array, id, ierr, halo, global_shape, offset)
     type(resurgo_auto_runtime), intent(in) :: rt
     character(len=*), intent(in) :: name
     complex(real64), dimension(..), intent(inout), target :: array
     integer, intent(out) :: id
     integer, intent(out), optional :: ierr
     integer, intent(in), optional :: halo
-    call declare_array(rt, name, array, 'complex128', storage_size(array), id, halo, ierr)
+    integer, intent(in), optional :: global_shape(:), offset(:)
+    call declare_array(rt, name, array, 'complex128', storage_size(array), id, halo, ierr, global_shape, offset)
   end subroutine dataset_complex64
 
   ! One loop argument: `dataset` accessed as `access` over `range`

@@ -96,6 +96,7 @@ typedef struct rsg_auto_restore_report {
   int fast_forward;                   /* 1: resumed at fastfw/datlist from the payload */
   double read_seconds;   /* reading the version: its query log at attach, its datasets at the resume point */
   double replay_seconds; /* from the end of the first read (or of the initialisation phase) to the resume point */
+  int ranks;             /* the rank count that wrote it (0: a version written before it was recorded) */
 } rsg_auto_restore_report;
 
 int rsg_auto_options_init(rsg_auto_options *options);
@@ -114,6 +115,13 @@ int rsg_auto_detach(rsg_auto *a);
  * receives the id that rsg_auto_arg.dataset names. */
 int rsg_auto_dataset(rsg_auto *a, const char *name, void *data, size_t bytes, const char *dtype, int ndim,
                      const long long *shape, int halo, int *id);
+/* Declares the dataset `name` as this rank's block of a global array (MPI
+ * jobs), as rsg_protect_global does: global_shape and offset hold ndim
+ * entries, row-major, shape the block's own extents; dtype is required and
+ * there is no halo. When every dataset is declared so, an automatic
+ * checkpoint restarts on another rank count (docs/auto.md). */
+int rsg_auto_dataset_global(rsg_auto *a, const char *name, void *data, size_t bytes, const char *dtype, int ndim,
+                            const long long *global_shape, const long long *offset, const long long *shape, int *id);
 
 /* Call before each parallel loop with the datasets it accesses. *execute
  * receives 1 when the loop must run, 0 while replaying towards the restore

@@ -111,6 +111,7 @@ struct RestoreReport {
   double read_seconds = 0;          // reading the version (its log at attach, its datasets at the resume point)
   double replay_seconds = 0;        // from the end of the read (or of the initialisation phase,
                                     // which a run from scratch executes too) to the resume point
+  int ranks = 0;  // the rank count that wrote it (0: a version written before it was recorded)
 };
 
 class Runtime {
@@ -129,6 +130,15 @@ class Runtime {
   // counted in it): loops then name Range::kInterior or Range::kHalo.
   // Returns the id that loop arguments name.
   int dataset(const std::string& name, void* data, std::size_t bytes, const ElementType& type = {}, int halo = 0);
+  // Declares a dataset that is this rank's block of a global array (MPI
+  // jobs), as Store::protect does: `block.global_shape` and `block.offset`
+  // row-major, `type.dtype` and `type.shape` (the block's) required, no
+  // halo. When every dataset is declared so, an automatic checkpoint taken
+  // on P ranks restarts on Q ranks (docs/auto.md, "Restart on another rank
+  // count"); the ranks' blocks must then tile each global array, which is
+  // checked before a checkpoint is written and before one is restored.
+  int dataset(const std::string& name, void* data, std::size_t bytes, const ElementType& type,
+              const GlobalBlock& block);
 
   // Call before each parallel loop. Returns whether to execute it: false
   // while replaying towards the restore point.

@@ -114,6 +114,16 @@ CheckpointReport = _core.CheckpointReport
 RestoreReport = _core.RestoreReport
 
 
+def _indices(values: Optional[Sequence[int]], what: str) -> List[int]:
+    """A global_shape or offset as a list of ints ([] for None)."""
+    if values is None:
+        return []
+    try:
+        return [operator.index(v) for v in values]
+    except TypeError:
+        raise TypeError(f"{what} must be a sequence of ints, not {values!r}") from None
+
+
 def _count(value: Any, what: str) -> int:
     if isinstance(value, bool):
         raise TypeError(f"{what} must be an int, not bool")
@@ -231,10 +241,21 @@ class Runtime:
         return f"<resurgo.auto.Runtime on {self._store.name!r}: {state}>"
 
     # -- declarations ---------------------------------------------------------
-    def dataset(self, name: str, array: np.ndarray, halo: int = 0) -> Dataset:
+    def dataset(
+        self,
+        name: str,
+        array: np.ndarray,
+        halo: int = 0,
+        *,
+        global_shape: Optional[Sequence[int]] = None,
+        offset: Optional[Sequence[int]] = None,
+    ) -> Dataset:
         """Declares ``array`` (a writable C-contiguous NumPy array, kept
         referenced) as the dataset ``name``; its dtype and shape are recorded,
-        the halo ring counted in the shape."""
+        the halo ring counted in the shape. ``global_shape`` and ``offset``
+        (MPI jobs, row-major, no halo) declare it as this rank's block of a
+        global array, as ``Store.protect`` does: when every dataset is
+        declared so, a checkpoint restarts on another rank count."""
         if not isinstance(name, str):
             raise TypeError(f"dataset name must be a str, not {type(name).__name__}")
         if not isinstance(array, np.ndarray):
@@ -243,7 +264,8 @@ class Runtime:
         if not view.writable:
             raise InvalidArgumentError(f"dataset '{name}' is read-only; a restore writes into it")
         halo = _count(halo, f"dataset '{name}': halo")
-        dataset_id = self._core.dataset(name, view.pointer, view.bytes, view.dtype, list(view.shape), halo)
+        block = (_indices(global_shape, f"dataset '{name}': global_shape"), _indices(offset, f"dataset '{name}': offset"))
+        dataset_id = self._core.dataset(name, view.pointer, view.bytes, view.dtype, list(view.shape), halo, *block)
         dataset = Dataset(name, dataset_id, array, halo)
         self._datasets.append(dataset)
         return dataset

@@ -214,10 +214,18 @@ class PyRuntime {
   }
 
   // `pointer` and `bytes`: where the array resurgo/array_view.py checked lies.
+  // A non-empty `global_shape` declares a block of a global array at `offset`.
   int dataset(const std::string& name, std::uintptr_t pointer, std::uint64_t bytes, const std::string& dtype,
-              std::vector<std::int64_t> shape, int halo) {
-    return runtime().dataset(name, reinterpret_cast<void*>(pointer), bytes,
-                             resurgo::ElementType{dtype, std::move(shape)}, halo);
+              std::vector<std::int64_t> shape, int halo, std::vector<std::int64_t> global_shape,
+              std::vector<std::int64_t> offset) {
+    resurgo::ElementType type{dtype, std::move(shape)};
+    void* data = reinterpret_cast<void*>(pointer);
+    if (global_shape.empty() && offset.empty()) return runtime().dataset(name, data, bytes, type, halo);
+    if (halo != 0) {
+      throw resurgo::InvalidArgumentError("dataset '" + name + "' as a block of a global array: a dataset with a halo "
+                                          "cannot be one; declare it with halo 0");
+    }
+    return runtime().dataset(name, data, bytes, type, resurgo::GlobalBlock{std::move(global_shape), std::move(offset)});
   }
 
   bool loop(const std::string& name, const std::vector<std::tuple<int, int, int>>& args) {
@@ -347,7 +355,8 @@ NB_MODULE(_core, m) {
           "diagnostics"_a,
           "check_access"_a, "flush_on_termination"_a, nb::keep_alive<1, 2>())
       .def("close", &PyRuntime::close)
-      .def("dataset", &PyRuntime::dataset, "name"_a, "pointer"_a, "bytes"_a, "dtype"_a, "shape"_a, "halo"_a)
+      .def("dataset", &PyRuntime::dataset, "name"_a, "pointer"_a, "bytes"_a, "dtype"_a, "shape"_a, "halo"_a,
+           "global_shape"_a, "offset"_a)
       .def("loop", &PyRuntime::loop, "name"_a, "args"_a)
       .def(
           "query", [](PyRuntime& r, ByteView data) { r.runtime().query(data.data(), data.size()); },

@@ -256,7 +256,9 @@ void bind_auto_records(nb::module_& m) {
       .field("read_seconds", &RestoreReport::read_seconds,
              "the query log at attach, the datasets at the resume point")
       .field("replay_seconds", &RestoreReport::replay_seconds,
-             "from the end of the first read (or of the initialisation phase) to the resume point");
+             "from the end of the first read (or of the initialisation phase) to the resume point")
+      .field("ranks", &RestoreReport::ranks,
+             "the rank count that wrote it (0: a version written before it was recorded)");
 }
 
 // ContainerHeader's fields, which ContainerInfo has too.

@@ -40,6 +40,8 @@ class Agreement {
   Agreement(Comm& comm, std::uint64_t every_loops, double timeout_seconds, std::string store_what);
 
   bool alone() const { return comm_.size() == 1; }
+  int rank() const { return comm_.rank(); }
+  int ranks() const { return comm_.size(); }
   // At loop `here.loop_index`: whether any rank finds a checkpoint due. Ranks
   // exchange only at multiples of every_loops; between them this is false.
   // MismatchError naming the ranks (and the first dataset that differs)
@@ -56,6 +58,12 @@ class Agreement {
   long smallest(long value) { return alone() ? value : comm_.allreduce_min(value); }
   // The largest of the values of every rank.
   long largest(long value) { return -smallest(-value); }
+  // Every rank's `value`, indexed by rank (with the store's timeout).
+  std::vector<long> everyone(long value) {
+    return alone() ? std::vector<long>{value} : comm_.allgather(value, timeout_seconds_);
+  }
+  // Rank 0's `mine`, on every rank.
+  std::string rank_zeros(const std::string& mine);
   // The newest of the versions `held` below `below` that every rank holds,
   // or -1 (base/newest_everywhere.h).
   long newest_everywhere(const std::vector<long>& held, long below);
@@ -64,7 +72,6 @@ class Agreement {
   std::vector<long> gather(long value, const Progress& here);
   [[noreturn]] void throw_declared_otherwise(const std::vector<long>& values, const Progress& here);
   [[noreturn]] void throw_ran_otherwise(const std::vector<long>& values, const Progress& here);
-  std::string rank_zeros(const std::string& mine);
   std::string collect_at_rank_zero(const std::string& mine);
   std::string at(const Progress& here) const;
 

@@ -123,6 +123,25 @@ int rsg_auto_dataset(rsg_auto* a, const char* name, void* data, size_t bytes, co
   });
 }
 
+int rsg_auto_dataset_global(rsg_auto* a, const char* name, void* data, size_t bytes, const char* dtype, int ndim,
+                            const long long* global_shape, const long long* offset, const long long* shape, int* id) {
+  if (a == nullptr || name == nullptr || data == nullptr || id == nullptr) {
+    return invalid("rsg_auto_dataset_global: runtime, name, data and id must not be NULL");
+  }
+  if (ndim <= 0 || global_shape == nullptr || offset == nullptr || shape == nullptr) {
+    last_error = std::string("rsg_auto_dataset_global: dataset '") + name + "' has ndim " + std::to_string(ndim) +
+                 "; a block needs ndim >= 1 and global_shape, offset and shape not NULL";
+    return RSG_EINVAL;
+  }
+  return guarded([&] {
+    resurgo::ElementType type;
+    type.dtype = dtype == nullptr ? "" : dtype;
+    type.shape.assign(shape, shape + ndim);
+    const resurgo::GlobalBlock block{{global_shape, global_shape + ndim}, {offset, offset + ndim}};
+    *id = a->runtime.dataset(name, data, bytes, type, block);
+  });
+}
+
 int rsg_auto_loop(rsg_auto* a, const char* name, const rsg_auto_arg* args, size_t count, int* execute) {
   if (a == nullptr || name == nullptr || execute == nullptr) {
     return invalid("rsg_auto_loop: runtime, name and execute must not be NULL");
@@ -221,6 +240,7 @@ int rsg_auto_last_restore(rsg_auto* a, rsg_auto_restore_report* out) {
       c.fast_forward = r->fast_forward ? 1 : 0;
       c.read_seconds = r->read_seconds;
       c.replay_seconds = r->replay_seconds;
+      c.ranks = r->ranks;
     }
     *out = c;
   });

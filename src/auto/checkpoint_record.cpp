@@ -1,5 +1,6 @@
 #include "auto/checkpoint_record.h"
 
+#include <cstdint>
 #include <cstring>
 
 #include "resurgo/errors.hpp"
@@ -10,6 +11,7 @@ namespace {
 
 constexpr char kMagic[8] = {'R', 'S', 'G', 'A', 'U', 'T', 'O', '1'};
 constexpr std::size_t kMaxLocationBytes = 4096;
+constexpr std::uint64_t kMaxSavedLabels = 1 << 20;
 
 void put_u64(std::vector<std::byte>& out, std::uint64_t value) {
   for (int shift = 0; shift < 64; shift += 8) out.push_back(static_cast<std::byte>(value >> shift));
@@ -34,6 +36,7 @@ class Reader {
     position_ += bytes;
     return value;
   }
+  bool done() const { return position_ == bytes_.size(); }
   [[noreturn]] void fail(const std::string& why) const {
     throw CorruptionError("the automatic checkpoint record of " + what_ + " is damaged: " + why);
   }
@@ -58,9 +61,20 @@ std::vector<std::byte> encode(const CheckpointRecord& record) {
   put_u64(out, record.loop_index);
   put_u64(out, record.init_end.value_or(0));
   put_u64(out, record.sequence_hash);
-  put_u64(out, record.location.size());
-  const auto* location = reinterpret_cast<const std::byte*>(record.location.data());
-  out.insert(out.end(), location, location + record.location.size());
+  const auto put_text = [&](const std::string& text) {
+    put_u64(out, text.size());
+    const auto* bytes = reinterpret_cast<const std::byte*>(text.data());
+    out.insert(out.end(), bytes, bytes + text.size());
+  };
+  put_text(record.location);
+  if (record.ranks == 0) return out;
+  put_u64(out, record.ranks);
+  out.push_back(static_cast<std::byte>(record.global ? 1 : 0));
+  if (!record.global) return out;
+  put_u64(out, record.query_log_bytes);
+  put_u64(out, record.payload_bytes);
+  put_u64(out, record.saved.size());
+  for (const std::string& label : record.saved) put_text(label);
   return out;
 }
 
@@ -80,6 +94,21 @@ std::optional<CheckpointRecord> decode(std::span<const std::byte> metadata, cons
   const std::uint64_t location_bytes = reader.u64();
   if (location_bytes > kMaxLocationBytes) reader.fail("a location name of " + std::to_string(location_bytes) + " bytes");
   record.location = reader.text(static_cast<std::size_t>(location_bytes));
+  if (reader.done()) return record;
+  const std::uint64_t ranks = reader.u64();
+  if (ranks == 0 || ranks > INT32_MAX) reader.fail("a rank count of " + std::to_string(ranks));
+  record.ranks = static_cast<std::uint32_t>(ranks);
+  record.global = reader.u8() != 0;
+  if (!record.global) return record;
+  record.query_log_bytes = reader.u64();
+  record.payload_bytes = reader.u64();
+  const std::uint64_t labels = reader.u64();
+  if (labels > kMaxSavedLabels) reader.fail(std::to_string(labels) + " saved datasets");
+  for (std::uint64_t i = 0; i < labels; ++i) {
+    const std::uint64_t bytes = reader.u64();
+    if (bytes > kMaxLocationBytes) reader.fail("a dataset label of " + std::to_string(bytes) + " bytes");
+    record.saved.push_back(reader.text(static_cast<std::size_t>(bytes)));
+  }
   return record;
 }
 

@@ -2,7 +2,8 @@
 // metadata: where the checkpoint was taken and how a restarted run reaches
 // that point. The saved datasets are the version's regions (labels: the
 // dataset's name, or name + kRingSuffix for a halo ring alone), with the
-// query log and the payload as two reserved regions.
+// query log and the payload as two reserved regions. A record written
+// before restart on another rank count existed ends after the location.
 #pragma once
 
 #include <cstddef>
@@ -32,6 +33,17 @@ struct CheckpointRecord {
   std::optional<std::uint64_t> init_end;  // loops declared when initphase_done() was called
   std::uint64_t sequence_hash = 0;        // of the loop sequence up to loop_index
   std::string location;                   // the loop name, "fastfw" or "datlist"
+  // The rank count that wrote the version (0 in a record written before
+  // it was kept). `global`: every dataset was a block of a global array,
+  // so the version restarts on another rank count: its query log and
+  // payload are then global arrays of one row per rank (the rows alike), of
+  // the bytes below, and `saved` names the datasets saved, so that a job of
+  // another rank count restores it from rank 0's record alone.
+  std::uint32_t ranks = 0;
+  bool global = false;
+  std::uint64_t query_log_bytes = 0;
+  std::uint64_t payload_bytes = 0;
+  std::vector<std::string> saved{};
 };
 
 std::vector<std::byte> encode(const CheckpointRecord& record);

@@ -91,6 +91,14 @@ bool CheckpointRegion::before_loop(std::string_view loop, std::span<const PartAc
   return false;
 }
 
+Piece control_piece(const std::string& label, const std::byte* data, std::uint64_t bytes, std::uint32_t ranks,
+                    int row) {
+  if (ranks == 0) return {label, data, bytes, ElementType{"uint8", {}}, {}};
+  const auto width = static_cast<std::int64_t>(bytes);
+  return {label, data, bytes, ElementType{"uint8", {1, width}},
+          GlobalBlock{{static_cast<std::int64_t>(ranks), width}, {row, 0}}};
+}
+
 std::vector<Piece> CheckpointRegion::close() {
   std::vector<Piece> pieces;
   for (std::size_t id = 0; id < entries_.size(); ++id) {
@@ -106,7 +114,7 @@ std::vector<Piece> CheckpointRegion::close() {
     const std::vector<std::byte>& staged = buffers_.staged[id];
     if (interior) {
       pieces.push_back({dataset.name, entry.staged == Staged::kWhole ? staged.data() : dataset.data, dataset.bytes,
-                        dataset.type});
+                        dataset.type, dataset.block});
     } else if (ring) {
       const std::byte* packed = staged.data();
       if (entry.staged != Staged::kRing) {
@@ -117,7 +125,7 @@ std::vector<Piece> CheckpointRegion::close() {
       }
       const std::uint64_t bytes = dataset.ring->bytes();
       const auto elements = static_cast<std::int64_t>(bytes / dataset.element_bytes());
-      pieces.push_back({dataset.name + kRingSuffix, packed, bytes, ElementType{dataset.type.dtype, {elements}}});
+      pieces.push_back({dataset.name + kRingSuffix, packed, bytes, ElementType{dataset.type.dtype, {elements}}, {}});
     }
   }
   return pieces;

@@ -25,7 +25,13 @@ struct Piece {
   const std::byte* data = nullptr;
   std::uint64_t bytes = 0;
   ElementType type;
+  GlobalBlock block;  // a dataset's block of a global array, or empty
 };
+
+// The query log's or the payload's piece: a region of this rank alone, or,
+// when `ranks` > 0 (a version of global datasets), row `row` of a global
+// array of `ranks` rows of `bytes`.
+Piece control_piece(const std::string& label, const std::byte* data, std::uint64_t bytes, std::uint32_t ranks, int row);
 
 // Staging and ring-packing buffers, per dataset, reused from one region to
 // the next so that a steady run allocates nothing.

@@ -15,9 +15,43 @@ std::string in_loop(std::string_view loop, std::uint64_t loop_index) {
   return "loop " + std::to_string(loop_index) + " '" + std::string(loop) + "'";
 }
 
+std::string extents(const std::vector<std::int64_t>& values) {
+  std::string text;
+  for (const std::int64_t value : values) text += (text.empty() ? "" : "x") + std::to_string(value);
+  return text;
+}
+
 std::string declaration(const Dataset& dataset) {
   return "'" + dataset.name + "' (" + (dataset.type.dtype.empty() ? "bytes" : dataset.type.dtype) + ", " +
-         std::to_string(dataset.type.shape.size()) + "-D, halo " + std::to_string(dataset.halo) + ")";
+         std::to_string(dataset.type.shape.size()) + "-D, halo " + std::to_string(dataset.halo) +
+         (dataset.global() ? ", block of a global " + extents(dataset.block.global_shape) : "") + ")";
+}
+
+// Restart on another rank count maps blocks of the global array, which a
+// halo ring (the neighbours' cells) is not part of.
+void check_block(const std::string& name, const ElementType& type, int halo, const GlobalBlock& block) {
+  if (block.global_shape.empty() && block.offset.empty()) return;
+  const auto refuse = [&](const std::string& why) {
+    throw InvalidArgumentError("dataset '" + name + "' as a block of a global array: " + why);
+  };
+  if (halo > 0) {
+    refuse("a dataset with a halo cannot be one (its ring holds other ranks' cells); declare it with halo 0, "
+           "its block without the ring");
+  }
+  const std::size_t axes = block.global_shape.size();
+  if (type.dtype.empty() || axes == 0 || block.offset.size() != axes || type.shape.size() != axes) {
+    refuse("it needs a dtype, and the global shape, the offset and the block's shape with one entry per axis; got "
+           "dtype '" + type.dtype + "' and " + std::to_string(axes) + ", " + std::to_string(block.offset.size()) +
+           " and " + std::to_string(type.shape.size()) + " entries");
+  }
+  for (std::size_t axis = 0; axis < axes; ++axis) {
+    const std::int64_t offset = block.offset[axis];
+    if (offset < 0 || type.shape[axis] < 0 || offset + type.shape[axis] > block.global_shape[axis]) {
+      refuse("on axis " + std::to_string(axis) + " the block [" + std::to_string(offset) + ", " +
+             std::to_string(offset + type.shape[axis]) + ") does not lie inside [0, " +
+             std::to_string(block.global_shape[axis]) + ")");
+    }
+  }
 }
 
 // `text` and a separator, continuing `hash`.
@@ -31,7 +65,8 @@ std::size_t Dataset::element_bytes() const {
   return static_cast<std::size_t>(bytes / elements);
 }
 
-int DatasetTable::add(const std::string& name, void* data, std::size_t bytes, const ElementType& type, int halo) {
+int DatasetTable::add(const std::string& name, void* data, std::size_t bytes, const ElementType& type, int halo,
+                      const GlobalBlock& block) {
   validate_label(name);
   if (name.rfind(kReservedPrefix, 0) == 0 || name.find(kRingSuffix) != std::string::npos) {
     throw InvalidArgumentError("dataset '" + name + "': names starting with '" + kReservedPrefix +
@@ -42,7 +77,8 @@ int DatasetTable::add(const std::string& name, void* data, std::size_t bytes, co
     throw InvalidArgumentError("dataset '" + name + "': the pointer is null or the size is zero");
   }
   if (halo < 0) throw InvalidArgumentError("dataset '" + name + "': the halo depth is negative");
-  Dataset dataset{name, static_cast<std::byte*>(data), bytes, type, halo, std::nullopt, {false, false}};
+  check_block(name, type, halo, block);
+  Dataset dataset{name, static_cast<std::byte*>(data), bytes, type, halo, block, std::nullopt, {false, false}};
   if (halo > 0) {
     std::uint64_t elements = type.shape.empty() ? 0 : 1;
     for (const std::int64_t extent : type.shape) elements *= extent > 0 ? static_cast<std::uint64_t>(extent) : 0;
@@ -102,6 +138,15 @@ std::vector<std::string> DatasetTable::declarations() const {
   std::vector<std::string> texts;
   for (const Dataset& dataset : datasets_) texts.push_back(declaration(dataset));
   return texts;
+}
+
+bool DatasetTable::all_global() const {
+  return !datasets_.empty() &&
+         std::all_of(datasets_.begin(), datasets_.end(), [](const Dataset& d) { return d.global(); });
+}
+
+bool DatasetTable::any_global() const {
+  return std::any_of(datasets_.begin(), datasets_.end(), [](const Dataset& d) { return d.global(); });
 }
 
 std::uint64_t DatasetTable::ever_written_bytes() const {

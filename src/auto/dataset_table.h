@@ -27,8 +27,11 @@ struct Dataset {
   std::uint64_t bytes = 0;
   ElementType type;
   int halo = 0;
+  GlobalBlock block;  // empty: the rank's own array, else its block of a global array
   std::optional<HaloRing> ring;
   bool ever_written[2] = {false, false};
+
+  bool global() const { return !block.global_shape.empty(); }
 
   int parts() const { return ring ? 2 : 1; }
   std::uint64_t part_bytes(int part) const {
@@ -52,8 +55,12 @@ struct PartAccess {
 class DatasetTable {
  public:
   // Validates the name (a region label, not a reserved one, not declared
-  // yet), the pointer, and the shape a halo needs.
-  int add(const std::string& name, void* data, std::size_t bytes, const ElementType& type, int halo);
+  // yet), the pointer, the shape a halo needs, and that a block of a global
+  // array (non-empty `block`) has no halo, a dtype and a shape of one entry
+  // per axis lying inside the global array (its bytes are the Store's to
+  // check at protect).
+  int add(const std::string& name, void* data, std::size_t bytes, const ElementType& type, int halo,
+          const GlobalBlock& block = {});
   Dataset& operator[](int id) { return datasets_[static_cast<std::size_t>(id)]; }
   const Dataset& operator[](int id) const { return datasets_[static_cast<std::size_t>(id)]; }
   std::size_t size() const { return datasets_.size(); }
@@ -71,10 +78,15 @@ class DatasetTable {
   // initphase_done: what the initialisation wrote counts as never written.
   void forget_writes();
   std::uint64_t ever_written_bytes() const;
+  // Whether every dataset is a block of a global array (and there is one):
+  // the checkpoints then restart on another rank count.
+  bool all_global() const;
+  bool any_global() const;
 
   // What every rank of a job declares alike, one text per dataset in order:
-  // the name, element type, number of dimensions and halo depth (the sizes
-  // may differ: each rank holds its own block). The ranks compare their
+  // the name, element type, number of dimensions, halo depth and, for a
+  // block of a global array, the global shape (the sizes and offsets may
+  // differ: each rank holds its own block). The ranks compare their
   // hash at each agreement, and the texts when the hashes differ.
   std::vector<std::string> declarations() const;
   std::uint64_t declarations_hash() const { return declarations_hash_; }

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "auto/block_cover.h"
 #include "auto/runtime_impl.h"
 #include "base/units.h"
 #include "base/checksum.h"
@@ -32,6 +33,18 @@ std::string join(const std::vector<std::string>& names) {
   std::string text;
   for (const std::string& name : names) text += (text.empty() ? "" : ", ") + name;
   return text.empty() ? "none" : text;
+}
+
+// The query log and the payload are the same on every rank when every
+// dataset is a block of a global array: a job of another rank count
+// replays rank 0's. Checked when written, so that a version that could not
+// be replayed elsewhere is never made.
+std::uint64_t control_hash(const CheckpointRecord& record, const std::byte* log, std::size_t used_log_bytes,
+                           const std::vector<std::byte>& payload) {
+  const std::uint64_t sizes[2] = {record.query_log_bytes, record.payload_bytes};
+  std::uint64_t hash = fnv(kFnvOffset, sizes, sizeof sizes);
+  hash = fnv(hash, log, used_log_bytes);
+  return fnv(hash, payload.data(), payload.size());
 }
 
 bool keeps_only_memory(const Config& config) {
@@ -79,12 +92,27 @@ void Runtime::Impl::report(int level, const std::string& message) const {
 
 // ---------------------------------------------------------------- datasets
 
-int Runtime::Impl::dataset(const std::string& name, void* data, std::size_t bytes, const ElementType& type,
-                           int halo) {
+int Runtime::Impl::dataset(const std::string& name, void* data, std::size_t bytes, const ElementType& type, int halo,
+                           const GlobalBlock& block) {
   if (region_) {
-    throw StateError("dataset '" + name + "' declared inside a checkpointing region; declare datasets before the loops");
+    throw StateError("dataset '" + name +
+                     "' declared inside a checkpointing region; declare datasets before the loops");
   }
-  return datasets_.add(name, data, bytes, type, halo);
+  const int id = datasets_.add(name, data, bytes, type, halo, block);
+  blocks_checked_ = false;
+  return id;
+}
+
+// Before the first checkpoint (or restore) of global blocks, and again after
+// a declaration: the ranks' blocks must tile every global array.
+void Runtime::Impl::check_blocks(const std::string& call) {
+  if (blocks_checked_) return;
+  const std::string problem = datasets_.any_global() ? blocks_problem(datasets_, agreement_) : "";
+  if (!problem.empty()) {
+    throw MismatchError(call + " on " + store_what_ + ": the ranks' blocks do not tile the global arrays: " + problem +
+                        "; declare blocks that hold every element of each global array once; nothing was written");
+  }
+  blocks_checked_ = true;
 }
 
 // -------------------------------------------------------------------- loops
@@ -173,7 +201,7 @@ void Runtime::Impl::protect_exactly(std::vector<Piece> pieces) {
       continue;
     }
     const int id = next_region_id_++;
-    store_.protect(id, const_cast<std::byte*>(piece.data), piece.bytes, piece.label, piece.type);
+    store_.protect(id, const_cast<std::byte*>(piece.data), piece.bytes, piece.label, piece.type, piece.block);
     protected_.push_back({id, piece.label, piece.data, piece.bytes});
   }
 }
@@ -226,6 +254,13 @@ void Runtime::Impl::size_store_buffer(std::string_view first_loop) {
   store_buffer_sized_ = true;
 }
 
+bool Runtime::Impl::control_alike(const CheckpointRecord& record, const std::byte* log) {
+  const auto hash = static_cast<long>(control_hash(record, log, region_log_.bytes, region_payload_) >> 2);
+  const long smallest = agreement_.smallest(hash);  // both on every rank: each is a collective
+  const long largest = agreement_.largest(hash);
+  return smallest == largest;
+}
+
 // The restore point of the checkpoint about to be made: here, with the
 // queries asked so far (none are needed when a payload resumes the run).
 void Runtime::Impl::start_checkpoint(CheckpointKind kind, std::string location, const void* payload,
@@ -254,19 +289,34 @@ void Runtime::Impl::close_region() {
 
 void Runtime::Impl::commit(const std::vector<Piece>& pieces, CheckpointRecord record, CheckpointReport made) {
   const Clock::time_point started = Clock::now();
+  check_blocks("automatic checkpoint before loop " + std::to_string(record.loop_index));
   std::lock_guard lock(store_mutex_);
   for (const Piece& piece : pieces) {
     (piece.label.ends_with(kRingSuffix) ? made.halos : made.saved).push_back(piece.label);
     made.dataset_bytes += piece.bytes;
   }
-  const std::vector<std::byte> metadata = encode(record);
-  store_.set_metadata(metadata.data(), metadata.size());
   // The store copies the regions before checkpoint() returns: the log may
   // show its state at the restore point only for that long.
+  bool alike = true;
   log_.as_of(region_log_, [&](const std::byte* log, std::size_t log_bytes) {
     std::vector<Piece> all = pieces;
-    all.push_back({kQueryLogLabel, log, log_bytes, ElementType{"uint8", {}}});
-    if (!region_payload_.empty()) all.push_back({kPayloadLabel, region_payload_.data(), region_payload_.size(), {}});
+    record.ranks = static_cast<std::uint32_t>(agreement_.ranks());
+    record.global = datasets_.all_global();
+    if (record.global) {
+      record.query_log_bytes = log_bytes;
+      record.payload_bytes = region_payload_.size();
+      record.saved = made.saved;
+      alike = control_alike(record, log);
+      if (!alike) return;  // refused once the log is back as it is
+    }
+    const std::uint32_t rows = record.global ? record.ranks : 0;
+    all.push_back(control_piece(kQueryLogLabel, log, log_bytes, rows, agreement_.rank()));
+    if (!region_payload_.empty()) {
+      all.push_back(
+          control_piece(kPayloadLabel, region_payload_.data(), region_payload_.size(), rows, agreement_.rank()));
+    }
+    const std::vector<std::byte> metadata = encode(record);
+    store_.set_metadata(metadata.data(), metadata.size());
     std::uint64_t total = 0;
     for (const Piece& piece : all) total += piece.bytes;
     store_.reserve(total);  // one buffer for the whole set, not one per region protected
@@ -274,6 +324,13 @@ void Runtime::Impl::commit(const std::vector<Piece>& pieces, CheckpointRecord re
     protect_exactly(std::move(all));
     store_.checkpoint(next_version_);
   });
+  if (!alike) {
+    throw MismatchError("automatic checkpoint before loop " + std::to_string(record.loop_index) + " on " +
+                        store_what_ + ": the ranks' query logs or payloads differ, and every dataset is a block of a "
+                        "global array, whose checkpoints restart on another rank count by replaying rank 0's; query "
+                        "only values that are the same on every rank (reduce them first) and give fastfw/datlist "
+                        "the same payload on every rank; nothing was written");
+  }
   made.version = next_version_;
   made.loop_index = record.loop_index;
   made.location = record.location;
@@ -321,7 +378,7 @@ bool Runtime::Impl::datlist(std::span<const int> ids, void* payload, std::size_t
       throw InvalidArgumentError("datlist names dataset id " + std::to_string(id) + ", which was not declared");
     }
     const Dataset& dataset = datasets_[id];
-    pieces.push_back({dataset.name, dataset.data, dataset.bytes, dataset.type});
+    pieces.push_back({dataset.name, dataset.data, dataset.bytes, dataset.type, dataset.block});
   }
   if (restore_) {
     const CheckpointRecord& record = restore_->record;
@@ -405,7 +462,11 @@ Runtime::Runtime(Store& store, Options options) : impl_(std::make_unique<Impl>(s
 Runtime::~Runtime() = default;
 
 int Runtime::dataset(const std::string& name, void* data, std::size_t bytes, const ElementType& type, int halo) {
-  return impl_->dataset(name, data, bytes, type, halo);
+  return impl_->dataset(name, data, bytes, type, halo, {});
+}
+int Runtime::dataset(const std::string& name, void* data, std::size_t bytes, const ElementType& type,
+                     const GlobalBlock& block) {
+  return impl_->dataset(name, data, bytes, type, 0, block);
 }
 bool Runtime::loop(std::string_view name, std::span<const Arg> args) { return impl_->loop(name, args); }
 void Runtime::query(void* data, std::size_t bytes) { impl_->query(data, bytes); }

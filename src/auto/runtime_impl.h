@@ -31,7 +31,8 @@ class Runtime::Impl {
   Impl(Store& store, Options options);
   ~Impl();
 
-  int dataset(const std::string& name, void* data, std::size_t bytes, const ElementType& type, int halo);
+  int dataset(const std::string& name, void* data, std::size_t bytes, const ElementType& type, int halo,
+              const GlobalBlock& block);
   bool loop(std::string_view name, std::span<const Arg> args);
   void query(void* data, std::size_t bytes);
   void initphase_done();
@@ -84,6 +85,13 @@ class Runtime::Impl {
   bool read_version(int version);
   bool read_version_together(int version);
   void read_record(Restore& restore, const std::string& what);
+  void share_record(Restore& restore, const std::string& what);
+  bool other_rank_count(const CheckpointRecord& record) const {
+    return record.ranks > 0 && record.ranks != static_cast<std::uint32_t>(agreement_.ranks());
+  }
+  void refuse_unmappable(const Restore& restore, const std::string& what) const;
+  void check_blocks(const std::string& call);
+  bool control_alike(const CheckpointRecord& record, const std::byte* log);
   void adopt(Restore restore, Clock::time_point started);
   bool replay_loop(std::string_view name);
   void finish_restore(std::string_view where, void* payload, std::size_t payload_bytes);
@@ -111,6 +119,7 @@ class Runtime::Impl {
   StagingBuffers buffers_;
   Agreement agreement_;
   std::vector<PartAccess> accesses_;  // of the current loop
+  bool blocks_checked_ = false;       // the ranks' blocks tile the global arrays declared so far
 
   std::uint64_t loop_index_ = 0;
   std::uint64_t sequence_hash_ = kFnvOffset;

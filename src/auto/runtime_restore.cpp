@@ -113,7 +113,20 @@ bool Runtime::Impl::read_version_together(int version) {
     if (worst == kSkipped) report(0, "skipping " + what + ": " + why);
     return worst == kRead;
   };
-  if (!attempt(false, [&] { read_record(restore, what); })) return false;
+  // Rank 0's record says which rank count wrote the version: a job of
+  // another count has no files of its own to describe it from.
+  if (!attempt(false, [&] { if (agreement_.rank() == 0) read_record(restore, what); })) return false;
+  share_record(restore, what);
+  refuse_unmappable(restore, what);
+  if (other_rank_count(restore.record)) {
+    restore.regions.clear();
+    const CheckpointRecord& record = restore.record;
+    restore.regions.push_back({0, kQueryLogLabel, record.query_log_bytes, {}});
+    if (record.payload_bytes > 0) restore.regions.push_back({0, kPayloadLabel, record.payload_bytes, {}});
+    for (const std::string& label : record.saved) restore.regions.push_back({0, label, 0, {}});
+  } else if (!attempt(false, [&] { if (agreement_.rank() != 0) read_record(restore, what); })) {
+    return false;
+  }
   if (!attempt(true, [&] { read_control(restore, what); })) return false;
   adopt(std::move(restore), started);
   return true;
@@ -130,13 +143,41 @@ void Runtime::Impl::read_record(Restore& restore, const std::string& what) {
   restore.regions = std::move(description.regions);
 }
 
+void Runtime::Impl::share_record(Restore& restore, const std::string& what) {
+  std::string mine;
+  if (agreement_.rank() == 0) {
+    const std::vector<std::byte> encoded = encode(restore.record);
+    mine.assign(reinterpret_cast<const char*>(encoded.data()), encoded.size());
+  }
+  const std::string shared = agreement_.rank_zeros(mine);
+  restore.record = decode(std::as_bytes(std::span(shared)), what).value();
+}
+
+// A version of datasets that were not all global blocks, written by
+// another rank count, cannot be restored here, nor (the versions must
+// increase) can this job start from scratch beside it: every rank refuses,
+// as the store's latest() does for its own regions.
+void Runtime::Impl::refuse_unmappable(const Restore& restore, const std::string& what) const {
+  const CheckpointRecord& record = restore.record;
+  if (!other_rank_count(record) || record.global) return;
+  throw StateError("restore of " + what + ": it was written by " + std::to_string(record.ranks) +
+                   " ranks whose datasets were not all declared as blocks of global arrays, so it restarts only on " +
+                   std::to_string(record.ranks) + " ranks, not on " + std::to_string(agreement_.ranks()) +
+                   "; restart on " + std::to_string(record.ranks) + " ranks (and declare every dataset with its "
+                   "global shape and offset for the next checkpoints), or remove the versions with resurgo rm");
+}
+
 void Runtime::Impl::adopt(Restore restore, Clock::time_point started) {
   restore.skipping = !restore.record.has_payload && !restore.record.init_end;
   restore.read_seconds = seconds_since(started);
   restore.replay_start = Clock::now();
   restore_ = std::move(restore);
   report(1, "restoring version " + std::to_string(restore_->version) + " of " + store_what_ + ": taken before loop " +
-                std::to_string(restore_->record.loop_index) + " ('" + restore_->record.location + "')");
+                std::to_string(restore_->record.loop_index) + " ('" + restore_->record.location + "')" +
+                (other_rank_count(restore_->record)
+                     ? " by " + std::to_string(restore_->record.ranks) + " ranks, restored on " +
+                           std::to_string(agreement_.ranks())
+                     : ""));
 }
 
 // Reads the query log and the payload of the version now: the replay needs
@@ -151,7 +192,11 @@ void Runtime::Impl::read_control(Restore& restore, const std::string& what) {
                                                                    : nullptr;
     if (into == nullptr) continue;
     into->resize(region.bytes);
-    pieces.push_back({region.label, into->data(), region.bytes, region.type});
+    // A global row: this rank's on the rank count that wrote it, else rank 0's.
+    const int row = other_rank_count(restore.record) ? 0 : agreement_.rank();
+    pieces.push_back(restore.record.global ? control_piece(region.label, into->data(), region.bytes,
+                                                           restore.record.ranks, row)
+                                           : Piece{region.label, into->data(), region.bytes, region.type, {}});
   }
   if (log.empty()) throw CorruptionError(what + " holds no query log region '" + kQueryLogLabel + "'");
   protect_exactly(std::move(pieces));
@@ -202,7 +247,8 @@ void Runtime::Impl::finish_restore(std::string_view where, void* payload, std::s
   restore_datasets();
   if (payload_bytes > 0) std::memcpy(payload, restore.payload.data(), payload_bytes);
   RestoreReport done{restore.version, loop_index_,    restore.skipped, restore.replay->replayed(), !restore.skipping,
-                     restore.read_seconds + seconds_since(read_started), replay_seconds};
+                     restore.read_seconds + seconds_since(read_started), replay_seconds,
+                     static_cast<int>(record.ranks)};
   if (restore.skipping) {
     log_.assign(restore.replay->release(), done.replayed_queries, restore.replay->last_loop_index());
   } else {
@@ -224,6 +270,7 @@ void Runtime::Impl::finish_restore(std::string_view where, void* payload, std::s
 // so that the next run falls back to the one before.
 void Runtime::Impl::restore_datasets() {
   const Restore& restore = *restore_;
+  check_blocks("restore of version " + std::to_string(restore.version));
   const std::string version = "version " + std::to_string(restore.version);
   std::vector<Piece> pieces;
   std::vector<std::pair<const Dataset*, std::vector<std::byte>>> rings;
@@ -241,7 +288,15 @@ void Runtime::Impl::restore_datasets() {
     }
     const Dataset& dataset = datasets_[id];
     const std::uint64_t expected = ring ? (dataset.ring ? dataset.ring->bytes() : 0) : dataset.bytes;
-    if (region.bytes != expected) {
+    if (other_rank_count(restore.record)) {
+      if (!dataset.global()) {
+        throw MismatchError(version + " was written by " + std::to_string(restore.record.ranks) +
+                            " ranks and holds dataset '" + name + "', which this run of " +
+                            std::to_string(agreement_.ranks()) + " ranks did not declare as a block of a global "
+                            "array; declare it with its global shape and this rank's offset, or restart on " +
+                            std::to_string(restore.record.ranks) + " ranks");
+      }
+    } else if (region.bytes != expected) {
       throw MismatchError(version + " holds " + std::to_string(region.bytes) + " bytes of '" + label +
                           "' but dataset '" + name + "' has " + std::to_string(expected) +
                           (ring ? " bytes of halo ring" : " bytes"));
@@ -249,7 +304,11 @@ void Runtime::Impl::restore_datasets() {
     std::byte* into = dataset.data;
     if (ring) into = rings.emplace_back(&dataset, std::vector<std::byte>(region.bytes)).second.data();
     restored.emplace_back(id, ring);
-    pieces.push_back({label, into, region.bytes, region.type});
+    // On another rank count the region table is not this rank's: the dataset says.
+    const bool other_count = other_rank_count(restore.record);
+    pieces.push_back(ring ? Piece{label, into, region.bytes, region.type, {}}
+                          : Piece{label, into, other_count ? dataset.bytes : region.bytes,
+                                  other_count ? dataset.type : region.type, dataset.block});
   }
   if (pieces.empty()) return;  // checkpointed before any loop wrote a dataset: nothing to read
   std::lock_guard lock(store_mutex_);

@@ -16,5 +16,5 @@ void resurgo_test_auto_struct_layout(size_t sizes[4], size_t last_field_offsets[
   sizes[2] = sizeof(rsg_auto_checkpoint_report);
   last_field_offsets[2] = offsetof(rsg_auto_checkpoint_report, blocking_seconds);
   sizes[3] = sizeof(rsg_auto_restore_report);
-  last_field_offsets[3] = offsetof(rsg_auto_restore_report, replay_seconds);
+  last_field_offsets[3] = offsetof(rsg_auto_restore_report, ranks);
 }

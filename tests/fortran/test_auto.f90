@@ -91,7 +91,7 @@ contains
     call check(sizes(3) == c_sizeof(checkpoint) .and. last_field_offsets(3) == &
                offset(c_loc(checkpoint), c_loc(checkpoint%blocking_seconds)), 'rsg_auto_checkpoint_report layout')
     call check(sizes(4) == c_sizeof(restore) .and. last_field_offsets(4) == &
-               offset(c_loc(restore), c_loc(restore%replay_seconds)), 'rsg_auto_restore_report layout')
+               offset(c_loc(restore), c_loc(restore%ranks)), 'rsg_auto_restore_report layout')
   end subroutine check_layout
 
   integer(c_size_t) function offset(base, field_address)
