@@ -35,6 +35,7 @@ std::string DirectoryLevel::path(int version) const { return dir_ + "/" + file_n
 std::string DirectoryLevel::file_name(int version) const { return format::container_file_name(version, rank_); }
 
 Directory* DirectoryLevel::directory() {
+  if (Directory* opened = opened_.load(std::memory_order_acquire)) return opened;
   std::lock_guard guard(directory_mutex_);
   if (!directory_) {
     try {
@@ -43,6 +44,7 @@ Directory* DirectoryLevel::directory() {
       return nullptr;  // not made yet: it holds nothing
     }
   }
+  opened_.store(directory_.get(), std::memory_order_release);
   return directory_.get();
 }
 
@@ -90,6 +92,7 @@ void DirectoryLevel::prepare() {
   {
     std::lock_guard guard(directory_mutex_);
     if (!directory_) directory_ = env_->open_directory(dir_, DirectoryRules{true, shared_group_});
+    opened_.store(directory_.get(), std::memory_order_release);
   }
   Directory& directory = *directory_;
   const std::string rank_part = format::container_file_name(0, rank_).substr(11);  // ".r000003.rsg"
@@ -113,13 +116,14 @@ void DirectoryLevel::commit(int version, const std::function<void(WritableFile&)
 void DirectoryLevel::refuse_writes(std::exception_ptr failure) {
   std::lock_guard guard(directory_mutex_);
   refusal_ = std::move(failure);
+  refused_.store(static_cast<bool>(refusal_), std::memory_order_release);
 }
 
 void DirectoryLevel::commit_file(const std::string& final_name, const std::string& temporary,
                                  const std::function<void(WritableFile&)>& write) {
-  {
+  if (refused_.load(std::memory_order_acquire)) {
     std::lock_guard guard(directory_mutex_);
-    if (refusal_) std::rethrow_exception(refusal_);
+    std::rethrow_exception(refusal_);
   }
   Directory& directory = existing_directory();
   // A commit over a committed file (compaction rewrites a version in place)

@@ -6,6 +6,7 @@
 // (docs/reliability.md, "Security").
 #pragma once
 
+#include <atomic>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -128,6 +129,12 @@ class DirectoryLevel final : public Level {
   std::mutex directory_mutex_;  // guards the two below
   std::unique_ptr<Directory> directory_;
   std::exception_ptr refusal_;
+  // The same facts, read without the mutex by commit(): a forked writer
+  // (capture.mode fork or auto) commits in a child that inherits the mutex
+  // in whatever state another thread of the parent (an eviction, a listing)
+  // left it at fork(), and would wait on it forever. `opened_` is set once.
+  std::atomic<Directory*> opened_{nullptr};
+  std::atomic<bool> refused_{false};
 };
 
 }  // namespace resurgo
