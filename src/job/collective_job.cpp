@@ -115,7 +115,8 @@ std::optional<int> CollectiveJob::latest() {
   const Survey held = survey();
   const int agreed = versions_->agree_newest(held.found());
   if (agreed >= 0) return agreed;
-  if (versions_->on_every_rank(!held.holds_versions)) return std::nullopt;
+  // Only interrupted commits, if anything: the job starts from scratch.
+  if (held.newest_committed < 0) return std::nullopt;
   throw StateError(no_version("latest on", kLatest, held.skipped) +
                    "; restart on the number of ranks that wrote them, with the regions they hold, or remove them "
                    "(`resurgo rm`) to start again");
@@ -166,9 +167,20 @@ std::vector<int> CollectiveJob::Survey::found() const {
 
 CollectiveJob::Survey CollectiveJob::survey() {
   Survey held;
+  held.newest_committed = versions_->agree_newest(manifest_versions());
   survey_own_versions(held);
   survey_other_rank_counts(held);
   return held;
+}
+
+std::vector<int> CollectiveJob::manifest_versions() {
+  std::vector<int> versions;
+  for (DirectoryLevel* directory : context_.route.directories()) {
+    for (int version : directory->manifest_versions()) {
+      if (!context_.catalog.discarded(version)) versions.push_back(version);
+    }
+  }
+  return versions;
 }
 
 // A version of another rank count is judged from its L4 manifest
@@ -178,8 +190,7 @@ void CollectiveJob::survey_own_versions(Survey& held) {
   for (const auto& [version, levels] : committed_versions(context_.route.readable())) {
     if (context_.catalog.discarded(version)) continue;
     const Standing standing = standing_of(version);
-    held.holds_versions = held.holds_versions || standing.committed;
-    if (!standing.committed) held.orphans.push_back(version);
+    if (!standing.committed || version > held.newest_committed) held.orphans.push_back(version);
     const std::string subject =
         "version " + std::to_string(version) + " (rank " + std::to_string(context_.comm.rank()) + "): ";
     if (standing.other_ranks > 0) {
@@ -206,7 +217,6 @@ void CollectiveJob::survey_other_rank_counts(Survey& held) {
     try {
       const std::optional<std::string> text = persistent.read_manifest(version);
       if (!text) continue;
-      held.holds_versions = true;
       format::Manifest manifest = format::decode_manifest(*text, path);
       check_store(manifest, path);
       if (manifest.ranks == context_.comm.size()) continue;  // a version of this rank count: survey_own_versions()

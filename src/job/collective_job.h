@@ -34,9 +34,11 @@ class CollectiveJob final : public Job {
   void wait(int version, int level) override;
   // The version restart(kLatest) would restore, as far as manifests,
   // headers and indexes tell (job/restorable.h), the same on every rank;
-  // none when the job holds no version. Throws, on every rank, when it
-  // holds versions but none every rank can restore (restart would fail,
-  // and so would starting from scratch: versions must increase).
+  // none when the job committed no version (every rank sees no manifest of
+  // any: a commit a kill interrupted leaves one on some nodes only). Throws,
+  // on every rank, when it committed versions but none every rank can
+  // restore (restart would fail, and so would starting from scratch:
+  // versions must increase).
   std::optional<int> latest() override;
   // The newest version every rank can restore, restored on every rank; a
   // version some rank fails to restore is dropped by all and the next one
@@ -52,8 +54,12 @@ class CollectiveJob final : public Job {
     std::vector<int> restorable;                       // by this rank, written by this rank count
     std::map<int, format::Manifest> other_rank_count;  // written by another one, redistributable here
     std::vector<std::string> skipped;                  // versions this rank cannot restore, and why
-    std::vector<int> orphans;                          // no job manifest: the job never committed them
-    bool holds_versions = false;                       // a job manifest names some version here
+    // The newest version whose job manifest every rank sees; -1: none.
+    int newest_committed = -1;
+    // Versions of this rank's files the job never committed: no job manifest
+    // here, or one newer than newest_committed (a kill between two nodes'
+    // manifest writes).
+    std::vector<int> orphans;
 
     std::vector<int> found() const;  // restorable and other_rank_count
   };
@@ -74,7 +80,10 @@ class CollectiveJob final : public Job {
   // MismatchError unless `manifest` (read from `path`) is this store's,
   // or restart.accept_foreign is set.
   void check_store(const format::Manifest& manifest, const std::string& path) const;
+  // Collective: every rank surveys.
   Survey survey();
+  // The versions whose job manifest this rank sees on some directory level.
+  std::vector<int> manifest_versions();
   void survey_own_versions(Survey& survey);
   void survey_other_rank_counts(Survey& survey);
   // Once restart(kLatest) restored `restored` on every rank: see the .cpp.
