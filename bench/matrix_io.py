@@ -22,6 +22,7 @@ target is >= 0.8), median [min-max] of --repeats (>= 5).
 
     .venv/bin/python bench/matrix_io.py                       # 8192, 2 and 4 ranks, both orders, 5 repeats
     .venv/bin/python bench/matrix_io.py --smoke               # seconds
+    .venv/bin/python bench/matrix_io.py --before-binary OLD   # and an earlier driver's ratios, job by job
 """
 
 from __future__ import annotations
@@ -45,11 +46,11 @@ DEFAULT_BINARY = Path(__file__).resolve().parent.parent / "build" / "cpp" / "ben
 STEPS = ("floor_write", "write", "floor_read", "read")
 
 
-def run_job(args, ranks: int, order: str, directory: Path) -> List[dict]:
+def run_job(args, binary: Path, ranks: int, order: str, directory: Path) -> List[dict]:
     cmd = ["mpirun", "--oversubscribe", "--bind-to", "none", "-np", str(ranks)]
     if os.geteuid() == 0:
         cmd.insert(1, "--allow-run-as-root")
-    cmd += [str(args.binary), "--rows", str(args.size), "--cols", str(args.size), "--block", str(args.block),
+    cmd += [str(binary), "--rows", str(args.size), "--cols", str(args.size), "--block", str(args.block),
             "--order", order, "--repeats", str(args.repeats), "--dir", str(directory)]
     log(" ".join(cmd))
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
@@ -77,7 +78,25 @@ def ratio(s: Series) -> str:
     return f"{s.median:.2f} [{s.min:.2f}–{s.max:.2f}]"
 
 
-def report(args, results: Dict[tuple, Dict[str, Series]], nbytes: int, machine: Dict[str, str]) -> None:
+def before_lines(args, results: Dict[tuple, Dict[str, Series]],
+                 before: Dict[tuple, Dict[str, Series]]) -> List[str]:
+    """The same table's ratios for --before-binary, its jobs alternating with the current one's."""
+    if not before:
+        return []
+    lines = ["## Before and after", "",
+             f"The ratios of `{args.before_binary}` (before), its job for each row run right before the current "
+             "binary's, so that both met the same machine:", "",
+             "| ranks | order | write / floor, before | write / floor, now | read / floor, before | read / floor, now |",
+             "|---|---|---|---|---|---|"]
+    for (ranks, order), old in before.items():
+        new = results[(ranks, order)]
+        lines.append(f"| {ranks} | {order}-major | {ratio(old['write_ratio'])} | {ratio(new['write_ratio'])} | "
+                     f"{ratio(old['read_ratio'])} | {ratio(new['read_ratio'])} |")
+    return lines + [""]
+
+
+def report(args, results: Dict[tuple, Dict[str, Series]], before: Dict[tuple, Dict[str, Series]], nbytes: int,
+           machine: Dict[str, str]) -> None:
     lines = report_header("ConvergentMatrix global-layout files against the write+fsync floor", SCRIPT, args,
                           f"float32 {args.size} x {args.size} ({nbytes / MiB:.0f} MiB), {args.block} x {args.block} "
                           "blocks, the most nearly square grid; one `mpirun --oversubscribe --bind-to none` job per "
@@ -94,7 +113,10 @@ def report(args, results: Dict[tuple, Dict[str, Series]], nbytes: int, machine: 
                      f"{throughput(nbytes, s['write'])} | {ratio(s['write_ratio'])} | "
                      f"{throughput(nbytes, s['floor_read'])} | {throughput(nbytes, s['read'])} | "
                      f"{ratio(s['read_ratio'])} | {ratio(s['read_vs_write_floor'])} |")
-    lines += ["", "Throughput cells: median [min–max] over the repeats (the max from the slowest repeat).", ""]
+    lines += ["", "Throughput cells: median [min–max] over the repeats (the max from the slowest repeat). "
+              "The floors share the disk and the cores with whatever else runs: figures to quote come from a run "
+              "on a quiet machine (see the load average below).", ""]
+    lines += before_lines(args, results, before)
     lines += machine_lines(machine)
     out = args.out / f"{NAME}.md"
     out.write_text("\n".join(lines) + "\n")
@@ -131,6 +153,8 @@ def main() -> None:
     ap.add_argument("--ranks", default="2,4", help="rank counts (default 2,4)")
     ap.add_argument("--orders", default="cols,rows", help="file orders (default cols,rows)")
     ap.add_argument("--timeout", type=float, default=300, help="seconds one mpirun job may take (default 300)")
+    ap.add_argument("--before-binary", type=Path, default=None,
+                    help="an earlier matrix_io_driver, run before the current one for each row (a before/after table)")
     args = ap.parse_args()
     args.argv = sys.argv[1:]
     if args.smoke:
@@ -146,11 +170,14 @@ def main() -> None:
     root.mkdir(parents=True, exist_ok=True)
     directory = Path(tempfile.mkdtemp(prefix="matrix-io-", dir=root))
     results: Dict[tuple, Dict[str, Series]] = {}
+    before: Dict[tuple, Dict[str, Series]] = {}
     load_before = os.getloadavg()[0]
     try:
         for ranks in [int(r) for r in args.ranks.split(",")]:
             for order in args.orders.split(","):
-                results[(ranks, order)] = summarize(run_job(args, ranks, order, directory))
+                if args.before_binary:
+                    before[(ranks, order)] = summarize(run_job(args, args.before_binary, ranks, order, directory))
+                results[(ranks, order)] = summarize(run_job(args, args.binary, ranks, order, directory))
         machine = machine_description(directory)
         # A shared machine: the other work on it is part of what was measured.
         machine["load average (1 min) before / after"] = f"{load_before:.1f} / {os.getloadavg()[0]:.1f}"
@@ -158,7 +185,7 @@ def main() -> None:
         if not args.keep:
             shutil.rmtree(directory, ignore_errors=True)
     nbytes = args.size * args.size * 4
-    report(args, results, nbytes, machine)
+    report(args, results, before, nbytes, machine)
     plot(args, results)
 
 

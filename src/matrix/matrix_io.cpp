@@ -1,11 +1,13 @@
 // ConvergentMatrix's global-layout files (global_file.h; docs/matrix.md,
-// "Global-layout files"). Each rank's blocks are an MPI darray of the global
-// array, so one collective MPI-IO call writes or reads them at their places
-// in the file, whatever the grid; the part checksums are summed over the
-// ranks (part_checksums.h). Rank 0 alone creates, renames and reads the
-// header through the Env. Every step that may fail on some ranks only ends
-// in an agreement: all ranks throw the same error, none waits in a
-// collective call the others left.
+// "Global-layout files"). Each rank writes or reads large contiguous
+// pieces of the file with one call each, as a plain file is written: its
+// own blocks of lines where the grid splits no line, else a slab of the
+// file (file_slabs.h) that the owners' elements are sent to (or from, when
+// reading), whatever the grid. Each rank sums its pieces' part checksums
+// (part_checksums.h). Rank 0 alone creates, renames and reads the header
+// through the Env. Every step that may fail on some ranks only ends in an
+// agreement: all ranks throw the same error, none waits in a collective
+// call the others left.
 #include <mpi.h>
 
 #include <algorithm>
@@ -16,10 +18,12 @@
 #include <vector>
 
 #include "base/random.h"
+#include "matrix/file_slabs.h"
 #include "matrix/global_file.h"
 #include "matrix/matrix_impl.h"
 #include "matrix/mpi_call.h"
 #include "matrix/part_checksums.h"
+#include "matrix/scratch_buffer.h"
 #include "resurgo/env.hpp"
 #include "resurgo/errors.hpp"
 
@@ -92,55 +96,22 @@ class IoStatus {
   std::string failure_;
 };
 
-// A committed MPI datatype, freed with its owner.
-class OwnedType {
- public:
-  OwnedType() = default;
-  OwnedType(const OwnedType&) = delete;
-  OwnedType& operator=(const OwnedType&) = delete;
-  ~OwnedType() {
-    if (type_ != MPI_DATATYPE_NULL) MPI_Type_free(&type_);
-  }
-  MPI_Datatype* out() { return &type_; }
-  MPI_Datatype get() const { return type_; }
-
- private:
-  MPI_Datatype type_ = MPI_DATATYPE_NULL;
-};
-
-// InvalidArgumentError unless MPI's int arguments (the darray's sizes and
-// the table's count) hold this matrix. The same verdict on every rank.
+// InvalidArgumentError unless MPI's int counts hold the file's table (read
+// and summed as one message). The same verdict on every rank.
 void check_sizes(const MatrixLayout& layout, std::size_t element_bytes, const std::string& where) {
-  const bool fits = layout.rows <= INT_MAX && layout.cols <= INT_MAX;
-  const std::uint64_t bytes =
-      fits ? static_cast<std::uint64_t>(layout.rows) * static_cast<std::uint64_t>(layout.cols) * element_bytes : 0;
-  if (fits && (bytes + kGlobalPartBytes - 1) / kGlobalPartBytes <= INT_MAX / 8) return;  // the table's bytes too
+  constexpr std::uint64_t kMostParts = INT_MAX / 8;
+  const std::uint64_t most_elements = kMostParts * kGlobalPartBytes / element_bytes;
+  const auto rows = static_cast<std::uint64_t>(layout.rows);
+  if (layout.cols == 0 || rows <= most_elements / static_cast<std::uint64_t>(layout.cols)) return;
   throw InvalidArgumentError(where + ": a " + std::to_string(layout.rows) + " x " + std::to_string(layout.cols) +
-                             " matrix does not fit MPI-IO's int sizes (at most " + std::to_string(INT_MAX) +
-                             " rows and columns); write it with checkpoint() instead");
-}
-
-// This rank's blocks as a part of the global array in `order` (a darray:
-// MPI numbers its process grid row-major, as the layout does).
-void make_file_type(const MatrixContext& context, MatrixOrder order, MPI_Datatype element, IoStatus& status,
-                    OwnedType& type) {
-  const MatrixLayout& layout = context.layout.layout();
-  const int sizes[2] = {static_cast<int>(layout.rows), static_cast<int>(layout.cols)};
-  const int distributions[2] = {MPI_DISTRIBUTE_CYCLIC, MPI_DISTRIBUTE_CYCLIC};
-  // A block longer than the matrix deals it out as one of the matrix's length.
-  const int blocks[2] = {static_cast<int>(std::min(layout.row_block, layout.rows)),
-                         static_cast<int>(std::min(layout.col_block, layout.cols))};
-  const int grid[2] = {layout.grid_rows, layout.grid_cols};
-  status.note(MPI_Type_create_darray(context.size, context.rank, 2, sizes, distributions, blocks, grid,
-                                     order == MatrixOrder::kRowMajor ? MPI_ORDER_C : MPI_ORDER_FORTRAN, element,
-                                     type.out()),
-              "MPI_Type_create_darray");
-  if (status.ok()) status.note(MPI_Type_commit(type.out()), "MPI_Type_commit");
+                             " matrix has more parts than MPI's int counts hold (at most " +
+                             std::to_string(kMostParts) + " MiB of data); write it with checkpoint() instead");
 }
 
 // This rank's elements in the file's order, as one buffer: the local array
-// itself for column-major files (ScaLAPACK's local array is the darray's
-// column-major buffer), a row-major copy for row-major ones.
+// itself for column-major files (ScaLAPACK's column-major local array holds
+// its columns and rows in ascending global order), a row-major copy for
+// row-major ones.
 template <typename T>
 class FileOrderPart {
  public:
@@ -151,17 +122,8 @@ class FileOrderPart {
         lld_(context.layout.leading_dimension(context.layout.grid_row_of(context.rank))),
         row_major_(order == MatrixOrder::kRowMajor) {
     if (row_major_) copy_.resize(static_cast<std::size_t>(rows_ * cols_));
-    // Lines of `inner` elements, `outer` of them: MPI's int counts hold each.
-    const std::int64_t inner = row_major_ ? cols_ : rows_;
-    count_ = rows_ * cols_ == 0 ? 0 : static_cast<int>(row_major_ ? rows_ : cols_);
-    if (count_ > 0) {
-      MPI_Type_contiguous(static_cast<int>(inner), mpi_type<T>(), line_.out());
-      MPI_Type_commit(line_.out());
-    }
   }
-  void* data() { return row_major_ ? static_cast<void*>(copy_.data()) : static_cast<void*>(storage_); }
-  int count() const { return count_; }
-  MPI_Datatype line() const { return count_ > 0 ? line_.get() : mpi_type<T>(); }
+  T* data() { return row_major_ ? copy_.data() : storage_; }
   // Before a write: the local array into the buffer; after a read: back.
   void gather() { transpose(true); }
   void scatter() { transpose(false); }
@@ -193,20 +155,172 @@ class FileOrderPart {
   std::int64_t cols_;
   std::int64_t lld_;
   bool row_major_;
-  std::vector<T> copy_;
-  OwnedType line_;
-  int count_ = 0;
+  ScratchBuffer<T> copy_;
 };
 
-// The file's table as this matrix's elements give it: every rank's terms summed.
+// Per rank: where a stretch of a buffer starts, and its elements.
+struct Stretches {
+  std::vector<std::uint64_t> starts;
+  std::vector<std::uint64_t> counts;
+};
+
+Stretches stretches_of(std::vector<std::uint64_t> counts) {
+  Stretches stretches{std::vector<std::uint64_t>(counts.size(), 0), std::move(counts)};
+  for (std::size_t i = 1; i < stretches.counts.size(); ++i) {
+    stretches.starts[i] = stretches.starts[i - 1] + stretches.counts[i - 1];
+  }
+  return stretches;
+}
+
+// This rank's share of the traffic between the owners and the slabs: its
+// elements in file order, cut by the rank whose slab holds them, and its
+// slab, cut by the rank that owns them.
+struct SlabTraffic {
+  Stretches own;
+  Stretches slab;
+};
+
+SlabTraffic traffic_of(const MatrixContext& context, const FileSlabs& slabs) {
+  std::vector<std::uint64_t> slab_counts = slabs.counts_from_owners(context.rank);
+  std::vector<std::uint64_t> own_counts(slab_counts.size());
+  check_mpi(MPI_Alltoall(slab_counts.data(), 1, MPI_UINT64_T, own_counts.data(), 1, MPI_UINT64_T, context.comm),
+            "MPI_Alltoall");
+  return SlabTraffic{stretches_of(std::move(own_counts)), stretches_of(std::move(slab_counts))};
+}
+
+// Sends each rank p its stretch out[p] of `send` and receives its stretch
+// in[p] of `receive` from it, in messages MPI's int counts hold (MPI keeps
+// the order of the messages between two ranks with one tag).
 template <typename T>
-std::vector<std::uint64_t> part_table(const MatrixContext& context, const T* storage, const GlobalHeader& header) {
-  std::vector<std::uint64_t> table = local_part_sums(context.layout, context.rank, storage, header.order,
-                                                     header.part_bytes / sizeof(T), header.parts_expected());
+void exchange(const MatrixContext& context, const T* send, const Stretches& out, T* receive, const Stretches& in) {
+  constexpr std::uint64_t kMessageElements = (std::uint64_t{1} << 30) / sizeof(T);
+  std::vector<MPI_Request> requests;
+  const auto post = [&](std::uint64_t count, const auto& start_message) {
+    for (std::uint64_t done = 0; done < count; done += kMessageElements) {
+      start_message(done, static_cast<int>(std::min(kMessageElements, count - done)), &requests.emplace_back());
+    }
+  };
+  for (int peer = 0; peer < context.size; ++peer) {
+    if (peer == context.rank) continue;
+    post(in.counts[peer], [&](std::uint64_t done, int count, MPI_Request* request) {
+      check_mpi(
+          MPI_Irecv(receive + in.starts[peer] + done, count, mpi_type<T>(), peer, kSlabTag, context.comm, request),
+          "MPI_Irecv");
+    });
+    post(out.counts[peer], [&](std::uint64_t done, int count, MPI_Request* request) {
+      check_mpi(MPI_Isend(send + out.starts[peer] + done, count, mpi_type<T>(), peer, kSlabTag, context.comm, request),
+                "MPI_Isend");
+    });
+  }
+  const auto self = static_cast<std::size_t>(context.rank);
+  std::copy_n(send + out.starts[self], out.counts[self], receive + in.starts[self]);
+  check_mpi(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
+}
+
+// A stretch of elements a rank writes or reads: `count` elements in file
+// order from `data`, the first at index `first` of the file.
+template <typename T>
+struct Piece {
+  T* data;
+  std::uint64_t first;
+  std::uint64_t count;
+};
+
+// Whether the grid splits no line of the file (a row of a row-major file,
+// a column of a column-major one) between ranks and its blocks of lines
+// are large enough to be written with a call each (at least 16 KiB): then
+// each rank writes and reads its own blocks of lines where they lie in the
+// file, with no exchange.
+template <typename T>
+bool lines_whole(const BlockCyclic& layout, MatrixOrder order) {
+  constexpr std::int64_t kLeastBlockBytes = 16 << 10;
+  const MatrixLayout& shape = layout.layout();
+  const bool row_major = order == MatrixOrder::kRowMajor;
+  const std::int64_t block_elements = row_major ? std::min(shape.row_block, shape.rows) * shape.cols
+                                                : std::min(shape.col_block, shape.cols) * shape.rows;
+  const auto block_bytes = block_elements * static_cast<std::int64_t>(sizeof(T));
+  return (row_major ? shape.grid_cols : shape.grid_rows) == 1 && block_bytes >= kLeastBlockBytes;
+}
+
+// This rank's blocks of lines when lines_whole(): one piece of
+// `in_file_order` (its elements in file order) each.
+template <typename T>
+std::vector<Piece<T>> own_lines(const MatrixContext& context, MatrixOrder order, T* in_file_order) {
+  const BlockCyclic& layout = context.layout;
+  const bool row_major = order == MatrixOrder::kRowMajor;
+  const CyclicAxis& lines = row_major ? layout.rows() : layout.cols();
+  const int process = row_major ? layout.grid_row_of(context.rank) : layout.grid_col_of(context.rank);
+  const auto line = static_cast<std::uint64_t>(row_major ? layout.layout().cols : layout.layout().rows);
+  const std::int64_t local_lines = lines.local_extent(process);
+  std::vector<Piece<T>> pieces;
+  for (std::int64_t local = 0; local < local_lines; local += lines.block) {
+    const auto count = static_cast<std::uint64_t>(std::min(lines.block, local_lines - local));
+    const auto global = static_cast<std::uint64_t>(lines.global_index(local, process));
+    pieces.push_back({in_file_order + static_cast<std::uint64_t>(local) * line, global * line, count * line});
+  }
+  return pieces;
+}
+
+// What this rank writes or reads: its own lines (`in_file_order`) when
+// lines_whole(), else its slab (`slab`, sized already).
+template <typename T>
+std::vector<Piece<T>> pieces_of(const MatrixContext& context, const FileSlabs& slabs, MatrixOrder order,
+                                T* in_file_order, ScratchBuffer<T>& slab) {
+  if (lines_whole<T>(context.layout, order)) return own_lines(context, order, in_file_order);
+  return {{slab.data(), slabs.first(context.rank), slab.size()}};
+}
+
+// This rank's slab of the file, from every owner's elements in file order
+// (`own`, this rank's).
+template <typename T>
+ScratchBuffer<T> gather_slab(const MatrixContext& context, const FileSlabs& slabs, const T* own) {
+  const SlabTraffic traffic = traffic_of(context, slabs);
+  ScratchBuffer<T> arrived(slabs.elements(context.rank));
+  exchange(context, own, traffic.own, arrived.data(), traffic.slab);
+  ScratchBuffer<T> slab(arrived.size());
+  slabs.unpack(context.rank, arrived.data(), traffic.slab.starts, slab.data());
+  return slab;
+}
+
+// The inverse: this rank's slab to the elements' owners, each receiving
+// its elements in file order (`own`, this rank's).
+template <typename T>
+void scatter_slab(const MatrixContext& context, const FileSlabs& slabs, const ScratchBuffer<T>& slab, T* own) {
+  const SlabTraffic traffic = traffic_of(context, slabs);
+  ScratchBuffer<T> leaving(slab.size());
+  slabs.pack(context.rank, slab.data(), traffic.slab.starts, leaving.data());
+  exchange(context, leaving.data(), traffic.slab, own, traffic.own);
+}
+
+// The file's table from the pieces: every rank's terms summed.
+template <typename T>
+std::vector<std::uint64_t> part_table(const MatrixContext& context, const std::vector<Piece<T>>& pieces,
+                                      const GlobalHeader& header) {
+  std::vector<std::uint64_t> table(header.parts_expected(), 0);
+  for (const Piece<T>& piece : pieces) {
+    add_part_sums(piece.data, piece.first, piece.count, header.part_bytes / sizeof(T), table);
+  }
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, table.data(), static_cast<int>(table.size()), MPI_UINT64_T, MPI_SUM,
                           context.comm),
             "MPI_Allreduce");
   return table;
+}
+
+// One MPI-IO call per piece and GiB of it (MPI's counts are ints):
+// call(file offset, the piece's bytes there, how many) returns MPI's
+// status; stops at the first failure.
+template <typename T, typename Call>
+void in_calls(const std::vector<Piece<T>>& pieces, std::uint64_t data_offset, IoStatus& status, const char* name,
+              const Call& call) {
+  constexpr std::uint64_t kCallBytes = std::uint64_t{1} << 30;
+  for (const Piece<T>& piece : pieces) {
+    auto* bytes = reinterpret_cast<std::byte*>(piece.data);
+    const std::uint64_t total = piece.count * sizeof(T);
+    for (std::uint64_t done = 0; done < total && status.ok(); done += kCallBytes) {
+      const auto offset = static_cast<MPI_Offset>(data_offset + piece.first * sizeof(T) + done);
+      status.note(call(offset, bytes + done, static_cast<int>(std::min(kCallBytes, total - done))), name);
+    }
+  }
 }
 
 template <typename T>
@@ -226,9 +340,10 @@ std::string where_of(const char* call, const std::string& path) {
   return std::string(call) + ": file '" + path + "'";
 }
 
-// Writes the whole file under `temporary`, which rank 0 created empty.
+// Writes the whole file under `temporary`, which rank 0 created empty:
+// rank 0 the head, each rank its pieces.
 template <typename T>
-void write_temporary(const MatrixContext& context, T* storage, const GlobalHeader& header,
+void write_temporary(const MatrixContext& context, const std::vector<Piece<T>>& pieces, const GlobalHeader& header,
                      const std::vector<std::byte>& head, const std::string& temporary, const std::string& where) {
   IoStatus status;
   MPI_File file = MPI_FILE_NULL;
@@ -238,15 +353,9 @@ void write_temporary(const MatrixContext& context, T* storage, const GlobalHeade
     status.note(MPI_File_write_at(file, 0, head.data(), static_cast<int>(head.size()), MPI_BYTE, MPI_STATUS_IGNORE),
                 "MPI_File_write_at (the header)");
   }
-  OwnedType file_type;
-  make_file_type(context, header.order, mpi_type<T>(), status, file_type);
-  FileOrderPart<T> part(context, storage, header.order);
-  part.gather();
-  status.note(MPI_File_set_view(file, static_cast<MPI_Offset>(header.data_offset), mpi_type<T>(),
-                                status.ok() ? file_type.get() : mpi_type<T>(), "native", MPI_INFO_NULL),
-              "MPI_File_set_view");
-  status.note(MPI_File_write_all(file, part.data(), part.count(), part.line(), MPI_STATUS_IGNORE),
-              "MPI_File_write_all");
+  in_calls(pieces, header.data_offset, status, "MPI_File_write_at", [&](MPI_Offset offset, std::byte* bytes, int count) {
+    return MPI_File_write_at(file, offset, bytes, count, MPI_BYTE, MPI_STATUS_IGNORE);
+  });
   status.note(MPI_File_sync(file), "MPI_File_sync");
   status.note(MPI_File_close(&file), "MPI_File_close");
   status.check(context, where, "check that the file system has room");
@@ -261,8 +370,13 @@ void ConvergentMatrix<T>::write_global(const std::string& path, MatrixOrder orde
   const std::string where = where_of("ConvergentMatrix::write_global", path);
   check_sizes(context.layout.layout(), sizeof(T), where);
   const GlobalHeader header = header_of<T>(context, impl_->stats.commits, order);
-  const std::vector<std::byte> head =
-      encode_global_file_head(header, part_table(context, impl_->backend->storage(), header));
+  FileOrderPart<T> part(context, impl_->backend->storage(), order);
+  part.gather();
+  const FileSlabs slabs(context.layout, context.size, order, header.part_bytes / sizeof(T));
+  const bool whole = lines_whole<T>(context.layout, order);
+  ScratchBuffer<T> slab = whole ? ScratchBuffer<T>() : gather_slab(context, slabs, part.data());
+  const std::vector<Piece<T>> pieces = pieces_of(context, slabs, order, part.data(), slab);
+  const std::vector<std::byte> head = encode_global_file_head(header, part_table(context, pieces, header));
   char suffix[17] = {};
   on_rank_0(context, where, [&] { random_hex(8).copy(suffix, 16); });
   check_mpi(MPI_Bcast(suffix, 16, MPI_CHAR, 0, context.comm), "MPI_Bcast");
@@ -270,7 +384,7 @@ void ConvergentMatrix<T>::write_global(const std::string& path, MatrixOrder orde
   const std::shared_ptr<Env> env = Env::posix();
   on_rank_0(context, where, [&] { env->create(temporary, 0600)->close(); });
   try {
-    write_temporary(context, impl_->backend->storage(), header, head, temporary, where);
+    write_temporary(context, pieces, header, head, temporary, where);
   } catch (const Error&) {
     if (context.rank == 0) env->remove(temporary);
     throw;
@@ -305,23 +419,19 @@ std::vector<std::byte> read_head(const std::string& path, const GlobalHeader& he
   return head;
 }
 
+// This rank's pieces of the file.
 template <typename T>
-void read_elements(const MatrixContext& context, T* storage, const GlobalHeader& written, const std::string& path,
-                   const std::string& where) {
+void read_pieces(const MatrixContext& context, const std::vector<Piece<T>>& pieces, const GlobalHeader& written,
+                 const std::string& path, const std::string& where) {
   IoStatus status;
   MPI_File file = MPI_FILE_NULL;
   status.note(MPI_File_open(context.comm, path.c_str(), MPI_MODE_RDONLY, MPI_INFO_NULL, &file), "MPI_File_open");
   status.check(context, where, "check that every rank sees the file");
-  OwnedType file_type;
-  make_file_type(context, written.order, mpi_type<T>(), status, file_type);
-  FileOrderPart<T> part(context, storage, written.order);
-  status.note(MPI_File_set_view(file, static_cast<MPI_Offset>(written.data_offset), mpi_type<T>(),
-                                status.ok() ? file_type.get() : mpi_type<T>(), "native", MPI_INFO_NULL),
-              "MPI_File_set_view");
-  status.note(MPI_File_read_all(file, part.data(), part.count(), part.line(), MPI_STATUS_IGNORE), "MPI_File_read_all");
+  in_calls(pieces, written.data_offset, status, "MPI_File_read_at", [&](MPI_Offset offset, std::byte* bytes, int count) {
+    return MPI_File_read_at(file, offset, bytes, count, MPI_BYTE, MPI_STATUS_IGNORE);
+  });
   status.note(MPI_File_close(&file), "MPI_File_close");
   status.check(context, where, "check that every rank can read the file");
-  part.scatter();
 }
 
 // CorruptionError naming the first part whose sum differs from the table's.
@@ -361,8 +471,15 @@ void ConvergentMatrix<T>::read_global(const std::string& path) {
       decode_global_table(std::span<const std::byte>(head).subspan(kGlobalHeaderBytes), written, where);
   T* storage = impl_->backend->storage();
   try {
-    read_elements(context, storage, written, path, where);
-    check_parts(part_table(context, storage, written), table, written, where);
+    FileOrderPart<T> part(context, storage, written.order);
+    const FileSlabs slabs(context.layout, context.size, written.order, written.part_bytes / sizeof(T));
+    const bool whole = lines_whole<T>(context.layout, written.order);
+    ScratchBuffer<T> slab(whole ? 0 : slabs.elements(context.rank));
+    const std::vector<Piece<T>> pieces = pieces_of(context, slabs, written.order, part.data(), slab);
+    read_pieces(context, pieces, written, path, where);
+    check_parts(part_table(context, pieces, written), table, written, where);
+    if (!whole) scatter_slab(context, slabs, slab, part.data());
+    part.scatter();
   } catch (const Error&) {
     std::fill_n(storage, impl_->storage_elements(), T{0});  // no rank keeps a damaged or partial part
     throw;

@@ -53,7 +53,7 @@ void MessageBackend<T>::update(const char* call, const UpdateSlice<T>& update, M
                        "(MPI_Abort)");
     }
   }
-  queue_.push(QueuedUpdate<T>(update));
+  queue_.push_copy(update);
   if (context_.options.progress != MatrixProgress::kThread) progress();
 }
 

@@ -21,6 +21,7 @@ namespace resurgo {
 // Message tags on the matrix's own communicator.
 inline constexpr int kBinTag = 1;         // a bin (bin_message.h)
 inline constexpr int kRendezvousTag = 2;  // a convergence's rendezvous (rendezvous.h)
+inline constexpr int kSlabTag = 3;        // a global-layout file's elements (file_slabs.h)
 
 // What every part of one matrix knows about it. options.progress is
 // resolved: kThread or kInline.

@@ -3,11 +3,12 @@
 namespace resurgo {
 
 template <typename T>
-QueuedUpdate<T>::QueuedUpdate(const UpdateSlice<T>& update)
-    : values(update.values.begin(), update.values.end()),
-      rows(update.rows.begin(), update.rows.end()),
-      cols(update.cols.begin(), update.cols.end()),
-      upper_only(update.upper_only) {}
+void QueuedUpdate<T>::assign(const UpdateSlice<T>& update) {
+  values.assign(update.values.begin(), update.values.end());
+  rows.assign(update.rows.begin(), update.rows.end());
+  cols.assign(update.cols.begin(), update.cols.end());
+  upper_only = update.upper_only;
+}
 
 template <typename T>
 std::size_t QueuedUpdate<T>::bytes_of(const UpdateSlice<T>& update) {
@@ -28,6 +29,20 @@ void UpdateQueue<T>::push(QueuedUpdate<T> update) {
 }
 
 template <typename T>
+void UpdateQueue<T>::push_copy(const UpdateSlice<T>& update) {
+  QueuedUpdate<T> copy;
+  {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (!spares_.empty()) {
+      copy = std::move(spares_.back());
+      spares_.pop_back();
+    }
+  }
+  copy.assign(update);  // outside the lock: the progress thread takes the front meanwhile
+  push(std::move(copy));
+}
+
+template <typename T>
 const QueuedUpdate<T>* UpdateQueue<T>::front() const {
   const std::lock_guard<std::mutex> lock(mutex_);
   return updates_.empty() ? nullptr : &updates_.front();
@@ -37,6 +52,9 @@ template <typename T>
 void UpdateQueue<T>::pop_front() {
   const std::lock_guard<std::mutex> lock(mutex_);
   bytes_ -= updates_.front().bytes();
+  if (spares_.size() < kSpares && updates_.front().capacity_bytes() <= capacity_ / kSpares) {
+    spares_.push_back(std::move(updates_.front()));
+  }
   updates_.pop_front();
 }
 

@@ -5,6 +5,11 @@
 // waits for room, except into an empty queue (an update larger than the cap
 // goes alone). One thread pushes (the application's); any thread may take
 // the front, under the caller's own lock (MessageBackend's send mutex).
+// The copies' arrays are recycled: an update taken off the front leaves
+// its arrays for the next copy, as a fresh array of a few MiB costs page
+// faults on the caller's thread, about as much again as the copy. At most
+// kSpares are kept, each of at most cap / kSpares bytes: the spares never
+// hold more than the cap again.
 #pragma once
 
 #include <cstddef>
@@ -20,12 +25,19 @@ namespace resurgo {
 // An update copied out of the caller's arrays.
 template <typename T>
 struct QueuedUpdate {
-  explicit QueuedUpdate(const UpdateSlice<T>& update);
+  QueuedUpdate() = default;
+  explicit QueuedUpdate(const UpdateSlice<T>& update) { assign(update); }
 
+  // Copies `update` in, into the arrays' room where they have it.
+  void assign(const UpdateSlice<T>& update);
   UpdateSlice<T> slice() const { return {values, rows, cols, upper_only}; }
   // What the copy of `update` holds.
   static std::size_t bytes_of(const UpdateSlice<T>& update);
   std::size_t bytes() const { return bytes_of(slice()); }
+  // What the arrays hold room for.
+  std::size_t capacity_bytes() const {
+    return values.capacity() * sizeof(T) + (rows.capacity() + cols.capacity()) * sizeof(std::int64_t);
+  }
 
   std::vector<T> values;
   std::vector<std::int64_t> rows;
@@ -42,6 +54,8 @@ class UpdateQueue {
   // between this and push(), there being one pusher.
   bool has_room(std::size_t bytes) const;
   void push(QueuedUpdate<T> update);
+  // Copies `update` into a recycled update and pushes it.
+  void push_copy(const UpdateSlice<T>& update);
   // The oldest update, or nullptr. It stays in place (push does not move
   // it) until pop_front().
   const QueuedUpdate<T>* front() const;
@@ -53,6 +67,8 @@ class UpdateQueue {
   mutable std::mutex mutex_;
   std::deque<QueuedUpdate<T>> updates_;
   std::size_t bytes_ = 0;
+  static constexpr std::size_t kSpares = 2;
+  std::vector<QueuedUpdate<T>> spares_;  // popped updates whose arrays the next copies reuse
 };
 
 }  // namespace resurgo

@@ -9,6 +9,11 @@
 //                                          "matrix-io" and write a global file with that checkpoint
 //   matrix_io_check read DIR PxQ RBxCB    read each file on this grid with these blocks: every element to the
 //                                          bit, and the epoch
+//   matrix_io_check slabs DIR             (3 ranks) a 700 x 530 double matrix of arbitrary bits, three parts of
+//                                          the file: written in both orders on 3 x 1 (7 x 5 blocks; the rows
+//                                          whole: a row-major file from each rank's row blocks, a column-major
+//                                          one through a slab per rank), every element at its place in the file,
+//                                          read back on 1 x 3 (16 x 9 blocks; the other way round) to the bit
 //   matrix_io_check restart-other-grid DIR  the checkpoint of 4 ranks on this job: restart() refuses the
 //                                          store's version, read_global() of the file written with it restores
 //                                          the matrix and its epoch
@@ -52,6 +57,9 @@ constexpr std::int64_t kCols = 40;
 constexpr std::int64_t kBitsRows = 37;
 constexpr std::int64_t kBitsCols = 29;
 constexpr int kWriters = 4;
+// 2.8 MiB of doubles: three parts of the file, so each of 3 ranks holds a slab of it.
+constexpr std::int64_t kSlabsRows = 700;
+constexpr std::int64_t kSlabsCols = 530;
 // The epochs of the files: the assembly's commit, then each write_global's
 // own (the checkpoint's comes between the second and the third).
 const std::map<std::string, std::uint64_t> kEpochs{
@@ -155,20 +163,23 @@ void assemble(ConvergentMatrix<double>& matrix) {
 // Rank 0 reads the file as a program without the library would: the data
 // offset from the header (bytes 64-71), then every element at its place in
 // the global order.
-void check_raw_layout(const std::string& path, MatrixOrder order) {
+template <typename T>
+void check_raw_layout(const std::string& path, MatrixOrder order, std::int64_t rows, std::int64_t cols,
+                      const std::function<T(std::int64_t, std::int64_t)>& expected) {
   if (world_rank() != 0) return;
   std::ifstream in(path, std::ios::binary);
   std::uint64_t offset = 0;
   in.seekg(64);
   in.read(reinterpret_cast<char*>(&offset), sizeof(offset));
-  std::vector<double> data(static_cast<std::size_t>(kRows * kCols));
+  std::vector<T> data(static_cast<std::size_t>(rows * cols));
   in.seekg(static_cast<std::streamoff>(offset));
-  in.read(reinterpret_cast<char*>(data.data()), static_cast<std::streamsize>(data.size() * sizeof(double)));
+  in.read(reinterpret_cast<char*>(data.data()), static_cast<std::streamsize>(data.size() * sizeof(T)));
   bool placed = static_cast<bool>(in);
-  for (std::int64_t row = 0; row < kRows; ++row) {
-    for (std::int64_t col = 0; col < kCols; ++col) {
-      const std::int64_t index = order == MatrixOrder::kRowMajor ? row * kCols + col : col * kRows + row;
-      placed = placed && data[static_cast<std::size_t>(index)] == assembled(row, col);
+  for (std::int64_t row = 0; row < rows; ++row) {
+    for (std::int64_t col = 0; col < cols; ++col) {
+      const std::int64_t index = order == MatrixOrder::kRowMajor ? row * cols + col : col * rows + row;
+      const T wanted = expected(row, col);
+      placed = placed && std::memcmp(&data[static_cast<std::size_t>(index)], &wanted, sizeof(T)) == 0;
     }
   }
   check(placed, path + ": every element at its place in the global order");
@@ -184,8 +195,8 @@ void write(const std::string& dir) {
   matrix.write_global(file(dir, "assembled-cols.rsgm"));  // the default order
   check(matrix.stats().commits == kEpochs.at("assembled-cols.rsgm"), "write_global commits first");
   check_every_element<double>(matrix, assembled, "the written matrix is unchanged");
-  check_raw_layout(file(dir, "assembled-rows.rsgm"), MatrixOrder::kRowMajor);
-  check_raw_layout(file(dir, "assembled-cols.rsgm"), MatrixOrder::kColumnMajor);
+  check_raw_layout<double>(file(dir, "assembled-rows.rsgm"), MatrixOrder::kRowMajor, kRows, kCols, assembled);
+  check_raw_layout<double>(file(dir, "assembled-cols.rsgm"), MatrixOrder::kColumnMajor, kRows, kCols, assembled);
 
   ConvergentMatrix<float> bits(MPI_COMM_WORLD, {kBitsRows, kBitsCols, 4, 3, 2, 2});
   bits.commit();
@@ -232,6 +243,31 @@ void read(const std::string& dir, const std::string& grid, const std::string& bl
   ConvergentMatrix<float> bits(MPI_COMM_WORLD, parse_layout(kBitsRows, kBitsCols, grid, blocks));
   bits.read_global(file(dir, "bits.rsgm"));
   check_every_element<float>(bits, arbitrary, "bits.rsgm" + where);
+}
+
+// ---- files of several slabs ----
+
+// Arbitrary finite double bits for the matrix of several slabs.
+double wide(std::int64_t row, std::int64_t col) {
+  const std::uint64_t bits = hash(static_cast<std::uint64_t>(row * kSlabsCols + col) + 11);
+  return std::bit_cast<double>((bits & 0x800fffffffffffffULL) | 0x3fe0000000000000ULL);  // exponent of [0.5, 1)
+}
+
+void slabs(const std::string& dir) {
+  check(world_size() == 3, "the slabs mode runs on 3 ranks");
+  if (world_size() != 3) return;
+  std::filesystem::create_directories(dir);
+  for (const MatrixOrder order : {MatrixOrder::kRowMajor, MatrixOrder::kColumnMajor}) {
+    const std::string name = file(dir, order == MatrixOrder::kRowMajor ? "slabs-rows.rsgm" : "slabs-cols.rsgm");
+    ConvergentMatrix<double> written(MPI_COMM_WORLD, {kSlabsRows, kSlabsCols, 7, 5, 3, 1});
+    written.commit();
+    for_each_local<double>(written, [](std::int64_t row, std::int64_t col, double& held) { held = wide(row, col); });
+    written.write_global(name, order);
+    check_raw_layout<double>(name, order, kSlabsRows, kSlabsCols, wide);
+    ConvergentMatrix<double> read(MPI_COMM_WORLD, {kSlabsRows, kSlabsCols, 16, 9, 1, 3});
+    read.read_global(name);
+    check_every_element<double>(read, wide, name + " read on 1 x 3 with blocks 16 x 9");
+  }
 }
 
 // ---- restart on another grid ----
@@ -352,6 +388,7 @@ int main(int argc, char** argv) {
         {"write", [&] { write(args.at(1)); }},
         {"read", [&] { read(args.at(1), args.at(2), args.at(3)); }},
         {"restart-other-grid", [&] { restart_other_grid(args.at(1)); }},
+        {"slabs", [&] { slabs(args.at(1)); }},
         {"refusals", [&] { refusals(args.at(1)); }},
     };
     const auto found = args.empty() ? modes.end() : modes.find(args[0]);
