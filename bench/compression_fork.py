@@ -37,9 +37,18 @@ runs without the key (copy is then the only capture there is).
 
 Writes bench/results/compression_fork.md and .png (see --out).
 
+--mixed runs another study instead: capture.mode copy, fork and auto (copy
+or fork per region from its measured write share) on a mixed state (one
+write-heavy and one read-mostly region of --mixed-size each) and on single
+regions of given write shares; blocking, parent slowdown and parent time
+lost (application thread CPU), with auto's ratios against the better of
+copy and fork. It writes
+compression_fork_mixed.md and .png.
+
     .venv/bin/python bench/compression_fork.py                    # full run
     .venv/bin/python bench/compression_fork.py --smoke --repeats 2 --sizes 32MiB \\
         --rows floor,naive,zstd,copy                              # does it run?
+    .venv/bin/python bench/compression_fork.py --mixed            # auto, a few minutes
 """
 
 from __future__ import annotations
@@ -60,8 +69,8 @@ import numpy as np
 
 from _common import (GiB, MiB, WRITE_BLOCK, Series, add_common_args, check_resources,
                      finish_common_args, fmt_time, grouped_bars, human, import_resurgo, log,
-                     machine_description, machine_lines, parse_sizes, pyplot, report_header,
-                     timed, tree_bytes, write_fsync)
+                     machine_description, machine_lines, parse_size, parse_sizes, plot_title,
+                     pyplot, report_header, timed, tree_bytes, write_fsync)
 
 SCRIPT = "compression_fork.py"
 resurgo = import_resurgo(SCRIPT)
@@ -582,6 +591,217 @@ def write_plot(path: Path, cases: List[dict], contents: List[str]) -> None:
     plt.close(fig)
 
 
+# ------------------------------------------------------ mixed state (--mixed)
+# capture.mode = "auto" chooses copy or fork per region from the share of it
+# written per interval (docs/tracking.md). Each pattern is a list of
+# (region, share of it the parent writes per interval); regions of share 0
+# are read (np.sum), the others rewritten in place (np.negative, exact and
+# reversible) over their first `share` of elements.
+MIXED_MODES = ("copy", "fork", "auto")
+
+
+def mixed_patterns(size: int) -> Dict[str, List[Tuple[str, int, float]]]:
+    """name -> [(label, bytes, written share)]: the same state in all."""
+    return {
+        "mixed: 1 write-heavy + 1 read-mostly": [("heavy", size, 1.0), ("light", size, 0.0)],
+        "write-heavy (100 %)": [("field", 2 * size, 1.0)],
+        "read-mostly (2 %)": [("field", 2 * size, 0.02)],
+        "one region, 5 % written": [("field", 2 * size, 0.05)],
+        "one region, 15 % written": [("field", 2 * size, 0.15)],
+        "one region, 25 % written": [("field", 2 * size, 0.25)],
+        "one region, 50 % written": [("field", 2 * size, 0.50)],
+    }
+
+
+class MixedLoop:
+    """One step: the next tenth of each written region's hot part is negated,
+    the next tenth of each read-mostly region summed; one sweep (SWEEP_STEPS
+    steps) writes exactly each region's share."""
+
+    def __init__(self, regions: List[Tuple[np.ndarray, float]]) -> None:
+        self.parts = []
+        for arr, share in regions:
+            hot = arr[: max(1, int(arr.size * share))] if share > 0 else arr
+            self.parts.append((hot, share > 0, -(-hot.size // SWEEP_STEPS)))
+        self.i = 0
+
+    def step(self) -> Tuple[float, float]:
+        """(wall seconds, this thread's CPU seconds) of one step."""
+        k = self.i % SWEEP_STEPS
+        self.i += 1
+        t0, c0 = time.perf_counter(), time.thread_time()
+        for hot, writes, piece in self.parts:
+            part = hot[k * piece : (k + 1) * piece]
+            if writes:
+                np.negative(part, out=part)
+            else:
+                float(np.sum(part))
+        return time.perf_counter() - t0, time.thread_time() - c0
+
+
+def bench_mixed_mode(mode: str, pattern: List[Tuple[str, int, float]], args, root: Path,
+                     tag: str) -> Dict[str, object]:
+    """Blocking, parent slowdowns and parent CPU lost (write_mixed_markdown
+    says what each is) of --repeats checkpoints."""
+    arrays = []
+    for i, (_, nbytes, _) in enumerate(pattern):
+        arr = np.empty(nbytes // ITEM, dtype=np.float32)
+        fill_state(arr, "half", seed=i)
+        arrays.append(arr)
+    loop = MixedLoop([(arr, share) for arr, (_, _, share) in zip(arrays, pattern)])
+    l2 = root / f"mixed-{mode}"
+    total = sum(n for _, n, _ in pattern)
+    out = {k: Series(f"{mode}", "resurgo") for k in ("blocking", "slowdown", "cpu_slowdown", "lost")}
+    for _ in range(2 * SWEEP_STEPS):
+        loop.step()
+    quiet_cpu = statistics.median(loop.step()[1] for _ in range(3 * SWEEP_STEPS))
+    # Opened after the quiet steps: its buffer's background touch would share the cores.
+    store = resurgo.Store(f"mixed-{mode}", local_path=str(l2), persistent_every=0, local_keep=2,
+                          buffer_capacity=total, pipeline_compress="none", capture_mode=mode,
+                          capture_auto_copy_above=args.copy_above)
+    try:
+        for arr, (label, _, _) in zip(arrays, pattern):
+            store.protect(label, arr)
+        for v in range(WARMUP_VERSIONS + args.repeats):
+            before = [loop.step() for _ in range(SWEEP_STEPS)]
+            t0, c0 = time.perf_counter(), time.thread_time()
+            store.checkpoint(v)
+            blocking, blocking_cpu = time.perf_counter() - t0, time.thread_time() - c0
+            done = threading.Event()
+            failure: List[BaseException] = []
+
+            def waiter(version: int = v) -> None:
+                try:
+                    store.wait(version, level=2)
+                except BaseException as exc:  # noqa: BLE001 - raised below
+                    failure.append(exc)
+                done.set()
+
+            threading.Thread(target=waiter).start()
+            during = []
+            while not done.is_set():
+                during.append(loop.step())
+            if failure:
+                raise failure[0]
+            if v < WARMUP_VERSIONS:
+                continue
+            step = statistics.fmean(w for w, _ in before)
+            step_cpu = statistics.fmean(c for _, c in before)
+            during_cpu = [c for _, c in during]
+            out["blocking"].times.append(blocking)
+            out["slowdown"].times.append(statistics.fmean(w for w, _ in during) / step)
+            out["cpu_slowdown"].times.append(statistics.fmean(during_cpu) / step_cpu)
+            cycle_cpu = blocking_cpu + sum(during_cpu) + sum(c for _, c in before)
+            out["lost"].times.append(cycle_cpu - (len(during) + len(before)) * quiet_cpu)
+        captures = sorted({s.capture for s in store.stats() if s.version >= WARMUP_VERSIONS})
+    finally:
+        store.close()
+        shutil.rmtree(l2, ignore_errors=True)
+    log(f"[{tag}] {mode}: blocking {fmt_time(out['blocking'].median)}, slowdown "
+        f"{out['slowdown'].median:.2f}, CPU slowdown {out['cpu_slowdown'].median:.2f}, CPU lost "
+        f"{fmt_time(out['lost'].median)} ({', '.join(captures)})")
+    return {**out, "captures": captures}
+
+
+def best_of_copy_fork(results: Dict[str, dict], what: str) -> float:
+    return min(results[m][what].median for m in ("copy", "fork"))
+
+
+def write_mixed_markdown(path: Path, machine: Dict[str, str], cases: Dict[str, dict], args,
+                         size: int, plot_name: str) -> None:
+    lines = report_header("capture.mode = auto on a mixed state: copy or fork per region",
+                          SCRIPT, args)
+    lines += machine_lines(machine)
+    lines += [f"Load average (1 min) at the start and the end of the run: {args.load[0]:.1f}, "
+              f"{os.getloadavg()[0]:.1f} (the VM is shared: wall times are noisy, the CPU columns "
+              "less so).", ""]
+    lines += ["## What is measured", "",
+              f"- **State**: float32 NumPy arrays, {human(2 * size)} in all (small sizes, to keep the "
+              "run short on this shared 2-core VM), content \"50 % random\" (fill_state). "
+              "*mixed*: two regions of "
+              f"{human(size)}, one rewritten whole per interval, one only read; the other patterns: one "
+              f"region of {human(2 * size)} whose first 2, 5, 15, 25, 50 or 100 % the parent "
+              "rewrites per interval.",
+              "- **Parent loop**: one step negates the next tenth of each written region's written part "
+              "and sums the next tenth of each read-only region; the interval before each checkpoint "
+              "is one sweep (10 steps), so each region is written exactly its share.",
+              "- **Blocking**: wall time of `store.checkpoint(v)`. **Parent slowdown**: mean step "
+              "wall time while the version is written (until `store.wait(v, 2)` returns) / mean step "
+              "wall time of the sweep before. **CPU slowdown**: the same with the application "
+              "thread's CPU time (`time.thread_time`), which a busy machine's preemption does not "
+              "inflate. **Parent CPU lost**: per checkpoint, the application thread's CPU time over "
+              "the whole cycle (the sweep before, `checkpoint`, the steps while the version is "
+              "written) − its step count × the median CPU time of a step measured before the store "
+              "was opened: what checkpointing costs the application thread in all, the faults "
+              "of dirty tracking and of copy-on-write, and what a child leaves behind after it "
+              "exits, included (the part of a copy done by idle pipeline threads is not, but it is "
+              "in the blocking).",
+              f"- **Stores**: `capture_mode` copy, fork or auto (`capture_auto_copy_above="
+              f"{args.copy_above}`), `pipeline_compress=\"none\"`, `buffer_capacity` = the state, "
+              f"`local_keep=2`, `persistent_every=0`, {WARMUP_VERSIONS} untimed warm-up checkpoints. "
+              "*auto's capture*: the `capture` of its measured versions in `stats()`.",
+              "- **Ratios**: auto's median against the better median of copy and fork (≤ 1: auto "
+              "is at least as good).", ""]
+    ratio = lambda x: f"{x:.2f}"  # noqa: E731
+    lines += ["## Results", "",
+              "| pattern | mode | blocking | parent slowdown | CPU slowdown | parent CPU lost | "
+              "auto's capture |",
+              "|---|---|---|---|---|---|---|"]
+    for name, results in cases.items():
+        for mode in MIXED_MODES:
+            r = results[mode]
+            lines.append(f"| {name} | {mode} | {r['blocking'].cell()} | {r['slowdown'].cell(ratio)} | "
+                         f"{r['cpu_slowdown'].cell(ratio)} | {r['lost'].cell()} | "
+                         f"{', '.join(r['captures']) if mode == 'auto' else ''} |")
+    lines += ["", "## auto against the better of copy and fork", "",
+              "Each column divides auto's median by the lower of copy's and fork's medians of that "
+              "column (the better mode differs per column: fork always blocks less).", "",
+              "| pattern | blocking | parent slowdown | CPU slowdown | parent CPU lost |",
+              "|---|---|---|---|---|"]
+    for name, results in cases.items():
+        cells = [f"{results['auto'][w].median / best_of_copy_fork(results, w):.2f}"
+                 for w in ("blocking", "slowdown", "cpu_slowdown", "lost")]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines += ["", f"![auto against copy and fork]({plot_name})", ""]
+    path.write_text("\n".join(lines))
+
+
+def write_mixed_plot(path: Path, cases: Dict[str, dict], args) -> None:
+    plt = pyplot()
+    fig, axes = plt.subplots(4, 1, figsize=(11, 13))
+    for ax, (what, ylabel) in zip(axes, (("blocking", "blocking (s)"),
+                                         ("slowdown", "parent slowdown (wall)"),
+                                         ("cpu_slowdown", "parent CPU slowdown"),
+                                         ("lost", "parent CPU lost (s)"))):
+        groups = [(name.split(":")[0], {m: r[m][what] for m in MIXED_MODES}) for name, r in cases.items()]
+        grouped_bars(ax, groups, log_scale=what == "blocking", keys=list(MIXED_MODES))
+        ax.set_ylabel(ylabel)
+        ax.tick_params(axis="x", labelsize=7)
+    axes[0].legend(fontsize=8)
+    fig.suptitle(plot_title("capture.mode copy, fork and auto per pattern", args))
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+
+def main_mixed(args, root: Path) -> int:
+    args.load = os.getloadavg()
+    size = parse_size(args.mixed_size, multiple=ITEM)
+    check_resources(SCRIPT, root, f"mixed state {human(2 * size)}", 6.5 * size, 6.5 * size)
+    machine = machine_description(root, resurgo)
+    cases: Dict[str, dict] = {}
+    for name, pattern in mixed_patterns(size).items():
+        cases[name] = {mode: bench_mixed_mode(mode, pattern, args, root, name) for mode in MIXED_MODES}
+        gc.collect()
+    args.out.mkdir(parents=True, exist_ok=True)
+    md = args.out / "compression_fork_mixed.md"
+    png = args.out / "compression_fork_mixed.png"
+    write_mixed_plot(png, cases, args)
+    write_mixed_markdown(md, machine, cases, args, size, png.name)
+    print(md.read_text())
+    return 0
+
+
 # -------------------------------------------------------------------- main
 def main(argv: Optional[List[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -600,6 +820,13 @@ def main(argv: Optional[List[str]] = None) -> int:
                     help="pipeline_compress of the Resurgo rows, comma-separated, of none, lz4, "
                          "blosc-lz4, blosc-zstd (byte shuffle by the float32 element size), "
                          "zstd (level 1); one row per codec and mode (default: %(default)s)")
+    ap.add_argument("--mixed", action="store_true",
+                    help="instead of the study above: copy, fork and auto on a mixed state and on "
+                         "single regions of given write shares (compression_fork_mixed.md/.png)")
+    ap.add_argument("--mixed-size", default="256MiB",
+                    help="--mixed: bytes of each region of the mixed state (default: %(default)s)")
+    ap.add_argument("--copy-above", default="0.25",
+                    help="--mixed: capture.auto_copy_above of the auto stores (default: %(default)s)")
     default_dir = Path(os.environ.get("TMPDIR") or (Path(__file__).resolve().parent.parent /
                                                     "build" / "bench"))
     add_common_args(ap, "compression_fork",
@@ -631,6 +858,13 @@ def main(argv: Optional[List[str]] = None) -> int:
         root = args.dir
     root.mkdir(parents=True, exist_ok=True)
     root = root.resolve()
+
+    if args.mixed:
+        try:
+            return main_mixed(args, root)
+        finally:
+            if created and not args.keep:
+                shutil.rmtree(root, ignore_errors=True)
 
     # Peak memory: state + memcpy destination, or state + Resurgo's buffer,
     # or (fork) state + buffer (if the mode keeps one) + the pages the parent

@@ -43,9 +43,13 @@ inline constexpr std::uint64_t kSmallStateBuffer = std::uint64_t{64} << 20;
 
 struct Config {
   struct Capture {  // how checkpoint() takes the protected bytes
-    // copy | fork | auto (copy if it fits the buffer, else fork) | delta (only
-    // the blocks written since the previous version, docs/tracking.md)
+    // copy | fork | auto (per region: copy the write-heavy ones, fork the
+    // others; docs/tracking.md) | delta (only the blocks written since the
+    // previous version, docs/tracking.md)
     CaptureMode mode = CaptureMode::kCopy;
+    // auto: a region whose written share per interval is above this is
+    // copied, the others are forked (a fraction in (0, 1])
+    double auto_copy_above = 0.25;
   } capture;
   struct Track {  // dirty tracking of the delta capture
     TrackMethod method = TrackMethod::kAuto;  // auto: uffd where the kernel has it, else hash

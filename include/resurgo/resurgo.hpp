@@ -73,15 +73,16 @@ struct LevelStats {
 
 struct VersionStats {
   int version = 0;
-  // "copy", "synchronous" (larger than the buffer), "fork" or "delta" (only
-  // the blocks written since base_version)
+  // "copy", "synchronous" (larger than the buffer), "fork", "copy+fork"
+  // (capture.mode = auto: some regions copied, the others forked) or "delta"
+  // (only the blocks written since base_version)
   std::string capture;
   std::uint64_t bytes = 0;         // protected bytes (the state; a delta saves captured_bytes of them)
   int base_version = -1;           // the version a delta builds on; -1 for a full version
   std::uint64_t captured_bytes = 0;     // bytes the capture took: the state, or a delta's blocks
-  std::uint64_t dirty_bytes = 0;        // delta mode: bytes in the pages the tracker reported written
+  std::uint64_t dirty_bytes = 0;        // delta, auto: bytes in the pages the tracker reported written
   std::uint64_t granularity_bytes = 0;  // delta mode: largest management block in force
-  std::string tracker;                  // delta mode: tracking method ("uffd", "mprotect", ...)
+  std::string tracker;                  // delta, auto: tracking method ("uffd", "mprotect", ...)
   double blocking_seconds = 0;     // time checkpoint() blocked the caller, in all
   double backpressure_seconds = 0; // part of it waiting for buffer space or for the previous forked writer
   double first_touch_seconds = 0;  // part of it faulting in buffer pages the background prefault had not reached

@@ -47,7 +47,7 @@ void bind_store_records(nb::module_& m) {
   Record<VersionStats> version(m, "VersionStats", "What one checkpoint cost, and where it went.");
   version.field("version", &VersionStats::version, "")
       .field("capture", &VersionStats::capture,
-             "\"copy\", \"synchronous\" (larger than the buffer), \"fork\" or \"delta\"")
+             "\"copy\", \"synchronous\" (larger than the buffer), \"fork\", \"copy+fork\" (auto) or \"delta\"")
       .field("bytes", &VersionStats::bytes, "protected bytes (the state)")
       .field("blocking_seconds", &VersionStats::blocking_seconds, "time checkpoint() blocked the caller, in all")
       .field("backpressure_seconds", &VersionStats::backpressure_seconds,
@@ -60,10 +60,11 @@ void bind_store_records(nb::module_& m) {
       .converted("base_version", [](const VersionStats& s) { return none_if_negative(s.base_version); },
                  "the version a delta builds on; None for a full version")
       .field("captured_bytes", &VersionStats::captured_bytes, "bytes captured: the state, or a delta's blocks")
-      .field("dirty_bytes", &VersionStats::dirty_bytes, "delta mode: bytes in the pages the tracker reported written")
+      .field("dirty_bytes", &VersionStats::dirty_bytes,
+             "delta and auto modes: bytes in the pages the tracker reported written")
       .field("granularity_bytes", &VersionStats::granularity_bytes, "delta mode: largest management block in force")
       .converted("tracker", [](const VersionStats& s) { return none_if_empty(s.tracker); },
-                 "delta mode: \"uffd\", \"soft-dirty\", \"mprotect\" or \"hash\"")
+                 "delta and auto modes: \"uffd\", \"soft-dirty\", \"mprotect\" or \"hash\"")
       .converted("levels", [](const VersionStats& s) { return as_tuple(s.levels); }, "the version's route, in order")
       .converted("error", [](const VersionStats& s) { return none_if_empty(s.error); },
                  "background error of this version")

@@ -1,47 +1,15 @@
 #include "capture/capture.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 
 #include "base/units.h"
+#include "capture/auto_capture.h"
 #include "capture/copy_capture.h"
 #include "capture/delta_capture.h"
 #include "capture/device_capture.h"
 #include "capture/fork_capture.h"
 
 namespace resurgo {
-
-namespace {
-
-// capture.mode = "auto": copy when the state fits the host buffer, fork
-// otherwise (instead of the synchronous path, which blocks for the whole write).
-class AutoCapture final : public Capture {
- public:
-  explicit AutoCapture(const CaptureContext& context) : copy_(context), fork_(context) {}
-
-  const char* mode(std::uint64_t state_bytes) const override {
-    return copy_.fits(state_bytes) ? copy_.mode(state_bytes) : fork_.mode(state_bytes);
-  }
-  void resize(std::uint64_t state_bytes) override {
-    if (copy_.fits(state_bytes)) copy_.resize(state_bytes);
-    fork_.resize(state_bytes);
-  }
-  Snapshot take(const std::vector<Region>& regions, format::Header header, Level& first_level,
-                CaptureTimes& times) override {
-    std::uint64_t total = 0;
-    for (const Region& region : regions) total += region.bytes;
-    Capture& chosen = copy_.fits(total) ? static_cast<Capture&>(copy_) : fork_;
-    return chosen.take(regions, std::move(header), first_level, times);
-  }
-  void restarting(bool restarting) override { copy_.restarting(restarting); }
-
- private:
-  CopyCapture copy_;
-  ForkCapture fork_;
-};
-
-}  // namespace
 
 std::vector<Extent> whole_regions(const std::vector<Region>& regions) {
   std::vector<Extent> extents;

@@ -3,10 +3,11 @@
 // protected regions into a Snapshot: where the bytes of each region are for
 // the writer, and a hook that gives that memory back once written. A capture
 // whose version is written by another process (fork) hands over a waiter
-// instead. Implementations: copy into the host staging buffer (with a synchronous
-// path for states larger than the buffer), fork, auto (copy when the state
-// fits the buffer, fork otherwise) and delta (copy of the blocks written
-// since the previous version, found by a Tracker).
+// instead. Implementations: copy into the host staging buffer (with a
+// synchronous path for states larger than the buffer), fork, auto (copy or
+// fork chosen per region from its measured write rate,
+// capture/auto_capture.h) and delta (copy of the blocks written since the
+// previous version, found by a Tracker).
 #pragma once
 
 #include <cstdint>
@@ -59,7 +60,7 @@ class Capture {
   virtual ~Capture() = default;
 
   // The mode a checkpoint of `state_bytes` would use: "copy",
-  // "synchronous" or "fork" (what the stats report).
+  // "synchronous", "fork" or (auto) "copy+fork" (what the stats report).
   virtual const char* mode(std::uint64_t state_bytes) const = 0;
   // The protected set changed to `state_bytes` in all; called on the
   // application thread between captures.
@@ -104,7 +105,6 @@ VersionStats capture_stats(const Snapshot& snapshot, const CaptureTimes& times, 
 // twice the state (one version captured while the previous one is written)
 // and at least kSmallStateBuffer (config.hpp), bounded by a quarter of the
 // node's physical memory.
-std::uint64_t default_buffer_capacity(std::uint64_t state_bytes);
 std::uint64_t default_buffer_capacity(std::uint64_t state_bytes);
 
 }  // namespace resurgo

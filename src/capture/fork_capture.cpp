@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -101,6 +102,27 @@ std::string read_all(int fd) {
   ::_exit(status);
 }
 
+// Leaves `ranges` out of any child forked while it lives (MADV_DONTFORK),
+// and gives them to later forks again afterwards. A range the kernel
+// refuses to advise stays shared with the child, which costs only
+// copy-on-write faults. Never destroyed in the child, which exits.
+class Withholding {
+ public:
+  explicit Withholding(const std::vector<ByteRange>& ranges) {
+    for (const ByteRange& range : ranges) {
+      if (::madvise(reinterpret_cast<void*>(range.begin), range.size(), MADV_DONTFORK) == 0) advised_.push_back(range);
+    }
+  }
+  ~Withholding() {
+    for (const ByteRange& range : advised_) ::madvise(reinterpret_cast<void*>(range.begin), range.size(), MADV_DOFORK);
+  }
+  Withholding(const Withholding&) = delete;
+  Withholding& operator=(const Withholding&) = delete;
+
+ private:
+  std::vector<ByteRange> advised_;
+};
+
 std::string describe_status(int status) {
   if (WIFSIGNALED(status)) return std::string("was killed by signal ") + ::strsignal(WTERMSIG(status));
   if (WIFEXITED(status) && WEXITSTATUS(status) == kParentGone) return "found its parent gone";
@@ -166,33 +188,44 @@ void ForkCapture::wait_for_previous_child(CaptureTimes& times) {
 }
 
 void ForkCapture::resize(std::uint64_t) {
-  regions_checked_ = false;
+  checked_.clear();
   collapser_.forget_ranges();  // a region left may be unmapped next
 }
 
-// Once per protected set (/proc/self/smaps is slow), two facts of the
-// mappings under the regions. Memory advised MADV_DONTFORK (by the
-// application, or by a driver that registered it for DMA) is absent from the
-// child, which would fault reading it: such regions are refused with a
-// message instead. (Pinned memory without DONTFORK is fine: since Linux 5.9
-// the kernel copies pinned pages into the child at fork.) The huge pages
-// that transparent huge pages may back under the regions are what the
-// collapser restores after each child.
-void ForkCapture::check_regions(const std::vector<Region>& regions) {
-  if (regions_checked_) return;
+// Once per protected set and choice of copied regions (/proc/self/smaps is
+// slow), two facts of the mappings under the regions. Memory advised
+// MADV_DONTFORK (by the application, or by a driver that registered it for
+// DMA) is absent from the child, which would fault reading it: such regions
+// are refused with a message instead, unless their bytes were copied (the
+// child reads the copy; their advice is left as it is). (Pinned memory
+// without DONTFORK is fine: since Linux 5.9 the kernel copies pinned pages
+// into the child at fork.) The huge pages that transparent huge pages may
+// back under the forked regions are what the collapser restores after each child.
+void ForkCapture::check_regions(const std::vector<Region>& regions, const std::vector<bool>& copied) {
+  std::vector<Checked> looking_at;
+  for (std::size_t r = 0; r < regions.size(); ++r) {
+    looking_at.push_back({regions[r].data, regions[r].bytes, r < copied.size() && copied[r]});
+  }
+  if (!checked_.empty() && looking_at == checked_) return;
   const HugePagePolicy policy = HugePagePolicy::of_this_process();
   const std::uint64_t huge = huge_page_bytes();
   std::vector<ByteRange> collapsible;
+  advised_dontfork_.clear();
   for (const Mapping& mapping : mappings_of_this_process()) {
-    for (const Region& region : regions) {
+    for (const Checked& region : looking_at) {
       if (!mapping.overlaps(region.data, region.bytes)) continue;
+      const std::string& label = regions[&region - looking_at.data()].label;
       // "dc": do not copy this mapping on fork (proc(5)).
+      if (mapping.has_flag("dc") && region.copied) {
+        advised_dontfork_.push_back(region.data);
+        continue;
+      }
       if (mapping.has_flag("dc")) {
-        throw InvalidArgumentError("capture.mode = \"fork\": region '" + region.label +
+        throw InvalidArgumentError("capture.mode = \"fork\": region '" + label +
                                    "' lies in memory advised MADV_DONTFORK (DMA-registered or excluded by the "
                                    "application), which a forked child cannot read; use capture.mode = \"copy\"");
       }
-      if (huge == 0 || !policy.allows(mapping)) continue;
+      if (region.copied || huge == 0 || !policy.allows(mapping)) continue;
       const auto first = reinterpret_cast<std::uintptr_t>(region.data);
       const std::uint64_t begin = (std::max(first, mapping.begin) + huge - 1) / huge * huge;
       const std::uint64_t end = std::min(first + region.bytes, mapping.end) / huge * huge;
@@ -200,16 +233,51 @@ void ForkCapture::check_regions(const std::vector<Region>& regions) {
     }
   }
   collapser_.set_ranges(std::move(collapsible));
-  regions_checked_ = true;
+  checked_ = std::move(looking_at);
+}
+
+// The copied regions' memory, cut inward to whole huge pages (or pages
+// without transparent huge pages): advising part of a huge page would split
+// it. The few pages at the ends stay shared with the child. A copied region
+// that overlaps a forked one stays shared whole: the child reads the latter.
+std::vector<ByteRange> ForkCapture::withheld_ranges(const std::vector<Region>& regions,
+                                                    const std::vector<bool>& copied) const {
+  const std::uint64_t unit = huge_page_bytes() > 0 ? huge_page_bytes() : static_cast<std::uint64_t>(::getpagesize());
+  const auto overlaps_forked = [&](const Region& region) {
+    for (std::size_t f = 0; f < regions.size(); ++f) {
+      const bool forked = f >= copied.size() || !copied[f];
+      if (forked && regions[f].data < region.data + region.bytes && region.data < regions[f].data + regions[f].bytes) {
+        return true;
+      }
+    }
+    return false;
+  };
+  std::vector<ByteRange> ranges;
+  for (std::size_t r = 0; r < regions.size() && r < copied.size(); ++r) {
+    const Region& region = regions[r];
+    const bool advised = std::find(advised_dontfork_.begin(), advised_dontfork_.end(),
+                                   static_cast<void*>(region.data)) != advised_dontfork_.end();
+    if (!copied[r] || advised || overlaps_forked(region)) continue;
+    const auto first = reinterpret_cast<std::uintptr_t>(region.data);
+    const std::uint64_t begin = (first + unit - 1) / unit * unit;
+    const std::uint64_t end = (first + region.bytes) / unit * unit;
+    if (begin < end) ranges.push_back({begin, end});
+  }
+  return ranges;
 }
 
 Snapshot ForkCapture::take(const std::vector<Region>& regions, format::Header header, Level& first_level,
                            CaptureTimes& times) {
-  wait_for_previous_child(times);
-  check_regions(regions);
   Snapshot snapshot;
   snapshot.header = std::move(header);
   snapshot.extents = whole_regions(regions);
+  return fork_writer(regions, {}, std::move(snapshot), first_level, times);
+}
+
+Snapshot ForkCapture::fork_writer(const std::vector<Region>& regions, const std::vector<bool>& copied,
+                                  Snapshot snapshot, Level& first_level, CaptureTimes& times) {
+  wait_for_previous_child(times);
+  check_regions(regions, copied);
   const int version = static_cast<int>(snapshot.header.version);
   int pipe_fds[2];
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
@@ -220,12 +288,17 @@ Snapshot ForkCapture::take(const std::vector<Region>& regions, format::Header he
   const pid_t parent = ::getpid();
   const ForkFunction replacement = fork_function.load();
   collapser_.request_stop();  // collapsing memory shared with the child would copy it
-  const pid_t pid = replacement ? replacement() : ::fork();
-  if (pid == 0) {
-    ::close(pipe_fds[0]);
-    run_child(parent, pipe_fds[1], first_level, snapshot, context_.config);
+  pid_t pid = -1;
+  int fork_error = 0;
+  {
+    const Withholding withholding(withheld_ranges(regions, copied));
+    pid = replacement ? replacement() : ::fork();
+    fork_error = errno;
+    if (pid == 0) {
+      ::close(pipe_fds[0]);
+      run_child(parent, pipe_fds[1], first_level, snapshot, context_.config);
+    }
   }
-  const int fork_error = errno;
   if (pid > 0) {
     // Until the child runs, it holds every descriptor of this process,
     // the lock files of all its stores among them; its atfork handler
@@ -236,7 +309,7 @@ Snapshot ForkCapture::take(const std::vector<Region>& regions, format::Header he
     while (::read(pipe_fds[0], &first_byte, 1) < 0 && errno == EINTR) {
     }
   }
-  times.copy_seconds = seconds_since(started);
+  times.copy_seconds += seconds_since(started);
   ::close(pipe_fds[1]);
   if (pid < 0) {
     ::close(pipe_fds[0]);

@@ -12,6 +12,11 @@
 // Once a child has exited, the huge pages its copy-on-write split in the
 // parent are collapsed again in the background (capture/huge_page_collapse.h):
 // a later fork then costs what the first did, if the collapse ended before it.
+//
+// capture.mode = "auto" may copy some regions into the staging buffer first
+// (capture/auto_capture.h): the child then writes those from the buffer, and
+// their memory is left out of it (fork_writer), so that the parent writes
+// them without copy-on-write faults.
 #pragma once
 
 #include <sys/types.h>
@@ -38,16 +43,34 @@ class ForkCapture final : public Capture {
   using ForkFunction = pid_t (*)();
   static void set_fork_function_for_testing(ForkFunction function);
 
+  // Waits until the previous child was reaped (counted as backpressure).
+  void wait_for_previous_child(CaptureTimes& times);
+  // Forks the writer of `snapshot`, whose extents read the memory of
+  // `regions` except for the regions marked in `copied` (indexes as in
+  // `regions`; empty: none), whose bytes were copied elsewhere beforehand.
+  // The pages wholly inside a copied region are left out of the child
+  // (MADV_DONTFORK during the fork alone): no extent may read them there.
+  Snapshot fork_writer(const std::vector<Region>& regions, const std::vector<bool>& copied, Snapshot snapshot,
+                       Level& first_level, CaptureTimes& times);
+
  private:
   struct Child;
+  // What check_regions last looked at: a region and whether it was copied.
+  struct Checked {
+    std::byte* data;
+    std::uint64_t bytes;
+    bool copied;
+    bool operator==(const Checked&) const = default;
+  };
 
-  void wait_for_previous_child(CaptureTimes& times);
-  void check_regions(const std::vector<Region>& regions);
+  void check_regions(const std::vector<Region>& regions, const std::vector<bool>& copied);
+  std::vector<ByteRange> withheld_ranges(const std::vector<Region>& regions, const std::vector<bool>& copied) const;
 
   CaptureContext context_;
   HugePageCollapser collapser_;
   std::shared_ptr<Child> in_flight_;
-  bool regions_checked_ = false;
+  std::vector<Checked> checked_;  // empty: look again
+  std::vector<void*> advised_dontfork_;  // copied regions the application keeps from any child
 };
 
 }  // namespace resurgo

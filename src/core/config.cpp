@@ -201,6 +201,7 @@ std::vector<Key> keys_of(Config& c) {
   const auto count = integer_in(0, 1 << 20);  // versions kept, every n-th checkpoint
   return {
       entry("capture.mode", c.capture.mode, choice(kCaptureModeNames)),
+      entry("capture.auto_copy_above", c.capture.auto_copy_above, parse_fraction),
       entry("track.method", c.track.method, choice(kTrackMethodNames)),
       entry("track.granularity", c.track.granularity, or_auto(parse_granularity)),
       entry("delta.full_every", c.delta.full_every, integer_in(1, 1 << 20)),

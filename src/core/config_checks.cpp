@@ -35,6 +35,11 @@ std::string directory_summary(const char* level, const std::string& path, int ev
 std::string capture_summary(const Config& c) {
   std::string text = std::string("capture ") + to_string(c.capture.mode) + " (buffer " +
                      size_or_auto(c.buffer.capacity) + ")";
+  if (c.capture.mode == CaptureMode::kAuto) {
+    char share[32];
+    std::snprintf(share, sizeof share, "%g", c.capture.auto_copy_above);
+    text += std::string(", regions written above ") + share + " per interval copied, the rest forked";
+  }
   if (c.capture.mode == CaptureMode::kDelta) {
     text += ", track " + std::string(to_string(c.track.method)) + " granularity " +
             granularity_text(c.track.granularity) + ", a full version every " + std::to_string(c.delta.full_every);
