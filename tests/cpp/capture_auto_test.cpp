@@ -13,6 +13,7 @@
 #include <fstream>
 #include <system_error>
 
+#include "../sanitized.h"
 #include "capture/auto_capture.h"
 #include "capture/huge_page_collapse.h"
 #include "capture/mappings.h"
@@ -176,6 +177,10 @@ class WriterGate {
 
 class AutoCaptureTest : public ::testing::Test {
  protected:
+  // The tests that split a version fork a writer while the store's threads
+  // run, which the sanitizers' allocators do not survive (tests/sanitized.h),
+  // and a sanitizer's own memory would count as the child's copy-on-write.
+  static bool forks_unsupported() { return kSanitized || !uffd_available(); }
   Config config() const {
     return Config::load("", {{"local.path", dir.path() + "/l2"},
                              {"persistent.every", "0"},
@@ -198,7 +203,7 @@ class AutoCaptureTest : public ::testing::Test {
 // must not see and which costs no copy-on-write (its memory was left out of
 // the child); both regions come back bit for bit.
 TEST_F(AutoCaptureTest, WriteHeavyRegionIsCopiedReadMostlyOneForkedAndTheVersionRestoresBitForBit) {
-  if (!uffd_available()) GTEST_SKIP() << "no userfaultfd write protection here: auto measures no rate";
+  if (forks_unsupported()) GTEST_SKIP() << "needs uffd write protection, and no sanitizer (forks a writer)";
   WriterGate gate;
   Memory heavy(32 * kMiB, false);
   Memory light(8 * kMiB, false);
@@ -235,7 +240,7 @@ TEST_F(AutoCaptureTest, WriteHeavyRegionIsCopiedReadMostlyOneForkedAndTheVersion
 
 // The choice is logged when it changes, not at every version.
 TEST_F(AutoCaptureTest, TheChoiceIsLoggedOnceWhileItHolds) {
-  if (!uffd_available()) GTEST_SKIP() << "no userfaultfd write protection here: auto measures no rate";
+  if (forks_unsupported()) GTEST_SKIP() << "needs uffd write protection, and no sanitizer (forks a writer)";
   Memory heavy(4 * kMiB, false);
   Memory light(8 * kMiB, false);
   testing::internal::CaptureStderr();
@@ -259,7 +264,7 @@ TEST_F(AutoCaptureTest, TheChoiceIsLoggedOnceWhileItHolds) {
 // A copied region is tracked again one interval in kCopiedTrackedEvery:
 // once it is no longer written, it is forked with the rest.
 TEST_F(AutoCaptureTest, CopiedRegionNoLongerWrittenIsForkedOnceTrackedAgain) {
-  if (!uffd_available()) GTEST_SKIP() << "no userfaultfd write protection here: auto measures no rate";
+  if (forks_unsupported()) GTEST_SKIP() << "needs uffd write protection, and no sanitizer (forks a writer)";
   Memory heavy(4 * kMiB, false);
   Memory light(8 * kMiB, false);
   Store store("a", config());
