@@ -287,6 +287,14 @@ void Runtime::Impl::close_region() {
   commit(pieces, region_record_, made);
 }
 
+void Runtime::Impl::refuse_unlike_controls(std::uint64_t loop_index) const {
+  throw MismatchError("automatic checkpoint before loop " + std::to_string(loop_index) + " on " + store_what_ +
+                      ": the ranks' query logs or payloads differ, and every dataset is a block of a global array, "
+                      "whose checkpoints restart on another rank count by replaying rank 0's; query only values "
+                      "that are the same on every rank (reduce them first) and give fastfw/datlist the same "
+                      "payload on every rank; nothing was written");
+}
+
 void Runtime::Impl::commit(const std::vector<Piece>& pieces, CheckpointRecord record, CheckpointReport made) {
   const Clock::time_point started = Clock::now();
   check_blocks("automatic checkpoint before loop " + std::to_string(record.loop_index));
@@ -324,13 +332,7 @@ void Runtime::Impl::commit(const std::vector<Piece>& pieces, CheckpointRecord re
     protect_exactly(std::move(all));
     store_.checkpoint(next_version_);
   });
-  if (!alike) {
-    throw MismatchError("automatic checkpoint before loop " + std::to_string(record.loop_index) + " on " +
-                        store_what_ + ": the ranks' query logs or payloads differ, and every dataset is a block of a "
-                        "global array, whose checkpoints restart on another rank count by replaying rank 0's; query "
-                        "only values that are the same on every rank (reduce them first) and give fastfw/datlist "
-                        "the same payload on every rank; nothing was written");
-  }
+  if (!alike) refuse_unlike_controls(record.loop_index);
   made.version = next_version_;
   made.loop_index = record.loop_index;
   made.location = record.location;

@@ -92,6 +92,9 @@ class Runtime::Impl {
   void refuse_unmappable(const Restore& restore, const std::string& what) const;
   void check_blocks(const std::string& call);
   bool control_alike(const CheckpointRecord& record, const std::byte* log);
+  [[noreturn]] void refuse_unlike_controls(std::uint64_t loop_index) const;
+  void check_restorable(const RegionDescription& region, const Dataset& dataset, bool ring,
+                        const std::string& version) const;
   void adopt(Restore restore, Clock::time_point started);
   bool replay_loop(std::string_view name);
   void finish_restore(std::string_view where, void* payload, std::size_t payload_bytes);

@@ -268,6 +268,26 @@ void Runtime::Impl::finish_restore(std::string_view where, void* payload, std::s
 // Reads the version's datasets straight into their memory (halo rings
 // through a packed buffer). A version damaged on every level is discarded,
 // so that the next run falls back to the one before.
+// MismatchError unless `dataset` can take the version's `region` (its halo
+// ring when `ring`): the same bytes on this rank count, a block of a global
+// array on another one.
+void Runtime::Impl::check_restorable(const RegionDescription& region, const Dataset& dataset, bool ring,
+                                     const std::string& version) const {
+  const CheckpointRecord& record = restore_->record;
+  if (other_rank_count(record)) {
+    if (dataset.global()) return;
+    throw MismatchError(version + " was written by " + std::to_string(record.ranks) + " ranks and holds dataset '" +
+                        dataset.name + "', which this run of " + std::to_string(agreement_.ranks()) +
+                        " ranks did not declare as a block of a global array; declare it with its global shape and "
+                        "this rank's offset, or restart on " + std::to_string(record.ranks) + " ranks");
+  }
+  const std::uint64_t expected = ring ? (dataset.ring ? dataset.ring->bytes() : 0) : dataset.bytes;
+  if (region.bytes == expected) return;
+  throw MismatchError(version + " holds " + std::to_string(region.bytes) + " bytes of '" + region.label +
+                      "' but dataset '" + dataset.name + "' has " + std::to_string(expected) +
+                      (ring ? " bytes of halo ring" : " bytes"));
+}
+
 void Runtime::Impl::restore_datasets() {
   const Restore& restore = *restore_;
   check_blocks("restore of version " + std::to_string(restore.version));
@@ -287,20 +307,7 @@ void Runtime::Impl::restore_datasets() {
                           "', which this run did not declare; declare the same datasets as the run that wrote it");
     }
     const Dataset& dataset = datasets_[id];
-    const std::uint64_t expected = ring ? (dataset.ring ? dataset.ring->bytes() : 0) : dataset.bytes;
-    if (other_rank_count(restore.record)) {
-      if (!dataset.global()) {
-        throw MismatchError(version + " was written by " + std::to_string(restore.record.ranks) +
-                            " ranks and holds dataset '" + name + "', which this run of " +
-                            std::to_string(agreement_.ranks()) + " ranks did not declare as a block of a global "
-                            "array; declare it with its global shape and this rank's offset, or restart on " +
-                            std::to_string(restore.record.ranks) + " ranks");
-      }
-    } else if (region.bytes != expected) {
-      throw MismatchError(version + " holds " + std::to_string(region.bytes) + " bytes of '" + label +
-                          "' but dataset '" + name + "' has " + std::to_string(expected) +
-                          (ring ? " bytes of halo ring" : " bytes"));
-    }
+    check_restorable(region, dataset, ring, version);
     std::byte* into = dataset.data;
     if (ring) into = rings.emplace_back(&dataset, std::vector<std::byte>(region.bytes)).second.data();
     restored.emplace_back(id, ring);
