@@ -17,10 +17,10 @@
 #include "capture/auto_capture.h"
 #include "capture/huge_page_collapse.h"
 #include "capture/mappings.h"
-#include "hook_env.h"
 #include "resurgo/errors.hpp"
 #include "resurgo/resurgo.hpp"
 #include "test_util.h"
+#include "writer_gate.h"
 #include "track/uffd_tracker.h"
 
 namespace resurgo {
@@ -148,32 +148,6 @@ bool left_out_of_forks(const std::byte* data, std::size_t bytes) {
   }
   return false;
 }
-
-// Holds a forked writer at its file creation until the test opens the
-// gate; the test's own process passes freely (as in fork_capture_test.cpp).
-class WriterGate {
- public:
-  WriterGate() {
-    if (::pipe(pipe_) != 0) throw std::system_error(errno, std::generic_category(), "pipe");
-    env_->before_create = [read_end = pipe_[0], test_pid = ::getpid()](const std::string&) {
-      char byte = 0;
-      if (::getpid() != test_pid && ::read(read_end, &byte, 1) != 1) ::_exit(9);  // in the child: no gtest
-    };
-  }
-  ~WriterGate() {
-    ::close(pipe_[0]);
-    ::close(pipe_[1]);
-  }
-  WriterGate(const WriterGate&) = delete;
-  WriterGate& operator=(const WriterGate&) = delete;
-
-  std::shared_ptr<HookEnv> env() const { return env_; }
-  void open() { ASSERT_EQ(::write(pipe_[1], "x", 1), 1); }
-
- private:
-  int pipe_[2];
-  std::shared_ptr<HookEnv> env_ = std::make_shared<HookEnv>();
-};
 
 class AutoCaptureTest : public ::testing::Test {
  protected:

@@ -14,6 +14,7 @@
 #include "format/file_names.h"
 #include "resurgo/resurgo.hpp"
 #include "test_util.h"
+#include "job_levels.h"
 #include "thread_job.h"
 
 namespace resurgo {
@@ -25,12 +26,9 @@ using testing::ThreadJob;
 
 class CollectiveVersionsTest : public ::testing::Test {
  protected:
-  // Two ranks per node: L2 of node n is <dir>/node<n>; L4 is shared.
+  // Two ranks per node, three versions kept on each level.
   Config config() const {
-    Config result;
-    result.local.path = dir.path() + "/node{node}";
-    result.persistent.path = dir.path() + "/l4";
-    result.persistent.every = 1;
+    Config result = testing::job_levels(dir.path());
     result.local.keep = 3;
     result.persistent.keep = 3;
     return result;

@@ -23,37 +23,12 @@
 #include "forwarding_env.h"
 #include "resurgo/resurgo.hpp"
 #include "test_util.h"
+#include "writer_gate.h"
 
 namespace resurgo {
 namespace {
 
 namespace fs = std::filesystem;
-
-// Holds a forked writer at its first file creation until the test opens the
-// gate; the test's own process passes freely.
-class WriterGate {
- public:
-  WriterGate() {
-    if (::pipe(pipe_) != 0) throw std::system_error(errno, std::generic_category(), "pipe");
-    env_->before_create = [read_end = pipe_[0], test_pid = ::getpid()](const std::string&) {
-      char byte = 0;
-      if (::getpid() != test_pid && ::read(read_end, &byte, 1) != 1) ::_exit(9);  // in the child: no gtest
-    };
-  }
-  ~WriterGate() {
-    ::close(pipe_[0]);
-    ::close(pipe_[1]);
-  }
-  WriterGate(const WriterGate&) = delete;
-  WriterGate& operator=(const WriterGate&) = delete;
-
-  std::shared_ptr<HookEnv> env() const { return env_; }
-  void open() { ASSERT_EQ(::write(pipe_[1], "x", 1), 1); }
-
- private:
-  int pipe_[2];
-  std::shared_ptr<HookEnv> env_ = std::make_shared<HookEnv>();
-};
 
 // Forwards to the POSIX Env; in a forked child (another pid than the test's)
 // a file's second append kills the child with SIGKILL: a write cut short.

@@ -15,6 +15,7 @@
 #include "format/file_names.h"
 #include "resurgo/resurgo.hpp"
 #include "test_util.h"
+#include "job_levels.h"
 #include "thread_job.h"
 
 namespace resurgo {
@@ -29,17 +30,7 @@ constexpr int kRanksPerNode = 1;
 
 class PartialManifestTest : public ::testing::Test {
  protected:
-  // L2 of node n is <dir>/node<n>; L4 is shared.
-  Config config() const {
-    Config result;
-    result.local.path = dir.path() + "/node{node}";
-    result.persistent.path = dir.path() + "/l4";
-    result.persistent.every = 1;
-    result.local.keep = 0;  // every version
-    result.persistent.keep = 0;
-    result.log.level = LogLevel::kOff;
-    return result;
-  }
+  Config config() const { return testing::job_levels(dir.path()); }
   std::string node_dir(int node) const { return dir.path() + "/node" + std::to_string(node) + "/job"; }
   static int value_of(int version, int rank) { return version * 1000 + rank; }
 

@@ -21,6 +21,7 @@
 #include "format/file_names.h"
 #include "resurgo/resurgo.hpp"
 #include "test_util.h"
+#include "job_levels.h"
 #include "thread_job.h"
 
 namespace resurgo {
@@ -209,17 +210,8 @@ TEST_F(SoloAgreementTest, AProcessKilledMidWriteDoesNotBlockTheNextRun) {
 
 class JobAgreementTest : public ::testing::Test {
  protected:
-  // Two ranks per node: L2 of node n is <dir>/node<n>; L4 is shared.
-  Config config() const {
-    Config result;
-    result.local.path = dir.path() + "/node{node}";
-    result.persistent.path = dir.path() + "/l4";
-    result.persistent.every = 1;
-    result.local.keep = 0;  // every version
-    result.persistent.keep = 0;
-    result.log.level = LogLevel::kOff;
-    return result;
-  }
+  // Two ranks per node.
+  Config config() const { return testing::job_levels(dir.path()); }
   std::string local(int rank, int version) const {
     return dir.path() + "/node" + std::to_string(rank / 2) + "/job/" + format::container_file_name(version, rank);
   }
