@@ -16,6 +16,7 @@
 #include "resurgo/resurgo.hpp"
 #include "test_util.h"
 #include "job_levels.h"
+#include "job_run.h"
 #include "thread_job.h"
 
 namespace resurgo {
@@ -69,23 +70,8 @@ class PartialManifestTest : public ::testing::Test {
     return false;
   }
 
-  // What every rank's calls gave, and the first error; every rank makes
-  // every call, whatever failed before.
-  struct Run {
-    std::optional<int> latest = -1;
-    int restored = -1;
-    int restarted_again = -1;
-    bool bytes_right = false;
-    std::string error;
+  using Run = testing::JobRun;  // what each rank's calls gave
 
-    void attempt(const std::function<void()>& call) {
-      try {
-        call();
-      } catch (const Error& failure) {
-        if (error.empty()) error = failure.what();
-      }
-    }
-  };
   // latest(), then restart() when `restorable`, then `next` checkpointed,
   // durable, and restarted.
   std::vector<Run> continue_job(bool restorable, int next) {

@@ -22,6 +22,7 @@
 #include "resurgo/resurgo.hpp"
 #include "test_util.h"
 #include "job_levels.h"
+#include "job_run.h"
 #include "thread_job.h"
 
 namespace resurgo {
@@ -242,24 +243,8 @@ class JobAgreementTest : public ::testing::Test {
   }
 
   // A new job of two ranks: latest(), restart(), then `next` checkpointed
-  // and restarted again. Per rank: what each step gave, and the first
-  // error. Every rank makes every call, whatever failed before, so that the
-  // job stays in step and a failure fails the test instead of hanging it.
-  struct Run {
-    std::optional<int> latest;
-    int restored = -1;
-    int restarted_again = -1;
-    bool bytes_right = false;
-    std::string error;
-
-    void attempt(const std::function<void()>& call) {
-      try {
-        call();
-      } catch (const Error& failure) {
-        if (error.empty()) error = failure.what();
-      }
-    }
-  };
+  // and restarted again; per rank, what each step gave (job_run.h).
+  using Run = testing::JobRun;
   std::vector<Run> continue_job(const std::vector<int>& next) {
     ThreadJob job(2, 2);
     std::vector<Run> runs(2);
