@@ -47,6 +47,7 @@
 #include <string_view>
 #include <vector>
 
+#include "mpi_rows.h"
 #include "resurgo/auto.hpp"
 #include "resurgo/mpi.hpp"
 
@@ -100,12 +101,6 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-int world(int (*query)(MPI_Comm, int*)) {
-  int value = 0;
-  query(MPI_COMM_WORLD, &value);
-  return value;
-}
-
 // Where this run is (fastfw's payload): the same on every rank.
 struct Payload {
   double time = 0;
@@ -150,8 +145,8 @@ HeatBlocks::HeatBlocks(const Options& options, resurgo::Store& store, resurgo::a
       rank_(world(MPI_Comm_rank)),
       ranks_(world(MPI_Comm_size)),
       cols_(options.cols),
-      rows_(options.rows / ranks_ + (rank_ < options.rows % ranks_ ? 1 : 0)),
-      first_row_(rank_ * (options.rows / ranks_) + std::min(rank_, options.rows % ranks_)),
+      rows_(row_block(options.rows, rank_, ranks_).rows),
+      first_row_(row_block(options.rows, rank_, ranks_).first),
       u_(declare("u")),
       next_(declare("u_next")),
       conductivity_(declare("conductivity")) {}

@@ -55,6 +55,7 @@
 #include <thread>
 #include <vector>
 
+#include "mpi_rows.h"
 #include "resurgo/auto.hpp"
 #include "resurgo/mpi.hpp"
 
@@ -185,12 +186,6 @@ class TeaLeafMpi {
   double energy_total_ = 0;  // the last field summary
 };
 
-int world(int (*query)(MPI_Comm, int*)) {
-  int value = 0;
-  query(MPI_COMM_WORLD, &value);
-  return value;
-}
-
 TeaLeafMpi::TeaLeafMpi(const Options& options, resurgo::Store& store, resurgo::autockpt::Runtime& runtime)
     : options_(options),
       store_(store),
@@ -198,8 +193,8 @@ TeaLeafMpi::TeaLeafMpi(const Options& options, resurgo::Store& store, resurgo::a
       rank_(world(MPI_Comm_rank)),
       ranks_(world(MPI_Comm_size)),
       n_(options.size),
-      rows_(options.size / ranks_ + (rank_ < options.size % ranks_ ? 1 : 0)),
-      first_row_(rank_ * (options.size / ranks_) + std::min(rank_, options.size % ranks_)),
+      rows_(row_block(options.size, rank_, ranks_).rows),
+      first_row_(row_block(options.size, rank_, ranks_).first),
       density_(options.fault == "datasets" && rank_ == 1 ? nullptr : &field("density")),
       energy_(&field("energy")),
       u_(field("u")),
