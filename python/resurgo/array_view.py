@@ -14,14 +14,25 @@ from __future__ import annotations
 import math
 import operator
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from resurgo import _core
 from resurgo.errors import InvalidArgumentError
 
-__all__ = ["ArrayView", "array_view"]
+__all__ = ["ArrayView", "array_view", "index_list"]
+
+
+def index_list(values: Optional[Sequence[int]], what: str) -> List[int]:
+    """A global_shape or offset (of protect or dataset) as a list of ints ([] for
+    None); TypeError naming ``what`` otherwise."""
+    if values is None:
+        return []
+    try:
+        return [operator.index(v) for v in values]
+    except TypeError:
+        raise TypeError(f"{what} must be a sequence of ints, not {values!r}") from None
 
 # DLPack device types (dlpack.h DLDeviceType) and the memory kind each is.
 _DLPACK_KINDS = {1: "host", 3: "host", 2: "device", 13: "managed"}  # CPU, CUDA host, CUDA, CUDA managed

@@ -37,7 +37,7 @@ from typing import Any, Callable, List, NamedTuple, Optional, Sequence, Tuple, U
 import numpy as np
 
 from resurgo import _core
-from resurgo.array_view import array_view
+from resurgo.array_view import array_view, index_list
 from resurgo.errors import InvalidArgumentError
 from resurgo.store import Store
 
@@ -112,16 +112,6 @@ class Dataset:
 # the extension.
 CheckpointReport = _core.CheckpointReport
 RestoreReport = _core.RestoreReport
-
-
-def _indices(values: Optional[Sequence[int]], what: str) -> List[int]:
-    """A global_shape or offset as a list of ints ([] for None)."""
-    if values is None:
-        return []
-    try:
-        return [operator.index(v) for v in values]
-    except TypeError:
-        raise TypeError(f"{what} must be a sequence of ints, not {values!r}") from None
 
 
 def _count(value: Any, what: str) -> int:
@@ -264,7 +254,8 @@ class Runtime:
         if not view.writable:
             raise InvalidArgumentError(f"dataset '{name}' is read-only; a restore writes into it")
         halo = _count(halo, f"dataset '{name}': halo")
-        block = (_indices(global_shape, f"dataset '{name}': global_shape"), _indices(offset, f"dataset '{name}': offset"))
+        block = (index_list(global_shape, f"dataset '{name}': global_shape"),
+                 index_list(offset, f"dataset '{name}': offset"))
         dataset_id = self._core.dataset(name, view.pointer, view.bytes, view.dtype, list(view.shape), halo, *block)
         dataset = Dataset(name, dataset_id, array, halo)
         self._datasets.append(dataset)

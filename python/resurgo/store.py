@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
 
 from resurgo import _core
-from resurgo.array_view import array_view
+from resurgo.array_view import array_view, index_list
 from resurgo.printable import printable
 from resurgo.errors import ConfigError, InvalidArgumentError, NotFoundError
 
@@ -136,16 +136,6 @@ def _optional_version_arg(value: Any, what: str, sentinel: int) -> int:
     if version < 0:
         raise InvalidArgumentError(f"{what}: version must be >= 0 (got {version})")
     return version
-
-
-def _index_list(values: Optional[Sequence[int]], what: str) -> List[int]:
-    """A global_shape or offset as a list of ints ([] for None)."""
-    if values is None:
-        return []
-    try:
-        return [operator.index(v) for v in values]
-    except TypeError:
-        raise TypeError(f"protect: {what} must be a sequence of ints, not {values!r}") from None
 
 
 def _fortran_handle(comm: Any) -> int:
@@ -276,7 +266,7 @@ class Store:
             raise InvalidArgumentError(f"{self._call('protect')}: label '{printable(label)}' is already protected")
         used = {region.id for region in self._regions.values()}
         region_id = next(i for i in range(len(used) + 1) if i not in used)
-        block = _index_list(global_shape, "global_shape"), _index_list(offset, "offset")
+        block = index_list(global_shape, "protect: global_shape"), index_list(offset, "protect: offset")
 
         view = array_view(array, f"{self._call('protect')}: region '{printable(label)}'")
         if not view.writable:

@@ -20,6 +20,7 @@
 #include "resurgo/errors.hpp"
 #include "resurgo/resurgo.hpp"
 #include "test_util.h"
+#include "version_stats.h"
 #include "writer_gate.h"
 #include "track/uffd_tracker.h"
 
@@ -160,13 +161,6 @@ class AutoCaptureTest : public ::testing::Test {
                              {"persistent.every", "0"},
                              {"capture.mode", "auto"},
                              {"log.level", "info"}});
-  }
-  static VersionStats stats_of(Store& store, int version) {
-    store.wait(version, kL2);
-    for (const VersionStats& stats : store.stats()) {
-      if (stats.version == version) return stats;
-    }
-    throw std::runtime_error("no stats of version " + std::to_string(version));
   }
 
   TempDir dir;

@@ -16,6 +16,7 @@
 #include "io/fault_env.h"
 #include "resurgo/resurgo.hpp"
 #include "test_util.h"
+#include "version_stats.h"
 #include "track/tracker_choice.h"
 
 namespace resurgo {
@@ -70,13 +71,6 @@ class DeltaCaptureTest : public ::testing::TestWithParam<const char*> {
                                                {"log.level", "off"}};
     for (const auto& [key, value] : extra) keys[key] = value;
     return Config::load("", keys);
-  }
-  static VersionStats stats_of(Store& store, int version) {
-    store.wait(version, kL2);
-    for (const VersionStats& stats : store.stats()) {
-      if (stats.version == version) return stats;
-    }
-    throw std::runtime_error("no stats of version " + std::to_string(version));
   }
 
   TempDir dir;
