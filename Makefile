@@ -49,12 +49,15 @@ JOBS  ?= $(shell n=$(NPROC); if [ $$n -gt 8 ]; then n=8; fi; if [ $$n -lt 1 ]; t
 # (built with build/cpp's flags, below) and the fake-driver GPU check reuse
 # build/cpp's instead of compiling the library twice more. The cache lives
 # in build/ccache (a fresh clone starts empty); the build directory is kept
-# out of its key, as two trees compile the same sources.
+# out of its key, as two trees compile the same sources, and paths under
+# the clone are written relative to it (the trees' batches of the library,
+# below, are generated files of each tree).
 ifneq ($(shell command -v ccache 2>/dev/null),)
 export CMAKE_C_COMPILER_LAUNCHER   := ccache
 export CMAKE_CXX_COMPILER_LAUNCHER := ccache
 export CCACHE_DIR                  := $(CURDIR)/build/ccache
 export CCACHE_NOHASHDIR            := 1
+export CCACHE_BASEDIR              := $(CURDIR)
 endif
 # One compiler name in every build tree (ccache's key holds it; pip's build
 # would pick g++ where CMake picks c++); CC or CXX set by the user win.
@@ -82,8 +85,18 @@ bench-deps:
 gpu-prepare:
 	@scripts/gpu_prepare.sh
 
+# The library is compiled one batch per folder (RESURGO_UNITY_LIBRARY,
+# src/CMakeLists.txt): half the compile time of file by file. The fake-driver
+# GPU check compiles it file by file, which checks that each file includes
+# what it uses.
+# Ninja, as pip's build of the Python package uses: both trees then compile
+# from their top folder, so that ccache, with the paths made relative, finds
+# the same command for the same batch in both.
+UNITY     := -DRESURGO_UNITY_LIBRARY=ON
+GENERATOR := $(if $(shell command -v ninja 2>/dev/null),-G Ninja)
+
 $(BUILD_DIR)/CMakeCache.txt: | deps
-	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DRESURGO_WERROR=ON $(CMAKE_ARGS)
+	cmake -S . -B $(BUILD_DIR) $(GENERATOR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DRESURGO_WERROR=ON $(UNITY) $(CMAKE_ARGS)
 
 build: deps $(BUILD_DIR)/CMakeCache.txt
 	cmake --build $(BUILD_DIR) -j$(JOBS)
@@ -94,7 +107,8 @@ $(PY_BUILD)/.installed: $(PY_INPUTS) $(VENV)/.resurgo-requirements | deps
 	@echo "python: building the extension and installing resurgo into $(VENV) (editable)"
 	CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(VENV_PY) -m pip install -q --disable-pip-version-check \
 	  --no-build-isolation --config-settings=build-dir=$(PY_BUILD) \
-	  --config-settings=cmake.build-type=$(BUILD_TYPE) --config-settings=cmake.define.RESURGO_WERROR=ON -e .
+	  --config-settings=cmake.build-type=$(BUILD_TYPE) --config-settings=cmake.define.RESURGO_WERROR=ON \
+	  --config-settings=cmake.define.RESURGO_UNITY_LIBRARY=ON -e .
 	@mkdir -p $(PY_BUILD) && touch $@
 
 # The virtualenv and its stamp are made by bootstrap (deps).

@@ -37,7 +37,9 @@ debian_packages=(build-essential cmake pkg-config gfortran libtomlplusplus-dev
   libxxhash-dev nlohmann-json3-dev libzstd-dev liblz4-dev libblosc-dev libgtest-dev
   libopenmpi-dev openmpi-bin
   libscalapack-openmpi-dev  # the ConvergentMatrix's ScaLAPACK interoperation test
-  ccache)  # the build trees of one `make test` share what they compile alike (Makefile)
+  ninja-build  # build/cpp and pip's build of the Python package both use Ninja (Makefile)
+  ccache  # the build trees of one `make test` share what they compile alike (Makefile)
+  lld)  # links make test's programs faster than GNU ld (CMakeLists.txt)
 # Baselines of bench/matrix.py (PETSc's MATSCALAPACK assembly, Global
 # Arrays' NGA_Acc): large, and needed by no test, so only for `make bench`.
 bench_packages=(petsc-dev libglobalarrays-dev)
