@@ -681,7 +681,9 @@ TEST(FaultEnvTest, ForkedChildUsesTheFaultEnvWhileAnotherThreadHammersIt) {
       static_cast<void>(env->failures());
     }
   });
-  constexpr int kForks = 200;
+  // A fork of a sanitized process is slow (the sanitizer's shadow memory
+  // goes with it): fewer forks there.
+  const int kForks = kSanitized ? 40 : 200;
   int children_ok = 0;
   for (int i = 0; i < kForks; ++i) {
     const pid_t child = ::fork();
