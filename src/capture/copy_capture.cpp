@@ -105,7 +105,7 @@ void CopyCapture::grow(std::uint64_t state_bytes) {
   if (buffer_) buffer_->wait_empty();
   buffer_.reset();
   buffer_ = std::make_shared<HostBuffer>(wanted);
-  buffer_->start_prefault();
+  buffer_->start_prefault(2 * state_bytes);  // the next two versions' pieces; all of a buffer of two
 }
 
 void CopyCapture::restarting(bool restarting) {

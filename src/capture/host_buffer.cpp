@@ -35,7 +35,8 @@ HostBuffer::~HostBuffer() {
   ::munmap(base_, capacity_);
 }
 
-void HostBuffer::start_prefault() {
+void HostBuffer::start_prefault(std::uint64_t ahead) {
+  ahead_.store(std::max<std::uint64_t>(ahead, 1), std::memory_order_relaxed);
   if (!prefaulter_.joinable()) prefaulter_ = std::thread([this] { prefault(); });
 }
 
@@ -44,14 +45,16 @@ void HostBuffer::start_prefault() {
 // the first checkpoints paid the first touch. It pauses while a capture
 // copies (which faults in its own untouched pieces) and while a restart
 // runs, which it used to slow down up to 7x; it stops between two pieces.
+// With the pieces ahead touched it waits for the end of a capture, which
+// moved the ring on (pause_prefault notifies).
 void HostBuffer::prefault() {
-  for (;;) {
+  while (!all_touched()) {
     {
       std::unique_lock lock(mutex_);
-      prefault_resumed_.wait(lock, [&] { return prefault_pauses_ == 0 || stop_prefault_; });
+      prefault_resumed_.wait(lock, [&] { return stop_prefault_ || (prefault_pauses_ == 0 && untouched_ahead()); });
       if (stop_prefault_) return;
     }
-    if (!prefault_next()) return;
+    prefault_next();
   }
 }
 
@@ -69,11 +72,33 @@ void HostBuffer::pause_prefault(Pause why, bool paused) {
 // already (or hold blocks still in flight) unless the ring wrapped.
 std::optional<std::uint64_t> HostBuffer::prefault_next() {
   const std::uint64_t first = ring_.next_offset() / kPiece;
-  for (std::uint64_t i = 0; i < piece_count_; ++i) {
+  for (std::uint64_t i = 0; i < pieces_ahead(); ++i) {
     const std::uint64_t piece = (first + i) % piece_count_;
     if (pieces_[piece].load(std::memory_order_relaxed) == kUntouched && touch_piece(piece)) return piece * kPiece;
   }
   return std::nullopt;
+}
+
+std::uint64_t HostBuffer::pieces_ahead() const {
+  const std::uint64_t ahead = std::min(ahead_.load(std::memory_order_relaxed), capacity_);
+  const std::uint64_t next = ring_.next_offset();
+  const std::uint64_t last = (next + ahead - 1) / kPiece;
+  return std::min(piece_count_, last - next / kPiece + 1);
+}
+
+bool HostBuffer::untouched_ahead() const {
+  const std::uint64_t first = ring_.next_offset() / kPiece;
+  for (std::uint64_t i = 0; i < pieces_ahead(); ++i) {
+    if (pieces_[(first + i) % piece_count_].load(std::memory_order_relaxed) == kUntouched) return true;
+  }
+  return false;
+}
+
+bool HostBuffer::all_touched() const {
+  for (std::uint64_t piece = 0; piece < piece_count_; ++piece) {
+    if (pieces_[piece].load(std::memory_order_acquire) != kTouched) return false;
+  }
+  return true;
 }
 
 // MADV_POPULATE_WRITE faults pages in without changing their contents, so

@@ -47,17 +47,22 @@ class HostBuffer {
   // Blocks until every block was released.
   void wait_empty() { ring_.wait_empty(); }
 
-  // Starts touching the pieces in the background, those ahead of the next
-  // allocation first (prefault_next), until every piece is touched.
-  void start_prefault();
+  // Starts touching the pieces in the background, those within `ahead`
+  // bytes of the next allocation (prefault_next), and again after each
+  // capture as the ring moves on, until every piece is touched. A buffer
+  // much larger than a version (the floor for small states) is touched a
+  // few versions ahead, not whole at open: the whole would cost every
+  // store that CPU time and memory before its first checkpoint.
+  void start_prefault(std::uint64_t ahead = kWholeBuffer);
+  static constexpr std::uint64_t kWholeBuffer = ~std::uint64_t{0};
   // Why the background touch pauses: it runs only while no reason holds.
   // A capture and a restart want the memory bandwidth for themselves.
   enum class Pause : std::uint8_t { kCapture = 1, kRestart = 2 };
   // Pauses (true) or resumes (false) the background touch for `why`.
   void pause_prefault(Pause why, bool paused);
   // Touches the first untouched piece at or after the next block to be
-  // allocated (around the ring); its offset, or nothing when every piece
-  // is touched or being touched.
+  // allocated (around the ring, within `ahead` bytes of it); its offset, or
+  // nothing when every such piece is touched or being touched.
   std::optional<std::uint64_t> prefault_next();
 
   // Faults in the piece holding `at` unless someone already did or is
@@ -70,12 +75,16 @@ class HostBuffer {
   enum PieceState : std::uint8_t { kUntouched, kTouching, kTouched };
   bool touch_piece(std::uint64_t piece);  // false: someone else claimed it
   void prefault();
+  std::uint64_t pieces_ahead() const;  // from the next block's piece on, within ahead_
+  bool untouched_ahead() const;
+  bool all_touched() const;
 
   std::uint64_t capacity_;
   std::byte* base_ = nullptr;
   BlockRing ring_;
   std::unique_ptr<std::atomic<std::uint8_t>[]> pieces_;  // PieceState of each piece
   std::uint64_t piece_count_;
+  std::atomic<std::uint64_t> ahead_{kWholeBuffer};
   std::mutex mutex_;  // the prefault's pauses and stop
   std::condition_variable prefault_resumed_;
   std::uint8_t prefault_pauses_ = 0;  // Pause bits

@@ -82,6 +82,25 @@ TEST(FirstCheckpointsTest, TheBackgroundTouchWaitsWhileACaptureOrARestartHoldsIt
   EXPECT_TRUE(eventually([&] { return buffer.touched(0) && buffer.touched(kPiece) && buffer.touched(2 * kPiece); }));
 }
 
+// The floor of a small state's buffer is many versions: touched whole at
+// open, it would cost every store its CPU time and memory up front.
+TEST(FirstCheckpointsTest, TheBackgroundTouchStaysAFewVersionsAheadOfTheRing) {
+  HostBuffer buffer(8 * kPiece);
+  buffer.start_prefault(kPiece + 1);  // the next block's piece and the one after
+  EXPECT_TRUE(eventually([&] { return buffer.touched(0) && buffer.touched(kPiece); }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(buffer.touched(2 * kPiece)) << "beyond the pieces ahead";
+
+  buffer.pause_prefault(HostBuffer::Pause::kCapture, true);
+  std::byte* block = buffer.allocate(2 * kPiece);  // the next block begins in piece 2
+  buffer.pause_prefault(HostBuffer::Pause::kCapture, false);
+  EXPECT_TRUE(eventually([&] { return buffer.touched(2 * kPiece) && buffer.touched(3 * kPiece); }))
+      << "the end of a capture moves the touch on";
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(buffer.touched(4 * kPiece));
+  buffer.release(block);
+}
+
 class CopyCaptureTouchTest : public ::testing::Test {
  protected:
   CopyCaptureTouchTest() { config_.buffer.capacity = 8 * kPiece; }
