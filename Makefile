@@ -145,10 +145,11 @@ FAKE_CUDA_TESTS := GpuDriverTest.*:GpuCudaTest.*:GpuStoreTest.*:HostPinnerTest.T
 # checks is the longest part of its build, and its test programs are short
 # (bench/ci_time.sh measures both). TSan's stays at -O1: its runs are the
 # longest of make test. Both compile the library in batches
-# (RESURGO_UNITY_LIBRARY, src/CMakeLists.txt).
+# (RESURGO_UNITY_LIBRARY, src/CMakeLists.txt). A new tree uses Ninja, which
+# builds the listed programs side by side (make builds one goal at a time).
 # $(call sanitized_tests,build dir,-fsanitize= list,runtime options,GoogleTest files' options,library -O).
 define sanitized_tests
-	cmake -S . -B $(1) -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DRESURGO_BUILD_EXAMPLES=OFF -DRESURGO_BUILD_FORTRAN=OFF -DRESURGO_UNITY_LIBRARY=ON \
+	cmake -S . -B $(1) $(if $(wildcard $(1)/CMakeCache.txt),,$(GENERATOR)) -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DRESURGO_BUILD_EXAMPLES=OFF -DRESURGO_BUILD_FORTRAN=OFF -DRESURGO_UNITY_LIBRARY=ON \
 	  -DCMAKE_CXX_FLAGS="-fsanitize=$(2) -fno-omit-frame-pointer -fno-sanitize-recover=all $(5)" \
 	  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=$(2)" -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=$(2)" \
 	  -DRESURGO_TEST_COMPILE_OPTIONS="$(4)"
