@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Where a small checkpoint's time goes (issue 27, part 1): perf samples of
 # the C++ driver of bench/small_checkpoints.py, checkpoint and restart back
-# to back, for each route at 4 KiB and 256 KiB. Writes the top symbols
-# (self time, all threads of the process) to
-# bench/results/small_checkpoints_profile.md.
+# to back: the memory route at 4 KiB, 64 KiB, 256 KiB and 1 MiB, the L2 route
+# at 4 KiB and 256 KiB. Writes the self time (all threads of the process) by
+# library and the top symbols to bench/results/small_checkpoints_profile.md.
 #
 #   bash bench/profile_small_checkpoints.sh [BINARY] [OUT.md] [LABEL]
 #
@@ -19,6 +19,10 @@ top=${TOP:-15}
 command -v perf >/dev/null || { echo "profile_small_checkpoints.sh: perf not found (apt-get install linux-perf)" >&2; exit 1; }
 [[ -x $binary ]] || { echo "profile_small_checkpoints.sh: $binary not found; cmake --build build/cpp --target small_checkpoints" >&2; exit 1; }
 work=$(mktemp -d)
+# perf report's lines as Markdown rows: the first $1 entries.
+table() {
+  awk -v top="$1" 'NF >= 2 && $1 ~ /%$/ && ++n <= top { pct=$1; $1=""; sub(/^ +/, ""); sub(/( +-)+ *$/, ""); gsub(/\|/, "\\|"); print "| " pct " | `" $0 "` |" }'
+}
 trap 'rm -rf "$work"' EXIT
 
 {
@@ -28,23 +32,30 @@ trap 'rm -rf "$work"' EXIT
   echo "Each run: \`small_checkpoints --calls $calls --step-us 0\` (checkpoints back to back, then as many"
   echo "restarts of the newest version), sampled by \`perf record -g\`; the table lists the top $top symbols by"
   echo "self time over every thread of the process (the application thread, the pipeline workers, the"
-  echo "eviction thread, the buffer's prefault), kernel symbols marked [k]."
-  for route in memory L2; do
-    for bytes in 4096 262144; do
-      mkdir -p "$work/dir"
-      perf record -q -g -o "$work/perf.data" "$binary" --bytes "$bytes" --route "$route" --calls "$calls" \
-        --step-us 0 --dir "$work/dir" >"$work/run.json" 2>/dev/null
-      rm -rf "$work/dir"
-      echo
-      echo "## route $route, $bytes bytes"
-      echo
-      echo "Driver output (per-call medians, seconds): \`$(cat "$work/run.json")\`"
-      echo
-      echo "| self % | symbol |"
-      echo "|---:|---|"
-      perf report -q -i "$work/perf.data" --no-children --sort symbol -g none 2>/dev/null |
-        awk -v top="$top" 'NF >= 3 && $1 ~ /%$/ && ++n <= top { pct=$1; $1=""; sub(/^ +/, ""); sub(/( +-)+ *$/, ""); gsub(/\|/, "\\|"); print "| " pct " | `" $0 "` |" }'
-    done
+  echo "eviction thread, the buffer's prefault), kernel symbols marked [k], after the self time by library"
+  echo "(libxxhash: the chunks' checksums; libc's memmove: the copies, the driver's own included)."
+  echo
+  echo "Load average (1 min) at the start: $(cut -d' ' -f1 /proc/loadavg) on $(nproc) cores (above about 1, other jobs shared the machine)."
+  for case in memory:4096 memory:65536 memory:262144 memory:1048576 L2:4096 L2:262144; do
+    route=${case%%:*} bytes=${case#*:}
+    mkdir -p "$work/dir"
+    perf record -q -g -o "$work/perf.data" "$binary" --bytes "$bytes" --route "$route" --calls "$calls" \
+      --step-us 0 --dir "$work/dir" >"$work/run.json" 2>/dev/null
+    rm -rf "$work/dir"
+    echo
+    echo "## route $route, $bytes bytes"
+    echo
+    echo "Driver output (per-call medians, seconds): \`$(cat "$work/run.json")\`"
+    echo
+    echo "| self % | library |"
+    echo "|---:|---|"
+    perf report -q -i "$work/perf.data" --no-children --sort dso -g none 2>/dev/null | table 6
+    echo
+    echo "| self % | symbol |"
+    echo "|---:|---|"
+    perf report -q -i "$work/perf.data" --no-children --sort symbol -g none 2>/dev/null | table "$top"
   done
+  echo
+  echo "Load average (1 min) at the end: $(cut -d' ' -f1 /proc/loadavg)."
 } >"$out"
 echo "wrote $out" >&2

@@ -20,12 +20,14 @@ one's write and fsync). Targets (issue 27): memory route checkpoint <= copy
 default configuration: no backpressure for states <= 1 MiB at a 0.5 ms step.
 
 With --before-binary and --before-package (a C++ driver and a Python
-package, resurgo/ with its _core extension, built from an older commit),
+package, resurgo/ with its _core extension, built from an older commit;
+the package only when the Python API is measured),
 every case also runs against that build, interleaved with the current one:
 the before/after table. The Python cases run in a process of their own, so
 that each imports the package it measures.
 
-Writes bench/results/small_checkpoints.md and .png (see --out).
+Writes bench/results/small_checkpoints.md and .png (see --out; --name for
+another file name, e.g. for a run limited with --apis and --routes).
 
     .venv/bin/python bench/small_checkpoints.py                 # full run
     .venv/bin/python bench/small_checkpoints.py --smoke --repeats 1 --sizes 4KiB --calls 50
@@ -68,6 +70,7 @@ resurgo = import_package()
 NAME = "small_checkpoints"
 SCRIPT = "small_checkpoints.py"
 DEFAULT_BINARY = Path(__file__).resolve().parent.parent / "build" / "cpp" / "bench" / "small_checkpoints"
+APIS = ("C++", "Python")
 ROUTES = ("memory", "memory+L2", "L2")
 STEPS_US = (0.0, 500.0)
 BYTES_PER_CASE = 2 << 30  # a case writes at most this much (fewer calls for large states)
@@ -150,7 +153,7 @@ def run_all(args) -> Dict[Case, Dict[str, Series]]:
     builds = {"after": (args.binary, args.package)}
     if args.before_binary:
         builds["before"] = (args.before_binary, args.before_package)
-    cases = [(build, api, route, nbytes, step) for api in ("C++", "Python") for route in ROUTES
+    cases = [(build, api, route, nbytes, step) for api in args.apis for route in args.routes
              for nbytes in args.sizes for step in STEPS_US for build in builds]
     for repeat in range(args.repeats):
         log(f"repeat {repeat + 1}/{args.repeats}: {len(cases)} cases")
@@ -184,7 +187,7 @@ def target_text(api: str, route: str, nbytes: int, step: float, s: Dict[str, Ser
 
 
 def report(args, results: Dict[Case, Dict[str, Series]], machine: Dict[str, str]) -> List[str]:
-    before = f" \"before\" rows ran {args.before_binary} and {args.before_package} ({args.before_label}), interleaved with the current build (\"after\")." if args.before_binary else ""
+    before = f" \"before\" rows ran {args.before_binary}{' and ' + args.before_package if args.before_package else ''} ({args.before_label}), interleaved with the current build (\"after\")." if args.before_binary else ""
     count = lambda x: f"{x:.0f}"
     lines = report_header("Small checkpoints: fixed costs against the copy", SCRIPT, args)
     lines += machine_lines(machine)
@@ -209,9 +212,10 @@ def report(args, results: Dict[Case, Dict[str, Series]], machine: Dict[str, str]
 
 def plot(args, results: Dict[Case, Dict[str, Series]], path: Path) -> None:
     plt = pyplot()
-    fig, axes = plt.subplots(2, len(ROUTES), figsize=(5 * len(ROUTES), 8), squeeze=False)
-    for row, api in enumerate(("C++", "Python")):
-        for col, route in enumerate(ROUTES):
+    fig, axes = plt.subplots(len(args.apis), len(args.routes), figsize=(5 * len(args.routes), 4 * len(args.apis)),
+                             squeeze=False)
+    for row, api in enumerate(args.apis):
+        for col, route in enumerate(args.routes):
             ax = axes[row][col]
             for build, line in (("after", "-"), ("before", ":")):
                 for field, marker in (("copy", "k"), ("checkpoint", "o"), ("restart", "s")):
@@ -244,6 +248,12 @@ def main() -> None:
     ap.add_argument("--before-binary", type=Path, help="the C++ driver built from an older commit")
     ap.add_argument("--before-package", default="", help="a directory holding resurgo/ (with _core) of that commit")
     ap.add_argument("--before-label", default="", help="what the before build is (e.g. its commit)")
+    ap.add_argument("--apis", type=lambda text: text.split(","), default=list(APIS),
+                    help="comma-separated APIs to measure (default: C++,Python)")
+    ap.add_argument("--routes", type=lambda text: text.split(","), default=list(ROUTES),
+                    help="comma-separated routes to measure (default: memory,memory+L2,L2)")
+    ap.add_argument("--name", default=NAME, help=f"results file name, without .md (default {NAME}; "
+                                                 f"e.g. {NAME}_memory for a run of the memory route only)")
     ap.add_argument("--one-case", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--bytes", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--route", help=argparse.SUPPRESS)
@@ -255,8 +265,10 @@ def main() -> None:
         return
     args.argv = sys.argv[1:]
     finish_common_args(ap, args)
-    if args.before_binary and not args.before_package:
-        ap.error("--before-binary needs --before-package")
+    if not set(args.apis) <= set(APIS) or not set(args.routes) <= set(ROUTES):
+        ap.error(f"--apis takes {','.join(APIS)} and --routes {','.join(ROUTES)}")
+    if args.before_binary and not args.before_package and "Python" in args.apis:
+        ap.error("--before-binary needs --before-package when the Python API is measured")
     if not args.binary.is_file():
         sys.exit(f"{SCRIPT}: {args.binary} not found; build it: cmake --build build/cpp --target small_checkpoints")
     args.dir = str(args.dir) if getattr(args, "dir", None) else None
@@ -265,9 +277,9 @@ def main() -> None:
     results = run_all(args)
     args.loads = (load_before, os.getloadavg()[0])
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"{NAME}.md").write_text("\n".join(report(args, results, machine)))
-    plot(args, results, args.out / f"{NAME}.png")
-    log(f"wrote {args.out / (NAME + '.md')} and .png")
+    (args.out / f"{args.name}.md").write_text("\n".join(report(args, results, machine)))
+    plot(args, results, args.out / f"{args.name}.png")
+    log(f"wrote {args.out / (args.name + '.md')} and .png")
 
 
 if __name__ == "__main__":

@@ -426,6 +426,10 @@ void check_stored(const ReadableFile& file, const Container& container, const Ch
 // cache. Returns their checksum.
 std::uint64_t read_hashed(const ReadableFile& file, const ChunkRecord& chunk, std::byte* stored) {
   constexpr std::uint64_t kPiece = 256u << 10;
+  if (chunk.stored_length <= kPiece) {  // one piece: no streaming state to allocate
+    file.read_at(chunk.file_offset, stored, chunk.stored_length);
+    return XXH3_64bits(stored, chunk.stored_length);
+  }
   XXH3_state_t* state = XXH3_createState();
   XXH3_64bits_reset(state);
   try {

@@ -277,13 +277,13 @@ class ChainRestorer {
     const Targets targets{destinations(context_, newest.container, newest.file->path(), newest.version),
                           std::vector<std::atomic<bool>>(newest.container.header.regions.size())};
     const std::vector<ChunkRead> plan = plan_reads(chain, targets.regions);
-    const std::vector<std::pair<std::size_t, std::size_t>> runs = runs_of(plan);
+    const std::vector<std::pair<std::size_t, std::size_t>> runs = runs_of(chain, plan);
     try {
       context_.pool.parallel_for(runs.size(), [&](std::size_t i) {
         const auto [first, count] = runs[i];
         const Link& link = chain[plan[first].link];
         try {
-          if (small(plan[first])) {
+          if (in_run(link, plan[first])) {
             read_run(link, &plan[first], count, targets);
           } else {
             read_planned(link, plan[first], targets);
@@ -327,18 +327,28 @@ class ChainRestorer {
   // Runs of the plan, as (first, count): small chunks of one link that lie
   // back to back in its file are read together, up to 1 MiB, so that a
   // delta of scattered 4 KiB blocks costs a read per MiB, not two per block.
-  // A chunk read with its neighbours (read_run); larger ones are read
-  // straight into their region (read_planned), their checksum computed on
-  // the way.
+  // A chunk read with its neighbours (read_run); larger ones, and every one
+  // of a memory level, are read straight into their region (read_planned),
+  // their checksum computed on the way.
   static bool small(const ChunkRead& read) { return read.chunk->stored_length < (256u << 10); }
 
-  static std::vector<std::pair<std::size_t, std::size_t>> runs_of(const std::vector<ChunkRead>& plan) {
+  // Small chunks of the memory level (host memory) are read one by one like
+  // large ones, straight into their regions: a read there costs no system
+  // call, and their bytes are copied once rather than into a run and out.
+  static bool in_run(const Link& link, const ChunkRead& read) {
+    const Level::Features features = link.level->features();
+    return small(read) && !(features.is_volatile && !features.device);
+  }
+
+  static std::vector<std::pair<std::size_t, std::size_t>> runs_of(const std::vector<Link>& chain,
+                                                                   const std::vector<ChunkRead>& plan) {
     constexpr std::uint64_t kRunBytes = 1u << 20;
     std::vector<std::pair<std::size_t, std::size_t>> runs;
     for (std::size_t i = 0; i < plan.size();) {
       std::size_t end = i + 1;
       const std::uint64_t begin_offset = plan[i].chunk->file_offset - format::kChunkRecordBytes;
-      while (small(plan[i]) && end < plan.size() && small(plan[end]) && plan[end].link == plan[i].link) {
+      while (in_run(chain[plan[i].link], plan[i]) && end < plan.size() && small(plan[end]) &&
+             plan[end].link == plan[i].link) {
         const format::ChunkRecord& previous = *plan[end - 1].chunk;
         const format::ChunkRecord& next = *plan[end].chunk;
         const bool adjacent = next.file_offset - format::kChunkRecordBytes == previous.file_offset + previous.stored_length;
