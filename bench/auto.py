@@ -1,10 +1,13 @@
 """Automatic checkpointing benchmark (issue 11): the two mini-apps of
 examples/auto/ run in every mode of resurgo::autockpt, as in Tables 1 and 3
-of the OPS paper. Writes results/auto.md and results/auto.png.
+of the OPS paper. Writes results/auto.md and results/auto.png; with --mpi,
+the paper's multi-process figures instead (issue 31 part 6): results/auto_mpi.md and .png.
 
     .venv/bin/python bench/auto.py                          # both apps, 5 repeats
     .venv/bin/python bench/auto.py --apps tealeaf --size tealeaf=512 --steps tealeaf=6
     .venv/bin/python bench/auto.py --smoke --repeats 1 --size 64 --steps tealeaf=5,cloverleaf=40
+    .venv/bin/python bench/auto.py --mpi                    # 1, 2, 4, 8 ranks, 5 repeats
+    .venv/bin/python bench/auto.py --mpi --smoke --repeats 1 --mpi-ranks 1,4
 
 The programs are auto_tealeaf and auto_cloverleaf (`cmake --build BUILD
 --target auto_tealeaf auto_cloverleaf`); their command line and RESULT line
@@ -29,6 +32,13 @@ checkpoint is durable (--kill-step; in-memory: --term-step, since SIGKILL
 would lose a checkpoint held only in memory), and the same command again
 without the kill, which restores from it. Every run must end with the plain
 run's checksum; the script stops otherwise.
+
+--mpi runs examples/auto/tealeaf_mpi (`--target auto_tealeaf_mpi`) under
+`mpirun --oversubscribe` on --mpi-ranks ranks, each with the same
+--mpi-block, through each route of its --checkpoints (L2 synchronous, thread
+offload, in-memory) and without checkpoints; it reports checkpoint blocking
+in iterations and seconds, saved bytes and per-rank files against ranks, and
+the 4-rank job's blocking over the single process's.
 """
 
 from __future__ import annotations
@@ -51,8 +61,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (  # noqa: E402
     HERE, Series, add_common_args, finish_common_args, fmt_time, human, log, machine_description,
-    machine_lines, pyplot, report_header,
+    machine_lines, plot_title, pyplot, report_header,
 )
+from mpi import mpi_version  # noqa: E402
 
 REPO = HERE.parent
 APPS = ("tealeaf", "cloverleaf")
@@ -493,6 +504,279 @@ def write_plot(path: Path, by_app: Dict[str, Dict[str, RowResult]]) -> None:
     plt.close(fig)
 
 
+# ------------------------------------------------------------ multi-process figures (--mpi)
+# Issue 31 part 6: the OPS paper's multi-process figures on one node, with
+# examples/auto/tealeaf_mpi under mpirun; each rank keeps the same block
+# (weak scaling), so a job of P ranks holds P times the state of one process.
+MPI_STORE = "tealeaf_mpi"
+MPI_ROUTES: Dict[str, str] = {  # tealeaf_mpi --checkpoints, and the row's label
+    "none": "no checkpoint",
+    "synchronous": "L2, synchronous",
+    "offload": "L2, thread offload",
+    "in-memory": "in-memory (L1)",
+}
+MPI_RANKS_PER_NODE = 2  # fake nodes of 2 ranks: node{node} directories, as the MPI tests use
+TARGET_MPI_BLOCKING_RATIO = 1.1  # 4-rank blocking / 1-process blocking, same per-rank state
+# Open MPI's ranks busy-poll while they wait; oversubscribed, that starves the
+# rank they wait for (a 4-rank run on 2 cores took 100 times longer).
+MPI_ENVIRONMENT = {"OMPI_MCA_mpi_yield_when_idle": "1", "RESURGO_MPI_RANKS_PER_NODE": str(MPI_RANKS_PER_NODE),
+                   "RESURGO_LOG_LEVEL": "error", "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+
+
+@dataclass
+class MpiSetup:
+    binary: Path
+    rows_per_rank: int
+    cols: int
+    steps: int
+    every: int  # rank 0 requests a checkpoint in every `every`-th step
+    root: Path
+
+    def command(self, ranks: int, route: str) -> List[str]:
+        launch = ["mpirun", "--oversubscribe", "--bind-to", "none", "-np", str(ranks)]
+        return launch + [str(self.binary), "--size", str(self.cols), "--rows", str(self.rows_per_rank * ranks),
+                         "--steps", str(self.steps), "--checkpoint-every", str(0 if route == "none" else self.every),
+                         "--checkpoints", "offload" if route == "none" else route]
+
+    @property
+    def checkpoints(self) -> int:
+        return self.steps // self.every
+
+
+@dataclass
+class MpiRun:
+    wall: float
+    result: Dict[str, Any]
+    version_files: int = 0  # the newest version's files on L2, every rank's
+    version_bytes: int = 0
+
+
+def measure_mpi(setup: MpiSetup, ranks: int, route: str) -> MpiRun:
+    directory = fresh(setup.root / f"np{ranks}-{route}")
+    command = setup.command(ranks, route)
+    environment = {**os.environ, **MPI_ENVIRONMENT, "RESURGO_LOCAL_PATH": f"{directory}/node{{node}}"}
+    started = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, env=environment)
+    wall = time.perf_counter() - started
+    result = parse_result(done.stdout)
+    if done.returncode != 0 or result is None:
+        raise RunFailed("the run did not finish with a RESULT line", command, done)
+    expected = 0 if route == "none" else setup.checkpoints
+    if result["checkpoints"] != expected or len(result["blocking_seconds"]) != expected:
+        raise RunFailed(f"the run took {result['checkpoints']} checkpoints, not {expected}", command, done)
+    run = MpiRun(wall, result)
+    files = sorted(directory.glob(f"node*/{MPI_STORE}/v*.r*.rsg"))
+    if files:
+        newest = max(f.name[:11] for f in files)
+        run.version_files = sum(1 for f in files if f.name.startswith(newest))
+        run.version_bytes = sum(f.stat().st_size for f in files if f.name.startswith(newest))
+    shutil.rmtree(directory, ignore_errors=True)
+    return run
+
+
+class MpiResults:
+    """Every run, by (ranks, route), in repeat order."""
+
+    def __init__(self, ranks: Sequence[int]):
+        self.ranks = list(ranks)
+        self.runs: Dict[tuple, List[MpiRun]] = {(p, r): [] for p in ranks for r in MPI_ROUTES}
+
+    def series(self, ranks: int, route: str, value: Callable[[MpiRun], float]) -> Series:
+        return Series(f"{route} np{ranks}", times=[value(x) for x in self.runs[ranks, route]])
+
+    def paired(self, ranks: int, route: str, base: tuple, value: Callable[[MpiRun], float]) -> Series:
+        """value(run) / value(base run of the same repeat)."""
+        return Series(f"{route} np{ranks}", times=[value(x) / value(b) for x, b in
+                                                   zip(self.runs[ranks, route], self.runs[base])])
+
+
+def first_blocking(run: MpiRun) -> float:
+    return run.result["blocking_seconds"][0]
+
+
+def later_blocking(run: MpiRun) -> float:
+    return statistics.median(run.result["blocking_seconds"][1:])
+
+
+def in_iterations(seconds: Callable[[MpiRun], float]) -> Callable[[MpiRun], float]:
+    return lambda run: seconds(run) / run.result["iteration_seconds"]
+
+
+def saved_per_rank(run: MpiRun) -> float:
+    return run.result["saved_bytes"][-1] / run.result["ranks"]
+
+
+def bench_mpi(setup: MpiSetup, args) -> MpiResults:
+    results = MpiResults(args.mpi_ranks)
+    order = [(p, r) for p in args.mpi_ranks for r in MPI_ROUTES]
+    for repeat in range(args.repeats):
+        shift = repeat % len(order)
+        for ranks, route in order[shift:] + order[:shift]:
+            log(f"mpi repeat {repeat + 1}/{args.repeats}: {ranks} ranks, {route}")
+            results.runs[ranks, route].append(measure_mpi(setup, ranks, route))
+    sums = {(p, x.result["checksum"]) for (p, _), runs in results.runs.items() for x in runs}
+    if len(sums) != len(args.mpi_ranks):
+        raise SystemExit(f"auto.py: runs of the same rank count ended with different checksums: {sorted(sums)}")
+    return results
+
+
+def mpi_table(results: MpiResults, title: str, cell: Callable[[int, str], str],
+              routes: Sequence[str] = tuple(MPI_ROUTES)[1:]) -> List[str]:
+    lines = [f"| {title} | " + " | ".join(f"{p} rank{'s' if p > 1 else ''}" for p in results.ranks) + " |",
+             "|---" * (len(results.ranks) + 1) + "|"]
+    for route in routes:
+        lines.append(f"| {MPI_ROUTES[route]} | " + " | ".join(cell(p, route) for p in results.ranks) + " |")
+    return lines + [""]
+
+
+def mpi_target_lines(results: MpiResults) -> List[str]:
+    if 4 not in results.ranks:
+        return ["(the target needs 4 in --mpi-ranks)", ""]
+    lines = ["| route | later checkpoints: seconds, 4 ranks / 1 | later: iterations, 4 / 1 | "
+             "first checkpoint: seconds, 4 / 1 | verdict: seconds, iterations (later) |", "|---|---|---|---|---|"]
+    for route in tuple(MPI_ROUTES)[1:]:
+        seconds = results.paired(4, route, (1, route), later_blocking)
+        iterations = results.paired(4, route, (1, route), in_iterations(later_blocking))
+        first = results.paired(4, route, (1, route), first_blocking)
+        lines.append(f"| {MPI_ROUTES[route]} | {ratio_cell(seconds, 2)} | {ratio_cell(iterations, 2)} | "
+                     f"{ratio_cell(first, 2)} | {verdict(seconds, TARGET_MPI_BLOCKING_RATIO)}, "
+                     f"{verdict(iterations, TARGET_MPI_BLOCKING_RATIO)} |")
+    return lines + [""]
+
+
+def mpi_setup_lines(setup: MpiSetup, results: MpiResults) -> List[str]:
+    """What runs, the routes and what each figure is."""
+    cores = os.cpu_count() or 0
+    ranks = ", ".join(map(str, results.ranks))
+    return ["## What runs", "",
+            f"`examples/auto/tealeaf_mpi` (TeaLeaf-like conjugate gradients, 9 float64 datasets with a ring of "
+            f"one cell, halo exchanges and reductions as loops) under `mpirun` on {ranks} ranks. Every rank "
+            f"holds a block of {setup.rows_per_rank} x {setup.cols} cells (plus its ring) of a global grid of "
+            f"({setup.rows_per_rank} x ranks) x {setup.cols}: the same per-rank state at every rank count. "
+            f"{setup.steps} steps, rank 0 requests a checkpoint every {setup.every} step(s) (init phase mode: "
+            f"{setup.checkpoints} checkpoints a run). Fake nodes of {MPI_RANKS_PER_NODE} ranks "
+            f"(`RESURGO_MPI_RANKS_PER_NODE`), L2 in one directory per fake node. **This machine has {cores} "
+            f"cores: runs of more than {cores} ranks are oversubscribed**, so their iterations and blocking in "
+            "seconds grow with the rank count for want of cores, not of the checkpoint.", "",
+            "Routes (`tealeaf_mpi --checkpoints`): **L2, synchronous** (a one-page store buffer: the checkpoint "
+            "is written to L2 before the runtime lets the application go on, the paper's blocking write); "
+            "**L2, thread offload** (the store's background pipeline writes it); **in-memory (L1)** (L1 only, "
+            "no file); **no checkpoint** (the same run without requests: the run-time baseline).", "",
+            "- **blocking**: per checkpoint, the longest any rank was held by the runtime "
+            "(`blocking_seconds`, the maximum over ranks: the job waits for its slowest rank at the next "
+            "exchange); **first** checkpoint (makes the store's buffer) and the median of the **later** ones.",
+            "- **iterations**: blocking over the same run's `iteration_seconds` (rank 0's median step), the unit "
+            "of Tables 1 and 3 of the OPS paper.",
+            "- **saved**: dataset + query log + payload bytes of the run's last checkpoint, summed over ranks "
+            "(the query log grows with the conjugate-gradient iterations, which a taller grid needs more of).",
+            "- Ratios between rank counts pair the runs of the same repeat; every figure comes from this run.",
+            "- **Not measured: one file per version.** Issue 31 part 4 (ranks writing their parts of one file "
+            "per version) is not implemented, so only per-rank files are measured; the column is left out.", ""]
+
+
+def mpi_figure_lines(results: MpiResults) -> List[str]:
+    """The tables against ranks, after the target's."""
+    def iterations(seconds: Callable[[MpiRun], float]) -> Callable[[int, str], str]:
+        return lambda p, r: ratio_cell(results.series(p, r, in_iterations(seconds)), 4)
+
+    def files(p: int, r: str) -> str:
+        return f"{results.runs[p, r][0].version_files} file(s), " + bytes_cell(
+            results.series(p, r, lambda x: x.version_bytes))
+
+    def saved_vs_one(p: int, r: str) -> str:
+        return ratio_cell(Series(r, times=[a / b for a, b in zip(results.series(p, r, saved_per_rank).times,
+                                                                 results.series(1, r, saved_per_rank).times)]))
+
+    lines = ["## Checkpoint blocking in iterations", "", "Later checkpoints (median of each run's):", ""]
+    lines += mpi_table(results, "route", iterations(later_blocking))
+    lines += ["First checkpoint:", ""] + mpi_table(results, "route", iterations(first_blocking))
+    lines += ["## Blocking in seconds, and the iteration", "", "Later checkpoints:", ""]
+    lines += mpi_table(results, "route", lambda p, r: results.series(p, r, later_blocking).cell())
+    lines += ["Iteration (rank 0's median step):", ""]
+    lines += mpi_table(results, "route", lambda p, r: results.series(p, r, lambda x: x.result["iteration_seconds"])
+                       .cell(), tuple(MPI_ROUTES))
+    lines += ["## Saved bytes", "", "Per rank (last checkpoint):", ""]
+    lines += mpi_table(results, "route", lambda p, r: bytes_cell(results.series(p, r, saved_per_rank)))
+    lines += ["All ranks over the single process's × ranks (same repeat):", ""]
+    lines += mpi_table(results, "route", saved_vs_one)
+    lines += ["Per-rank files of the newest version on L2 (count, bytes; in-memory writes none):", ""]
+    lines += mpi_table(results, "route", files, tuple(MPI_ROUTES)[1:3])
+    lines += ["## Run time over the run without checkpoints (same repeat)", ""]
+    lines += mpi_table(results, "route", lambda p, r: ratio_cell(results.paired(p, r, (p, "none"), lambda x: x.wall)))
+    return lines
+
+
+def write_mpi_markdown(path: Path, machine: Dict[str, str], setup: MpiSetup, results: MpiResults, args,
+                       plot_name: str) -> None:
+    commit = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
+                            cwd=REPO).stdout.strip() or "unknown"
+    lines = report_header("Automatic checkpointing in MPI jobs", "auto.py", args)
+    lines += machine_lines(machine)[:-1] + [
+        f"| MPI | {mpi_version()} (`mpirun --oversubscribe --bind-to none -np N`, "
+        "`OMPI_MCA_mpi_yield_when_idle=1`) |",
+        f"| mini-app | {setup.binary} |",
+        f"| source | git {commit} |",
+        "| load average (1 min) at start, end | " + ", ".join(f"{v:.2f}" for v in args.load) + " |", ""]
+    lines += mpi_setup_lines(setup, results)
+    lines += [f"## Target: blocking of a 4-rank job ≤ {TARGET_MPI_BLOCKING_RATIO}× the single process's", "",
+              "Same per-rank state; verdicts on the medians of the later checkpoints, in seconds and in "
+              f"iterations. The 4-rank job runs 4 ranks on {os.cpu_count()} cores: its seconds include waiting "
+              "for a core, its iterations are as long as 4 ranks sharing the cores make them.", ""]
+    lines += mpi_target_lines(results) + mpi_figure_lines(results)
+    lines += [f"![blocking, 4-rank target and saved bytes against ranks]({plot_name})", ""]
+    path.write_text("\n".join(lines))
+
+
+def write_mpi_plot(path: Path, results: MpiResults, args) -> None:
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 3, figsize=(17, 4.8))
+    panels = [("later checkpoints blocking (iterations)",
+               lambda p, r: results.series(p, r, in_iterations(later_blocking))),
+              ("later checkpoints blocking / 1 process (seconds, same repeat)",
+               lambda p, r: results.paired(p, r, (1, r), later_blocking)),
+              ("saved bytes per rank", lambda p, r: results.series(p, r, saved_per_rank))]
+    for ax, (title, series) in zip(axes, panels):
+        for route in tuple(MPI_ROUTES)[1:]:
+            s = [series(p, route) for p in results.ranks]
+            ax.errorbar(results.ranks, [x.median for x in s],
+                        yerr=[[x.median - x.min for x in s], [x.max - x.median for x in s]],
+                        marker="o", capsize=3, label=MPI_ROUTES[route])
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(results.ranks)
+        ax.set_xticklabels([str(p) for p in results.ranks])
+        ax.set_xlabel(f"ranks (oversubscribed above {os.cpu_count()})")
+        ax.set_title(title, fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    axes[2].set_ylim(0, 1.25 * axes[2].get_ylim()[1])  # from zero, the points clear of the top
+    axes[1].axhline(TARGET_MPI_BLOCKING_RATIO, color="red", linestyle="--", linewidth=1,
+                    label=f"target at 4 ranks: {TARGET_MPI_BLOCKING_RATIO}")
+    axes[1].legend(fontsize=7)
+    fig.suptitle(plot_title("tealeaf_mpi, same block per rank", args), fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+
+def main_mpi(args, root: Path) -> int:
+    binary = args.build / "examples" / "auto" / "auto_tealeaf_mpi"
+    if not binary.exists():
+        raise SystemExit(f"auto.py: {binary} does not exist; build it first:\n"
+                         f"  cmake --build {args.build} --target auto_tealeaf_mpi")
+    setup = MpiSetup(binary, args.mpi_block[0], args.mpi_block[1], args.mpi_steps, args.mpi_every, root)
+    machine = machine_description(root)
+    args.load = [os.getloadavg()[0]]
+    results = bench_mpi(setup, args)
+    args.load.append(os.getloadavg()[0])
+    args.out.mkdir(parents=True, exist_ok=True)
+    md, png = args.out / "auto_mpi.md", args.out / "auto_mpi.png"
+    write_mpi_plot(png, results, args)
+    write_mpi_markdown(md, machine, setup, results, args, png.name)
+    print("\n".join(mpi_target_lines(results)))
+    print(f"wrote {md} and {png}")
+    return 0
+
+
 # ------------------------------------------------------------ main
 def per_app(text: str, option: str, defaults: Dict[str, int]) -> Dict[str, int]:
     """'N' (every app) or 'app=N,app=N' over the defaults."""
@@ -519,6 +803,12 @@ def parse_args(argv: List[str]):
     ap.add_argument("--steps", default="", help="time steps, as --size (default "
                     + ",".join(f"{a}={n}" for a, n in DEFAULT_STEPS.items()) + ")")
     ap.add_argument("--rows", default=",".join(ROWS), help="rows to run (plain is always run): " + ", ".join(ROWS))
+    ap.add_argument("--mpi", action="store_true", help="the multi-process figures instead (tealeaf_mpi under "
+                    "mpirun): results/auto_mpi.md and .png")
+    ap.add_argument("--mpi-ranks", default="1,2,4,8", help="rank counts (default %(default)s)")
+    ap.add_argument("--mpi-block", default="32x128", help="each rank's block, ROWSxCOLS cells (default %(default)s)")
+    ap.add_argument("--mpi-steps", type=int, default=8, help="time steps (default %(default)s)")
+    ap.add_argument("--mpi-every", type=int, default=1, help="a checkpoint every N steps (default %(default)s)")
     add_common_args(ap, "auto", "where the runs' store directories go (node-local disk, not tmpfs); "
                     "default: a fresh directory under /tmp")
     args = ap.parse_args(argv)
@@ -538,6 +828,16 @@ def parse_args(argv: List[str]):
     if min(args.steps[a] for a in args.apps) < 3:
         ap.error("--steps must be at least 3: a checkpoint, a kill after it, a step to restore into")
     args.build = args.build.resolve()
+    try:
+        args.mpi_ranks = sorted({int(n) for n in args.mpi_ranks.split(",") if n.strip()})
+        args.mpi_block = tuple(int(n) for n in args.mpi_block.lower().split("x"))
+    except ValueError:
+        ap.error("--mpi-ranks takes N,N,... and --mpi-block ROWSxCOLS")
+    if (len(args.mpi_block) != 2 or min(args.mpi_block) < 2 or not args.mpi_ranks or args.mpi_ranks[0] != 1
+            or args.mpi_every < 1 or args.mpi_steps // args.mpi_every < 2):
+        ap.error("--mpi-block needs 2 numbers >= 2, --mpi-ranks numbers >= 1 and 1 among them (the single "
+                 "process, the baseline of the ratios), and --mpi-steps / --mpi-every >= 2 (a first checkpoint and "
+                 "later ones)")
     return args
 
 
@@ -586,6 +886,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     root = Path(tempfile.mkdtemp(prefix="resurgo-auto-", dir="/tmp")) if created else args.dir
     root.mkdir(parents=True, exist_ok=True)
     root = root.resolve()
+    if args.mpi:
+        try:
+            return main_mpi(args, root)
+        finally:
+            if created and not args.keep:
+                shutil.rmtree(root, ignore_errors=True)
     setups = {app: app_setup(app, args, root) for app in args.apps}
     machine = machine_description(root)
     args.load = [os.getloadavg()[0]]

@@ -372,7 +372,8 @@ contains
     cdtype = dtype // c_null_char
     declared = -1
     if (present(global_shape) .or. present(offset)) then
-      call declare_block(rt, name, array, c_loc(cdtype), element_bits, row_major, global_shape, offset, id, ierr)
+      call declare_block(rt, name, array, c_loc(cdtype), element_bits, row_major, depth, global_shape, offset, &
+                         id, ierr)
       return
     end if
     call resurgo_finish_call(rsg_auto_dataset(rt%handle, trim(name) // c_null_char, resurgo_data_address(array), &
@@ -384,14 +385,16 @@ contains
 
   ! declare_array's block of a global array: global_shape and offset in
   ! Fortran's axis order (offset 0 for the first block), handed to the
-  ! row-major library reversed, as resurgo_protect_global does.
-  subroutine declare_block(rt, name, array, cdtype, element_bits, row_major, global_shape, offset, id, ierr)
+  ! row-major library reversed, as resurgo_protect_global does. The C call
+  ! takes no halo, so a halo is refused here, as the library refuses it.
+  subroutine declare_block(rt, name, array, cdtype, element_bits, row_major, depth, global_shape, offset, id, ierr)
     type(resurgo_auto_runtime), intent(in) :: rt
     character(len=*), intent(in) :: name
     type(*), dimension(..), intent(inout), target :: array
     type(c_ptr), intent(in) :: cdtype
     integer, intent(in) :: element_bits
     integer(c_long_long), intent(in) :: row_major(:)
+    integer(c_int), intent(in) :: depth
     integer, intent(in), optional :: global_shape(:), offset(:)
     integer, intent(out) :: id
     integer, intent(out), optional :: ierr
@@ -401,6 +404,12 @@ contains
     if (.not. (present(global_shape) .and. present(offset))) then
       call resurgo_refuse_call(RSG_EINVAL, 'resurgo_auto_dataset', "dataset '" // trim(name) // &
                                "': a block of a global array needs both global_shape and offset", ierr)
+      return
+    end if
+    if (depth > 0) then
+      call resurgo_refuse_call(RSG_EINVAL, 'resurgo_auto_dataset', "dataset '" // trim(name) // &
+                               "' as a block of a global array: a dataset with a halo cannot be one (its ring " // &
+                               "holds other ranks' cells); declare it with halo 0, its block without the ring", ierr)
       return
     end if
     if (size(global_shape) /= rank(array) .or. size(offset) /= rank(array)) then

@@ -16,6 +16,8 @@
 #include <string_view>
 #include <utility>
 
+#include "checkpoint_route.h"
+
 namespace mini {
 namespace {
 
@@ -27,10 +29,6 @@ constexpr std::array<std::pair<std::string_view, Mode>, 6> kModes{{{"none", Mode
                                                                    {"fastfw", Mode::kFastForward},
                                                                    {"datlist", Mode::kDatlist},
                                                                    {"trigger", Mode::kTrigger}}};
-
-// One page: every checkpoint is larger, so the store writes it from the
-// application's memory before checkpoint() returns (docs/config.md, buffer.capacity).
-constexpr std::uint64_t kSynchronousBufferBytes = 4096;
 
 // What fastfw() and datlist() save for the application: where it was. No
 // padding, so the checkpoint holds no indeterminate bytes.
@@ -79,12 +77,7 @@ resurgo::Config store_config(const RunOptions& options) {
   config.local.every = 1;
   config.local.keep = 2;
   config.persistent.every = 0;
-  if (options.in_memory) {  // L1 only; the runtime writes the newest version to L2 on SIGTERM/SIGINT
-    config.memory.every = 1;
-    config.memory.keep = 1;
-    config.local.every = 0;
-  }
-  if (options.synchronous) config.buffer.capacity = kSynchronousBufferBytes;
+  route_checkpoints(config, options.in_memory, options.synchronous);
   return config;
 }
 

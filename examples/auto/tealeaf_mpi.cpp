@@ -9,12 +9,20 @@
 // go through query(). The store is opened on MPI_COMM_WORLD: the ranks agree
 // on when and where to checkpoint through it.
 //
-//   mpirun -n P tealeaf_mpi [--size N] [--steps S] [--mode initphase|fastfw]
-//       [--checkpoint-every E] [--kill-step K | --kill-loop L | --kill-checkpoint C] [--kill-rank R]
+//   mpirun -n P tealeaf_mpi [--size N] [--rows R] [--steps S] [--mode initphase|fastfw]
+//       [--checkpoint-every E] [--checkpoints synchronous|offload|in-memory]
+//       [--kill-step K | --kill-loop L | --kill-checkpoint C] [--kill-rank R]
 //       [--fault datasets|loops|stall] [--dump PREFIX]
 //
+//   --rows R              the global grid is R x N (default N x N): bench/auto.py
+//                         keeps R / P rows per rank to compare rank counts
 //   --checkpoint-every E  rank 0 alone calls trigger() at the top of every
 //                         E-th step: the agreement tells the other ranks
+//   --checkpoints WHERE   where a checkpoint goes (bench/auto.py --mpi): L2
+//                         through the store's background pipeline (offload,
+//                         the default), L2 written before the runtime lets
+//                         the application go on (synchronous), or L1 only
+//                         (in-memory)
 //   --kill-step K         at the top of step K, once a checkpoint was taken,
 //                         every rank waits until it is on L2 and rank R
 //                         kills itself by SIGKILL (R = -1: every rank)
@@ -33,8 +41,11 @@
 // The store's levels come from the environment (RESURGO_LOCAL_PATH with
 // {node}, RESURGO_MPI_RANKS_PER_NODE, RESURGO_MPI_TIMEOUT ...). Rank 0
 // prints one line: RESULT {"ranks", "steps", "checksum" (of every rank's
-// datasets, in rank order), "checkpoints" (taken by this run), and when the
-// run restored "restore": {version, loop_index, skipped_loops, fast_forward}}.
+// datasets, in rank order), "checkpoints" (taken by this run),
+// "iteration_seconds" (rank 0's median time step), "blocking_seconds" and
+// "saved_bytes" (per checkpoint: the longest any rank was held, the bytes
+// all ranks saved), and when the run restored "restore": {version,
+// loop_index, skipped_loops, fast_forward}}.
 #include <mpi.h>
 
 #include <algorithm>
@@ -55,6 +66,7 @@
 #include <thread>
 #include <vector>
 
+#include "checkpoint_route.h"
 #include "mpi_rows.h"
 #include "resurgo/auto.hpp"
 #include "resurgo/mpi.hpp"
@@ -72,7 +84,9 @@ constexpr long kStallLoop = 384;     // a multiple of Options::agreement_loops (
 
 struct Options {
   int size = 64;
+  int rows = 0;  // 0: size
   int steps = 8;
+  std::string checkpoints = "offload";
   bool fastfw = false;
   int checkpoint_every = 0;
   int kill_step = -1;
@@ -85,8 +99,9 @@ struct Options {
 
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr,
-               "tealeaf_mpi: %s\nusage: tealeaf_mpi [--size N] [--steps S] [--mode initphase|fastfw]\n"
-               "       [--checkpoint-every E] [--kill-step K | --kill-loop L | --kill-checkpoint C]\n"
+               "tealeaf_mpi: %s\nusage: tealeaf_mpi [--size N] [--rows R] [--steps S] [--mode initphase|fastfw]\n"
+               "       [--checkpoint-every E] [--checkpoints synchronous|offload|in-memory]\n"
+               "       [--kill-step K | --kill-loop L | --kill-checkpoint C]\n"
                "       [--kill-rank R]\n"
                "       [--fault datasets|loops|stall] [--dump PREFIX]\n",
                why.c_str());
@@ -102,6 +117,10 @@ long parse_number(const std::string& option, std::string_view text, long min) {
   return value;
 }
 
+bool checkpoint_target(std::string_view value) {
+  return value == "synchronous" || value == "offload" || value == "in-memory";
+}
+
 Options parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; i += 2) {
@@ -109,6 +128,8 @@ Options parse(int argc, char** argv) {
     if (i + 1 >= argc) usage("missing value after " + option);
     const std::string_view value = argv[i + 1];
     if (option == "--size") o.size = static_cast<int>(parse_number(option, value, 2));
+    else if (option == "--rows") o.rows = static_cast<int>(parse_number(option, value, 2));
+    else if (option == "--checkpoints" && checkpoint_target(value)) o.checkpoints = value;
     else if (option == "--steps") o.steps = static_cast<int>(parse_number(option, value, 1));
     else if (option == "--mode" && (value == "initphase" || value == "fastfw")) o.fastfw = value == "fastfw";
     else if (option == "--checkpoint-every") o.checkpoint_every = static_cast<int>(parse_number(option, value, 0));
@@ -120,6 +141,7 @@ Options parse(int argc, char** argv) {
     else if (option == "--dump") o.dump = value;
     else usage("unknown option or value: " + option + " " + std::string(value));
   }
+  if (o.rows == 0) o.rows = o.size;
   return o;
 }
 
@@ -150,6 +172,8 @@ class TeaLeafMpi {
   std::uint64_t checksum() const;
   void dump(const std::string& prefix) const;
   int checkpoints() const { return checkpoints_; }  // taken by this run
+  const std::vector<resurgo::autockpt::CheckpointReport>& made() const { return made_; }  // by this rank
+  double median_step_seconds() const;  // of the steps run, not replayed
 
  private:
   Field& field(const std::string& name);
@@ -179,6 +203,8 @@ class TeaLeafMpi {
   int n_ = 0, rows_ = 0, first_row_ = 0;
   long loops_called_ = 0;
   int checkpoints_ = 0;
+  std::vector<resurgo::autockpt::CheckpointReport> made_;
+  std::vector<double> step_seconds_;
   int last_version_ = -1;
   std::vector<std::unique_ptr<Field>> fields_;  // in declaration order
   Field *density_ = nullptr, *energy_ = nullptr;
@@ -193,8 +219,8 @@ TeaLeafMpi::TeaLeafMpi(const Options& options, resurgo::Store& store, resurgo::a
       rank_(world(MPI_Comm_rank)),
       ranks_(world(MPI_Comm_size)),
       n_(options.size),
-      rows_(row_block(options.size, rank_, ranks_).rows),
-      first_row_(row_block(options.size, rank_, ranks_).first),
+      rows_(row_block(options.rows, rank_, ranks_).rows),
+      first_row_(row_block(options.rows, rank_, ranks_).first),
       density_(options.fault == "datasets" && rank_ == 1 ? nullptr : &field("density")),
       energy_(&field("energy")),
       u_(field("u")),
@@ -221,6 +247,7 @@ void TeaLeafMpi::count_checkpoints() {
   if (!made || made->version == last_version_) return;
   ++checkpoints_;
   last_version_ = made->version;
+  made_.push_back(*made);
 }
 
 // Every loop goes through here: the kill points of --kill-loop and --kill-checkpoint.
@@ -240,9 +267,13 @@ void TeaLeafMpi::run() {
   runtime_.initphase_done();
   Payload where;
   for (; where.step <= options_.steps; ++where.step) {
+    const auto started = std::chrono::steady_clock::now();
+    const bool replaying = runtime_.restoring();
     step_begins(where);
     time_step();
     where.time += kTimeStep;
+    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - started;
+    if (!replaying) step_seconds_.push_back(took.count());
   }
   count_checkpoints();
   if (rank_ == 0) std::printf("field summary at t=%.3f: internal energy %.12e\n", where.time, energy_total_);
@@ -393,6 +424,14 @@ std::uint64_t TeaLeafMpi::checksum() const {
   return hash;
 }
 
+double TeaLeafMpi::median_step_seconds() const {
+  if (step_seconds_.empty()) return 0;
+  std::vector<double> sorted = step_seconds_;
+  const auto middle = sorted.begin() + static_cast<std::ptrdiff_t>(sorted.size() / 2);
+  std::nth_element(sorted.begin(), middle, sorted.end());
+  return *middle;
+}
+
 void TeaLeafMpi::dump(const std::string& prefix) const {
   std::ofstream out(prefix + "." + std::to_string(rank_), std::ios::binary | std::ios::trunc);
   for (const auto& f : fields_) {
@@ -402,9 +441,39 @@ void TeaLeafMpi::dump(const std::string& prefix) const {
   if (!out.flush()) throw std::runtime_error("cannot write the --dump file " + prefix + "." + std::to_string(rank_));
 }
 
+std::string json_list(const std::vector<double>& values) {
+  std::string text = "[";
+  for (const double each : values) {
+    char number[32];
+    std::snprintf(number, sizeof number, "%s%.9g", text.size() > 1 ? ", " : "", each);
+    text += number;
+  }
+  return text + "]";
+}
+
+// The RESULT line's figures of the checkpoints (collective; the text on
+// rank 0): per checkpoint, the longest any rank was held (the job waits
+// for its slowest rank at the next exchange) and the bytes all ranks saved.
+std::string checkpoint_figures(const TeaLeafMpi& app) {
+  int count = static_cast<int>(app.made().size());
+  MPI_Allreduce(MPI_IN_PLACE, &count, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  std::vector<double> blocking(static_cast<std::size_t>(count)), saved(blocking.size());
+  for (std::size_t k = 0; k < blocking.size(); ++k) {
+    const auto& made = app.made()[k];
+    blocking[k] = made.blocking_seconds;
+    saved[k] = static_cast<double>(made.dataset_bytes + made.query_log_bytes + made.payload_bytes);
+  }
+  const bool root = world(MPI_Comm_rank) == 0;
+  MPI_Reduce(root ? MPI_IN_PLACE : blocking.data(), blocking.data(), count, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+  MPI_Reduce(root ? MPI_IN_PLACE : saved.data(), saved.data(), count, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+  return ", \"iteration_seconds\": " + std::to_string(app.median_step_seconds()) +
+         ", \"blocking_seconds\": " + json_list(blocking) + ", \"saved_bytes\": " + json_list(saved);
+}
+
 // Rank 0's RESULT line: every rank's checksum combined in rank order.
 void print_result(const Options& options, const TeaLeafMpi& app, int checkpoints,
                   const std::optional<resurgo::autockpt::RestoreReport>& restore) {
+  const std::string figures = checkpoint_figures(app);
   const std::uint64_t mine = app.checksum();
   std::vector<std::uint64_t> all(static_cast<std::size_t>(world(MPI_Comm_size)));
   MPI_Gather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
@@ -418,8 +487,9 @@ void print_result(const Options& options, const TeaLeafMpi& app, int checkpoints
                ", \"skipped_loops\": " + std::to_string(restore->skipped_loops) +
                ", \"fast_forward\": " + (restore->fast_forward ? "true" : "false") + "}";
   }
-  std::printf("RESULT {\"ranks\": %zu, \"steps\": %d, \"checksum\": \"%016llx\", \"checkpoints\": %d%s}\n", all.size(),
-              options.steps, static_cast<unsigned long long>(hash), checkpoints, restored.c_str());
+  std::printf("RESULT {\"ranks\": %zu, \"steps\": %d, \"checksum\": \"%016llx\", \"checkpoints\": %d%s%s}\n",
+              all.size(), options.steps, static_cast<unsigned long long>(hash), checkpoints, figures.c_str(),
+              restored.c_str());
   std::fflush(stdout);
 }
 
@@ -428,6 +498,7 @@ void run(const Options& options) {
   config.local.every = 1;  // every checkpoint on L2, none on L4: the tests kill and restart on one machine
   config.local.keep = 2;
   config.persistent.every = 0;
+  route_checkpoints(config, options.checkpoints == "in-memory", options.checkpoints == "synchronous");
   resurgo::Store store("tealeaf_mpi", config, resurgo::mpi_comm(MPI_COMM_WORLD));
   {
     resurgo::autockpt::Runtime runtime(store);
@@ -446,7 +517,7 @@ int main(int argc, char** argv) {
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   const Options options = parse(argc, argv);
   int status = 0;
-  if (options.size < world(MPI_Comm_size)) usage("--size must be at least the number of ranks");
+  if (options.rows < world(MPI_Comm_size)) usage("--rows (or --size) must be at least the number of ranks");
   try {
     run(options);
   } catch (const std::exception& error) {
