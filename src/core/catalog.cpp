@@ -37,6 +37,11 @@ void Catalog::set_blocking(int version, double seconds) {
   entry(version).stats.blocking_seconds = seconds;
 }
 
+void Catalog::add_backpressure(int version, double seconds) {
+  std::lock_guard lock(mutex_);
+  entry(version).stats.backpressure_seconds += seconds;
+}
+
 void Catalog::set_copy_on_write_bytes(int version, std::uint64_t bytes) {
   std::lock_guard lock(mutex_);
   entry(version).stats.copy_on_write_bytes = bytes;

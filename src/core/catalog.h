@@ -29,6 +29,8 @@ class Catalog {
   void add(int version, Clock::time_point started, const std::vector<int>& route, const VersionStats& capture);
   // The capture finished: records how long checkpoint() blocked.
   void set_blocking(int version, double seconds);
+  // checkpoint() also waited `seconds` for a level to take earlier versions.
+  void add_backpressure(int version, double seconds);
   // The version is durable at `level`.
   void reached(int version, int level, std::uint64_t stored_bytes, double write_seconds);
   // Writing it to `level` failed; the later levels of its route are given up

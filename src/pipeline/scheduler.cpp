@@ -1,6 +1,8 @@
 #include "pipeline/scheduler.h"
 
 #include <algorithm>
+#include <exception>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -15,15 +17,20 @@ namespace resurgo {
 
 namespace {
 
-
 // Versions that may wait for their copy to the next level (the one being
-// copied included) before the level that feeds it waits too. When L4 is
-// slower than L2, versions bound for L4 would otherwise pile up on the
+// copied included) before a directory level that feeds it waits too. When
+// L4 is slower than L2, versions bound for L4 would otherwise pile up on the
 // node-local disk, pinned until copied (the stress campaign saw thousands):
 // with the bound, L2 keeps L4's pace, and once the buffer is full the
 // application sees the wait as backpressure.
+// A bounded level (memory) is bounded by its capacity instead: versions
+// rest there until the level is full of versions waiting for their copy,
+// and only then does the next one wait (commit_when_room). A burst of small
+// checkpoints then costs no disk wait, and L2 catches up in groups.
 constexpr std::size_t kMaxBacklog = 2;
 
+// Versions one group commit takes at most: each waits for the whole group.
+constexpr std::size_t kMaxGroup = 32;
 
 }  // namespace
 
@@ -83,7 +90,7 @@ void Scheduler::submit(int version, std::vector<Level*> route, Snapshot snapshot
     worker = &worker_of(task.route.front());
     on_caller = writes_on_caller(task.snapshot) && !worker->busy && worker->queue.empty();
     if (on_caller) {
-      worker->busy = true;  // the caller stands in for the worker, in its order
+      worker->busy = 1;  // the caller stands in for the worker, in its order
     } else {
       worker->queue.push_back(std::move(task));
     }
@@ -104,7 +111,7 @@ void Scheduler::run_on_caller(Task& task, Worker& worker) {
     ~Release() {
       {
         std::lock_guard lock(scheduler.mutex_);
-        worker.busy = false;
+        worker.busy = 0;
       }
       scheduler.changed_.notify_all();  // no system call unless someone waits
     }
@@ -141,16 +148,36 @@ void Scheduler::drain() {
 
 std::size_t Scheduler::backlog(const Level* level) const {
   for (const auto& worker : workers_) {
-    if (worker->level == level) return worker->queue.size() + (worker->busy ? 1 : 0);
+    if (worker->level == level) return worker->queue.size() + worker->busy;
   }
   return 0;
 }
 
-void Scheduler::wait_for_backlog(const Task& job) {
-  if (job.step + 1 >= job.route.size()) return;
+// The waits below are backpressure when the application's thread makes them.
+void Scheduler::wait_for_backlog(const Task& job, bool on_caller) {
+  if (job.step + 1 >= job.route.size() || job.route[job.step]->features().is_volatile) return;
   const Level* next = job.route[job.step + 1];
+  const Clock::time_point started = Clock::now();
   std::unique_lock lock(mutex_);
+  if (backlog(next) < kMaxBacklog) return;
   changed_.wait(lock, [&] { return backlog(next) < kMaxBacklog; });
+  lock.unlock();
+  if (on_caller) catalog_.add_backpressure(job.version, seconds_since(started));
+}
+
+// Until the next level of the job's route has taken one more version off
+// the level before; false at once when no version waits for it.
+bool Scheduler::wait_for_a_copy(const Task& job, bool on_caller) {
+  if (job.step + 1 >= job.route.size()) return false;
+  const Level* next = job.route[job.step + 1];
+  const Clock::time_point started = Clock::now();
+  std::unique_lock lock(mutex_);
+  const std::size_t waiting = backlog(next);
+  if (waiting == 0) return false;
+  changed_.wait(lock, [&] { return backlog(next) < waiting; });
+  lock.unlock();
+  if (on_caller) catalog_.add_backpressure(job.version, seconds_since(started));
+  return true;
 }
 
 void Scheduler::work(Worker& worker) {
@@ -161,28 +188,53 @@ void Scheduler::work(Worker& worker) {
   if (worker.copies_only) lower_this_thread_priority();
   Trace::name_this_thread("level L" + std::to_string(worker.level->number()));
   for (;;) {
-    Task job;
+    std::vector<Task> jobs;
     {
       std::unique_lock lock(mutex_);
       worker.has_work.wait(lock, [&] { return stopping_ || !worker.queue.empty(); });
       if (worker.queue.empty()) return;
-      job = std::move(worker.queue.front());
-      worker.queue.pop_front();
-      worker.busy = true;
+      jobs = take_group(worker);
+      worker.busy = jobs.size();
     }
     changed_.notify_all();
-    run(job);
+    if (jobs.size() == 1) {
+      run(jobs.front());
+    } else {
+      run_group(jobs);
+    }
     {
       std::lock_guard lock(mutex_);
-      worker.busy = false;
+      worker.busy = 0;
     }
     changed_.notify_all();
   }
 }
 
+std::vector<Scheduler::Task> Scheduler::take_group(Worker& worker) {
+  std::vector<Task> jobs;
+  do {
+    jobs.push_back(std::move(worker.queue.front()));
+    worker.queue.pop_front();
+  } while (joins_groups(jobs.front()) && !worker.queue.empty() && joins_groups(worker.queue.front()) &&
+           jobs.size() < kMaxGroup);
+  return jobs;
+}
+
+// Copies from the level before, and snapshots a directory level writes as
+// their last step. A snapshot bound for a later level waits for that
+// level's backlog first (wait_for_backlog), one at a time; a bounded level
+// (memory) may be full and evicts before it writes (commit_when_room);
+// another process's or a device's bytes are waited for one by one.
+bool Scheduler::joins_groups(const Task& task) {
+  if (task.step > 0) return true;
+  const Snapshot& snapshot = task.snapshot;
+  return !snapshot.await_writer && !snapshot.stage && task.step + 1 == task.route.size() &&
+         !task.route[task.step]->features().is_volatile;
+}
+
 // The first level writes the snapshot (or waits for the process that does);
 // the others copy from the level before. A failure ends the version's route.
-std::uint64_t Scheduler::write(Task& job, Clock::time_point& started) {
+std::uint64_t Scheduler::write(Task& job, Clock::time_point& started, bool on_caller) {
   Level& level = *job.route[job.step];
   if (job.step > 0) {
     Level& source = *job.route[job.step - 1];
@@ -191,7 +243,7 @@ std::uint64_t Scheduler::write(Task& job, Clock::time_point& started) {
     level.commit_copy(job.version, *source.open(job.version));
     return level.open(job.version)->size();
   }
-  wait_for_backlog(job);
+  wait_for_backlog(job, on_caller);
   started = Clock::now();
   TraceSpan span(trace_, "write L" + std::to_string(level.number()), job.version);
   if (job.snapshot.await_writer) {
@@ -207,36 +259,104 @@ std::uint64_t Scheduler::write(Task& job, Clock::time_point& started) {
   const auto write_snapshot = [&](WritableFile& file) {
     stored = write_extents(file, job.snapshot.header, job.snapshot.extents, pipeline_, pool_);
   };
-  try {
-    level.commit(job.version, write_snapshot);
-  } catch (const LevelFullError&) {
-    // The eviction thread waits while captures run: under checkpoints back
-    // to back it can fall behind the level's keep, and a bounded level fills
-    // with versions it should no longer hold. Evicting them here first is
-    // what keep promises. The commit is tried again even when this evicted
-    // nothing, since the eviction thread may have freed the level since the
-    // commit failed; only a level full of versions it must keep fails again.
-    evict(level, known_bases(level));
-    level.commit(job.version, write_snapshot);
-  }
+  commit_when_room(job, level, write_snapshot, on_caller);
   return stored;
 }
 
-void Scheduler::run(Task& job, bool on_caller) {
-  Level& level = *job.route[job.step];
-  Clock::time_point started = Clock::now();
-  bool written = false;
-  std::uint64_t stored = 0;
+// The eviction thread waits while captures run: under checkpoints back to
+// back it can fall behind the level's keep, and a bounded level fills with
+// versions it should no longer hold. Evicting them here first is what keep
+// promises. The commit is tried again even when this evicted nothing, since
+// the eviction thread may have freed the level since the commit failed. A
+// level full of versions waiting for their copy to the next level waits for
+// one copy at a time (backpressure), evicting after each; only a level full
+// of versions it must keep fails.
+void Scheduler::commit_when_room(Task& job, Level& level, const std::function<void(WritableFile&)>& write,
+                                 bool on_caller) {
   try {
-    stored = write(job, started);
-    written = true;
-  } catch (const Error& error) {
-    log_.error("version " + std::to_string(job.version) + " not written to L" + std::to_string(level.number()) +
-               ": " + error.what());
-    catalog_.failed(job.version, level.number(), error);
+    level.commit(job.version, write);
+    return;
+  } catch (const LevelFullError&) {
+    evict(level, known_bases(level));
+  }
+  for (;;) {
+    try {
+      level.commit(job.version, write);
+      return;
+    } catch (const LevelFullError&) {
+      if (!wait_for_a_copy(job, on_caller)) throw;
+      evict(level, known_bases(level));
+    }
+  }
+}
+
+void Scheduler::run(Task& job, bool on_caller) {
+  Clock::time_point started = Clock::now();
+  std::uint64_t stored = 0;
+  std::exception_ptr failure;
+  try {
+    stored = write(job, started, on_caller);
+  } catch (const Error&) {
+    failure = std::current_exception();
+  }
+  settle(job, failure, stored, started, on_caller);
+}
+
+void Scheduler::run_group(std::vector<Task>& jobs) {
+  Level& level = *jobs.front().route[jobs.front().step];
+  const Clock::time_point started = Clock::now();
+  std::vector<std::exception_ptr> failures(jobs.size());
+  std::vector<std::uint64_t> stored(jobs.size(), 0);
+  std::vector<std::unique_ptr<ReadableFile>> sources(jobs.size());
+  std::vector<PendingCommit> group;
+  std::vector<std::size_t> members;  // index in `jobs` of each entry of `group`
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    Task& job = jobs[i];
+    PendingCommit pending{job.version, {}, nullptr};
+    try {
+      if (job.step > 0) sources[i] = job.route[job.step - 1]->open(job.version);
+    } catch (const Error&) {
+      failures[i] = std::current_exception();
+      continue;
+    }
+    pending.source = sources[i].get();
+    if (job.step == 0) {
+      pending.write = [&, i](WritableFile& file) {
+        stored[i] = write_extents(file, jobs[i].snapshot.header, jobs[i].snapshot.extents, pipeline_, pool_);
+      };
+    }
+    group.push_back(std::move(pending));
+    members.push_back(i);
+  }
+  {
+    TraceSpan span(trace_, "group commit of " + std::to_string(group.size()) + " to L" + std::to_string(level.number()),
+                   jobs.front().version);
+    const std::vector<std::exception_ptr> committed = level.commit_group(group);
+    for (std::size_t k = 0; k < members.size(); ++k) failures[members[k]] = committed[k];
+  }
+  // A copy is the source's bytes exactly (commit_copy): its size is known
+  // without opening it, which an eviction may already have removed once an
+  // earlier member of the group is settled.
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    if (sources[i] != nullptr) stored[i] = sources[i]->size();
+  }
+  for (std::size_t i = 0; i < jobs.size(); ++i) settle(jobs[i], failures[i], stored[i], started, false);
+}
+
+void Scheduler::settle(Task& job, const std::exception_ptr& failure, std::uint64_t stored,
+                       Clock::time_point started, bool on_caller) {
+  Level& level = *job.route[job.step];
+  if (failure) {
+    try {
+      std::rethrow_exception(failure);
+    } catch (const Error& error) {
+      log_.error("version " + std::to_string(job.version) + " not written to L" + std::to_string(level.number()) +
+                 ": " + error.what());
+      catalog_.failed(job.version, level.number(), error);
+    }
   }
   if (job.step == 0 && job.snapshot.release) job.snapshot.release();
-  if (!written) return;
+  if (failure) return;
   const bool evicts_here = on_caller && level.features().is_volatile;
   const bool compacts = !evicts_here && wants_compaction(job.version, level);
   if (evicts_here) {

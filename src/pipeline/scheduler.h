@@ -3,7 +3,9 @@
 // L2, L4 in order, each with `every` (the n-th checkpoints it takes) and
 // `keep`. Each level has one worker thread with a
 // queue: the first level of a version's route writes its Snapshot, every
-// later one copies it from the level before (verifying every chunk). An
+// later one copies it from the level before (verifying every chunk).
+// Versions waiting together in a queue are committed as one group
+// (Level::commit_group: one durable flush for all on a directory level). An
 // eviction thread removes surplus versions, never while a capture runs and
 // never a version a later level still has to copy; a bounded level (memory)
 // that is full evicts on its worker's thread before it gives a version up.
@@ -73,7 +75,7 @@ class Scheduler {
     Level* level = nullptr;
     bool copies_only = false;  // every version reached an earlier level first
     std::deque<Task> queue;
-    bool busy = false;
+    std::size_t busy = 0;  // versions its thread (or the caller standing in for it) is writing
     std::condition_variable has_work;  // its thread waits on it alone
     std::thread thread;
   };
@@ -81,13 +83,25 @@ class Scheduler {
   static bool writes_on_caller(const Snapshot& snapshot);
   void run_on_caller(Task& task, Worker& worker);
   void work(Worker& worker);
+  // The front of the worker's queue: one task, or the tasks that can be
+  // committed together with it (the caller holds mutex_).
+  std::vector<Task> take_group(Worker& worker);
+  static bool joins_groups(const Task& task);
   // Writes the job's step and settles it in the catalog. `on_caller`: the
   // application's thread runs it (run_on_caller), and a memory level's
   // eviction runs there too, waking no thread.
   void run(Task& job, bool on_caller = false);
+  // Writes the jobs' step (one level) as one group commit, then settles each.
+  void run_group(std::vector<Task>& jobs);
+  // After the job's step: the catalog, eviction, compaction, the next level.
+  // `failure` is the Error that stopped the write, if any.
+  void settle(Task& job, const std::exception_ptr& failure, std::uint64_t stored, Clock::time_point started,
+              bool on_caller);
   void request_eviction_locked();  // the caller holds mutex_
-  std::uint64_t write(Task& job, Clock::time_point& started);
-  void wait_for_backlog(const Task& job);
+  std::uint64_t write(Task& job, Clock::time_point& started, bool on_caller);
+  void commit_when_room(Task& job, Level& level, const std::function<void(WritableFile&)>& write, bool on_caller);
+  void wait_for_backlog(const Task& job, bool on_caller);
+  bool wait_for_a_copy(const Task& job, bool on_caller);
   std::size_t backlog(const Level* level) const;  // the caller holds mutex_
   Worker& worker_of(const Level* level);
   void evict_loop();

@@ -1,7 +1,8 @@
 // A directory level (L2 node-local, L4 persistent): one container file per
 // version per rank under <root>/<store>/, committed atomically (temporary
 // name, fsync, rename, directory fsync) so a version is visible only when
-// complete. Every file is reached through the directory opened and checked
+// complete; a group of versions shares the directory fsync (commit_group).
+// Every file is reached through the directory opened and checked
 // once (Env::open_directory): never through a link, never another user's
 // (docs/reliability.md, "Security").
 #pragma once
@@ -56,6 +57,12 @@ class DirectoryLevel final : public Level {
   // Copies a committed file of another level into this one, atomically,
   // verifying the header, the index and every chunk on the way.
   void commit_copy(int version, const ReadableFile& source) override;
+  // Group commit: writes every version into its temporary, makes them all
+  // durable at once (their fdatasyncs run concurrently), then renames each
+  // and syncs the directory once. Each version is committed or absent after
+  // a crash at any point, as with commit(); a failing step fails the
+  // versions it touched only. A group of one is committed as commit() does.
+  std::vector<std::exception_ptr> commit_group(const std::vector<PendingCommit>& group) override;
 
   std::vector<int> versions() override;  // committed versions of this rank, ascending
   bool holds(int version) override;
@@ -107,10 +114,17 @@ class DirectoryLevel final : public Level {
   void remove_manifest(int version);
 
  private:
+  struct StagedFile;  // one file of a commit on its way (directory_level.cpp)
+
   // Writes `final_name` through a temporary `temporary` (fsync, rename,
   // directory fsync); on failure nothing is visible.
   void commit_file(const std::string& final_name, const std::string& temporary,
                    const std::function<void(WritableFile&)>& write);
+  // Commits `files` together; each failure goes to its file's `failure`.
+  void commit_files(std::vector<StagedFile>& files);
+  void write_temporaries(Directory& directory, std::vector<StagedFile>& files);
+  void sync_temporaries(Directory& directory, std::vector<StagedFile>& files);
+  void publish(Directory& directory, std::vector<StagedFile>& files);
   std::string file_name(int version) const;
   // The directory once it exists (nullptr before), opened on first use and
   // then kept: the pointer stays valid while the level lives.

@@ -22,6 +22,22 @@ std::optional<int> Level::base_of(int version, const KnownBases& known_bases) {
   }
 }
 
+std::vector<std::exception_ptr> Level::commit_group(const std::vector<PendingCommit>& group) {
+  std::vector<std::exception_ptr> failures(group.size());
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    try {
+      if (group[i].source != nullptr) {
+        commit_copy(group[i].version, *group[i].source);
+      } else {
+        commit(group[i].version, group[i].write);
+      }
+    } catch (const Error&) {
+      failures[i] = std::current_exception();
+    }
+  }
+  return failures;
+}
+
 std::map<int, std::vector<int>> committed_versions(const std::vector<Level*>& levels) {
   std::map<int, std::vector<int>> found;
   for (Level* level : levels) {

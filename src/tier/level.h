@@ -5,6 +5,7 @@
 // restore reads them back, fastest level first.
 #pragma once
 
+#include <exception>
 #include <functional>
 #include <map>
 #include <memory>
@@ -24,6 +25,15 @@ namespace resurgo {
 class LevelFullError : public StorageError {
  public:
   using StorageError::StorageError;
+};
+
+// A version waiting in a level's queue, for commit_group: its bytes come
+// from `write` (the first level of its route) or, when `source` is set, from
+// a committed copy on another level (as commit_copy takes them).
+struct PendingCommit {
+  int version = 0;
+  std::function<void(WritableFile&)> write;
+  const ReadableFile* source = nullptr;
 };
 
 // The base of a version the caller knows (-1 for a full version), none for
@@ -55,6 +65,12 @@ class Level {
   // every checksum on the way: a damaged source fails the copy (the error
   // names the chunk) and nothing is committed.
   virtual void commit_copy(int version, const ReadableFile& source) = 0;
+  // Commits every version of `group`, each as atomically as commit() (or
+  // commit_copy()) would; a failure fails the versions it touched only.
+  // Returns, in the order of `group`, null for each version committed and
+  // the Error of each that failed (anything else is thrown). The default
+  // commits them one by one; a directory level makes them durable together.
+  virtual std::vector<std::exception_ptr> commit_group(const std::vector<PendingCommit>& group);
 
   virtual std::vector<int> versions() = 0;  // committed versions of this rank, ascending
   virtual bool holds(int version) = 0;
