@@ -21,6 +21,7 @@
 #include "format/container.h"
 #include "format/file_names.h"
 #include "format/version_writer.h"
+#include "forwarding_level.h"
 #include "io/bytes_file.h"
 #include "io/fault_env.h"
 #include "pipeline/scheduler.h"
@@ -60,9 +61,9 @@ std::vector<std::byte> container_of(int version, const std::vector<std::byte>& s
 
 // A level that forwards to another and holds its first commit until
 // opened, recording the size of every group it is given.
-class GatedLevel final : public Level {
+class GatedLevel final : public testing::ForwardingLevel {
  public:
-  explicit GatedLevel(Level& level) : level_(level) {}
+  using ForwardingLevel::ForwardingLevel;
 
   void open_gate() {
     {
@@ -80,10 +81,6 @@ class GatedLevel final : public Level {
     return groups_;
   }
 
-  int number() const override { return level_.number(); }
-  Features features() const override { return level_.features(); }
-  std::string where() const override { return level_.where(); }
-  void prepare() override { level_.prepare(); }
   void commit(int version, const std::function<void(WritableFile&)>& write) override {
     pass_gate();
     level_.commit(version, write);
@@ -99,14 +96,6 @@ class GatedLevel final : public Level {
     }
     return level_.commit_group(group);
   }
-  std::vector<int> versions() override { return level_.versions(); }
-  bool holds(int version) override { return level_.holds(version); }
-  std::unique_ptr<ReadableFile> open(int version) override { return level_.open(version); }
-  void quarantine(int version) override { level_.quarantine(version); }
-  void remove(int version) override { level_.remove(version); }
-  std::vector<int> evict(const std::function<bool(int)>& pinned, const KnownBases& known_bases) override {
-    return level_.evict(pinned, known_bases);
-  }
 
  private:
   void pass_gate() {
@@ -116,7 +105,6 @@ class GatedLevel final : public Level {
     changed_.wait(lock, [&] { return open_; });
   }
 
-  Level& level_;
   std::mutex mutex_;
   std::condition_variable changed_;
   bool held_ = false;

@@ -12,6 +12,7 @@
 #include "base/log.h"
 #include "base/trace.h"
 #include "base/thread_pool.h"
+#include "forwarding_level.h"
 #include "resurgo/config.hpp"
 #include "tier/memory_level.h"
 
@@ -37,34 +38,18 @@ Snapshot full_version(int version, const std::vector<std::byte>& state) {
 // A memory level whose commit, when the level is full, lets the eviction
 // thread win the race: it evicts what its keep allows before it reports the
 // level full, so the writer that then evicts finds nothing left to remove.
-class EvictedWhileItsCommitFails final : public Level {
+class EvictedWhileItsCommitFails final : public testing::ForwardingLevel {
  public:
-  explicit EvictedWhileItsCommitFails(MemoryLevel& memory) : memory_(memory) {}
+  using ForwardingLevel::ForwardingLevel;
 
-  int number() const override { return memory_.number(); }
-  Features features() const override { return memory_.features(); }
-  std::string where() const override { return memory_.where(); }
-  void prepare() override { memory_.prepare(); }
   void commit(int version, const std::function<void(WritableFile&)>& write) override {
     try {
-      memory_.commit(version, write);
+      level_.commit(version, write);
     } catch (const LevelFullError&) {
-      memory_.evict([](int) { return false; });
+      level_.evict([](int) { return false; });
       throw;
     }
   }
-  void commit_copy(int version, const ReadableFile& source) override { memory_.commit_copy(version, source); }
-  std::vector<int> versions() override { return memory_.versions(); }
-  bool holds(int version) override { return memory_.holds(version); }
-  std::unique_ptr<ReadableFile> open(int version) override { return memory_.open(version); }
-  void quarantine(int version) override { memory_.quarantine(version); }
-  void remove(int version) override { memory_.remove(version); }
-  std::vector<int> evict(const std::function<bool(int)>& pinned, const KnownBases& known_bases) override {
-    return memory_.evict(pinned, known_bases);
-  }
-
- private:
-  MemoryLevel& memory_;
 };
 
 enum class EvictionThread { kBehind, kWinsTheRace };
