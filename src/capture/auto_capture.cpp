@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <utility>
 
+#include "capture/mappings.h"
 #include "track/tracker_choice.h"
 #include "track/uffd_tracker.h"
 
@@ -83,7 +84,11 @@ AutoChoice choose_per_region(const std::vector<RegionRate>& regions, double copy
 }
 
 AutoCapture::AutoCapture(const CaptureContext& context)
-    : context_(context), copy_(context), fork_(context), tracker_(open_rate_tracker(context.config, context.log)) {}
+    : context_(context),
+      copy_(context),
+      fork_(context),
+      resting_collapser_(context.log),
+      tracker_(open_rate_tracker(context.config, context.log)) {}
 
 AutoCapture::~AutoCapture() { forget_all(); }
 
@@ -93,13 +98,16 @@ const char* AutoCapture::mode(std::uint64_t state_bytes) const {
 }
 
 void AutoCapture::resize(std::uint64_t state_bytes) {
+  resting_collapser_.forget_ranges();  // a region left may be unmapped next
   if (copy_.fits(state_bytes)) copy_.resize(state_bytes);
   fork_.resize(state_bytes);
 }
 
+// The region's memory may be unmapped next: no pass may collapse it.
 void AutoCapture::forget(int id) {
   const auto found = watched_.find(id);
   if (found == watched_.end()) return;
+  resting_collapser_.forget_ranges();
   if (found->second.measurable && !found->second.resting) tracker_->unwatch(id);
   watched_.erase(found);
 }
@@ -198,6 +206,36 @@ void AutoCapture::rest_copied(const std::vector<Region>& regions, const std::vec
   }
 }
 
+// The whole huge pages of the regions resting now (unwatched, so not
+// write-protected any more), collapsed on the collapser's thread; pages
+// already huge cost a system call each. The mappings are read once per
+// region, when it first rests.
+void AutoCapture::collapse_resting(std::int64_t version) {
+  std::vector<ByteRange> ranges;
+  std::optional<std::vector<Mapping>> mappings;
+  std::optional<HugePagePolicy> policy;
+  for (auto& [id, watched] : watched_) {
+    if (!watched.resting) continue;
+    if (!watched.huge_pages) {
+      if (!mappings) {
+        mappings = mappings_of_this_process();
+        policy = HugePagePolicy::of_this_process();
+      }
+      watched.huge_pages.emplace();
+      for (const Mapping& mapping : *mappings) {
+        if (!mapping.overlaps(watched.data, watched.bytes)) continue;
+        if (const auto part = collapsible_part(mapping, *policy, watched.data, watched.bytes)) {
+          watched.huge_pages->push_back(*part);
+        }
+      }
+    }
+    ranges.insert(ranges.end(), watched.huge_pages->begin(), watched.huge_pages->end());
+  }
+  if (ranges.empty()) return;
+  resting_collapser_.set_ranges(std::move(ranges));
+  resting_collapser_.start(static_cast<int>(version));
+}
+
 void AutoCapture::log_change(const AutoChoice& choice, std::int64_t version) {
   const bool same = last_mode_ != nullptr && std::string(last_mode_) == choice.mode && last_copied_ == choice.copied;
   last_mode_ = choice.mode;
@@ -208,6 +246,7 @@ void AutoCapture::log_change(const AutoChoice& choice, std::int64_t version) {
 
 Snapshot AutoCapture::take(const std::vector<Region>& regions, format::Header header, Level& first_level,
                            CaptureTimes& times) {
+  resting_collapser_.forget_ranges();  // collapsing races with watching the memory again
   TrackingFacts facts;
   const std::vector<RegionRate> rates = measure(regions, facts);
   const AutoChoice choice = choose_per_region(rates, context_.config.capture.auto_copy_above,
@@ -223,6 +262,7 @@ Snapshot AutoCapture::take(const std::vector<Region>& regions, format::Header he
     snapshot = take_split(regions, choice.copied, std::move(header), first_level, times);
   }
   snapshot.tracking = facts;
+  collapse_resting(snapshot.header.version);
   return snapshot;
 }
 

@@ -21,6 +21,14 @@
 // interval (uffd), as much as copying the page: a copied region is tracked
 // again only for one interval in kCopiedTrackedEvery, and keeps its last
 // rate in between. Read-mostly regions fault little and are always tracked.
+//
+// uffd splits each transparent huge page at its first write while tracked,
+// and the memory stays in small pages (more TLB misses) after the tracking
+// stops. So while a copied region rests, its huge pages are collapsed again
+// (HugePageCollapser, on its own thread) after each checkpoint. Tracked
+// memory is never collapsed: the kernel refuses it while it is
+// write-protected. The pass is stopped, and waited for (one huge page at
+// most), at the next checkpoint, before the region is watched again.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +42,7 @@
 #include "capture/capture.h"
 #include "capture/copy_capture.h"
 #include "capture/fork_capture.h"
+#include "capture/huge_page_collapse.h"
 #include "track/tracker.h"
 
 namespace resurgo {
@@ -87,12 +96,16 @@ class AutoCapture final : public Capture {
     int rest = 0;
     std::optional<double> written;  // the last rate measured
     bool measured_now = false;      // `written` is this interval's
+    // Its whole huge pages that transparent huge pages may back: read from
+    // /proc/self/smaps when it first rests.
+    std::optional<std::vector<ByteRange>> huge_pages;
   };
 
   std::vector<RegionRate> measure(const std::vector<Region>& regions, TrackingFacts& facts);
   void follow(const std::vector<Region>& regions);
   std::optional<double> rate_of(const Region& region, Watched& watched, TrackingFacts& facts);
   void rest_copied(const std::vector<Region>& regions, const std::vector<bool>& copied);
+  void collapse_resting(std::int64_t version);
   void forget(int id);
   void forget_all();
   Snapshot take_split(const std::vector<Region>& regions, const std::vector<bool>& copied, format::Header header,
@@ -102,6 +115,7 @@ class AutoCapture final : public Capture {
   CaptureContext context_;
   CopyCapture copy_;
   ForkCapture fork_;
+  HugePageCollapser resting_collapser_;  // the resting regions' huge pages, split while tracked
   std::unique_ptr<track::Tracker> tracker_;  // null: no rate is measured
   std::map<int, Watched> watched_;           // by region id
   const char* last_mode_ = nullptr;

@@ -208,7 +208,6 @@ void ForkCapture::check_regions(const std::vector<Region>& regions, const std::v
   }
   if (!checked_.empty() && looking_at == checked_) return;
   const HugePagePolicy policy = HugePagePolicy::of_this_process();
-  const std::uint64_t huge = huge_page_bytes();
   std::vector<ByteRange> collapsible;
   advised_dontfork_.clear();
   for (const Mapping& mapping : mappings_of_this_process()) {
@@ -225,11 +224,8 @@ void ForkCapture::check_regions(const std::vector<Region>& regions, const std::v
                                    "' lies in memory advised MADV_DONTFORK (DMA-registered or excluded by the "
                                    "application), which a forked child cannot read; use capture.mode = \"copy\"");
       }
-      if (region.copied || huge == 0 || !policy.allows(mapping)) continue;
-      const auto first = reinterpret_cast<std::uintptr_t>(region.data);
-      const std::uint64_t begin = (std::max(first, mapping.begin) + huge - 1) / huge * huge;
-      const std::uint64_t end = std::min(first + region.bytes, mapping.end) / huge * huge;
-      if (begin < end) collapsible.push_back({begin, end});
+      if (region.copied) continue;
+      if (const auto part = collapsible_part(mapping, policy, region.data, region.bytes)) collapsible.push_back(*part);
     }
   }
   collapser_.set_ranges(std::move(collapsible));

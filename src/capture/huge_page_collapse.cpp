@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -77,6 +78,17 @@ bool HugePagePolicy::allows(const Mapping& mapping) const {
   return mode_ == Mode::kAlways || (mode_ == Mode::kMadvise && mapping.has_flag("hg"));
 }
 
+std::optional<ByteRange> collapsible_part(const Mapping& mapping, const HugePagePolicy& policy, const void* data,
+                                          std::uint64_t bytes) {
+  const std::uint64_t huge = huge_page_bytes();
+  if (huge == 0 || !policy.allows(mapping)) return std::nullopt;
+  const auto first = reinterpret_cast<std::uintptr_t>(data);
+  const std::uint64_t begin = (std::max<std::uint64_t>(first, mapping.begin) + huge - 1) / huge * huge;
+  const std::uint64_t end = std::min<std::uint64_t>(first + bytes, mapping.end) / huge * huge;
+  if (begin >= end) return std::nullopt;
+  return ByteRange{begin, end};
+}
+
 HugePageCollapseTotals huge_page_collapse_totals() {
   return {total_passes.load(), total_collapsed_bytes.load(), static_cast<double>(total_cpu_nanoseconds.load()) * 1e-9};
 }
@@ -110,7 +122,7 @@ void HugePageCollapser::start(int version) {
     pass_ = std::thread([this, ranges = ranges_, version] { run_pass(ranges, version); });
   } catch (const std::system_error& error) {
     if (!failure_logged_.exchange(true)) {
-      log_.debug("huge pages split by the writer of version " + std::to_string(version) +
+      log_.debug("huge pages split before version " + std::to_string(version) +
                  " stay split: no thread to collapse them (" + error.what() + ")");
     }
   }
@@ -133,15 +145,16 @@ void HugePageCollapser::run_pass(const std::vector<ByteRange>& ranges, int versi
   total_collapsed_bytes.fetch_add(collapsed);
   total_cpu_nanoseconds.fetch_add(cpu);
   log_.debug([&] {
-    return "huge pages after the writer of version " + std::to_string(version) + ": " + mib(collapsed) + " of " +
+    return "huge pages split before version " + std::to_string(version) + ": " + mib(collapsed) + " of " +
            mib(wanted) + " collapsed in " + std::to_string(static_cast<double>(cpu) * 1e-9) + " s of CPU" +
            (ended_early ? " (ended early: the next checkpoint, or a failure logged before)" : "");
   });
 }
 
 // EAGAIN (a page busy) skips the page; any other failure ends the pass:
-// EINVAL (a kernel before 6.1, or memory no longer eligible), ENOMEM (no
-// huge page free, or the memory unmapped).
+// EINVAL (a kernel before 6.1, memory no longer eligible, or pages
+// write-protected by userfaultfd), ENOMEM (no huge page free, or the memory
+// unmapped).
 bool HugePageCollapser::collapse(std::uint64_t address, std::uint64_t bytes, std::uint64_t& collapsed) {
   if (::madvise(reinterpret_cast<void*>(address), bytes, MADV_COLLAPSE) == 0) {
     collapsed += bytes;
@@ -152,7 +165,7 @@ bool HugePageCollapser::collapse(std::uint64_t address, std::uint64_t bytes, std
     char where[32];
     std::snprintf(where, sizeof where, "%#llx", static_cast<unsigned long long>(address));
     log_.debug(std::string("MADV_COLLAPSE of the huge page at ") + where + " failed: " +
-               std::strerror(error) + "; later forks copy the split page tables (slower, never wrong)");
+               std::strerror(error) + "; the memory stays in small pages (slower, never wrong)");
   }
   return error == EAGAIN;
 }

@@ -1,12 +1,18 @@
 // HugePageCollapser: gives the application back the transparent huge pages
-// that a forked writer split. fork() shares each huge page with the child
-// through one page-table entry; the parent's first write to it during the
-// child's life splits that entry into 512 small-page entries and copies the
-// 4 KiB written. The split outlives the child, so every later fork copies
-// 512 entries where the first copied one (10-11x the first fork's CPU at 2
-// and 4 GiB, bench/results/fork_repeat.md), and the parent's first write to
-// each small page after the child faults. Once a child has exited,
-// MADV_COLLAPSE (Linux >= 6.1) copies the memory back into huge pages.
+// that were split under it. Two things split them. fork() shares each huge
+// page with the child through one page-table entry; the parent's first
+// write to it during the child's life splits that entry into 512 small-page
+// entries and copies the 4 KiB written. The split outlives the child, so
+// every later fork copies 512 entries where the first copied one (10-11x the
+// first fork's CPU at 2 and 4 GiB, bench/results/fork_repeat.md), and the
+// parent's first write to each small page after the child faults. uffd's
+// asynchronous write protection resolves the first write to a protected
+// huge page by splitting it, and the memory stays in small pages after the
+// tracking stops (bench/results/uffd_split.md). MADV_COLLAPSE (Linux >= 6.1)
+// copies the memory back into huge pages: after a child has exited, and
+// after capture.mode = "auto" stopped tracking a copied region
+// (capture/auto_capture.h). The kernel refuses it (EINVAL) on pages still
+// write-protected by userfaultfd: tracked memory stays split.
 //
 // A pass runs on a thread of its own, off the application's path, at the
 // pipeline's priority: like the staging buffer's prefault it shortens the
@@ -22,6 +28,7 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -50,6 +57,11 @@ class HugePagePolicy {
   Mode mode_ = Mode::kNever;
 };
 
+// The whole huge pages of [data, data + bytes) inside `mapping`, when
+// transparent huge pages may back it; none otherwise.
+std::optional<ByteRange> collapsible_part(const Mapping& mapping, const HugePagePolicy& policy, const void* data,
+                                          std::uint64_t bytes);
+
 // What every collapser of the process did (tests and benchmarks).
 struct HugePageCollapseTotals {
   std::uint64_t passes = 0;           // passes ended, stopped or not
@@ -68,12 +80,13 @@ class HugePageCollapser {
   HugePageCollapser(const HugePageCollapser&) = delete;
   HugePageCollapser& operator=(const HugePageCollapser&) = delete;
 
-  // The memory to collapse after each child, huge-page aligned.
+  // The memory the next passes collapse, huge-page aligned.
   void set_ranges(std::vector<ByteRange> ranges);
   // Ends the pass in flight, waits for its thread and drops the ranges: the
   // protected set changed and its memory may be unmapped next.
   void forget_ranges();
-  // The child that wrote `version` has exited: a pass over the ranges starts.
+  // A pass over the ranges starts (the child that wrote `version` has
+  // exited, or the tracking of the ranges stopped before it).
   void start(int version);
   // A fork comes: the pass ends after the huge page it is at.
   void request_stop() { stop_.store(true, std::memory_order_relaxed); }
