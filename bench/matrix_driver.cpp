@@ -23,8 +23,9 @@
 // Besides the common fields (matrix_workload.h), the ConvergentMatrix rows
 // report MatrixStats per rank, and whether binning ran inside update()
 // ("binning_in_update": false for kMessages with a progress thread, which
-// bins off the caller's thread); `--progress` and `--max-in-flight-mib` set
-// MatrixOptions. Exit status 3 and "unavailable: REASON" on stderr where a
+// bins off the caller's thread); `--progress`, `--max-in-flight-mib` and
+// `--target-order` set MatrixOptions (`--hot-fraction`: matrix_workload.h).
+// Exit status 3 and "unavailable: REASON" on stderr where a
 // row cannot run (the replicated row past MPI's int counts).
 #include <mpi.h>
 
@@ -64,6 +65,8 @@ void run_resurgo(const Workload& w, resurgo::MatrixBackend backend, int provided
                      : opt.progress == "inline" ? resurgo::MatrixProgress::kInline
                                                 : resurgo::MatrixProgress::kAuto;
   options.max_in_flight_bytes = static_cast<std::size_t>(opt.max_in_flight_mib) << 20;
+  options.target_order = opt.target_order == "fixed" ? resurgo::MatrixTargetOrder::kFixed
+                                                     : resurgo::MatrixTargetOrder::kRandom;
   resurgo::ConvergentMatrix<float> matrix(MPI_COMM_WORLD, layout, options);
   const std::function<void()> idle = [&] { matrix.progress(); };
   const Timings t = timed_run(
@@ -97,6 +100,8 @@ void run_resurgo(const Workload& w, resurgo::MatrixBackend backend, int provided
             {{"thread_level", json_string(thread_level(provided))},
              {"progress", json_string(opt.progress)},
              {"max_in_flight_mib", std::to_string(opt.max_in_flight_mib)},
+             {"target_order", json_string(opt.target_order)},
+             {"hot_fraction", std::to_string(opt.hot_fraction)},
              {"binning_in_update", binning_in_update ? "true" : "false"}},
             fields, check);
   matrix.free();

@@ -20,6 +20,14 @@
 // spans 50 to 100 % of the matrix, the start uniformly where the set fits.
 // The values are k / 1024 with k a hash of (seed, p, u, i, j) in [0, 1024).
 //
+// The hotspot pattern (--hot-fraction F, default 0): a fraction F of each
+// rank's updates, spread evenly over its sequence, are hot: their n indices
+// fill whole blocks, the blocks 0, L, 2L, ... with L the least common
+// multiple of the grid's dimensions, so that every element of a hot update
+// lies in the few blocks of grid process (0, 0): rank 0 receives all of
+// them. The same exactness holds (a hot element gets at most P x U
+// contributions too).
+//
 // Exactness: every value is a multiple of 2^-10 below 1, and an element
 // receives at most P x updates-per-rank contributions, so while that is at
 // most 2^14 every partial sum is a multiple of 2^-10 below 2^14, which
@@ -55,10 +63,12 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <numeric>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <time.h>
 #include <utility>
 #include <vector>
 
@@ -95,7 +105,15 @@ struct Options {
   std::string progress = "auto";        // ConvergentMatrix rows: auto | thread | inline
   std::int64_t max_in_flight_mib = 64;  // ConvergentMatrix rows: MatrixOptions::max_in_flight_bytes
   std::string collective = "reduce";    // replicated row: reduce (one MPI_Reduce per owner) | reduce_scatter
+  std::string target_order = "random";  // ConvergentMatrix rows: MatrixOptions::target_order, random | fixed
+  double hot_fraction = 0;              // of each rank's updates, hot (the hotspot pattern above)
+  std::int64_t hot_period = 1;          // L, blocks from one hot block to the next (from the grid, not an option)
 };
+
+// n: the dimension of every update.
+inline std::int64_t update_dim(const Options& opt) {
+  return std::clamp<std::int64_t>(std::llround(opt.fraction * static_cast<double>(opt.size)), 1, opt.size);
+}
 
 [[noreturn]] inline void usage(const char* program, const std::string& why) {
   if (world_rank() == 0) {
@@ -104,7 +122,8 @@ struct Options {
                  "usage: mpirun -np P %s [--row ROW] [--size N] [--block B] [--updates-per-rank U]\n"
                  "         [--update-fraction F] [--compute-ms MS] [--seed S] [--samples K]\n"
                  "         [--progress auto|thread|inline] [--max-in-flight-mib M]\n"
-                 "         [--collective reduce|reduce_scatter]\n",
+                 "         [--collective reduce|reduce_scatter] [--target-order random|fixed]\n"
+                 "         [--hot-fraction F]\n",
                  program, why.c_str(), program);
   }
   MPI_Finalize();
@@ -151,6 +170,11 @@ inline Options parse(int argc, char** argv, const char* program) {
     } else if (arg == "--collective") {
       if (value != "reduce" && value != "reduce_scatter") usage(program, "--collective is reduce or reduce_scatter");
       opt.collective = value;
+    } else if (arg == "--target-order") {
+      if (value != "random" && value != "fixed") usage(program, "--target-order is random or fixed");
+      opt.target_order = value;
+    } else if (arg == "--hot-fraction") {
+      opt.hot_fraction = real(arg, value);
     } else if (arg == "--max-in-flight-mib") {
       opt.max_in_flight_mib = integer(arg, value, 1);
     } else {
@@ -160,6 +184,14 @@ inline Options parse(int argc, char** argv, const char* program) {
   if (!(opt.fraction > 0 && opt.fraction <= 1)) usage(program, "--update-fraction must be in (0, 1]");
   if (static_cast<long long>(opt.updates) * world_size() > (1 << 14)) {
     usage(program, "at most 16384 updates in all (ranks x --updates-per-rank), so that every sum stays exact");
+  }
+  if (opt.hot_fraction > 1) usage(program, "--hot-fraction must be in [0, 1]");
+  int dims[2] = {0, 0};
+  MPI_Dims_create(world_size(), 2, dims);
+  opt.hot_period = std::lcm(dims[0], dims[1]);
+  const std::int64_t hot_blocks = (update_dim(opt) + opt.block - 1) / opt.block;
+  if (opt.hot_fraction > 0 && ((hot_blocks - 1) * opt.hot_period + 1) * opt.block > opt.size) {
+    usage(program, "a hot update's blocks do not fit in the matrix at this rank count: a larger --size");
   }
   return opt;
 }
@@ -172,31 +204,48 @@ inline std::uint64_t mix(std::uint64_t x) {  // splitmix64's finaliser
   return x ^ (x >> 31);
 }
 
-// n: the dimension of every update.
-inline std::int64_t update_dim(const Options& opt) {
-  return std::clamp<std::int64_t>(std::llround(opt.fraction * static_cast<double>(opt.size)), 1, opt.size);
-}
-
-// The index set of update u of rank p: ix[k] = start + k * stride, k < n.
+// The index set of update u of rank p, k < n: ix[k] = start + k * stride,
+// or for a hot update (block > 0) the k-th index of the blocks 0, period,
+// 2 period, ...: ix[k] = (k / block) * period * block + k mod block.
 struct Span {
   std::int64_t start = 0;
   std::int64_t stride = 1;
   std::int64_t n = 1;
-  std::uint64_t key = 0;  // seeds the values
+  std::int64_t block = 0;   // hot: the block size; 0: strided
+  std::int64_t period = 1;  // hot: blocks from one hot block to the next
+  std::uint64_t key = 0;    // seeds the values
 
-  std::int64_t operator[](std::int64_t k) const { return start + k * stride; }
+  std::int64_t operator[](std::int64_t k) const {
+    return block > 0 ? (k / block) * period * block + k % block : start + k * stride;
+  }
   // k with ix[k] == index, or -1.
   std::int64_t position(std::int64_t index) const {
+    if (block > 0) {
+      const std::int64_t b = index / block;
+      const std::int64_t k = (b / period) * block + index % block;
+      return b % period == 0 && k < n ? k : -1;
+    }
     const std::int64_t d = index - start;
     if (d < 0 || d % stride != 0 || d / stride >= n) return -1;
     return d / stride;
   }
 };
 
+// Whether update u is hot: a fraction hot_fraction of the updates, evenly
+// spread (u is hot where floor((u + 1) F) passes an integer).
+inline bool is_hot(const Options& opt, int update) {
+  return std::floor((update + 1) * opt.hot_fraction) > std::floor(update * opt.hot_fraction);
+}
+
 inline Span span_of(const Options& opt, int rank, int update) {
   Span s;
   s.n = update_dim(opt);
   s.key = mix(opt.seed ^ mix((static_cast<std::uint64_t>(rank) << 32) | static_cast<std::uint32_t>(update)));
+  if (is_hot(opt, update)) {
+    s.block = opt.block;
+    s.period = opt.hot_period;
+    return s;
+  }
   if (s.n > 1) {
     const std::int64_t most = (opt.size - 1) / (s.n - 1);
     const std::int64_t least = std::max<std::int64_t>(1, most / 2);
@@ -436,11 +485,18 @@ Check verify(const Workload& w, const T* data, const LocalView& view) {
 
 // --------------------------------------------------------------- timed part
 struct Timings {
-  double total = 0;    // barrier released .. commit returned
-  double compute = 0;  // in the simulated compute steps (measured)
-  double update = 0;   // in the update calls
-  double commit = 0;   // in the commit (assembly)
+  double total = 0;       // barrier released .. commit returned
+  double compute = 0;     // in the simulated compute steps (measured)
+  double update = 0;      // in the update calls
+  double update_cpu = 0;  // the calling thread's CPU time in them (not counting waits for a core)
+  double commit = 0;      // in the commit (assembly)
 };
+
+inline double thread_cpu_seconds() {
+  timespec now{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + 1e-9 * static_cast<double>(now.tv_nsec);
+}
 
 // A barrier, then per update the compute step (a sleep; with `idle`, sliced
 // into 1 ms sleeps with idle() between, for inline progress) and
@@ -466,7 +522,9 @@ inline Timings timed_run(const Workload& w, const std::function<void(const Updat
     }
     const Clock::time_point u0 = Clock::now();
     t.compute += std::chrono::duration<double>(u0 - c0).count();
+    const double cpu0 = thread_cpu_seconds();
     update(up);
+    t.update_cpu += thread_cpu_seconds() - cpu0;
     t.update += seconds_since(u0);
   }
   const Clock::time_point c0 = Clock::now();
@@ -564,7 +622,8 @@ inline void print_run(const Workload& w, const std::string& row, int grid_rows, 
 // the matrix's own local bytes.
 inline std::vector<std::pair<std::string, double>> common_fields(const Timings& t, double local_bytes) {
   return {{"total_s", t.total},          {"compute_s", t.compute},
-          {"update_s", t.update},        {"commit_s", t.commit},
+          {"update_s", t.update},        {"update_cpu_s", t.update_cpu},
+          {"commit_s", t.commit},
           {"vmhwm_bytes", peak_rss()},   {"pss_bytes", proportional_rss()},
           {"local_bytes", local_bytes}};
 }

@@ -59,6 +59,14 @@ enum class MatrixProgress {
   kInline,  // incoming bins are applied only inside update(), commit() and progress()
 };
 
+// The order in which an update visits its targets (the owners of its
+// elements). kRandom, each rank its own random order (seeded by
+// MatrixOptions::seed), keeps ranks that update at the same rate from all
+// sending to one owner at once (the paper's section III-C2); kFixed visits
+// them in rank order on every rank, the worst case, for measuring that
+// (bench/matrix.py --experiment part4).
+enum class MatrixTargetOrder { kRandom, kFixed };
+
 struct MatrixOptions {
   MatrixBackend backend = MatrixBackend::kMessages;
   MatrixProgress progress = MatrixProgress::kAuto;
@@ -84,6 +92,9 @@ struct MatrixOptions {
   // stopped when called again (nothing else may come before it ends); an
   // update() that timed out was not taken.
   double timeout_seconds = 0;
+  // Random (the default) or fixed; see MatrixTargetOrder. Last, so that the
+  // options' positional initializers stay valid.
+  MatrixTargetOrder target_order = MatrixTargetOrder::kRandom;
 };
 
 // The order of the elements in a global-layout file (write_global): element

@@ -14,7 +14,7 @@ namespace resurgo {
 template <typename T>
 MessageBackend<T>::Outgoing::Outgoing(const QueuedUpdate<T>& queued, const BlockCyclic& layout, TargetOrder& order)
     : update(queued.slice()), bins(layout, update.rows, update.cols, update.upper_only), targets(bins.targets()) {
-  order.shuffle(targets);
+  order.arrange(targets);
 }
 
 template <typename T>
@@ -25,7 +25,7 @@ MessageBackend<T>::MessageBackend(const MatrixContext& context)
       queue_(context.options.max_in_flight_bytes),
       sends_(context.comm, kBinTag),
       sent_to_(static_cast<std::size_t>(context.size), 0),
-      order_(context.options.seed, context.rank) {}
+      order_(context.options.seed, context.rank, context.options.target_order) {}
 
 template <typename T>
 void MessageBackend<T>::update(const char* call, const UpdateSlice<T>& update, MatrixStats& stats,

@@ -65,7 +65,7 @@ IndexedBin<T> index_bin(const UpdateSlice<T>& update, const BlockCyclic& layout,
 
 template <typename T>
 RmaBackend<T>::RmaBackend(const MatrixContext& context)
-    : context_(context), order_(context.options.seed, context.rank) {
+    : context_(context), order_(context.options.seed, context.rank, context.options.target_order) {
   check_window_fits(context.layout, context.size);
   const std::int64_t elements = context.layout.storage_elements(context.rank);
   check_mpi(MPI_Win_allocate(static_cast<MPI_Aint>(elements) * static_cast<MPI_Aint>(sizeof(T)), sizeof(T),
@@ -89,7 +89,7 @@ void RmaBackend<T>::update(const char*, const UpdateSlice<T>& update, MatrixStat
   const Stopwatch binning;
   const UpdateBins bins(context_.layout, update.rows, update.cols, update.upper_only);
   std::vector<int> targets = bins.targets();
-  order_.shuffle(targets);
+  order_.arrange(targets);
   counters_.binning_seconds += binning.seconds();
   for (const int target : targets) {
     const Stopwatch indexing;

@@ -17,8 +17,15 @@ std::uint64_t mix(std::uint64_t value) {
 
 }  // namespace
 
-TargetOrder::TargetOrder(std::uint64_t seed, int rank) : engine_(mix(seed ^ mix(static_cast<std::uint64_t>(rank)))) {}
+TargetOrder::TargetOrder(std::uint64_t seed, int rank, MatrixTargetOrder kind)
+    : kind_(kind), engine_(mix(seed ^ mix(static_cast<std::uint64_t>(rank)))) {}
 
-void TargetOrder::shuffle(std::vector<int>& targets) { std::shuffle(targets.begin(), targets.end(), engine_); }
+void TargetOrder::arrange(std::vector<int>& targets) {
+  if (kind_ == MatrixTargetOrder::kFixed) {
+    std::sort(targets.begin(), targets.end());
+  } else {
+    std::shuffle(targets.begin(), targets.end(), engine_);
+  }
+}
 
 }  // namespace resurgo

@@ -1,13 +1,32 @@
 #include "matrix/update_queue.h"
 
+#include <algorithm>
+
 namespace resurgo {
 
 template <typename T>
 void QueuedUpdate<T>::assign(const UpdateSlice<T>& update) {
-  values.assign(update.values.begin(), update.values.end());
   rows.assign(update.rows.begin(), update.rows.end());
   cols.assign(update.cols.begin(), update.cols.end());
   upper_only = update.upper_only;
+  if (upper_only && std::is_sorted(cols.begin(), cols.end())) {
+    assign_upper_pairs(update.values);
+  } else {
+    values.assign(update.values.begin(), update.values.end());
+  }
+}
+
+template <typename T>
+void QueuedUpdate<T>::assign_upper_pairs(std::span<const T> source) {
+  values.resize(source.size());
+  const std::size_t stride = cols.size();
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const auto first = static_cast<std::size_t>(std::lower_bound(cols.begin(), cols.end(), rows[i]) - cols.begin());
+    const std::size_t begin = i * stride + first;
+    const std::size_t end = (i + 1) * stride;
+    std::copy(source.begin() + static_cast<std::ptrdiff_t>(begin), source.begin() + static_cast<std::ptrdiff_t>(end),
+              values.begin() + static_cast<std::ptrdiff_t>(begin));
+  }
 }
 
 template <typename T>

@@ -9,7 +9,9 @@
 // its arrays for the next copy, as a fresh array of a few MiB costs page
 // faults on the caller's thread, about as much again as the copy. At most
 // kSpares are kept, each of at most cap / kSpares bytes: the spares never
-// hold more than the cap again.
+// hold more than the cap again. A symmetric update whose column indices
+// are ascending (the usual Hessian update) copies only its upper pairs,
+// about half the values: the bins read no others (encode_bin).
 #pragma once
 
 #include <cstddef>
@@ -28,7 +30,10 @@ struct QueuedUpdate {
   QueuedUpdate() = default;
   explicit QueuedUpdate(const UpdateSlice<T>& update) { assign(update); }
 
-  // Copies `update` in, into the arrays' room where they have it.
+  // Copies `update` in, into the arrays' room where they have it. Of an
+  // upper-only update with ascending column indices only the pairs with
+  // rows[i] <= cols[j] are copied; the others hold whatever the recycled
+  // array held, and nothing reads them.
   void assign(const UpdateSlice<T>& update);
   UpdateSlice<T> slice() const { return {values, rows, cols, upper_only}; }
   // What the copy of `update` holds.
@@ -38,6 +43,10 @@ struct QueuedUpdate {
   std::size_t capacity_bytes() const {
     return values.capacity() * sizeof(T) + (rows.capacity() + cols.capacity()) * sizeof(std::int64_t);
   }
+
+  // values[i * cols.size() + j] for the pairs with cols[j] >= rows[i], rows
+  // and cols already copied; the row's other values are left as they were.
+  void assign_upper_pairs(std::span<const T> source);
 
   std::vector<T> values;
   std::vector<std::int64_t> rows;

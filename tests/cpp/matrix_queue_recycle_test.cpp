@@ -26,14 +26,14 @@ TEST(MatrixUpdateQueueRecycleTest, ACopyReusesTheArraysOfAnUpdateTakenOff) {
   // Had the array been freed, this would most likely take its memory.
   const std::vector<double> blocker(1000, 0.0);
 
-  queue.push_copy(UpdateSlice<double>{second_values, cols, rows, true});
+  queue.push_copy(UpdateSlice<double>{second_values, cols, rows, false});  // all values copied
   const QueuedUpdate<double>* second = queue.front();
   ASSERT_NE(second, nullptr);
   EXPECT_EQ(second->values.data(), first_array);  // the same memory, not a new allocation
   EXPECT_EQ(second->values, second_values);
   EXPECT_EQ(second->rows, cols);
   EXPECT_EQ(second->cols, rows);
-  EXPECT_TRUE(second->upper_only);
+  EXPECT_FALSE(second->upper_only);
   EXPECT_EQ(second->bytes(), 900 * sizeof(double) + 502 * sizeof(std::int64_t));
   EXPECT_NE(blocker.data(), first_array);
 }

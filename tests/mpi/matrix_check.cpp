@@ -438,9 +438,9 @@ void check_target_order() {
   for (int i = 0; i < 16; ++i) first[static_cast<std::size_t>(i)] = i;
   std::vector<int> second = first;
   std::vector<int> again = first;
-  resurgo::TargetOrder(0x5eed, 0).shuffle(first);
-  resurgo::TargetOrder(0x5eed, 1).shuffle(second);
-  resurgo::TargetOrder(0x5eed, 0).shuffle(again);
+  resurgo::TargetOrder(0x5eed, 0).arrange(first);
+  resurgo::TargetOrder(0x5eed, 1).arrange(second);
+  resurgo::TargetOrder(0x5eed, 0).arrange(again);
   check(first != second, "ranks 0 and 1 visit 16 targets in different orders");
   check(first == again, "one seed and rank give one order");
 }
