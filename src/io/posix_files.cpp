@@ -138,11 +138,13 @@ namespace {
 // lasts while any descriptor of its open file description does: a writer of
 // one store would keep every other store of the process locked until it
 // exits. The atfork child handler points each of them at /dev/null in the
-// child, which lets go of the child's reference (the parent keeps the lock)
+// child, which lets go of the child's reference (the parent keeps the lock;
+// the child must never unlock, which would release the parent's lock too)
 // and keeps the number valid, so nothing reuses it and a later close() in
-// the child is harmless. The registry mutex is held across fork() and
-// across lock-and-register and unregister-and-close, so a child never sees
-// a lock descriptor that is not registered.
+// the child is harmless. The parent's release does not wait for a child
+// that has not run it yet (~PosixFileLock). The registry mutex is held
+// across fork() and across lock-and-register and unregister-and-close, so
+// a child never sees a lock descriptor that is not registered.
 struct LockRegistry {
   static std::mutex& mutex() {
     static std::mutex registry_mutex;
@@ -177,7 +179,14 @@ class PosixFileLock final : public FileLock {
   ~PosixFileLock() override {
     std::lock_guard guard(LockRegistry::mutex());
     LockRegistry::fds().erase(fd_);
-    ::close(fd_);  // closing releases the flock
+    // Unlocked before the close: a child forked just before (another
+    // store's fork capture writer) holds a copy of the descriptor until its
+    // atfork handler runs, which under load may be long after this, and
+    // while that copy lives a close alone would leave the file locked: the
+    // store could not be opened again at once. LOCK_UN releases the lock of
+    // the open file description whatever other descriptors refer to it.
+    ::flock(fd_, LOCK_UN);
+    ::close(fd_);
   }
 
  private:
