@@ -44,7 +44,7 @@ typedef struct rsg_version_stats {
   char capture[16];               /* "copy", "synchronous", "fork" or "delta" */
   unsigned long long bytes;       /* protected bytes captured */
   double blocking_seconds;        /* time rsg_checkpoint blocked, in all */
-  double backpressure_seconds;    /* ... waiting for buffer space or the previous forked writer */
+  double backpressure_seconds;    /* ... waiting for buffer space, the previous forked writer or a level */
   double first_touch_seconds;     /* ... faulting in buffer pages */
   double copy_seconds;            /* ... copying (copy) or forking (fork) */
   unsigned long long copy_on_write_bytes; /* fork: pages written while the child wrote */

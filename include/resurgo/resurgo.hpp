@@ -84,7 +84,8 @@ struct VersionStats {
   std::uint64_t granularity_bytes = 0;  // delta mode: largest management block in force
   std::string tracker;                  // delta, auto: tracking method ("uffd", "mprotect", ...)
   double blocking_seconds = 0;     // time checkpoint() blocked the caller, in all
-  double backpressure_seconds = 0; // part of it waiting for buffer space or for the previous forked writer
+  double backpressure_seconds = 0; // part of it waiting for buffer space, the previous forked writer, or a level
+                                   // to take earlier versions (a memory level full of versions bound for L2)
   double first_touch_seconds = 0;  // part of it faulting in buffer pages the background prefault had not reached
   double copy_seconds = 0;         // part of it copying into the buffer (copy) or forking (fork); 0 for a
                                    // version written straight into the memory level (docs/adjoint.md)
