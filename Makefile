@@ -133,7 +133,7 @@ test-suite: deps build python
 
 # The GPU suites that run a second time against the fake CUDA driver
 # (tests/cpp/fake_cuda; the fake_cuda.* ctest registration runs the same).
-FAKE_CUDA_TESTS := GpuDriverTest.*:GpuCudaTest.*:GpuStoreTest.*:HostPinnerTest.TheCudaPinner*:FakeCudaTest.*:FakeCudaRulesTest.*:FakeDriver/LevelConformanceTest.*:FakeDriver/CaptureConformanceTest.*
+FAKE_CUDA_TESTS := GpuDriverTest.*:GpuCudaTest.*:GpuStoreTest.*:HostPinnerTest.TheCudaPinner*:FakeCudaTest.*:FakeCudaRulesTest.*:FakeDriver/LevelConformanceTest.*:FakeDriver/CaptureConformanceTest.*:FakeCudaDeviceOrdinalTest.*
 
 # Sanitizer builds of the library and the GoogleTest suite (no Python).
 # Debug information is line tables only (-g1): enough for the reports' stack

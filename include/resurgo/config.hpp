@@ -36,6 +36,12 @@ enum class TouchSetting : std::uint8_t { kAuto = 0, kConcurrent = 1, kSequential
 // regions are then host memory: tests and the host analog of the benchmarks).
 enum class DeviceBackend : std::uint8_t { kCuda = 0, kHost = 1 };
 
+// device.ordinal = "auto": the device the application chose (its current
+// context on the opening thread; without L0, the first device region's),
+// else the node-local rank modulo the visible devices (docs/gpu.md, "Which
+// device").
+inline constexpr int kAutoDevice = -1;
+
 // The least staging buffer buffer.capacity = auto gives: a small state
 // checkpointed every few milliseconds then has many versions in flight and
 // never waits for a disk's fsync (docs/config.md).
@@ -81,6 +87,9 @@ struct Config {
     std::uint64_t capacity = 0;               // bytes of device memory per store; 0 = no L0
     std::uint64_t chunk = std::uint64_t{1} << 30;  // mapped at a time, in the background
     DeviceBackend backend = DeviceBackend::kCuda;
+    // The device a store uses (docs/gpu.md, "Which device"): an ordinal
+    // among the visible devices (after CUDA_VISIBLE_DEVICES), or kAutoDevice.
+    int ordinal = kAutoDevice;
   } device;
   struct Memory {  // L1 memory level: whole versions kept in process memory (docs/adjoint.md)
     int every = 0;              // every n-th checkpoint is kept in memory; 0 = none

@@ -15,6 +15,7 @@ namespace resurgo {
 
 // The L0 device cache (gpu/device_cache.h).
 struct DeviceCacheStats {
+  int device = 0;                 // the ordinal of the device it is on (device.ordinal)
   std::size_t capacity = 0;       // reserved bytes
   std::size_t mapped = 0;         // bytes usable now
   std::size_t used = 0;           // bytes held by cached versions

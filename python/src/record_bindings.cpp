@@ -142,6 +142,7 @@ void bind_device_records(nb::module_& m) {
 
   Record<DeviceCacheStats>(m, "DeviceCacheStats",
                            "The L0 device cache: its mapping, the versions it holds, what it cost.")
+      .field("device", &DeviceCacheStats::device, "the ordinal of the device it is on (device.ordinal)")
       .field("capacity", &DeviceCacheStats::capacity, "reserved bytes")
       .field("mapped", &DeviceCacheStats::mapped, "bytes usable now")
       .field("used", &DeviceCacheStats::used, "bytes held by cached versions")

@@ -54,10 +54,7 @@ DeviceRegions::DeviceRegions(const Config& config, DeviceLevel* l0, int device, 
 DeviceRegions::~DeviceRegions() = default;
 
 int DeviceRegions::device_of(const Config& config, const DeviceLevel* l0, const Region& region) {
-  if (l0 != nullptr) return l0->device();
-  const std::optional<gpu::PointerInfo> info =
-      region.data ? gpu::describe_pointer(config.device.backend, region.data) : std::nullopt;
-  return info && info->device >= 0 ? info->device : gpu::current_device(config.device.backend);
+  return l0 != nullptr ? l0->device() : gpu::store_device(config.device, region.data);
 }
 
 void DeviceRegions::check(const Region& region, const std::string& store) const {
@@ -69,8 +66,8 @@ void DeviceRegions::check(const Region& region, const std::string& store) const 
     throw InvalidArgumentError("cannot protect device region '" + region.label + "' of store '" + store +
                                "': it is on device " + std::to_string(info->device) + ", and the store's device "
                                "regions and L0 cache are on device " + std::to_string(device_) +
-                               " (the device current when the store was opened, or of its first device region); a "
-                               "store uses one device: open one store per device");
+                               " (device.ordinal, or for \"auto\" the device current when the store was opened "
+                               "or of its first device region); a store uses one device: open one store per device");
   }
 }
 

@@ -177,6 +177,17 @@ auto size_in(std::uint64_t min, std::uint64_t max, const char* allowed) {
   };
 }
 
+// "auto" (any case) or a device ordinal (the driver's limit is far below
+// the bound, which only keeps the number an int).
+int parse_device_ordinal(const std::string& key, const std::string& text) {
+  if (config_word(text) == "auto") return kAutoDevice;
+  try {
+    return static_cast<int>(parse_integer(key, text, 0, 1 << 16));
+  } catch (const ConfigError&) {
+    throw bad_value(key, text, "is not \"auto\" or a device ordinal (an integer from 0, e.g. 1)");
+  }
+}
+
 template <class Enum, std::size_t N>
 auto choice(const EnumName<Enum> (&names)[N]) {
   return [&names](const std::string& key, const std::string& text) { return parse_name(names, key, text); };
@@ -214,6 +225,7 @@ std::vector<Key> keys_of(Config& c) {
       entry("device.capacity", c.device.capacity, parse_size),
       entry("device.chunk", c.device.chunk, size_in(1, UINT64_MAX, "a size larger than 0 (default 1GiB)")),
       entry("device.backend", c.device.backend, choice(kDeviceBackendNames)),
+      entry("device.ordinal", c.device.ordinal, parse_device_ordinal),
       entry("memory.every", c.memory.every, count),
       entry("memory.keep", c.memory.keep, count),
       entry("memory.capacity", c.memory.capacity, or_auto(parse_size)),

@@ -50,8 +50,9 @@ std::string capture_summary(const Config& c) {
 
 std::string levels_summary(const Config& c) {
   const std::string local = c.local.path.empty() ? Config::default_local_path() : c.local.path;
+  const std::string device = c.device.ordinal == kAutoDevice ? "auto" : std::to_string(c.device.ordinal);
   std::string text = c.device.capacity > 0 ? "L0 " + size_text(c.device.capacity) + " (" +
-                                                 to_string(c.device.backend) + ")"
+                                                 to_string(c.device.backend) + ", device " + device + ")"
                                            : "L0 off";
   text += c.memory.every > 0 ? "; L1 every " + std::to_string(c.memory.every) + " keep " +
                                    std::to_string(c.memory.keep) + " capacity " + size_or_auto(c.memory.capacity)

@@ -1,10 +1,14 @@
 #include <dlfcn.h>
 
+#include <climits>
+#include <cstdlib>
 #include <cstring>
 
+#include "base/printable.h"
 #include "gpu/device_access.h"
 #include "gpu/gpu_error.h"
 #include "gpu/host_memory.h"
+#include "resurgo/errors.hpp"
 #ifdef RESURGO_HAVE_CUDA_HEADERS
 #include "gpu/cuda_device_access.h"
 #include "gpu/cuda_host_pinner.h"
@@ -24,6 +28,18 @@ class HostDeviceAccess final : public DeviceAccess {
   void to_host(void* host, const void* device, std::size_t bytes) override { std::memcpy(host, device, bytes); }
   void to_device(void* device, const void* host, std::size_t bytes) override { std::memcpy(device, host, bytes); }
 };
+
+// `ordinal` when it is below `count`, the devices the driver shows this
+// process (CUDA_VISIBLE_DEVICES applied).
+[[maybe_unused]] int checked_ordinal(int ordinal, int count) {
+  if (ordinal < count) return ordinal;
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  throw ConfigError("configuration key 'device.ordinal': device " + std::to_string(ordinal) + " is not visible: " +
+                    std::to_string(count) + " CUDA device" + (count == 1 ? " is" : "s are") +
+                    " visible to this process (CUDA_VISIBLE_DEVICES " +
+                    (visible ? "= '" + printable(visible) + "'" : std::string("unset")) + "); give an ordinal below " +
+                    std::to_string(count) + " or \"auto\"");
+}
 
 #ifndef RESURGO_HAVE_CUDA_HEADERS
 [[noreturn]] void no_cuda_support() {
@@ -65,14 +81,39 @@ std::unique_ptr<HostPinner> open_host_pinner(DeviceBackend backend, int ordinal)
 #endif
 }
 
-int current_device(DeviceBackend backend) {
-  if (backend == DeviceBackend::kHost) return 0;
+int store_device(const Config::Device& config, const void* first_region) {
+  if (config.backend == DeviceBackend::kHost) return 0;
 #ifdef RESURGO_HAVE_CUDA_HEADERS
-  CudaDriver::instance().require();
-  return CudaDeviceAccess::current_device(CudaDriver::instance()).value_or(0);
+  const CudaDriver& driver = CudaDriver::instance();
+  driver.require();
+  int count = 0;
+  driver.check(driver.cuDeviceGetCount(&count), "cuDeviceGetCount", "the devices visible to this process");
+  if (config.ordinal != kAutoDevice) return checked_ordinal(config.ordinal, count);
+  if (first_region != nullptr) {
+    const PointerInfo info = CudaDeviceAccess::describe(driver, first_region);
+    if (info.device >= 0) return info.device;
+  }
+  if (const std::optional<int> current = CudaDeviceAccess::current_device(driver)) return *current;
+  if (count == 0) return checked_ordinal(0, count);
+  return node_local_rank() % count;
 #else
+  (void)first_region;
   no_cuda_support();
 #endif
+}
+
+int node_local_rank() {
+  // Open MPI, MPICH and Intel MPI (Hydra), MVAPICH, Cray PALS, Slurm.
+  static const char* const kVariables[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "MV2_COMM_WORLD_LOCAL_RANK",
+                                           "PALS_LOCAL_RANKID", "SLURM_LOCALID"};
+  for (const char* variable : kVariables) {
+    const char* value = std::getenv(variable);
+    if (value == nullptr || *value == '\0') continue;
+    char* end = nullptr;
+    const long rank = std::strtol(value, &end, 10);
+    if (*end == '\0' && rank >= 0 && rank <= INT_MAX) return static_cast<int>(rank);
+  }
+  return 0;
 }
 
 std::optional<PointerInfo> describe_pointer(DeviceBackend backend, const void* pointer) {

@@ -26,6 +26,7 @@ class CudaVmmMemory : public DeviceMemory {
   CudaVmmMemory& operator=(const CudaVmmMemory&) = delete;
 
   std::string name() const override { return name_; }
+  int device() const override { return context_.ordinal(); }
   std::size_t granularity() const override { return granularity_; }
   void reserve(std::size_t bytes) override;
   MapResult map(std::size_t offset, std::size_t bytes) override;

@@ -49,11 +49,19 @@ std::unique_ptr<DeviceMemory> open_device_memory(DeviceBackend backend, int ordi
 // cuMemHostRegister for the CUDA backend, mlock (its host stand-in) otherwise.
 std::unique_ptr<HostPinner> open_host_pinner(DeviceBackend backend, int ordinal = 0);
 
-// The device a store without device regions yet uses: the device of the
-// calling thread's current context (the one the application chose, e.g.
-// with cudaSetDevice), else 0. Always 0 for the host backend. Throws
+// The device a store uses (docs/gpu.md, "Which device"): device.ordinal
+// when it names one; for "auto", the device of `first_region` (a device
+// pointer, when the store has no L0 to place), else of the calling
+// thread's current context (the one the application chose, e.g. with
+// cudaSetDevice), else the node-local rank modulo the visible devices.
+// Always 0 for the host backend. Throws ConfigError naming the key, the
+// ordinal and the count when the ordinal is not below the visible devices,
 // GpuError when the CUDA driver cannot be used.
-int current_device(DeviceBackend backend);
+int store_device(const Config::Device& config, const void* first_region = nullptr);
+
+// This process's rank among those of its job on its node, from the MPI
+// launcher's or the batch system's environment; 0 when none says.
+int node_local_rank();
 
 // What `pointer` is, asked of the backend's driver (loaded if need be);
 // none for the host backend. Throws GpuError when the CUDA driver cannot be

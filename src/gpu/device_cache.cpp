@@ -33,6 +33,9 @@ DeviceCache::DeviceCache(std::unique_ptr<DeviceMemory> memory, DeviceCacheOption
   chunk_ = std::min(round_up(options.chunk, granularity), capacity_);
   memory_->reserve(capacity_);
   counters_.capacity = capacity_;
+  counters_.device = memory_->device();
+  log_.info("device cache on " + memory_name_ + ": " + size_text(capacity_) + " reserved, mapped " +
+            size_text(chunk_) + " at a time");
   mapper_ = std::thread([this] { map_chunks(); });
 }
 

@@ -18,6 +18,8 @@ class DeviceMemory {
 
   // "cuda-vmm (device 0: NVIDIA H100 80GB HBM3)", "host": for log lines.
   virtual std::string name() const = 0;
+  // The ordinal of the device the memory is on (0 for host memory).
+  virtual int device() const = 0;
   // Chunk sizes and offsets given to map() are multiples of this.
   virtual std::size_t granularity() const = 0;
 

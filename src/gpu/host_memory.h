@@ -17,6 +17,7 @@ class HostMemory : public DeviceMemory {
   HostMemory& operator=(const HostMemory&) = delete;
 
   std::string name() const override { return "host"; }
+  int device() const override { return 0; }
   std::size_t granularity() const override;
   void reserve(std::size_t bytes) override;
   MapResult map(std::size_t offset, std::size_t bytes) override;

@@ -39,7 +39,7 @@ std::unique_ptr<DeviceLevel> open_device_level(const std::string& store, int ran
                                                const Logger& log) {
   if (config.device.capacity == 0) return nullptr;
   try {
-    return std::make_unique<DeviceLevel>(store, rank, config.device, gpu::current_device(config.device.backend), log);
+    return std::make_unique<DeviceLevel>(store, rank, config.device, gpu::store_device(config.device), log);
   } catch (const gpu::GpuError& error) {
     log.warn("store '" + store + "': device.capacity is set but L0 is off: " + error.what() +
              "; device regions go to host memory at once, if they can be protected at all");

@@ -303,6 +303,7 @@ FAKE_CUDA_EXPORT uint64_t fake_cuda_reset(FakeCudaCounters* leaked) {
   d.calls.clear();
   d.resolutions.clear();
   d.device_count = 1;
+  for (fake_cuda::Device& device : d.devices) device.copies = 0;
   d.device_memory = fake_cuda::kDefaultDeviceMemory;
   d.copy_delay_us = fake_cuda::kDefaultCopyDelayUs;
   d.register_limit = 0;
@@ -327,6 +328,16 @@ FAKE_CUDA_EXPORT int fake_cuda_set_device_count(int count) {
     if (device.primary.references > 0) return -1;
   }
   d.device_count = count;
+  return 0;
+}
+
+FAKE_CUDA_EXPORT int fake_cuda_device_books(int device, FakeCudaDeviceBooks* books) {
+  fake_cuda::Driver& d = fake_cuda::driver();
+  std::lock_guard lock(d.mutex);
+  if (device < 0 || device >= fake_cuda::kMaxDevices || books == nullptr) return -1;
+  const fake_cuda::Device& books_of = d.devices[static_cast<std::size_t>(device)];
+  *books = FakeCudaDeviceBooks{books_of.allocated, books_of.copies,
+                               static_cast<uint64_t>(books_of.primary.references)};
   return 0;
 }
 

@@ -87,6 +87,7 @@ struct Context {
 struct Device {
   Context primary;
   std::uint64_t allocated = 0;  // cuMemAlloc and cuMemCreate bytes not yet freed
+  std::uint64_t copies = 0;     // run in its context since the last reset
 };
 
 // A stream or an event, and the context current when it was created.

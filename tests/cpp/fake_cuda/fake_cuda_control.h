@@ -39,9 +39,10 @@ typedef struct FakeCudaCounters {
 void fake_cuda_counters(FakeCudaCounters* counters);
 
 /* Puts every setting back to its default (failure rules, call counts,
- * resolution counts, one device, device memory size, copy delay,
- * registration limit and rate, copies across registrations refused, held
- * registrations released, driver version, streams not held), fills `leaked`
+ * resolution counts, each device's copy count, one device, device memory
+ * size, copy delay, registration limit and rate, copies across
+ * registrations refused, held registrations released, driver version,
+ * streams not held), fills `leaked`
  * (may be null) with what the driver still holds, and returns the number of
  * objects leaked: the sum of the counts of live objects. Leaked objects stay
  * as they are (something may still use them). */
@@ -51,6 +52,18 @@ uint64_t fake_cuda_reset(FakeCudaCounters* leaked);
  * context and its device memory. Returns 0, or -1 for a count out of range
  * or a change while a primary context is retained. */
 int fake_cuda_set_device_count(int count);
+
+/* One device's own books: what a test reads to see which device a store
+ * used. */
+typedef struct FakeCudaDeviceBooks {
+  uint64_t device_bytes;        /* its cuMemAlloc and cuMemCreate bytes not yet freed */
+  uint64_t copies;              /* copies and memsets run in its context (stream or synchronous) since the last reset */
+  uint64_t context_references;  /* of its primary context */
+} FakeCudaDeviceBooks;
+
+/* Fills `books` with those of device `device` (0 to 7, counted or not).
+ * Returns 0, or -1 for a device out of range or a null `books`. */
+int fake_cuda_device_books(int device, FakeCudaDeviceBooks* books);
 
 /* The device memory of each device, which its cuMemAlloc and cuMemCreate
  * share; beyond it they return CUDA_ERROR_OUT_OF_MEMORY. Default 16 GiB

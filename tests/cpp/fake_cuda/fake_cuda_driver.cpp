@@ -17,10 +17,11 @@
 //   stream is the calling thread's per-thread default stream; otherwise it
 //   is the legacy one.
 // - cuInit before anything else (CUDA_ERROR_NOT_INITIALIZED); 1 to 8
-//   devices (fake_cuda_set_device_count), each with its primary context,
-//   reference counted, current per thread (cuCtxSetCurrent replaces the top
-//   of the thread's context stack, cuCtxPushCurrent / cuCtxPopCurrent push
-//   and pop it). Allocations, copies, streams, events, VMM calls, host
+//   devices (fake_cuda_set_device_count), each with its own books
+//   (fake_cuda_device_books: memory, copies run, context references) and
+//   its primary context, reference counted, current per thread
+//   (cuCtxSetCurrent replaces the top of the thread's context stack,
+//   cuCtxPushCurrent / cuCtxPopCurrent push and pop it). Allocations, copies, streams, events, VMM calls, host
 //   registration and pointer queries fail with CUDA_ERROR_INVALID_CONTEXT on
 //   a thread where none is current (or after its last release).
 // - Device memory (cuMemAlloc, and cuMemCreate mapped with cuMemMap and
@@ -183,6 +184,7 @@ CUresult copy_async(const char* name, Side target, Side source, std::size_t byte
     bool registered = false;
     const CUresult checked = d.copy_pieces(target, source, bytes, queue.context->device, to, from, registered);
     if (checked != CUDA_SUCCESS) return checked;
+    ++d.devices[static_cast<std::size_t>(queue.context->device)].copies;
     queue.object->enqueue([to = std::move(to), from = std::move(from)] { return run_copy(to, from); }, d.due());
     return CUDA_SUCCESS;
   });
@@ -212,6 +214,7 @@ CUresult copy_sync(const char* name, Side target, Side source, std::size_t bytes
     bool registered = false;
     const CUresult checked = d.copy_pieces(target, source, bytes, d.current()->device, to, from, registered);
     if (checked != CUDA_SUCCESS) return checked;
+    ++d.devices[static_cast<std::size_t>(d.current()->device)].copies;
     const std::chrono::microseconds delay(d.copy_delay_us);
     lock.unlock();
     if (const CUresult pending = null_stream->synchronize(); pending != CUDA_SUCCESS) return pending;
@@ -707,6 +710,7 @@ CUresult cuMemsetD8Async(CUdeviceptr target, unsigned char value, std::size_t co
     if (const CUresult r = d.device_pieces(target, count, true, queue.context->device, to); r != CUDA_SUCCESS) {
       return r;
     }
+    ++d.devices[static_cast<std::size_t>(queue.context->device)].copies;
     queue.object->enqueue([to = std::move(to), value] { return run_copy(to, {}, value); }, d.due());
     return CUDA_SUCCESS;
   });
