@@ -6,6 +6,7 @@
 
 #include <filesystem>
 
+#include "cuda_device_buffer.h"
 #include "gpu/cuda_driver.h"
 #include "gpu/cuda_vmm_memory.h"
 #include "gpu/device_cache.h"
@@ -73,20 +74,7 @@ TEST_F(GpuCudaTest, DriverErrorsAreNamedWithTheirCudaString) {
   }
 }
 
-// A device buffer from cuMemAlloc in the test thread's context.
-class DeviceBuffer {
- public:
-  DeviceBuffer(const CudaDriver& driver, std::size_t bytes) : driver_(driver) {
-    driver_.check(driver_.cuMemAlloc(&pointer_, bytes), "cuMemAlloc", "test buffer");
-  }
-  ~DeviceBuffer() { driver_.cuMemFree(pointer_); }
-  void* get() const { return reinterpret_cast<void*>(pointer_); }
-  CUdeviceptr address() const { return pointer_; }
-
- private:
-  const CudaDriver& driver_;
-  CUdeviceptr pointer_ = 0;
-};
+using DeviceBuffer = testing::CudaDeviceBuffer;
 
 TEST_F(GpuCudaTest, VmmCacheMapsInChunksAndRoundTripsDeviceBytes) {
   auto memory = std::make_unique<CudaVmmMemory>(0);
@@ -100,7 +88,7 @@ TEST_F(GpuCudaTest, VmmCacheMapsInChunksAndRoundTripsDeviceBytes) {
 
   const std::size_t bytes = 3 * granularity + 12345;  // across chunk boundaries
   const std::vector<unsigned char> host = random_bytes<unsigned char>(bytes, 9);
-  DeviceBuffer source(driver(), bytes);
+  DeviceBuffer source(bytes);
   driver().check(driver().cuMemcpyHtoDAsync(source.address(), host.data(), bytes, nullptr), "cuMemcpyHtoDAsync",
                  "test");
   driver().check(driver().cuStreamSynchronize(nullptr), "cuStreamSynchronize", "test");
@@ -110,7 +98,7 @@ TEST_F(GpuCudaTest, VmmCacheMapsInChunksAndRoundTripsDeviceBytes) {
   cache.read(1, 0, to_host.data(), bytes);
   EXPECT_EQ(to_host, host);
 
-  DeviceBuffer target(driver(), bytes);
+  DeviceBuffer target(bytes);
   driver().check(driver().cuMemsetD8Async(target.address(), 0, bytes, nullptr), "cuMemsetD8Async", "test");
   driver().check(driver().cuStreamSynchronize(nullptr), "cuStreamSynchronize", "test");
   cache.read(1, 0, target.get(), bytes);
@@ -128,7 +116,7 @@ TEST_F(GpuCudaTest, VmmCacheEvictsFlushedVersionsWhenFull) {
   options.chunk = granularity;
   options.capacity = 2 * granularity;
   DeviceCache cache(std::move(memory), options, log_);
-  DeviceBuffer source(driver(), granularity);
+  DeviceBuffer source(granularity);
   driver().check(driver().cuMemsetD8Async(source.address(), 0x5a, granularity, nullptr), "cuMemsetD8Async", "test");
   driver().check(driver().cuStreamSynchronize(nullptr), "cuStreamSynchronize", "test");
   for (std::int64_t v = 1; v <= 4; ++v) {
@@ -185,7 +173,7 @@ TEST_F(GpuStoreTest, DeviceRegionsRoundTripThroughL0AndWithoutIt) {
     with.local.path = levels.path();
     Store store("gpu", with);
     const std::size_t bytes = (32u << 20) + 4097;
-    DeviceBuffer region(driver(), bytes);
+    DeviceBuffer region(bytes);
     std::vector<unsigned char> host;
     for (int version = 1; version <= 3; ++version) {
       host = random_bytes<unsigned char>(bytes, static_cast<unsigned>(version));
@@ -205,7 +193,7 @@ TEST_F(GpuStoreTest, DeviceRegionsRoundTripThroughL0AndWithoutIt) {
 
 TEST_F(GpuStoreTest, APointerOfTheOtherKindIsRefused) {
   Store store("gpu", config("64MiB"));
-  DeviceBuffer device(driver(), 4096);
+  DeviceBuffer device(4096);
   std::vector<unsigned char> host(4096);
   EXPECT_THROW(store.protect(0, device.get(), 4096, "device_as_host"), InvalidArgumentError);
   EXPECT_THROW(store.protect_device(1, host.data(), host.size(), "host_as_device"), InvalidArgumentError);

@@ -21,6 +21,7 @@
 #include <dlfcn.h>
 
 #include "fake_cuda_lookup.h"
+#include "cuda_device_buffer.h"
 #include "gpu/device_access.h"
 #include "resurgo/resurgo.hpp"
 #include "test_util.h"
@@ -160,28 +161,7 @@ bool growth_done(const Store& store) {
   return false;
 }
 
-// Device memory of the current context's device, freed with the object.
-class DeviceBuffer {
- public:
-  explicit DeviceBuffer(std::size_t bytes) : bytes_(bytes) { check(cuda().cuMemAlloc(&address_, bytes), "cuMemAlloc"); }
-  ~DeviceBuffer() { cuda().cuMemFree(address_); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  void* get() const { return reinterpret_cast<void*>(address_); }
-  void upload(const std::vector<unsigned char>& bytes) const {
-    check(cuda().cuMemcpyHtoD(address_, bytes.data(), bytes.size()), "cuMemcpyHtoD");
-    check(cuda().cuStreamSynchronize(nullptr), "cuStreamSynchronize");
-  }
-  std::vector<unsigned char> download() const {
-    std::vector<unsigned char> bytes(bytes_);
-    check(cuda().cuMemcpyDtoH(bytes.data(), address_, bytes_), "cuMemcpyDtoH");
-    return bytes;
-  }
-
- private:
-  std::size_t bytes_;
-  CUdeviceptr address_ = 0;
-};
+using DeviceBuffer = testing::CudaDeviceBuffer;
 
 // The application works on device 0 and keeps its state on device 1; the
 // store, told device.ordinal = 1, allocates and copies there alone (with L0

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "fake_cuda_lookup.h"
+#include "cuda_device_buffer.h"
 #include "gpu/cuda_device_access.h"
 #include "gpu/cuda_driver.h"
 #include "gpu/cuda_host_pinner.h"
@@ -46,31 +47,7 @@ std::string device_name(int ordinal) {
 }
 void check(CUresult result, const char* call) { cuda().check(result, call, "test"); }
 
-// Device memory from cuMemAlloc, freed with the object.
-class DeviceBuffer {
- public:
-  explicit DeviceBuffer(std::size_t bytes) : bytes_(bytes) { check(cuda().cuMemAlloc(&address_, bytes), "cuMemAlloc"); }
-  ~DeviceBuffer() { cuda().cuMemFree(address_); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  void* get() const { return reinterpret_cast<void*>(address_); }
-  CUdeviceptr address() const { return address_; }
-  // As an application finishes writing a region before checkpoint(): a
-  // cuMemcpyHtoD from pageable memory returns before the bytes landed.
-  void upload(const std::vector<unsigned char>& bytes) const {
-    check(cuda().cuMemcpyHtoD(address_, bytes.data(), bytes.size()), "cuMemcpyHtoD");
-    check(cuda().cuStreamSynchronize(nullptr), "cuStreamSynchronize");
-  }
-  std::vector<unsigned char> download() const {
-    std::vector<unsigned char> bytes(bytes_);
-    check(cuda().cuMemcpyDtoH(bytes.data(), address_, bytes_), "cuMemcpyDtoH");
-    return bytes;
-  }
-
- private:
-  std::size_t bytes_;
-  CUdeviceptr address_ = 0;
-};
+using DeviceBuffer = testing::CudaDeviceBuffer;
 
 // Each test starts with the fake's defaults and must leave nothing behind:
 // no allocation, mapping, registration, stream, event or context reference,
