@@ -22,6 +22,7 @@
 #include "format/file_names.h"
 #include "format/version_writer.h"
 #include "forwarding_level.h"
+#include "full_version.h"
 #include "io/bytes_file.h"
 #include "io/fault_env.h"
 #include "pipeline/scheduler.h"
@@ -36,23 +37,10 @@ namespace {
 constexpr std::uint64_t kMiB = 1u << 20;
 constexpr char kStore[] = "group";
 
-// A full version of one region holding `state`.
-Snapshot full_version(int version, const std::vector<std::byte>& state) {
-  Snapshot snapshot;
-  snapshot.header.store = kStore;
-  snapshot.header.version = version;
-  snapshot.header.chunk_size = kMiB;
-  format::RegionEntry region;
-  region.label = "state";
-  region.bytes = state.size();
-  snapshot.header.regions.push_back(region);
-  snapshot.extents.push_back(Extent{0, 0, state.size(), state.data()});
-  return snapshot;
-}
 
-// The container bytes the Scheduler writes for `full_version(version, state)`.
+// The container bytes the Scheduler writes for that version of `state`.
 std::vector<std::byte> container_of(int version, const std::vector<std::byte>& state, const Config& config) {
-  const Snapshot snapshot = full_version(version, state);
+  const Snapshot snapshot = testing::full_version(kStore, version, state);
   ThreadPool pool(0);
   BytesFile file("expected");
   write_extents(file, snapshot.header, snapshot.extents, config.pipeline, pool);
@@ -142,7 +130,7 @@ struct Pipeline {
   // small version's copy capture does.
   void take(int version, bool on_caller = false) {
     catalog.add(version, Clock::now(), level_numbers(route), VersionStats{});
-    Snapshot snapshot = full_version(version, state(version));
+    Snapshot snapshot = testing::full_version(kStore, version, state(version));
     snapshot.synchronous = on_caller;
     snapshot.into_memory_level = on_caller;
     scheduler->submit(version, route, std::move(snapshot));

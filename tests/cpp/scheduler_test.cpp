@@ -13,6 +13,7 @@
 #include "base/trace.h"
 #include "base/thread_pool.h"
 #include "forwarding_level.h"
+#include "full_version.h"
 #include "resurgo/config.hpp"
 #include "tier/memory_level.h"
 
@@ -21,19 +22,6 @@ namespace {
 
 constexpr std::uint64_t kMiB = 1u << 20;
 
-// A full version of one region of `bytes`: one 2 MiB piece of the memory level.
-Snapshot full_version(int version, const std::vector<std::byte>& state) {
-  Snapshot snapshot;
-  snapshot.header.store = "scheduler";
-  snapshot.header.version = version;
-  snapshot.header.chunk_size = kMiB;
-  format::RegionEntry region;
-  region.label = "state";
-  region.bytes = state.size();
-  snapshot.header.regions.push_back(region);
-  snapshot.extents.push_back(Extent{0, 0, state.size(), state.data()});
-  return snapshot;
-}
 
 // A memory level whose commit, when the level is full, lets the eviction
 // thread win the race: it evicts what its keep allows before it reports the
@@ -62,7 +50,7 @@ struct OneMemoryLevel {
         level(eviction == EvictionThread::kWinsTheRace ? static_cast<Level&>(racing) : memory) {}
   void take(int version) {
     catalog.add(version, Clock::now(), {1}, VersionStats{});
-    scheduler.submit(version, {&level}, full_version(version, state));
+    scheduler.submit(version, {&level}, testing::full_version("scheduler", version, state));
     catalog.wait_settled(version, 1);
   }
 
