@@ -17,6 +17,7 @@
 #include "capture/auto_capture.h"
 #include "capture/huge_page_collapse.h"
 #include "capture/mappings.h"
+#include "huge_aligned_memory.h"
 #include "resurgo/errors.hpp"
 #include "resurgo/resurgo.hpp"
 #include "test_util.h"
@@ -102,36 +103,7 @@ TEST(AutoKey, FractionsAreAcceptedAndOtherValuesRefusedNamingTheKey) {
   }
 }
 
-// Anonymous memory aligned to the huge page size (so that whole huge pages
-// of it are left out of the child), private or shared.
-class Memory {
- public:
-  Memory(std::size_t bytes, bool shared) : bytes_(bytes) {
-    const std::size_t huge = std::max<std::size_t>(huge_page_bytes(), 4096);
-    mapped_bytes_ = bytes + huge;
-    mapped_ = ::mmap(nullptr, mapped_bytes_, PROT_READ | PROT_WRITE,
-                     (shared ? MAP_SHARED : MAP_PRIVATE) | MAP_ANONYMOUS, -1, 0);
-    if (mapped_ == MAP_FAILED) throw std::system_error(errno, std::generic_category(), "mmap");
-    data_ = reinterpret_cast<std::byte*>((reinterpret_cast<std::uintptr_t>(mapped_) + huge - 1) / huge * huge);
-  }
-  ~Memory() { ::munmap(mapped_, mapped_bytes_); }
-  Memory(const Memory&) = delete;
-  Memory& operator=(const Memory&) = delete;
-
-  std::byte* data() const { return data_; }
-  std::size_t bytes() const { return bytes_; }
-  void fill(int seed) {
-    for (std::size_t i = 0; i < bytes_; i += 8) data_[i] = static_cast<std::byte>(seed + i / 4096);
-  }
-  std::vector<std::byte> copy() const { return {data_, data_ + bytes_}; }
-  bool equals(const std::vector<std::byte>& saved) const { return std::memcmp(data_, saved.data(), bytes_) == 0; }
-
- private:
-  std::size_t bytes_;
-  std::size_t mapped_bytes_;
-  void* mapped_;
-  std::byte* data_;
-};
+using Memory = testing::HugeAlignedMemory;
 
 bool uffd_available() {
   try {
@@ -177,7 +149,7 @@ TEST_F(AutoCaptureTest, WriteHeavyRegionIsCopiedReadMostlyOneForkedAndTheVersion
   Memory light(8 * kMiB, false);
   heavy.fill(1);
   light.fill(2);
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   Store store("a", config(), gate.env());
   store.protect(0, heavy.data(), heavy.bytes(), "heavy");
   store.protect(1, light.data(), light.bytes(), "light");
@@ -190,7 +162,7 @@ TEST_F(AutoCaptureTest, WriteHeavyRegionIsCopiedReadMostlyOneForkedAndTheVersion
   gate.open();
   const VersionStats first = stats_of(store, 1);
   const VersionStats split = stats_of(store, 2);
-  const std::string log = testing::internal::GetCapturedStderr();
+  const std::string log = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(first.capture, "copy");
   EXPECT_EQ(split.capture, "copy+fork");
   EXPECT_EQ(split.tracker, "uffd");
@@ -211,7 +183,7 @@ TEST_F(AutoCaptureTest, TheChoiceIsLoggedOnceWhileItHolds) {
   if (forks_unsupported()) GTEST_SKIP() << "needs uffd write protection, and no sanitizer (forks a writer)";
   Memory heavy(4 * kMiB, false);
   Memory light(8 * kMiB, false);
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   Store store("a", config());
   store.protect(0, heavy.data(), heavy.bytes(), "heavy");
   store.protect(1, light.data(), light.bytes(), "light");
@@ -220,7 +192,7 @@ TEST_F(AutoCaptureTest, TheChoiceIsLoggedOnceWhileItHolds) {
     store.checkpoint(version);
   }
   store.wait(kAllVersions, kL2);
-  const std::string log = testing::internal::GetCapturedStderr();
+  const std::string log = ::testing::internal::GetCapturedStderr();
   std::size_t lines = 0;
   for (std::size_t at = log.find("copies 'heavy'"); at != std::string::npos; at = log.find("copies 'heavy'", at + 1)) {
     ++lines;
@@ -255,7 +227,7 @@ TEST_F(AutoCaptureTest, RegionTheTrackerCannotWatchKeepsTheRuleWithoutRates) {
   Memory light(4 * kMiB, false);
   heavy.fill(1);
   light.fill(2);
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   Store store("a", config());
   store.protect(0, heavy.data(), heavy.bytes(), "heavy");
   store.protect(1, light.data(), light.bytes(), "light");
@@ -264,7 +236,7 @@ TEST_F(AutoCaptureTest, RegionTheTrackerCannotWatchKeepsTheRuleWithoutRates) {
   const std::vector<std::byte> heavy_saved = heavy.copy();
   store.checkpoint(2);
   const VersionStats second = stats_of(store, 2);
-  const std::string log = testing::internal::GetCapturedStderr();
+  const std::string log = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(second.capture, "copy");
   EXPECT_TRUE(log.find("no write rate of region 'heavy'") != std::string::npos ||
               log.find("measures no write rate") != std::string::npos)

@@ -22,6 +22,7 @@
 #include "capture/mappings.h"
 #include "resurgo/resurgo.hpp"
 #include "test_util.h"
+#include "huge_aligned_memory.h"
 #include "track/uffd_tracker.h"
 #include "version_stats.h"
 
@@ -34,37 +35,14 @@ namespace {
 
 constexpr std::size_t kBytes = std::size_t{8} << 20;
 
-// Private anonymous memory aligned to the huge page size and advised
-// MADV_HUGEPAGE, so that it is huge at first touch where THP allows it.
-class HugeMemory {
+// Private memory aligned to the huge page size and advised MADV_HUGEPAGE,
+// so that it is huge at first touch where THP allows it.
+class HugeMemory : public testing::HugeAlignedMemory {
  public:
-  explicit HugeMemory(std::size_t bytes) : bytes_(bytes) {
-    const std::size_t huge = std::max<std::size_t>(huge_page_bytes(), 4096);
-    mapped_bytes_ = bytes + huge;
-    mapped_ = ::mmap(nullptr, mapped_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (mapped_ == MAP_FAILED) throw std::system_error(errno, std::generic_category(), "mmap");
-    data_ = reinterpret_cast<std::byte*>((reinterpret_cast<std::uintptr_t>(mapped_) + huge - 1) / huge * huge);
-    ::madvise(data_, bytes, MADV_HUGEPAGE);  // EINVAL without THP: the tests skip
+  explicit HugeMemory(std::size_t bytes) : HugeAlignedMemory(bytes) {
+    ::madvise(data(), bytes, MADV_HUGEPAGE);  // EINVAL without THP: the tests skip
   }
-  ~HugeMemory() { ::munmap(mapped_, mapped_bytes_); }
-  HugeMemory(const HugeMemory&) = delete;
-  HugeMemory& operator=(const HugeMemory&) = delete;
-
-  std::byte* data() const { return data_; }
-  std::size_t bytes() const { return bytes_; }
-  std::uint64_t huge_bytes() const { return anon_huge_page_bytes_at(data_); }
-  // Writes every page.
-  void fill(int seed) {
-    for (std::size_t i = 0; i < bytes_; i += 64) data_[i] = static_cast<std::byte>(seed + i / 4096);
-  }
-  std::vector<std::byte> copy() const { return {data_, data_ + bytes_}; }
-  bool equals(const std::vector<std::byte>& saved) const { return std::memcmp(data_, saved.data(), bytes_) == 0; }
-
- private:
-  std::size_t bytes_;
-  std::size_t mapped_bytes_;
-  void* mapped_;
-  std::byte* data_;
+  std::uint64_t huge_bytes() const { return anon_huge_page_bytes_at(data()); }
 };
 
 std::unique_ptr<track::Tracker> uffd_or_null() {
