@@ -60,7 +60,7 @@ typedef struct rsg_version_stats {
   unsigned long long granularity_bytes;   /* largest management block in force */
   char tracker[16];                       /* "uffd", "soft-dirty", "mprotect", "hash"; "" otherwise */
   /* Device regions (docs/gpu.md): */
-  unsigned long long device_bytes;        /* bytes of device regions */
+  unsigned long long device_bytes;        /* bytes of device and managed regions */
   char device_path[8];                    /* "l0" (into the L0 device cache), "host" (copied to host at once), "" */
   double device_wait_seconds;             /* part of copy_seconds waiting for L0 chunks to be mapped or flushed */
 } rsg_version_stats;
@@ -163,7 +163,11 @@ int rsg_protect(rsg_store *s, int id, void *ptr, size_t bytes, const char *label
  * CUDA driver can tell), RSG_ESTORAGE when no GPU can be used (the message
  * says why). */
 int rsg_protect_device(rsg_store *s, int id, void *device_ptr, size_t bytes, const char *label);
-/* A region in CUDA managed memory (cuMemAllocManaged), read by the host. */
+/* A region in CUDA managed memory (cuMemAllocManaged; docs/gpu.md, "Managed
+ * memory"): checkpoints synchronise the device's context, then copy it as a
+ * device region. RSG_EINVAL when ptr is host or device memory, RSG_ESTORAGE
+ * when no GPU can be used (the message says why). rsg_protect of managed
+ * memory protects it so too. */
 int rsg_protect_managed(rsg_store *s, int id, void *ptr, size_t bytes, const char *label);
 int rsg_unprotect(rsg_store *s, int id);
 int rsg_set_metadata(rsg_store *s, const void *data, size_t bytes);

@@ -90,7 +90,7 @@ struct VersionStats {
   double copy_seconds = 0;         // part of it copying into the buffer (copy) or forking (fork); 0 for a
                                    // version written straight into the memory level (docs/adjoint.md)
   std::uint64_t copy_on_write_bytes = 0;  // fork: pages the application wrote while the child wrote
-  // Device regions (docs/gpu.md): their bytes, and where checkpoint() put
+  // Device and managed regions (docs/gpu.md): their bytes, and where checkpoint() put
   // them: "l0" (copied device to device into the L0 device cache), "host"
   // (copied to host memory before checkpoint() returned: no L0, or a version
   // L0 cannot hold); "" for a version without device regions.
@@ -189,6 +189,8 @@ class Store {
 
   // `block`: the region is this rank's block of a global array (MPI stores;
   // `type.shape` then gives the block's shape and `type.dtype` its elements).
+  // Managed memory (where the process uses the CUDA driver) is protected as
+  // by protect_managed.
   void protect(int id, void* data, std::size_t bytes, const std::string& label = "",
                const ElementType& type = {}, const GlobalBlock& block = {});
   // A region in CUDA device memory (docs/gpu.md): checkpoint() copies it
@@ -199,8 +201,11 @@ class Store {
   // device memory. The memory must stay allocated until unprotect().
   void protect_device(int id, void* device_data, std::size_t bytes, const std::string& label = "",
                       const ElementType& type = {});
-  // A region in CUDA managed memory (cuMemAllocManaged): the host reads and
-  // writes it like host memory; the version records its kind.
+  // A region in CUDA managed memory (cuMemAllocManaged; docs/gpu.md,
+  // "Managed memory"): checkpoint() synchronises the device's context, then
+  // copies it as a device region (the driver's copies, no host loads).
+  // InvalidArgumentError for host or device memory, StorageError without a
+  // usable CUDA driver.
   void protect_managed(int id, void* data, std::size_t bytes, const std::string& label = "",
                        const ElementType& type = {});
   void unprotect(int id);

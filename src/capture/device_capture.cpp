@@ -1,6 +1,7 @@
 #include "capture/device_capture.h"
 
 #include "gpu/device_access.h"
+#include "gpu/gpu_error.h"
 #include "resurgo/errors.hpp"
 
 namespace resurgo {
@@ -17,21 +18,38 @@ Snapshot DeviceCapture::take(const std::vector<Region>& regions, format::Header 
 }
 
 void DeviceCapture::check(const Region& region, const std::string& store) {
-  if (region.kind != MemoryKind::kDevice) {
+  if (!copied_by_dma(region.kind)) {
     const std::optional<gpu::PointerInfo> found =
         region.data ? gpu::describe_if_cuda_is_loaded(region.data) : std::nullopt;
     if (found && found->kind == MemoryKind::kDevice) refuse_memory_kind(region, store, found->kind);
     return;
   }
+  const std::string what = std::string(region.kind == MemoryKind::kDevice ? "device" : "managed") + " region '" +
+                           region.label + "' of store '" + store + "'";
   if (config_.capture.mode == CaptureMode::kFork || config_.capture.mode == CaptureMode::kAuto) {
-    throw InvalidArgumentError("cannot protect device region '" + region.label + "' of store '" + store +
-                               "': capture.mode = fork (or auto) writes versions from a child process, which cannot "
-                               "reach device memory; use capture.mode = copy or delta");
+    throw InvalidArgumentError("cannot protect " + what +
+                               ": capture.mode = fork (or auto) writes versions from a child process, which cannot "
+                               "reach device or managed memory; use capture.mode = copy or delta");
   }
-  if (!device_) {
-    device_ = std::make_unique<DeviceRegions>(config_, l0_, DeviceRegions::device_of(config_, l0_, region), log_);
-  }
+  if (!device_) device_ = open_device_regions(region, what);
   device_->check(region, store);
+  if (region.kind == MemoryKind::kManaged && config_.capture.mode == CaptureMode::kDelta) {
+    log_.info(what + " is captured in full at every version: delta mode tracks the host's writes, and cannot see "
+                     "those of GPU kernels to managed memory");
+  }
+}
+
+// The device side opens at the first device or managed region, which names
+// `what` in the error when the driver cannot be used.
+std::unique_ptr<DeviceRegions> DeviceCapture::open_device_regions(const Region& region, const std::string& what) {
+  try {
+    return std::make_unique<DeviceRegions>(config_, l0_, DeviceRegions::device_of(config_, l0_, region), log_);
+  } catch (const gpu::GpuError& error) {
+    throw gpu::GpuError("cannot protect " + what + ": " + error.what() +
+                            "; device and managed memory need a usable CUDA driver (device.backend = \"host\" "
+                            "takes host memory standing for them, for tests)",
+                        error.result());
+  }
 }
 
 std::unique_ptr<RestartTargets> DeviceCapture::restart_targets(const Registry& registry, int version) {

@@ -1,10 +1,10 @@
 // DeviceCapture: the Capture the Store uses (DESIGN.md, "Capture"). It wraps
-// the capture of host and managed regions (copy, fork, delta) and takes the
-// device regions itself (device_regions.h: device to device into L0, or to
+// the capture of host regions (copy, fork, delta) and takes the device and
+// managed regions itself (device_regions.h: device to device into L0, or to
 // host memory at once): it owns the pointer-kind checks at protect(), the
 // L0 path of a checkpoint, and the restart of device regions. The Store
-// knows none of it. A store that never protects a device region never
-// loads the CUDA driver: the device side is opened at the first one.
+// knows none of it. A store that never protects a device or managed region
+// never loads the CUDA driver: the device side is opened at the first one.
 #pragma once
 
 #include <memory>
@@ -23,7 +23,7 @@ class DeviceCapture final : public Capture {
 
   const char* mode(std::uint64_t state_bytes) const override { return host_->mode(state_bytes); }
   void resize(std::uint64_t state_bytes) override { host_->resize(state_bytes); }
-  // The host and managed regions through the wrapped capture, the device
+  // The host regions through the wrapped capture, the device and managed
   // regions into L0 (or host memory). Region i of `regions` is region i of
   // the header.
   Snapshot take(const std::vector<Region>& regions, format::Header header, Level& first_level,
@@ -32,15 +32,20 @@ class DeviceCapture final : public Capture {
   void unprotected(int id) override { host_->unprotected(id); }
   void start_new_chain(const std::string& why) override { host_->start_new_chain(why); }
 
-  // Host and managed regions: a device pointer is refused where the process
-  // uses the CUDA driver. Device regions: refused under capture.mode fork
-  // or auto (a forked child cannot reach device memory), when the pointer is
-  // not device memory, or device memory of another device than the store's.
+  // Host regions: a device pointer is refused where the process uses the
+  // CUDA driver (Store::protect gives a managed pointer the managed kind).
+  // Device and managed regions: refused under capture.mode fork or auto (a
+  // forked child cannot reach them), without a usable driver (GpuError
+  // naming the region), when the pointer is not memory of the region's
+  // kind, or device memory of another device than the store's. Under delta
+  // mode a managed region is logged as taken in full.
   void check(const Region& region, const std::string& store) override;
   std::unique_ptr<RestartTargets> restart_targets(const Registry& registry, int version) override;
   DeviceStats device_stats() const override;
 
  private:
+  std::unique_ptr<DeviceRegions> open_device_regions(const Region& region, const std::string& what);
+
   std::unique_ptr<Capture> host_;
   const Config& config_;
   const Logger& log_;

@@ -61,8 +61,8 @@ void DeviceRegions::check(const Region& region, const std::string& store) const 
   if (region.data == nullptr) return;
   const std::optional<gpu::PointerInfo> info = access_->describe(region.data);
   if (!info) return;
-  if (info->kind != MemoryKind::kDevice) refuse_memory_kind(region, store, info->kind);
-  if (info->device >= 0 && info->device != device_) {
+  if (info->kind != region.kind) refuse_memory_kind(region, store, info->kind);
+  if (region.kind == MemoryKind::kDevice && info->device >= 0 && info->device != device_) {
     throw InvalidArgumentError("cannot protect device region '" + region.label + "' of store '" + store +
                                "': it is on device " + std::to_string(info->device) + ", and the store's device "
                                "regions and L0 cache are on device " + std::to_string(device_) +
@@ -76,7 +76,7 @@ Snapshot DeviceRegions::take(Capture& host_capture, const std::vector<Region>& r
   std::vector<Region> host;
   std::vector<std::uint32_t> header_index;  // of each host region
   for (std::size_t index = 0; index < regions.size(); ++index) {
-    if (regions[index].kind == MemoryKind::kDevice) continue;
+    if (copied_by_dma(regions[index].kind)) continue;
     host.push_back(regions[index]);
     header_index.push_back(static_cast<std::uint32_t>(index));
   }
@@ -99,13 +99,16 @@ Snapshot DeviceRegions::take(Capture& host_capture, const std::vector<Region>& r
 void DeviceRegions::take_device_regions(const std::vector<Region>& regions, Snapshot& snapshot, CaptureTimes& times) {
   std::vector<const Region*> device;
   std::uint64_t bytes = 0;
+  bool managed = false;
   for (const Region& region : regions) {
-    if (region.kind != MemoryKind::kDevice) continue;
+    if (!copied_by_dma(region.kind)) continue;
     device.push_back(&region);
     bytes += region.bytes;
+    managed = managed || region.kind == MemoryKind::kManaged;
   }
   if (device.empty()) return;
   const Clock::time_point started = Clock::now();
+  if (managed) access_->synchronize();
   const double compute_seconds =
       previous_take_end_ ? std::chrono::duration<double>(started - *previous_take_end_).count() : 0;
   if (!staging_) {
@@ -134,7 +137,7 @@ void DeviceRegions::take_device_regions(const std::vector<Region>& regions, Snap
     staging->buffer->checkpoint_taken(staging->bytes, staging->compute_seconds);
   };
   for (std::size_t index = 0, offset = 0; index < regions.size(); ++index) {
-    if (regions[index].kind != MemoryKind::kDevice) continue;
+    if (!copied_by_dma(regions[index].kind)) continue;
     const std::byte* source = staging->block ? staging->block->data() + offset : nullptr;
     snapshot.extents.push_back(Extent{static_cast<std::uint32_t>(index), 0, regions[index].bytes, source});
     offset += regions[index].bytes;
@@ -213,9 +216,9 @@ DeviceRestart::DeviceRestart(const Registry& registry, DeviceRegions& device, in
       version_(version),
       from_cache_(version != kLatest && device.cached(version, registry.regions())) {
   for (Region region : registry.regions()) {
-    if (region.kind == MemoryKind::kDevice && from_cache_) {
+    if (copied_by_dma(region.kind) && from_cache_) {
       region.restored_elsewhere = true;
-    } else if (region.kind == MemoryKind::kDevice) {
+    } else if (copied_by_dma(region.kind)) {
       Copy& copy = copies_.emplace_back(Copy{region, std::make_unique_for_overwrite<std::byte[]>(region.bytes)});
       region.data = copy.host.get();
     }
@@ -232,7 +235,7 @@ std::uint64_t DeviceRestart::write_back() {
 std::vector<DeviceRegions::CachedRegion> DeviceRegions::device_layout(const std::vector<Region>& regions) {
   std::vector<CachedRegion> layout;
   for (const Region& region : regions) {
-    if (region.kind == MemoryKind::kDevice) layout.push_back({region.id, region.label, region.bytes});
+    if (copied_by_dma(region.kind)) layout.push_back({region.id, region.label, region.bytes});
   }
   return layout;
 }
@@ -246,7 +249,7 @@ bool DeviceRegions::cached(std::int64_t version, const std::vector<Region>& regi
 std::uint64_t DeviceRegions::restore_from_l0(std::int64_t version, const std::vector<Region>& regions) {
   std::uint64_t offset = 0;
   for (const Region& region : regions) {
-    if (region.kind != MemoryKind::kDevice) continue;
+    if (!copied_by_dma(region.kind)) continue;
     l0_->read(static_cast<int>(version), offset, region.data, region.bytes);
     offset += region.bytes;
   }

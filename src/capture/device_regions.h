@@ -1,10 +1,11 @@
 // The device regions' part of a version (docs/gpu.md; HiPC'22 cache paper,
-// section IV), for the device capture (device_capture.h). On the
-// application thread, take() copies them device to device into L0 (the
-// route's DeviceLevel) and returns; on the first level's worker, the
-// Snapshot's `stage` copies them out of L0 into host memory for the writer
-// and releases the version in L0, so that it may be evicted (first in,
-// first out) once L0 is full. Without L0, or for a version L0 cannot hold,
+// section IV), for the device capture (device_capture.h). Managed regions
+// go the same way (copied_by_dma below), once the device's context was
+// synchronised. On the application thread, take() copies them device to
+// device into L0 (the route's DeviceLevel) and returns; on the first
+// level's worker, the Snapshot's `stage` copies them out of L0 into host
+// memory for the writer and releases the version in L0, so that it may be
+// evicted (first in, first out) once L0 is full. Without L0, or for a version L0 cannot hold,
 // the regions are copied device to host before checkpoint() returns (the L0
 // bypass, logged by the cache). Either way the host copy goes to the L1
 // host buffer that pins late (device_staging.h), sized at the first
@@ -34,6 +35,15 @@
 
 namespace resurgo {
 
+// Whether regions of `kind` are taken here, by the driver's copies (DMA),
+// rather than by the host capture: device memory, which the host cannot
+// load, and managed memory, where host loads would fault each page back from
+// the GPU one at a time, leave it migrated to the host, and see the
+// kernels' writes only after a synchronisation (take() synchronises). Delta
+// mode's write tracking sees host writes only: such a region is taken in
+// full at every version.
+inline bool copied_by_dma(MemoryKind kind) { return kind != MemoryKind::kHost; }
+
 class DeviceRegions {
  public:
   // Opens the backend `config.device.backend` names on device `device`, the
@@ -50,13 +60,15 @@ class DeviceRegions {
   static int device_of(const Config& config, const DeviceLevel* l0, const Region& region);
 
   // Refuses (InvalidArgumentError naming `region` of store `store`) a
-  // pointer that is not device memory, or device memory of another device
-  // than this store's: one store uses one device.
+  // pointer that is not memory of the region's kind (device or managed), or
+  // device memory of another device than this store's: one store uses one
+  // device. Managed memory may be of any device (unified addressing).
   void check(const Region& region, const std::string& store) const;
 
-  // The version `header` describes: the host and managed regions of
-  // `regions` through `host_capture`, the device regions into L0 (or host
-  // memory). Region i of `regions` is region i of the header.
+  // The version `header` describes: the host regions of `regions` through
+  // `host_capture`, the device and managed regions into L0 (or host
+  // memory), after synchronising the device's context when there are
+  // managed ones. Region i of `regions` is region i of the header.
   Snapshot take(Capture& host_capture, const std::vector<Region>& regions, format::Header header,
                 Level& first_level, CaptureTimes& times);
 
@@ -66,7 +78,8 @@ class DeviceRegions {
   bool cached(std::int64_t version, const std::vector<Region>& regions) const;
   // Copies them from L0 into the regions; returns the bytes copied.
   std::uint64_t restore_from_l0(std::int64_t version, const std::vector<Region>& regions);
-  // Copies host bytes back into a device region; they are there on return.
+  // Copies host bytes back into a device or managed region; they are there
+  // on return.
   void write_back(const Region& region, const std::byte* host);
 
   // The L0 cache's counters and the staging buffer's, where they exist.
@@ -108,12 +121,13 @@ class DeviceRegions {
 // host memory; use protect (rsg_protect)": thrown as InvalidArgumentError.
 [[noreturn]] void refuse_memory_kind(const Region& region, const std::string& store, MemoryKind found);
 
-// Restart into device regions. When L0 still holds `version` with these
-// device regions, restore reads only the other regions (registry() marks the
-// device ones restored elsewhere) and write_back() copies them from L0,
-// device to device. Otherwise restore fills host copies of them, and
-// write_back() copies those to device memory. Either way the device regions
-// change only once the rest of the version was read and verified.
+// Restart into device and managed regions ("device regions" below). When
+// L0 still holds `version` with these device regions, restore reads only
+// the other regions (registry() marks the device ones restored elsewhere)
+// and write_back() copies them from L0, device to device. Otherwise
+// restore fills host copies of them, and write_back() copies those to
+// device memory. Either way the device regions change only once the rest
+// of the version was read and verified.
 class DeviceRestart final : public RestartTargets {
  public:
   // `version`: kLatest never reads from L0 (the version is not known yet).

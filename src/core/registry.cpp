@@ -89,13 +89,13 @@ std::uint64_t Registry::total_bytes() const {
 
 std::uint64_t Registry::host_bytes() const {
   std::uint64_t total = 0;
-  for (const Region& region : regions_) total += region.kind == MemoryKind::kDevice ? 0 : region.bytes;
+  for (const Region& region : regions_) total += region.kind == MemoryKind::kHost ? region.bytes : 0;
   return total;
 }
 
 bool Registry::has_device_regions() const {
   return std::any_of(regions_.begin(), regions_.end(),
-                     [](const Region& region) { return region.kind == MemoryKind::kDevice; });
+                     [](const Region& region) { return region.kind != MemoryKind::kHost; });
 }
 
 format::Header version_header(const Registry& registry, const std::string& store, const format::StoreId& store_id,

@@ -33,8 +33,10 @@ class Registry {
   const std::vector<Region>& regions() const { return regions_; }
   bool empty() const { return regions_.empty(); }
   std::uint64_t total_bytes() const;
-  // Bytes of the regions in host-accessible memory (host and managed).
+  // Bytes of the host regions: those the host capture takes (device and
+  // managed ones are taken by the driver's copies, capture/device_regions.h).
   std::uint64_t host_bytes() const;
+  // Whether there are device or managed regions.
   bool has_device_regions() const;
 
  private:

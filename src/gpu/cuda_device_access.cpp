@@ -89,6 +89,12 @@ std::optional<PointerInfo> CudaDeviceAccess::describe(const void* pointer) const
   return describe(driver_, pointer);
 }
 
+void CudaDeviceAccess::synchronize() {
+  const CudaContext::Scope scope(context_);
+  driver_.check(driver_.cuCtxSynchronize(), "cuCtxSynchronize",
+                "the work queued on " + context_.name() + ", whose writes to managed memory a checkpoint copies");
+}
+
 void CudaDeviceAccess::to_host(void* host, const void* device, std::size_t bytes) {
   const CudaContext::Scope scope(context_);
   driver_.check(driver_.cuMemcpyDtoH(host, reinterpret_cast<CUdeviceptr>(device), bytes), "cuMemcpyDtoH",

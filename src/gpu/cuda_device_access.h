@@ -19,6 +19,9 @@ class CudaDeviceAccess final : public DeviceAccess {
   std::string name() const override { return "cuda (" + context_.name() + ")"; }
   int device() const override { return context_.ordinal(); }
   std::optional<PointerInfo> describe(const void* pointer) const override;
+  // cuCtxSynchronize in the store's device's primary context, the one the
+  // CUDA runtime gives the application.
+  void synchronize() override;
   void to_host(void* host, const void* device, std::size_t bytes) override;
   // cuMemcpyHtoD from pageable memory returns once the bytes are staged, not
   // once they reached the device: the null stream is synchronised too.

@@ -38,6 +38,7 @@ namespace resurgo::gpu {
   X(cuDeviceGetCount, 2000) X(cuDeviceGetName, 2000) X(cuDevicePrimaryCtxRetain, 7000)                    \
   X(cuDevicePrimaryCtxRelease, 11000) X(cuDevicePrimaryCtxGetState, 7000) X(cuCtxSetCurrent, 4000)        \
   X(cuCtxGetCurrent, 4000) X(cuCtxGetDevice, 2000) X(cuCtxPushCurrent, 4000) X(cuCtxPopCurrent, 4000)     \
+  X(cuCtxSynchronize, 2000)                                                                              \
   X(cuMemGetAllocationGranularity, 10020) X(cuMemAddressReserve, 10020) X(cuMemAddressFree, 10020)        \
   X(cuMemCreate, 10020) X(cuMemRelease, 10020) X(cuMemMap, 10020) X(cuMemUnmap, 10020)                    \
   X(cuMemSetAccess, 10020) X(cuMemAlloc, 3020) X(cuMemFree, 3020) X(cuMemAllocManaged, 6000)              \

@@ -299,13 +299,14 @@ class ChainRestorer {
     metadata = newest.container.header.metadata;
   }
 
-  // Device regions are read into host copies that reach the device only
-  // once the restart succeeded (Capture::restart_targets): they never count.
+  // Device and managed regions are read into host copies that reach them
+  // only once the restart succeeded (Capture::restart_targets): they never
+  // count.
   void note_overwritten(const Link& newest, const Targets& targets) {
     const std::vector<format::RegionEntry>& entries = newest.container.header.regions;
     for (std::size_t i = 0; i < entries.size(); ++i) {
       const Region* region = targets.written[i] ? region_for(context_, entries[i], "") : nullptr;
-      if (region != nullptr && region->kind != MemoryKind::kDevice) overwritten_[region->label] = newest.version;
+      if (region != nullptr && region->kind == MemoryKind::kHost) overwritten_[region->label] = newest.version;
     }
   }
 

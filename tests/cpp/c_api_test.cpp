@@ -171,13 +171,13 @@ TEST_F(CApiListsTest, PersistRefusesAMissingVersionABadLevelAndNull) {
 
 // Version 5 of "described": a host region with a dtype and shape (through
 // C++, since rsg_protect records neither) whose label has the longest
-// length allowed, and a managed region (host memory serves: the kind is
-// what protect_managed says).
+// length allowed, and a managed region (host memory serves under the host
+// backend: the kind is what protect_managed says).
 class CApiDescribeTest : public CApiTest {
  protected:
   void SetUp() override {
     CApiTest::SetUp();
-    resurgo::Store writer("described");
+    resurgo::Store writer("described", resurgo::Config::load("", {{"device.backend", "host"}}));
     writer.protect(3, field.data(), field.size() * sizeof(double), long_label, {"float64", {2, 3}});
     writer.protect_managed(4, counts.data(), counts.size() * sizeof(std::int32_t), "counts");
     writer.checkpoint(5);

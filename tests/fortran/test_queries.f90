@@ -76,7 +76,7 @@ program test_queries
   call check(stats%seconds_to_level(RSG_L4) == -1 .and. stats%stored_bytes(RSG_L4) == -1, &
              'stats: version 1 does not go to L4')
   call check(stats%failed == 0 .and. stats%base_version == -1, 'stats: a full version without error')
-  call check(stats%device_bytes == field_bytes, 'stats: the device bytes')
+  call check(stats%device_bytes == field_bytes + managed_bytes, 'stats: the device and managed bytes')
   call check(resurgo_string(stats%device_path) == 'l0', 'stats: the device region went into L0, not ' // &
              resurgo_string(stats%device_path))
   call resurgo_stats(store, 2, stats, ierr)

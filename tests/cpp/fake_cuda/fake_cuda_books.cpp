@@ -184,6 +184,24 @@ Owned<Stream> Driver::stream(CUstream handle) {
   return it == streams.end() ? Owned<Stream>{} : it->second;
 }
 
+void Driver::launch_kernel_writes(const Stream& stream) {
+  std::erase_if(kernel_writes, [&](KernelWrite& write) {
+    if (write.stream.get() != &stream) return false;
+    write.stream->enqueue([target = std::move(write.target), bytes = std::move(write.bytes)] {
+      return run_copy(target, {Piece{bytes->data(), bytes->size(), nullptr}});
+    }, Clock::now());
+    return true;
+  });
+}
+
+void Driver::launch_kernel_writes(const Context& context) {
+  std::vector<const Stream*> streams_of_context;
+  for (const KernelWrite& write : kernel_writes) {
+    if (write.context == &context) streams_of_context.push_back(write.stream.get());
+  }
+  for (const Stream* stream : streams_of_context) launch_kernel_writes(*stream);
+}
+
 Clock::time_point Driver::due() const { return Clock::now() + std::chrono::microseconds(copy_delay_us); }
 
 void Driver::wait_if_held(Lock& lock) {
@@ -312,6 +330,7 @@ FAKE_CUDA_EXPORT uint64_t fake_cuda_reset(FakeCudaCounters* leaked) {
   fake_cuda::release_host_register(d);
   d.version = CUDA_VERSION;
   d.largest_registration = 0;
+  d.kernel_writes.clear();
   fake_cuda::async_failures.store(0, std::memory_order_relaxed);
   fake_cuda::streams_held.store(false, std::memory_order_relaxed);
   return live.device_allocations + live.managed_allocations + live.host_allocations + live.physical_allocations +
@@ -405,6 +424,30 @@ FAKE_CUDA_EXPORT int fake_cuda_fail(const char* entry_point, uint64_t after_call
     d.rules.insert_or_assign(entry_point, fake_cuda::Rule{after_calls, static_cast<CUresult>(result), times});
   }
   return 0;
+}
+
+FAKE_CUDA_EXPORT int fake_cuda_kernel_write(void* stream, void* target, const void* source, size_t bytes) {
+  fake_cuda::Driver& d = fake_cuda::driver();
+  std::lock_guard lock(d.mutex);
+  if (!d.initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  if (d.current() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  const auto address = reinterpret_cast<std::uintptr_t>(target);
+  const fake_cuda::Range* range = d.find(address);
+  if (source == nullptr || bytes == 0 || range == nullptr || range->kind != fake_cuda::Range::Kind::kManaged ||
+      address + bytes > range->begin + range->size) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  const fake_cuda::Owned<fake_cuda::Stream> queue =
+      d.stream(stream == nullptr ? CU_STREAM_LEGACY : static_cast<CUstream>(stream));
+  if (queue.object == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  std::vector<fake_cuda::Piece> pieces;
+  if (const CUresult r = d.device_pieces(address, bytes, true, queue.context->device, pieces); r != CUDA_SUCCESS) {
+    return r;
+  }
+  const auto* first = static_cast<const std::byte*>(source);
+  d.kernel_writes.push_back({queue.object, queue.context, std::move(pieces),
+                             std::make_shared<std::vector<std::byte>>(first, first + bytes)});
+  return CUDA_SUCCESS;
 }
 
 FAKE_CUDA_EXPORT uint64_t fake_cuda_calls(const char* entry_point) {

@@ -165,6 +165,18 @@ struct Driver {
   // Successful cuGetProcAddress calls, by base name and flags.
   std::map<std::pair<std::string, cuuint64_t>, std::uint64_t> resolutions;
   std::map<std::string, Rule, std::less<>> rules;
+  // fake_cuda_kernel_write: what a kernel wrote to managed memory, not yet
+  // visible to the host (as on a GPU, until a synchronisation says the
+  // kernel is done). Each write joins its stream's queue once the stream or
+  // its context is synchronised, or ahead of the next operation enqueued on
+  // that stream (stream order), and lands when the stream reaches it.
+  struct KernelWrite {
+    std::shared_ptr<Stream> stream;
+    const Context* context;
+    std::vector<Piece> target;
+    std::shared_ptr<std::vector<std::byte>> bytes;
+  };
+  std::vector<KernelWrite> kernel_writes;
 
   CUresult admit(const char* name, Needs needs);
   bool valid_device(CUdevice ordinal) const { return ordinal >= 0 && ordinal < device_count; }
@@ -197,6 +209,10 @@ struct Driver {
   // Blocks a cuMemHostRegister call while fake_cuda_hold_host_register says so.
   void wait_if_held(Lock& lock);
   void free_if_unused(std::map<CUmemGenericAllocationHandle, Physical>::iterator it);
+  // Moves the kernel writes of `stream` (or of every stream of `context`)
+  // into their stream's queue.
+  void launch_kernel_writes(const Stream& stream);
+  void launch_kernel_writes(const Context& context);
   FakeCudaCounters counters();
 };
 

@@ -9,6 +9,7 @@
 #ifndef RESURGO_FAKE_CUDA_CONTROL_H_
 #define RESURGO_FAKE_CUDA_CONTROL_H_
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -42,7 +43,7 @@ void fake_cuda_counters(FakeCudaCounters* counters);
  * resolution counts, each device's copy count, one device, device memory
  * size, copy delay, registration limit and rate, copies across
  * registrations refused, held registrations released, driver version,
- * streams not held), fills `leaked`
+ * streams not held, kernel writes not run dropped), fills `leaked`
  * (may be null) with what the driver still holds, and returns the number of
  * objects leaked: the sum of the counts of live objects. Leaked objects stay
  * as they are (something may still use them). */
@@ -112,6 +113,20 @@ void fake_cuda_set_driver_version(int version);
  * the streams go. What the caller did before letting them go (0) happens
  * before every operation that starts after (for ThreadSanitizer). */
 void fake_cuda_hold_streams(int held);
+
+/* A GPU kernel's write to managed memory: `bytes` bytes, copied from
+ * `source` now, to `target` (all of it in one cuMemAllocManaged
+ * allocation), queued on `stream` (a CUstream of the current context; null:
+ * its legacy null stream). Host loads see the old bytes until the write
+ * ran: it joins the stream's queue when the stream is synchronised
+ * (cuStreamSynchronize, a synchronous copy's wait on its null stream),
+ * when its context is (cuCtxSynchronize), ahead of the next operation
+ * enqueued on that stream, or when the stream is destroyed (its work still
+ * runs); reset drops the writes not run. Returns a
+ * CUresult: CUDA_ERROR_INVALID_VALUE for memory that is not managed,
+ * CUDA_ERROR_INVALID_HANDLE for an unknown stream, CUDA_ERROR_INVALID_CONTEXT
+ * without a current context. */
+int fake_cuda_kernel_write(void* stream, void* target, const void* source, size_t bytes);
 
 /* Injects `result` (a CUresult) into `entry_point` (a base name such as
  * "cuMemCreate", or "cuGetProcAddress"): the first `after_calls` calls from

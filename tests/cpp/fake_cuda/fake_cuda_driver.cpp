@@ -29,8 +29,10 @@
 //   address without access, so that the host faults on a device pointer as
 //   on a GPU, and mapped once more for the fake's own copies. cuMemAlloc and
 //   cuMemCreate share each device's memory size (CUDA_ERROR_OUT_OF_MEMORY
-//   beyond). Managed memory is host memory the driver knows; pinned host
-//   memory (cuMemHostAlloc) too. Memory remembers its device (the current
+//   beyond). Managed memory is host memory the driver knows, marked
+//   do-not-fork (MADV_DONTFORK) as the driver marks it, so that a forked
+//   child faults on it; pinned host memory (cuMemHostAlloc) is known too.
+//   Memory remembers its device (the current
 //   context's, or cuMemCreate's location), and device memory of any device
 //   may be copied from any context (unified addressing).
 // - VMM as the driver checks it: a 2 MiB granularity; reservations, and
@@ -69,13 +71,18 @@
 //   cuMemcpyHtoD from memory CUDA knows, then copy on the calling thread;
 //   cuMemcpyHtoD from pageable memory returns once the bytes are staged,
 //   the write to the device still on the null stream.
+// - Kernels' writes to managed memory (fake_cuda_kernel_write), queued on a
+//   stream and invisible to host loads until a synchronisation (of the
+//   stream, of its context, or the wait a synchronous copy does on its null
+//   stream) or a later operation on the same stream runs them: code that
+//   reads managed memory without synchronising gets the old bytes.
 // - Host registration: overlaps, unregistering what is not a registered
 //   base, unmapped memory, a per-call size limit; it takes time (8 GiB/s,
 //   fake_cuda_set_host_register_rate), during which the range is not
 //   registered yet, and tests can hold it (fake_cuda_hold_host_register).
 // - Error names and strings as the driver's.
 //
-// Not emulated: kernels, modules and graphs; contexts other than the
+// Not emulated: kernels (but for their writes to managed memory), modules and graphs; contexts other than the
 // primary ones; asynchrony beyond the stream workers (neither the legacy
 // null stream nor a per-thread one orders other streams, so code that
 // relies on the implicit ordering of blocking streams races here); peer
@@ -185,6 +192,7 @@ CUresult copy_async(const char* name, Side target, Side source, std::size_t byte
     const CUresult checked = d.copy_pieces(target, source, bytes, queue.context->device, to, from, registered);
     if (checked != CUDA_SUCCESS) return checked;
     ++d.devices[static_cast<std::size_t>(queue.context->device)].copies;
+    d.launch_kernel_writes(*queue.object);
     queue.object->enqueue([to = std::move(to), from = std::move(from)] { return run_copy(to, from); }, d.due());
     return CUDA_SUCCESS;
   });
@@ -216,6 +224,7 @@ CUresult copy_sync(const char* name, Side target, Side source, std::size_t bytes
     if (checked != CUDA_SUCCESS) return checked;
     ++d.devices[static_cast<std::size_t>(d.current()->device)].copies;
     const std::chrono::microseconds delay(d.copy_delay_us);
+    d.launch_kernel_writes(*null_stream);
     lock.unlock();
     if (const CUresult pending = null_stream->synchronize(); pending != CUDA_SUCCESS) return pending;
     if (!source.host || registered || bytes == 0) return run_copy(to, from);
@@ -230,6 +239,7 @@ CUresult copy_sync(const char* name, Side target, Side source, std::size_t bytes
 // cuCtxSynchronize: waits for every stream of `context`, its null streams
 // and those created in it; the first error one of them had.
 CUresult synchronize_context(Driver& d, Lock& lock, Context& context) {
+  d.launch_kernel_writes(context);
   std::vector<std::shared_ptr<Stream>> waited;
   if (context.legacy_stream) waited.push_back(context.legacy_stream);
   for (const auto& [thread, stream] : context.per_thread_streams) waited.push_back(stream);
@@ -604,6 +614,7 @@ CUresult cuMemAllocManaged(CUdeviceptr* address, std::size_t bytes, unsigned int
     }
     const std::uintptr_t begin = insert_host_addressable(d, Range::Kind::kManaged, bytes, d.current()->device);
     if (begin == 0) return CUDA_ERROR_OUT_OF_MEMORY;
+    ::madvise(reinterpret_cast<void*>(begin), round_up(bytes, kPage), MADV_DONTFORK);
     *address = begin;
     return CUDA_SUCCESS;
   });
@@ -711,6 +722,7 @@ CUresult cuMemsetD8Async(CUdeviceptr target, unsigned char value, std::size_t co
       return r;
     }
     ++d.devices[static_cast<std::size_t>(queue.context->device)].copies;
+    d.launch_kernel_writes(*queue.object);
     queue.object->enqueue([to = std::move(to), value] { return run_copy(to, {}, value); }, d.due());
     return CUDA_SUCCESS;
   });
@@ -732,6 +744,7 @@ CUresult cuStreamDestroy(CUstream stream) {
   return call("cuStreamDestroy", Needs::kContext, [&](Driver& d, Lock&) {
     const auto it = d.streams.find(stream);
     if (it == d.streams.end() || !of_current(d, it->second)) return CUDA_ERROR_INVALID_HANDLE;
+    d.launch_kernel_writes(*it->second.object);  // its work still runs
     it->second.object->retire();
     d.streams.erase(it);
     return CUDA_SUCCESS;
@@ -743,6 +756,7 @@ CUresult cuStreamSynchronize(CUstream stream) {
   return call("cuStreamSynchronize", Needs::kContext, [&](Driver& d, Lock& lock) {
     const Owned<Stream> waited = d.stream(named<kPerThread>(stream));
     if (waited.object == nullptr || !of_current(d, waited)) return CUDA_ERROR_INVALID_HANDLE;
+    d.launch_kernel_writes(*waited.object);
     lock.unlock();
     return waited.object->synchronize();
   });
@@ -770,6 +784,7 @@ CUresult cuEventRecord(CUevent event, CUstream stream) {
     if (it == d.events.end() || queue.object == nullptr || it->second.context != queue.context) {
       return CUDA_ERROR_INVALID_HANDLE;
     }
+    d.launch_kernel_writes(*queue.object);
     const std::uint64_t ticket = it->second.object->record();
     queue.object->enqueue(
         [recorded = it->second.object, ticket] {
