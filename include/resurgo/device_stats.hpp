@@ -27,6 +27,11 @@ struct DeviceCacheStats {
   double mapping_seconds = 0;     // from open to the end of mapping (once growth_done)
   double map_wait_seconds = 0;    // total over captures
   double flush_wait_seconds = 0;  // total over captures
+  // The backward pass (Store::prefetch; docs/adjoint.md, "Backward pass on the device"):
+  std::uint64_t prefetched = 0;              // versions staged into L0 from host memory or files
+  std::uint64_t prefetch_too_large = 0;      // larger than L0: restored from host memory instead
+  std::uint64_t prefetch_failed = 0;         // a copy into L0 failed: restored from the next level
+  std::uint64_t restored_from_prefetch = 0;  // restarts that copied a staged version device to device
 };
 
 // The touch model (gpu/touch_model.h): its strategies, inputs and choice.

@@ -120,12 +120,28 @@ def _check_stored(what: str, storage: Any) -> None:
         raise InvalidArgumentError(f"{what}: storage {storage!r} holds no checkpoints; expected StorageType.RAM or StorageType.DISK")
 
 
-def _check_state(state: Mapping[str, np.ndarray]) -> None:
+def _on_device(array: Any) -> bool:
+    """Whether ``array`` is CUDA device memory shown as CuPy and PyTorch show
+    it (``__cuda_array_interface__``; a CPU tensor raises on access)."""
+    return hasattr(array, "__cuda_array_interface__")
+
+
+def _device_bytes(state: Mapping[str, Any]) -> int:
+    total = 0
+    for array in state.values():
+        if _on_device(array):
+            interface = array.__cuda_array_interface__
+            total += int(np.prod(interface["shape"], dtype=np.int64)) * np.dtype(interface["typestr"]).itemsize
+    return total
+
+
+def _check_state(state: Mapping[str, Any], *, device_allowed: bool = False) -> None:
     if not state:
         raise InvalidArgumentError("the model state must hold at least one array")
+    expected = "a numpy.ndarray or a CUDA array (CuPy, PyTorch)" if device_allowed else "a numpy.ndarray"
     for label, array in state.items():
-        if not isinstance(array, np.ndarray):
-            raise InvalidArgumentError(f"model state '{label}' is a {type(array).__name__}, expected a numpy.ndarray")
+        if not isinstance(array, np.ndarray) and not (device_allowed and _on_device(array)):
+            raise InvalidArgumentError(f"model state '{label}' is a {type(array).__name__}, expected {expected}")
 
 
 class DictStorage:
@@ -226,6 +242,10 @@ class VersionMap:
         return self._held[key]
 
 
+# The states an L0 device cache holds by default (device_capacity overrides it).
+_DEVICE_STATES = 4
+
+
 def memory_store(name: str, state: Mapping[str, Any], capacity: Any = None, **overrides: Any) -> Store:
     """A store whose versions live only in memory (no files, no durability)."""
     route = dict(memory_every=1, memory_keep=0, memory_capacity=capacity, local_every=0, persistent_every=0)
@@ -251,8 +271,14 @@ def _protected_store(name: str, state: Mapping[str, Any], route: Dict[str, Any],
     # state) would add its memory to every store. Small states keep the
     # default floor: saves a few microseconds apart then never wait for the
     # worker that moves the previous one on.
-    state_bytes = sum(np.asarray(array).nbytes for array in state.values())
+    device_bytes = _device_bytes(state)
+    state_bytes = device_bytes + sum(np.asarray(array).nbytes for array in state.values() if not _on_device(array))
     overrides = {"buffer_capacity": max(state_bytes, _core.SMALL_STATE_BUFFER), **overrides}
+    if device_bytes:
+        # Device arrays: an L0 device cache, into which the prefetch stages
+        # the states the backward pass loads (docs/adjoint.md, "Backward
+        # pass on the device"); a few states keep it ahead of the loads.
+        overrides = {"device_capacity": _DEVICE_STATES * device_bytes, **overrides}
     store = Store(name, **route, **overrides)
     try:
         for label, array in state.items():
@@ -270,12 +296,19 @@ class ResurgoStorage:
     removed at close); with ``prefetch`` the states the schedule will load are
     brought back into its memory level (``prefetch_capacity`` bytes) ahead
     of the load. ``overrides`` are further Store settings (``pipeline_threads``...).
-    Stores open on first use; versions still held at close are discarded."""
+    Stores open on first use; versions still held at close are discarded.
+
+    The state may hold CUDA arrays (CuPy, PyTorch CUDA tensors: anything
+    with ``__cuda_array_interface__``). Both stores then keep an L0 device
+    cache of ``device_capacity`` bytes (default: four states' device
+    arrays), and the DISK store's prefetch stages the states to be loaded
+    into it, so that a load copies them device to device (docs/adjoint.md,
+    "Backward pass on the device")."""
 
     def __init__(
         self,
         name: str,
-        state: Mapping[str, np.ndarray],
+        state: Mapping[str, Any],
         *,
         ram_capacity: Any = None,
         disk_path: Optional[str] = None,
@@ -283,7 +316,7 @@ class ResurgoStorage:
         prefetch_capacity: Any = None,
         **overrides: Any,
     ) -> None:
-        _check_state(state)
+        _check_state(state, device_allowed=True)
         self._name = name
         self._state = state
         self._ram_capacity = ram_capacity
@@ -518,12 +551,13 @@ class _Run:
 
     def _between_storages(self, step: int, source: StorageType, target: StorageType, delete: bool) -> None:
         """Passes the state through the model's arrays, which get their
-        working contents back afterwards."""
+        working contents back afterwards (by item assignment: NumPy, CuPy
+        and PyTorch arrays alike)."""
         working = {label: array.copy() for label, array in self.model.state.items()}
         self._load(step, source, delete)
         self._save(step, target)
         for label, array in self.model.state.items():
-            np.copyto(array, working[label])
+            array[...] = working[label]
 
     def _end_forward(self, action: EndForward) -> None:
         if self.position != self.n_steps:

@@ -158,7 +158,14 @@ void bind_device_records(nb::module_& m) {
       .field("map_wait_seconds", &DeviceCacheStats::map_wait_seconds,
              "captures waiting for chunks to be mapped, in all")
       .field("flush_wait_seconds", &DeviceCacheStats::flush_wait_seconds,
-             "captures waiting for the oldest version to be flushed, in all");
+             "captures waiting for the oldest version to be flushed, in all")
+      .field("prefetched", &DeviceCacheStats::prefetched, "versions prefetch() staged into the cache")
+      .field("prefetch_too_large", &DeviceCacheStats::prefetch_too_large,
+             "versions too large for the cache: restored from host memory instead")
+      .field("prefetch_failed", &DeviceCacheStats::prefetch_failed,
+             "stagings that failed: those versions were restored from the next level")
+      .field("restored_from_prefetch", &DeviceCacheStats::restored_from_prefetch,
+             "restarts that copied a staged version device to device");
 
   Record<TouchRates>(m, "TouchRates", "Bandwidths in bytes per second; 0 where there was no sample.")
       .field("touch_alone", &TouchRates::touch_alone, "T: touching, no flush running")

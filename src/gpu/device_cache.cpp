@@ -116,6 +116,14 @@ void DeviceCache::wait(std::unique_lock<std::mutex>& lock, const char* reason, c
 }
 
 CaptureResult DeviceCache::capture(std::int64_t version, const std::vector<CaptureSpan>& spans) {
+  return copy_into_cache(version, spans, false);
+}
+
+CaptureResult DeviceCache::stage(std::int64_t version, const std::vector<CaptureSpan>& spans) {
+  return copy_into_cache(version, spans, true);
+}
+
+CaptureResult DeviceCache::copy_into_cache(std::int64_t version, const std::vector<CaptureSpan>& spans, bool staged) {
   std::size_t total = 0;
   for (const CaptureSpan& span : spans) total += span.bytes;
   const std::size_t bytes = std::max(round_up(total, kAlignment), kAlignment);  // never empty: head_ moves
@@ -125,12 +133,13 @@ CaptureResult DeviceCache::capture(std::int64_t version, const std::vector<Captu
     throw InvalidArgumentError("device cache: version " + std::to_string(version) + " is cached already");
   }
   CaptureResult result;
-  const std::size_t offset = make_room(lock, version, total, bytes, result);
+  const std::size_t offset = make_room(lock, version, total, bytes, staged, result);
   counters_.map_wait_seconds += result.map_wait_seconds;
   counters_.flush_wait_seconds += result.flush_wait_seconds;
   if (result.status != CaptureResult::Status::kCached) return result;
 
   fifo_.push_back(Entry{version, offset, bytes, total});
+  fifo_.back().staged = staged;
   head_ = offset + bytes;
   lock.unlock();
   try {
@@ -152,7 +161,7 @@ CaptureResult DeviceCache::capture(std::int64_t version, const std::vector<Captu
 // space is needed and the cache fully mapped, and waits for chunks to be
 // mapped or versions to be flushed otherwise. Caller holds `lock`.
 std::size_t DeviceCache::make_room(std::unique_lock<std::mutex>& lock, std::int64_t version, std::size_t total,
-                                   std::size_t bytes, CaptureResult& result) {
+                                   std::size_t bytes, bool staged, CaptureResult& result) {
   const char* announced = nullptr;
   for (;;) {
     if (closed_) {
@@ -161,7 +170,7 @@ std::size_t DeviceCache::make_room(std::unique_lock<std::mutex>& lock, std::int6
     }
     const std::size_t limit = growth_done_ ? mapped_ : capacity_;
     if (bytes > limit) {
-      log_bypass(version, total, limit);
+      if (!staged) log_bypass(version, total, limit);
       result.status = CaptureResult::Status::kTooLarge;
       return kNowhere;
     }
@@ -177,6 +186,10 @@ std::size_t DeviceCache::make_room(std::unique_lock<std::mutex>& lock, std::int6
       counters_.evicted++;
       if (fifo_.empty()) head_ = 0;
       continue;
+    }
+    if (staged) {
+      result.status = CaptureResult::Status::kNoRoom;
+      return kNowhere;
     }
     wait(lock, oldest.flushed ? "read" : "flush", announced, result.flush_wait_seconds);
   }
@@ -271,6 +284,15 @@ void DeviceCache::remove(std::int64_t version) {
   }
   entry->removed = true;
   changed_.notify_all();
+}
+
+bool DeviceCache::discard(std::int64_t version) {
+  std::lock_guard lock(mutex_);
+  Entry* entry = find(version);
+  if (entry == nullptr || !entry->complete || !(entry->flushed || entry->staged)) return false;
+  entry->removed = true;
+  changed_.notify_all();
+  return true;
 }
 
 DeviceCacheStats DeviceCache::stats() const {

@@ -53,6 +53,7 @@ struct CaptureResult {
     kCached,    // the version is in the cache
     kTooLarge,  // larger than the cache (or than what could be mapped): write it to L1 instead
     kClosed,    // close() was called while the capture waited
+    kNoRoom,    // stage() only: the space is held by versions not flushed or consumed yet
   };
   Status status = Status::kCached;
   double map_wait_seconds = 0;    // waited for chunks to be mapped
@@ -75,6 +76,11 @@ class DeviceCache {
   // `version` is cached already, GpuError when a copy fails (the version is
   // then not cached).
   CaptureResult capture(std::int64_t version, const std::vector<CaptureSpan>& spans);
+  // A prefetch's copy of a version the next levels hold (docs/adjoint.md):
+  // as capture(), but it never waits for a version to be flushed or read
+  // (kNoRoom instead), a version too large is not counted as a bypass, and
+  // the version stays until flushed() (consumed) or discard().
+  CaptureResult stage(std::int64_t version, const std::vector<CaptureSpan>& spans);
 
   // The owner copied `version` to the next level: it may be evicted.
   // NotFoundError when it is not cached.
@@ -94,6 +100,10 @@ class DeviceCache {
   // when the versions before it are evicted. NotFoundError when it is not
   // cached.
   void remove(std::int64_t version);
+  // Drops `version` when nothing waits for it (a staged version, or a
+  // captured one already flushed) and returns true; false when it is not
+  // cached or its flush is still to come (eviction takes it after that).
+  bool discard(std::int64_t version);
   // Blocks until mapping ended (fully mapped, stopped, or closed).
   void wait_growth_done() const;
   // Wakes waiting captures, which return kClosed, and stops the mapping.
@@ -110,6 +120,7 @@ class DeviceCache {
     bool complete = false;  // the copies are done
     bool flushed = false;
     bool removed = false;   // dropped, its space not free yet
+    bool staged = false;    // by stage(): the next levels hold it, no flush will come
     int readers = 0;
   };
 
@@ -119,8 +130,10 @@ class DeviceCache {
   std::size_t place(std::size_t bytes, std::size_t limit) const;
   Entry* find(std::int64_t version);
   const Entry* find(std::int64_t version) const;
+  // `staged`: a stage(), which never waits for a flush and is no bypass.
+  CaptureResult copy_into_cache(std::int64_t version, const std::vector<CaptureSpan>& spans, bool staged);
   std::size_t make_room(std::unique_lock<std::mutex>& lock, std::int64_t version, std::size_t total, std::size_t bytes,
-                        CaptureResult& result);
+                        bool staged, CaptureResult& result);
   void log_bypass(std::int64_t version, std::size_t total, std::size_t limit);
   void copy_in(std::size_t offset, const std::vector<CaptureSpan>& spans);
   // Waits for a change, or first tells on_wait that the capture waits for

@@ -7,8 +7,8 @@
 namespace resurgo {
 
 Prefetcher::Prefetcher(MemoryLevel& memory, std::function<std::vector<Level*>()> sources, const Logger& log,
-                       Trace& trace)
-    : memory_(memory), sources_(std::move(sources)), log_(log), trace_(trace) {}
+                       Trace& trace, std::unique_ptr<DeviceStage> device)
+    : memory_(memory), sources_(std::move(sources)), log_(log), trace_(trace), device_(std::move(device)) {}
 
 Prefetcher::~Prefetcher() {
   {
@@ -20,9 +20,11 @@ Prefetcher::~Prefetcher() {
 }
 
 void Prefetcher::set_order(std::vector<int> versions) {
+  if (device_) device_->take_regions();
   {
     std::lock_guard lock(mutex_);
     order_ = std::move(versions);
+    device_done_.clear();
     look_again_ = true;
     if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
   }
@@ -33,21 +35,26 @@ void Prefetcher::forget(int version) {
   {
     std::lock_guard lock(mutex_);
     forgotten_.insert(version);
+    look_again_ = true;  // its room in L0 is free
     order_.erase(std::remove(order_.begin(), order_.end(), version), order_.end());
     failures_.erase(version);
     prefetched_.erase(version);
   }
+  if (device_) device_->discarded(version);  // one being staged is dropped when it lands
   changed_.notify_all();
 }
 
 void Prefetcher::restored(int version) {
+  bool needed_again = false;
   {
     std::lock_guard lock(mutex_);
     const auto use = std::find(order_.begin(), order_.end(), version);
     if (use == order_.end()) return;
     order_.erase(use);
+    needed_again = std::find(order_.begin(), order_.end(), version) != order_.end();
     look_again_ = true;
   }
+  if (device_ && !needed_again) device_->restored(version);
   changed_.notify_all();
 }
 
@@ -69,6 +76,10 @@ std::optional<std::string> Prefetcher::settle(int version) {
   return message;
 }
 
+std::unique_ptr<RestartTargets> Prefetcher::restart_targets(const Registry& registry, int version) {
+  return device_ ? device_->restart_targets(registry, version) : nullptr;
+}
+
 void Prefetcher::run() {
   Trace::name_this_thread("prefetch");
   for (;;) {
@@ -82,10 +93,11 @@ void Prefetcher::run() {
   }
 }
 
-// In order: a version already in memory, not written yet, or given up is
-// passed over; the first one due that does not fit, even after dropping the
-// prefetched copies needed after it, waits for room, and so do the ones
-// after it (the order is the order of need).
+// In order: a version not written yet is passed over, one already in
+// memory or given up goes straight to L0; the first one due that does not
+// fit, even after dropping the prefetched copies needed after it (or that
+// L0 has no room for), waits for room, and so do the ones after it (the
+// order is the order of need).
 void Prefetcher::fetch_due() {
   std::vector<int> order;
   {
@@ -99,26 +111,72 @@ void Prefetcher::fetch_due() {
     {
       std::lock_guard lock(mutex_);
       if (stopping_) return;
-      if (forgotten_.count(version) != 0 || given_up_.count(version) != 0) continue;
+      if (forgotten_.count(version) != 0) continue;
     }
-    if (memory_.holds(version)) continue;
-    Level* source = source_of(version);
-    if (source == nullptr) continue;  // not written yet: a commit pokes us
-    std::uint64_t bytes = 0;
-    try {
-      bytes = memory_.footprint(source->open(version)->size());
-    } catch (const Error&) {
-      continue;  // removed meanwhile
+    if (!memory_.holds(version)) {
+      Level* source = source_of(version);
+      if (source == nullptr) continue;  // not written yet: a commit pokes us
+      if (!into_memory(order, position, version, *source)) return;  // memory freed pokes us
     }
-    if (bytes > memory_.capacity()) {
-      log_.info("version " + std::to_string(version) + " (" + std::to_string(bytes) +
-                " bytes) is larger than the memory level; restart reads it from L" + std::to_string(source->number()));
-      std::lock_guard lock(mutex_);
-      given_up_.insert(version);
-      continue;
-    }
-    if (!make_room(order, position, bytes) || !fetch(version, *source, bytes)) return;  // memory freed pokes us
+    if (device_ && !onto_device(version)) return;  // a restore or a discard pokes us
   }
+}
+
+bool Prefetcher::into_memory(const std::vector<int>& order, std::size_t position, int version, Level& source) {
+  {
+    std::lock_guard lock(mutex_);
+    if (given_up_.count(version) != 0) return true;
+  }
+  std::uint64_t bytes = 0;
+  try {
+    bytes = memory_.footprint(source.open(version)->size());
+  } catch (const Error&) {
+    return true;  // removed meanwhile
+  }
+  if (bytes > memory_.capacity()) {
+    log_.info("version " + std::to_string(version) + " (" + std::to_string(bytes) +
+              " bytes) is larger than the memory level; restart reads it from L" + std::to_string(source.number()));
+    std::lock_guard lock(mutex_);
+    given_up_.insert(version);
+    return true;
+  }
+  return make_room(order, position, bytes) && fetch(version, source, bytes);
+}
+
+// Like fetch(): a restart of the version waits for it (settle), and a
+// version discarded meanwhile is dropped from L0 once it landed.
+bool Prefetcher::onto_device(int version) {
+  {
+    std::lock_guard lock(mutex_);
+    // A failure recorded waits for the restart that reports it.
+    if (device_done_.count(version) != 0 || failures_.count(version) != 0) return true;
+    in_flight_ = version;
+  }
+  DeviceStage::Outcome outcome = DeviceStage::Outcome::kDone;
+  std::optional<std::string> failure;
+  try {
+    TraceSpan span(trace_, "prefetch to L0", version, 0);
+    outcome = device_->stage(version);
+  } catch (const Error& error) {
+    failure = std::string("prefetch into the L0 device cache failed: ") + error.what();
+  }
+  bool dropped = false;
+  {
+    std::lock_guard lock(mutex_);
+    in_flight_ = -1;
+    dropped = forgotten_.count(version) != 0;
+    if (outcome == DeviceStage::Outcome::kDone) device_done_.insert(version);
+    if (failure) failed(version, *failure);
+  }
+  changed_.notify_all();
+  if (failure) log_.warn("version " + std::to_string(version) + ": " + *failure);
+  if (dropped) device_->discarded(version);
+  return outcome == DeviceStage::Outcome::kDone;
+}
+
+void Prefetcher::failed(int version, const std::string& why) {
+  given_up_.insert(version);
+  failures_[version] = why;
 }
 
 Level* Prefetcher::source_of(int version) {
@@ -183,10 +241,7 @@ bool Prefetcher::fetch(int version, Level& source, std::uint64_t bytes) {
     std::lock_guard lock(mutex_);
     in_flight_ = -1;
     dropped = forgotten_.count(version) != 0;
-    if (failure) {
-      given_up_.insert(version);
-      failures_[version] = *failure;
-    }
+    if (failure) failed(version, *failure);
   }
   changed_.notify_all();
   if (failure) log_.warn("version " + std::to_string(version) + ": " + *failure);

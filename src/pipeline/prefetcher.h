@@ -8,6 +8,13 @@
 // prefetched version then reads memory instead of a file. Copies verify
 // every chunk; a failed prefetch is reported by the restart that needed it,
 // which reads the version from the slower level instead.
+//
+// A store with an L0 device cache gives it a DeviceStage too: once a version
+// is in memory (or on its level, when memory cannot hold it), the thread
+// stages its device regions into L0, in the same order, so that its restart
+// is a device-to-device copy (docs/adjoint.md, "Backward pass on the
+// device"). A version that does not fit L0 is restored from host memory; a
+// failed stage is reported like a failed prefetch.
 #pragma once
 
 #include <condition_variable>
@@ -22,16 +29,42 @@
 
 #include "base/log.h"
 #include "base/trace.h"
+#include "capture/capture.h"
+#include "core/registry.h"
 #include "tier/level.h"
 #include "tier/memory_level.h"
 
 namespace resurgo {
 
+// The device side of a prefetch (store/device_prefetch.h implements it).
+class DeviceStage {
+ public:
+  enum class Outcome {
+    kDone,    // staged, or nothing to stage (no device regions, in L0 already, too large)
+    kNoRoom,  // L0 is full of versions still needed: try again when one is restored or discarded
+  };
+  virtual ~DeviceStage() = default;
+  // Application thread, at each prefetch(): the device regions to stage are
+  // those protected now.
+  virtual void take_regions() = 0;
+  // Prefetch thread: stages `version`. Throws Error when it fails.
+  virtual Outcome stage(int version) = 0;
+  // The version was restored for the last time, or discarded: its L0 space
+  // may go (at once for a discard).
+  virtual void restored(int version) = 0;
+  virtual void discarded(int version) = 0;
+  // Application thread: the targets of a restart of `version` that copy its
+  // device regions from L0; null when it is not staged there for `registry`.
+  virtual std::unique_ptr<RestartTargets> restart_targets(const Registry& registry, int version) = 0;
+};
+
 class Prefetcher {
  public:
   // `sources()`: the levels to copy from, fastest first (asked at each look,
-  // as levels appear). The thread starts with the first order.
-  Prefetcher(MemoryLevel& memory, std::function<std::vector<Level*>()> sources, const Logger& log, Trace& trace);
+  // as levels appear); `device`: the L0 stage, null without L0. The thread
+  // starts with the first order.
+  Prefetcher(MemoryLevel& memory, std::function<std::vector<Level*>()> sources, const Logger& log, Trace& trace,
+             std::unique_ptr<DeviceStage> device = nullptr);
   ~Prefetcher();  // a copy in flight finishes first
   Prefetcher(const Prefetcher&) = delete;
   Prefetcher& operator=(const Prefetcher&) = delete;
@@ -50,6 +83,9 @@ class Prefetcher {
   // Waits while `version` is being copied; returns why its prefetch failed,
   // if it did (reported once).
   std::optional<std::string> settle(int version);
+  // The targets of a restart of `version` straight from L0, when it was
+  // staged there; null otherwise (after settle()).
+  std::unique_ptr<RestartTargets> restart_targets(const Registry& registry, int version);
 
  private:
   void run();
@@ -62,8 +98,14 @@ class Prefetcher {
   bool make_room(const std::vector<int>& order, std::size_t position, std::uint64_t bytes);
   // The prefetched copy in memory whose next use comes last, after `position`.
   std::optional<int> needed_last(const std::vector<int>& order, std::size_t position);
+  // Brings `version` into memory from `source`; false when it waits for room.
+  bool into_memory(const std::vector<int>& order, std::size_t position, int version, Level& source);
   // Copies one version; false when it did not fit after all (memory taken meanwhile).
   bool fetch(int version, Level& source, std::uint64_t bytes);
+  // Stages `version` into L0; false when it waits for room there.
+  bool onto_device(int version);
+  // Records why the prefetch of `version` failed, for settle(). Caller holds mutex_.
+  void failed(int version, const std::string& why);
 
   MemoryLevel& memory_;
   std::function<std::vector<Level*>()> sources_;
@@ -80,6 +122,8 @@ class Prefetcher {
   int in_flight_ = -1;
   bool look_again_ = false;
   bool stopping_ = false;
+  std::unique_ptr<DeviceStage> device_;
+  std::set<int> device_done_;  // staged, or given up, since the last order
   std::thread thread_;
 };
 

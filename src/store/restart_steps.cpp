@@ -5,11 +5,20 @@
 namespace resurgo {
 namespace {
 
+// The device regions of a version the prefetch staged in L0 come from
+// there, device to device (store/device_prefetch.h); those of others as the
+// capture says.
+std::unique_ptr<RestartTargets> restart_targets(const RestartParts& parts, int version) {
+  std::unique_ptr<RestartTargets> staged =
+      version != kLatest ? parts.prefetcher.restart_targets(parts.registry, version) : nullptr;
+  return staged ? std::move(staged) : parts.capture.restart_targets(parts.registry, version);
+}
+
 Restored restore_into(const RestartParts& parts, int version, const RestoreSteps::Filler& fill) {
   if (parts.registry.empty()) {
     throw InvalidArgumentError("restart of store '" + parts.identity.name + "': nothing is protected");
   }
-  const std::unique_ptr<RestartTargets> targets = parts.capture.restart_targets(parts.registry, version);
+  const std::unique_ptr<RestartTargets> targets = restart_targets(parts, version);
   parts.capture.restarting(true);
   try {
     Restored restored = fill(targets->registry());

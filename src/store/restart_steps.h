@@ -2,7 +2,9 @@
 // version from this rank's levels, or let the job fill the regions from
 // elsewhere (its redistribution onto another number of ranks). Either way
 // the regions change only once the version was read and verified: device
-// regions are filled through host copies first (Capture::restart_targets).
+// regions are filled through host copies first (Capture::restart_targets),
+// or copied from L0 last when it holds the version (the device capture's,
+// or staged there by the prefetch: store/device_prefetch.h).
 #pragma once
 
 #include "base/log.h"

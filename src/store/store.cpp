@@ -16,6 +16,7 @@
 #include "format/container.h"
 #include "format/file_names.h"
 #include "job/self_comm.h"
+#include "store/device_prefetch.h"
 #include "store/restart_steps.h"
 #include "store/restore.h"
 #include "store/store_impl.h"
@@ -42,7 +43,8 @@ Store::Impl::Impl(const std::string& store_name, const Config& store_config, std
   // Made at open, idle until the first prefetch(): the listeners below run
   // on pipeline threads and may not race with its creation.
   prefetcher_ = std::make_unique<Prefetcher>(
-      route_.memory(), [this] { return route_.readable_after(kL1); }, log_, trace_);
+      route_.memory(), [this] { return route_.readable_after(kL1); }, log_, trace_,
+      device_prefetch({identity(), comm->rank(), route_, registry_, config.device.backend, *pool_, log_, trace_}));
   catalog_.on_reached([this] { prefetcher_->poke(); });
   route_.memory().on_space_freed([this] { prefetcher_->poke(); });
   job_ = make_job(JobContext{name, config, *comm, node_of(config, *comm), route_, catalog_, *scheduler_, registry_,

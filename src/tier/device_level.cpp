@@ -44,7 +44,11 @@ std::unique_ptr<gpu::DeviceCache> open_cache(const Config::Device& config, int d
 
 DeviceLevel::DeviceLevel(const std::string& store, int rank, const Config::Device& config, int device,
                          const Logger& log)
-    : store_(store), rank_(rank), device_(device), cache_(open_cache(config, device, log)) {}
+    : store_(store),
+      rank_(rank),
+      device_(device),
+      cache_(open_cache(config, device, log)),
+      capacity_(cache_->stats().capacity) {}
 
 DeviceLevel::~DeviceLevel() = default;
 
@@ -107,5 +111,38 @@ void DeviceLevel::read(int version, std::size_t offset, void* target, std::size_
 }
 
 void DeviceLevel::release(int version) { cache_->flushed(version); }
+
+bool DeviceLevel::admit_prefetch(std::size_t bytes) {
+  if (bytes <= capacity_) return true;
+  prefetch_too_large_++;
+  return false;
+}
+
+gpu::CaptureResult DeviceLevel::stage(int version, const std::vector<gpu::CaptureSpan>& spans) {
+  try {
+    const gpu::CaptureResult result = cache_->stage(version, spans);
+    if (result.status == gpu::CaptureResult::Status::kCached) prefetched_++;
+    if (result.status == gpu::CaptureResult::Status::kTooLarge) prefetch_too_large_++;
+    return result;
+  } catch (...) {
+    prefetch_failed_++;
+    throw;
+  }
+}
+
+void DeviceLevel::consumed(int version) {
+  if (cache_->contains(version)) cache_->flushed(version);
+}
+
+bool DeviceLevel::discard(int version) { return cache_->discard(version); }
+
+DeviceCacheStats DeviceLevel::stats() const {
+  DeviceCacheStats stats = cache_->stats();
+  stats.prefetched = prefetched_;
+  stats.prefetch_too_large = prefetch_too_large_;
+  stats.prefetch_failed = prefetch_failed_;
+  stats.restored_from_prefetch = restored_from_prefetch_;
+  return stats;
+}
 
 }  // namespace resurgo

@@ -13,9 +13,16 @@
 // capture releases it once it reached host memory; commit() at once), and
 // only when the space is needed, oldest first.
 //
+// The backward pass (docs/adjoint.md, "Backward pass on the device"): the
+// prefetch stages there the device regions of versions the next levels
+// hold (`stage`), in the same layout as a capture; a staged version stays
+// until restored (`consumed`) or discarded (`discard`), and the counters of
+// the prefetch appear in stats().
+//
 // Thread safety: every member may be called from any thread.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -65,7 +72,20 @@ class DeviceLevel final : public Level {
   void read(int version, std::size_t offset, void* target, std::size_t bytes);
   // `version` is in host memory too: the cache may evict it.
   void release(int version);
-  DeviceCacheStats stats() const { return cache_->stats(); }
+  // The prefetch's side. Whether a version of `bytes` may fit at all (the
+  // capacity); a refusal is counted.
+  bool admit_prefetch(std::size_t bytes);
+  // Copies `spans` (host memory) into a new version, never waiting for
+  // space that versions still needed hold (kNoRoom); counts it staged, too
+  // large or failed (a GpuError is rethrown).
+  gpu::CaptureResult stage(int version, const std::vector<gpu::CaptureSpan>& spans);
+  // A restart copied a staged version from here, device to device.
+  void count_prefetch_restore() { restored_from_prefetch_++; }
+  // The staged `version` is needed no more: it may be evicted.
+  void consumed(int version);
+  // Frees `version` unless a flush of it is still to come; whether it did.
+  bool discard(int version);
+  DeviceCacheStats stats() const;
   const std::string& memory_name() const { return cache_->memory_name(); }
 
  private:
@@ -73,6 +93,11 @@ class DeviceLevel final : public Level {
   int rank_;
   int device_;
   std::unique_ptr<gpu::DeviceCache> cache_;
+  std::size_t capacity_;
+  std::atomic<std::uint64_t> prefetched_{0};
+  std::atomic<std::uint64_t> prefetch_too_large_{0};
+  std::atomic<std::uint64_t> prefetch_failed_{0};
+  std::atomic<std::uint64_t> restored_from_prefetch_{0};
 };
 
 }  // namespace resurgo

@@ -1,0 +1,87 @@
+// The L0 device cache's side of the prefetch (DeviceCache::stage and
+// discard; docs/adjoint.md, "Backward pass on the device"), through host
+// memory: a stage never waits for a flush, a staged version is not evicted
+// until consumed, and a discard frees only what no flush waits for.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <vector>
+
+#include "gpu/device_cache.h"
+#include "gpu/host_memory.h"
+#include "test_util.h"
+
+namespace resurgo::gpu {
+namespace {
+
+using Status = CaptureResult::Status;
+
+class DevicePrefetchCacheTest : public ::testing::Test {
+ protected:
+  // Room for `versions` versions of kVersion bytes, fully mapped.
+  DeviceCache& open(std::size_t versions) {
+    DeviceCacheOptions options;
+    options.capacity = versions * kVersion;
+    options.chunk = options.capacity;
+    cache_ = std::make_unique<DeviceCache>(std::make_unique<HostMemory>(), options, log_);
+    cache_->wait_growth_done();
+    return *cache_;
+  }
+  std::vector<CaptureSpan> spans() { return {{bytes_.data(), bytes_.size()}}; }
+
+  const std::size_t kVersion = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  std::vector<std::byte> bytes_ = random_bytes(kVersion, 5);
+  Logger log_{"test", LogLevel::kOff};
+  std::unique_ptr<DeviceCache> cache_;
+};
+
+TEST_F(DevicePrefetchCacheTest, AStageFindsNoRoomInsteadOfWaitingForAFlush) {
+  DeviceCache& cache = open(2);
+  ASSERT_EQ(cache.capture(1, spans()).status, Status::kCached);
+  ASSERT_EQ(cache.stage(2, spans()).status, Status::kCached);
+  EXPECT_EQ(cache.stage(3, spans()).status, Status::kNoRoom);  // 1 not flushed: a capture would wait here
+  cache.flushed(1);
+  EXPECT_EQ(cache.stage(3, spans()).status, Status::kCached);  // 1 evicted
+  EXPECT_FALSE(cache.contains(1));
+  EXPECT_EQ(cache.stats().evicted, 1u);
+}
+
+TEST_F(DevicePrefetchCacheTest, AStagedVersionStaysUntilConsumed) {
+  DeviceCache& cache = open(2);
+  ASSERT_EQ(cache.stage(1, spans()).status, Status::kCached);
+  ASSERT_EQ(cache.stage(2, spans()).status, Status::kCached);
+  EXPECT_EQ(cache.stage(3, spans()).status, Status::kNoRoom);
+  EXPECT_TRUE(cache.contains(1));
+  cache.flushed(1);  // consumed
+  EXPECT_EQ(cache.stage(3, spans()).status, Status::kCached);
+  EXPECT_FALSE(cache.contains(1));
+  std::vector<std::byte> back(kVersion);
+  cache.read(3, 0, back.data(), back.size());
+  EXPECT_EQ(back, bytes_);
+}
+
+TEST_F(DevicePrefetchCacheTest, ADiscardFreesAStagedOrFlushedVersionButNotOneAwaitingItsFlush) {
+  DeviceCache& cache = open(3);
+  ASSERT_EQ(cache.capture(1, spans()).status, Status::kCached);
+  ASSERT_EQ(cache.stage(2, spans()).status, Status::kCached);
+  EXPECT_FALSE(cache.discard(1));  // its writer still reads it
+  EXPECT_TRUE(cache.contains(1));
+  EXPECT_TRUE(cache.discard(2));
+  EXPECT_FALSE(cache.contains(2));
+  EXPECT_EQ(cache.stats().used, kVersion);
+  cache.flushed(1);
+  EXPECT_TRUE(cache.discard(1));
+  EXPECT_EQ(cache.stats().used, 0u);
+  EXPECT_FALSE(cache.discard(1));  // gone
+  EXPECT_FALSE(cache.discard(7));  // never there
+}
+
+TEST_F(DevicePrefetchCacheTest, AStageTooLargeIsNoBypass) {
+  DeviceCache& cache = open(1);
+  const std::vector<std::byte> large(2 * kVersion);
+  EXPECT_EQ(cache.stage(1, {{large.data(), large.size()}}).status, Status::kTooLarge);
+  EXPECT_EQ(cache.stats().bypassed, 0u);
+}
+
+}  // namespace
+}  // namespace resurgo::gpu
