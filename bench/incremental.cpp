@@ -30,10 +30,25 @@
 // One 8-byte store per page is the tracking worst case (a fault per page
 // for almost no work); slabs and slices are written whole.
 //
-// Output: one JSON object per line on stdout ("interval", "restart"). Exit
+// With --compaction-cost it measures compaction's own cost instead
+// (docs/tracking.md, "Compaction"): two stores of --intervals deltas of the
+// first pattern each, one with delta.compact_after = intervals - 1 (so that
+// the newest version is compacted in the background once durable), one
+// without; after the newest version is durable the application loop runs,
+// in fixed slices (one sweep of a 32 MiB array each), until the compaction
+// has put the full version in place of the delta, or kBaselineSlices slices
+// without compaction. It prints per store the loop's seconds, the
+// background threads' CPU seconds meanwhile (process CPU less the
+// application thread's) and the eviction thread's, which compacts
+// ("compaction" lines). --baseline-first runs the store without compaction
+// first.
+//
+// Output: one JSON object per line on stdout ("interval", "restart",
+// "compaction"). Exit
 // status 3 and "unavailable: REASON" on stderr when the store refuses the
 // tracking method (the library's message).
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -47,6 +62,7 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <random>
@@ -88,6 +104,9 @@ struct Options {
   int full_every = 0;  // 0: one full version, then every delta of the store
   bool restart = false;
   bool one_store = false;
+  bool compaction_cost = false;
+  bool baseline_first = false;
+  int compact_after = 0;
 };
 
 [[noreturn]] void usage(const std::string& why) {
@@ -96,6 +115,7 @@ struct Options {
                "usage: incremental --dir DIR [--size BYTES] [--mode copy|delta] [--method M]\n"
                "                   [--granularity auto|SIZE] --patterns KIND:FRACTION[,...]\n"
                "                   [--intervals N] [--full-every N] [--restart] [--one-store]\n"
+               "                   [--compaction-cost [--baseline-first]]\n"
                "  KIND: scattered | strided | slab | himeno; FRACTION in (0, 1]\n",
                why.c_str());
   std::exit(64);
@@ -143,6 +163,14 @@ Options parse(int argc, char** argv) {
       opt.one_store = true;
       continue;
     }
+    if (arg == "--compaction-cost") {
+      opt.compaction_cost = true;
+      continue;
+    }
+    if (arg == "--baseline-first") {
+      opt.baseline_first = true;
+      continue;
+    }
     if (i + 1 >= argc) usage("missing value after " + arg);
     const std::string value = argv[++i];
     if (arg == "--dir") {
@@ -172,6 +200,9 @@ Options parse(int argc, char** argv) {
   if (opt.dir.empty()) usage("--dir is required");
   if (opt.patterns.empty()) usage("--patterns is required");
   if (opt.one_store && opt.restart) usage("--restart needs one store per pattern (no --one-store)");
+  if (opt.compaction_cost && (opt.one_store || opt.restart || opt.mode != "delta")) {
+    usage("--compaction-cost takes delta mode, without --restart or --one-store");
+  }
   return opt;
 }
 
@@ -301,6 +332,7 @@ resurgo::Config store_config(const Options& opt, const std::string& path) {
     const std::size_t deltas = static_cast<std::size_t>(opt.intervals) * (opt.one_store ? opt.patterns.size() : 1);
     overrides["delta.full_every"] = std::to_string(opt.full_every > 0 ? static_cast<std::size_t>(opt.full_every)
                                                                        : deltas + 1);
+    overrides["delta.compact_after"] = std::to_string(opt.compact_after);
   }
   return resurgo::Config::load("", overrides);
 }
@@ -431,11 +463,131 @@ class Session {
   Mapping floor_;
 };
 
+// ------------------------------------------------------ compaction's cost
+constexpr std::size_t kLoopValues = (std::size_t{32} << 20) / sizeof(double);  // the application loop's array
+constexpr std::size_t kBaselineSlices = 1000;  // about as long as a compaction of 128 MiB here
+constexpr double kCompactionLimitSeconds = 300;  // a compaction that never shows stops the run
+
+// One slice of the application's loop: a memory-bound sweep over its own
+// array (not the protected state), the same work every time.
+__attribute__((noinline)) void loop_slice(std::vector<double>& values) {
+  for (double& value : values) value = value * 0.999 + 1.0;
+}
+
+double seconds_of(const timeval& time) {
+  return static_cast<double>(time.tv_sec) + static_cast<double>(time.tv_usec) * 1e-6;
+}
+
+double thread_cpu_seconds() {
+  timespec own{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &own);
+  return static_cast<double>(own.tv_sec) + static_cast<double>(own.tv_nsec) * 1e-9;
+}
+
+// CPU seconds of every thread but the calling (application) one.
+double background_cpu_seconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return seconds_of(usage.ru_utime) + seconds_of(usage.ru_stime) - thread_cpu_seconds();
+}
+
+// CPU seconds of the library's eviction thread (named "rsg evict"), which
+// runs the compactions; 0 when there is none.
+double eviction_thread_cpu_seconds() {
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::string name;
+    std::getline(std::ifstream(task.path() / "comm"), name);
+    if (name != "rsg evict") continue;
+    double nanoseconds = 0;
+    std::ifstream(task.path() / "schedstat") >> nanoseconds;  // first field: time on a CPU
+    return nanoseconds * 1e-9;
+  }
+  return 0;
+}
+
+// Whether the file of `version` in the store "incremental" at `path` (the
+// library's layout: one directory per store, v<10 digits>.r<rank>.rsg) holds
+// a full version: uncompressed, it is at least as large as the state, a
+// delta of a few intervals' pages far smaller.
+bool full_version_in_place(const std::string& path, int version, std::size_t state_bytes) {
+  char name[64];
+  std::snprintf(name, sizeof name, "/incremental/v%010d.r000000.rsg", version);
+  std::error_code error;
+  const std::uintmax_t bytes = std::filesystem::file_size(path + name, error);
+  return !error && bytes >= state_bytes;
+}
+
+class CompactionCost {
+ public:
+  explicit CompactionCost(const Options& opt)
+      : opt_(opt), page_(static_cast<std::size_t>(sysconf(_SC_PAGESIZE))), state_(opt.size), loop_(kLoopValues, 1.0) {}
+
+  void run() {
+    for (const bool compacting : {!opt_.baseline_first, opt_.baseline_first}) {
+      const std::string path = opt_.dir + (compacting ? "/compacting" : "/baseline");
+      measure(path, compacting);
+      std::filesystem::remove_all(path);
+    }
+  }
+
+ private:
+  // A chain of --intervals deltas, then the loop while its newest version is
+  // compacted (or, without compaction, kBaselineSlices slices).
+  void measure(const std::string& path, bool compacting) {
+    Options store_options = opt_;
+    store_options.compact_after = compacting ? opt_.intervals - 1 : 0;
+    resurgo::Store store("incremental", store_config(store_options, path));
+    store.protect(kRegion, state_.data(), opt_.size, "state");
+    for (int version = 0; version <= opt_.intervals; ++version) {
+      if (version > 0) {
+        const Writes writes = pattern_writes(opt_.patterns[0], version, opt_.size, page_);
+        apply(state_.data(), writes);
+      }
+      store.checkpoint(version);
+      store.wait(version, resurgo::kL2);
+    }
+    const double background = background_cpu_seconds();
+    const double eviction = eviction_thread_cpu_seconds();
+    const Clock::time_point start = Clock::now();
+    const double loop_cpu_start = thread_cpu_seconds();
+    std::size_t slices = 0;
+    double compaction_seconds = -1;
+    while (compacting ? compaction_seconds < 0 : slices < kBaselineSlices) {
+      loop_slice(loop_);
+      ++slices;
+      if (compacting && full_version_in_place(path, opt_.intervals, opt_.size)) {
+        compaction_seconds = seconds_since(start);
+      }
+      if (seconds_since(start) > kCompactionLimitSeconds) throw std::runtime_error("the compaction never finished");
+    }
+    const double loop_seconds = seconds_since(start);
+    const double loop_cpu_seconds = thread_cpu_seconds() - loop_cpu_start;
+    std::printf(
+        "{\"kind\": \"compaction\", \"compacting\": %s, \"pattern\": %s, \"state_bytes\": %zu, \"deltas\": %d, "
+        "\"slices\": %zu, \"loop_seconds\": %.9e, \"loop_cpu_seconds\": %.9e, \"compaction_seconds\": %.9e, "
+        "\"background_cpu_seconds\": %.9e, \"eviction_thread_cpu_seconds\": %.9e}\n",
+        compacting ? "true" : "false", json_string(opt_.patterns[0].name()).c_str(), opt_.size, opt_.intervals,
+        slices, loop_seconds, loop_cpu_seconds, compaction_seconds, background_cpu_seconds() - background,
+        eviction_thread_cpu_seconds() - eviction);
+    std::fflush(stdout);
+    store.close();
+  }
+
+  const Options& opt_;
+  std::size_t page_;
+  Mapping state_;
+  std::vector<double> loop_;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const Options opt = parse(argc, argv);
   try {
+    if (opt.compaction_cost) {
+      CompactionCost(opt).run();
+      return 0;
+    }
     Session(opt).run();
     return 0;
   } catch (const resurgo::ConfigError& error) {

@@ -3,7 +3,8 @@
 what tracking costs the application, what a delta checkpoint costs against a
 full one, the bytes it writes against the bytes truly dirtied, how fast a
 chain of deltas restores, and the granularity tuner against every fixed
-granularity.
+granularity; and what compacting a chain (delta.compact_after) costs: its CPU
+off the application's path, and the application's slowdown while it runs.
 
 Runs build/cpp/bench/incremental (bench/incremental.cpp, the public C++ API)
 once per (repeat, method): one process writes every pattern, each into a
@@ -13,13 +14,18 @@ size in the same repeat gives the full checkpoint and the full restore.
 Patterns: 1 %, 10 %, 50 % of the pages per interval, scattered, strided and
 in 1 MiB slabs, and a Himeno-like 3-D array updated slice range by slice
 range. The fixed-granularity sweep (4 KiB to 4 MiB) runs once per size, all
-patterns in one store.
+patterns in one store. Compaction's cost: one process per repeat (the
+driver's --compaction-cost) builds a chain of --compaction-deltas deltas
+twice, with and without compaction, and times an application loop while the
+newest version is compacted, against the same loop with nothing running.
 
 Writes bench/results/incremental.md and .png (see --out).
 
     .venv/bin/python bench/incremental.py                      # 1 GiB, 5 repeats
     .venv/bin/python bench/incremental.py --size 64MiB         # quick
     .venv/bin/python bench/incremental.py --smoke --repeats 1 --size 16MiB --intervals 3
+    .venv/bin/python bench/incremental.py --section compaction  # only compaction's cost (a few minutes):
+                                                                # replaces its section of incremental.md
 """
 
 from __future__ import annotations
@@ -73,6 +79,9 @@ TARGET_DURABLE = 0.2     # delta / full time to durable at 10 % dirty
 TARGET_UFFD = 1 / 3      # uffd / mprotect cost per first write
 TARGET_TUNER = 1.10      # tuner / best fixed granularity
 TARGET_RESTART = 0.8     # chain restart throughput / full restore throughput
+TARGET_COMPACTION_SLOWDOWN = 1.05  # application loop while a compaction runs / without
+COMPACTION_PATTERN = "scattered:0.1"
+COMPACTION_HEADING = "## Compaction's own cost"
 
 
 # ------------------------------------------------------------------ naming
@@ -115,7 +124,8 @@ class Driver:
         self.runs = 0
 
     def run(self, size: int, mode: str, patterns: List[str], intervals: int, method: str = "auto",
-            granularity: str = "auto", restart: bool = False, one_store: bool = False) -> Tuple[int, List[dict], str]:
+            granularity: str = "auto", restart: bool = False, one_store: bool = False,
+            extra: Tuple[str, ...] = ()) -> Tuple[int, List[dict], str]:
         self.runs += 1
         work = self.root / f"run{self.runs}"
         work.mkdir(parents=True)
@@ -125,6 +135,7 @@ class Driver:
             cmd.append("--restart")
         if one_store:
             cmd.append("--one-store")
+        cmd += extra
         env = dict(os.environ, RESURGO_LOG_LEVEL="info")  # the library says when a region falls back to hash
         done = subprocess.run(cmd, capture_output=True, text=True, env=env)
         shutil.rmtree(work, ignore_errors=True)
@@ -312,6 +323,13 @@ def main() -> None:
     ap.add_argument("--intervals", type=int, default=10, help="deltas per chain (default 10)")
     ap.add_argument("--sweep-intervals", type=int, default=3,
                     help="deltas per pattern in the fixed-granularity sweep (default 3; 0 skips the sweep)")
+    ap.add_argument("--section", choices=("all", "compaction"), default="all",
+                    help="all (default), or compaction: only compaction's cost, whose section replaces the one "
+                         "in the existing incremental.md (or starts one)")
+    ap.add_argument("--compaction-size", type=parse_size, default=128 * MiB,
+                    help="state size of the compaction runs (default 128MiB)")
+    ap.add_argument("--compaction-deltas", type=int, default=3,
+                    help="deltas in the chain compacted (default 3; compact_after = this - 1)")
     add_common_args(ap, NAME, "target directory (node-local disk, not tmpfs); default: a fresh directory "
                               "under /tmp")
     args = ap.parse_args()
@@ -321,6 +339,8 @@ def main() -> None:
         ap.error("--size and --mprotect-size must be whole pages")
     if args.intervals < 1 or args.sweep_intervals < 0 or args.sweep_intervals > args.intervals:
         ap.error("--intervals must be >= 1 and --sweep-intervals in [0, --intervals]")
+    if args.compaction_size % 4096 or args.compaction_deltas < 1:
+        ap.error("--compaction-size must be whole pages and --compaction-deltas >= 1")
     methods = [m for m in args.methods.split(",") if m]
     unknown = set(methods) - set(METHODS)
     if unknown:
@@ -339,14 +359,23 @@ def main() -> None:
     # The state, the untracked floor array, the restore array and the L1
     # buffer; on disk one chain (a full version and its deltas, up to half the
     # state each) at a time.
-    check_resources(SCRIPT, root, human(size) + " of state", 4.2 * size, size * (1 + args.intervals / 2) + GiB)
+    csize = args.compaction_size
+    if args.section == "compaction":
+        check_resources(SCRIPT, root, human(csize) + " of state", 2.5 * csize, csize * 3 + GiB)
+    else:
+        check_resources(SCRIPT, root, human(size) + " of state", 4.2 * size, size * (1 + args.intervals / 2) + GiB)
     try:
         started = time.perf_counter()
         driver = Driver(binary, root)
+        if args.section == "compaction":
+            compaction = run_compaction(args, driver)
+            write_compaction_only(args, binary, root, compaction, time.perf_counter() - started)
+            return
         available, notes = probe(driver, methods, size_for)
         res = run_all(args, driver, available, size, msize)
+        compaction = run_compaction(args, driver)
         elapsed = time.perf_counter() - started
-        write_report(args, binary, root, res, available, notes, size, msize, elapsed)
+        write_report(args, binary, root, res, available, notes, size, msize, elapsed, compaction)
     finally:
         if created and not args.keep:
             shutil.rmtree(root, ignore_errors=True)
@@ -387,6 +416,158 @@ def run_all(args, driver: Driver, methods: List[str], size: int, msize: int) -> 
     return res
 
 
+class CompactionRuns:
+    """The driver's "compaction" lines, one pair (with, without) per repeat,
+    and the load average around the runs."""
+
+    def __init__(self, size: int, deltas: int):
+        self.size = size
+        self.deltas = deltas
+        self.pairs: List[Tuple[dict, dict]] = []
+        self.load: List[float] = []
+
+    def series(self) -> Dict[str, Series]:
+        def per_slice(row: dict) -> float:
+            return row["loop_seconds"] / row["slices"]
+
+        def cpu_per_slice(row: dict) -> float:
+            return row["loop_cpu_seconds"] / row["slices"]
+        with_, without = [w for w, _ in self.pairs], [b for _, b in self.pairs]
+        return {
+            "wall": series("wall", [w["compaction_seconds"] for w in with_]),
+            "eviction_cpu": series("eviction_cpu", [w["eviction_thread_cpu_seconds"] for w in with_]),
+            "background_cpu": series("background_cpu", [w["background_cpu_seconds"] for w in with_]),
+            "baseline_background_cpu": series("baseline_background_cpu",
+                                              [b["background_cpu_seconds"] for b in without]),
+            "slice_with": series("with", [per_slice(w) for w in with_]),
+            "slice_without": series("without", [per_slice(b) for b in without]),
+            "slowdown": series("slowdown", [per_slice(w) / per_slice(b) for w, b in self.pairs]),
+            "cpu_with": series("with", [cpu_per_slice(w) for w in with_]),
+            "cpu_without": series("without", [cpu_per_slice(b) for b in without]),
+            "cpu_slowdown": series("cpu slowdown", [cpu_per_slice(w) / cpu_per_slice(b) for w, b in self.pairs]),
+            "slices": series("slices", [w["slices"] for w in with_]),
+        }
+
+
+def run_compaction(args, driver: Driver) -> CompactionRuns:
+    runs = CompactionRuns(args.compaction_size, args.compaction_deltas)
+    runs.load.append(os.getloadavg()[0])
+    for r in range(args.repeats):
+        t0 = time.perf_counter()
+        extra = ("--compaction-cost",) + (("--baseline-first",) if r % 2 else ())
+        _, rows, _ = driver.run(args.compaction_size, "delta", [COMPACTION_PATTERN], args.compaction_deltas,
+                                extra=extra)
+        by_kind = {row["compacting"]: row for row in rows if row["kind"] == "compaction"}
+        runs.pairs.append((by_kind[True], by_kind[False]))
+        log(f"repeat {r + 1}/{args.repeats}: compaction of {human(args.compaction_size)} "
+            f"({time.perf_counter() - t0:.1f} s)")
+    runs.load.append(os.getloadavg()[0])
+    return runs
+
+
+def compaction_section(runs: CompactionRuns, repeats: int, elapsed: Optional[float] = None) -> List[str]:
+    s = runs.series()
+    gib = runs.size / GiB
+    slowdown = s["slowdown"]
+    ok = slowdown.median <= TARGET_COMPACTION_SLOWDOWN if slowdown.times else None
+    load = " and ".join(f"{value:.2f}" for value in runs.load)
+    lines = [COMPACTION_HEADING, "",
+             f"A chain of one full version and {runs.deltas} deltas ({pattern_label(COMPACTION_PATTERN)} per "
+             f"interval) of a {human(runs.size)} state, `delta.compact_after = {runs.deltas - 1}`: once the newest "
+             "version is durable at L2, the store's eviction thread (ten nice steps below the application) "
+             "merges the chain and commits it as a full version. Meanwhile the application thread runs its loop "
+             "in slices (one sweep of a 32 MiB array of doubles each, `value = value * 0.999 + 1`: memory-bound) "
+             "until the full version is in place of the delta (the file grows to the state's size). The "
+             "baseline is the same chain without compaction, then 1,000 slices of the same loop with nothing in the background. One process per "
+             "repeat runs both, in an order alternated at each repeat "
+             f"(bench/incremental.cpp `--compaction-cost`); median [min–max] of {repeats} repeats.", "",
+             f"Load average (1 min) at the start and the end of these runs: {load} on "
+             f"{os.cpu_count()} cores (the VM is shared: the loop's times carry that noise).", "",
+             "| quantity | median [min–max] |", "|---|---:|",
+             f"| compaction's wall time (newest version durable → compacted file in place) | {s['wall'].cell()} |",
+             f"| its CPU: the eviction thread's CPU time meanwhile (`/proc/self/task/*/schedstat`) | "
+             f"{s['eviction_cpu'].cell()} |",
+             f"| the same per GiB of state | "
+             f"{series('', [v / gib for v in s['eviction_cpu'].times]).cell()} |",
+             f"| CPU of every thread but the application's meanwhile | {s['background_cpu'].cell()} |",
+             f"| the same during the baseline's loop (no compaction) | {s['baseline_background_cpu'].cell()} |",
+             f"| application loop, time per slice while the compaction runs | {s['slice_with'].cell()} "
+             f"({s['slices'].cell(lambda v: f'{v:.0f}')} slices) |",
+             f"| application loop, time per slice with nothing in the background | {s['slice_without'].cell()} |",
+             f"| **slowdown while compacting** (per-slice time with / without, per repeat) ≤ "
+             f"{TARGET_COMPACTION_SLOWDOWN} | {slowdown.cell(fmt_ratio)} ({verdict(ok)}) |",
+             f"| application thread's CPU time per slice while compacting | {s['cpu_with'].cell()} |",
+             f"| the same with nothing in the background | {s['cpu_without'].cell()} |",
+             f"| the same, with / without, per repeat (contention for memory and caches, without the time the "
+             f"thread waited for a core) | {s['cpu_slowdown'].cell(fmt_ratio)} |", "",
+             "The wall-time ratio is the target's measure; on this shared VM it also carries the other "
+             "processes' load, which changes between the two windows (seconds apart): the CPU-time ratio leaves "
+             "out the time the application thread waited for a core.", ""]
+    if elapsed is not None:
+        lines += [f"These runs took {elapsed:.0f} s.", ""]
+    return lines
+
+
+def write_compaction_only(args, binary: Path, root: Path, runs: CompactionRuns, elapsed: float) -> None:
+    """Replaces the compaction section of incremental.md (the rest of the file
+    is another run's), or starts a file with it."""
+    args.out.mkdir(parents=True, exist_ok=True)
+    md = args.out / f"{NAME}.md"
+    machine = machine_description(root)
+    machine.pop("NumPy", None)
+    machine["program"] = f"{binary} ({build_type(binary)})"
+    section = compaction_section(runs, args.repeats, elapsed)
+    section[1:1] = ["", f"Generated by `bench/{SCRIPT} {' '.join(args.argv)}` on {machine.get('date', '?')}"
+                    f"{' (SMOKE RUN, not a result)' if args.smoke else ''}: this section only; the rest of this file "
+                    "comes from the run named at its top. Its machine:", "", "| | |", "|---|---|"] \
+        + [f"| {k} | {v} |" for k, v in machine.items()]
+    text = md.read_text() if md.exists() else "\n".join(
+        report_header("Incremental checkpoints: tracking, delta versus full, chains, granularity", SCRIPT, args))
+    md.write_text(replace_section(text, COMPACTION_HEADING, section))
+    log(f"wrote {md}")
+    plot_compaction(args, runs)
+
+
+def replace_section(text: str, heading: str, section: List[str]) -> str:
+    """`text` with the section under `heading` (up to the next "## ") replaced
+    by `section`, or `section` inserted before "## Notes" (else appended)."""
+    lines = text.splitlines()
+    if heading in lines:
+        begin = lines.index(heading)
+        end = next((i for i in range(begin + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    else:
+        begin = end = lines.index("## Notes") if "## Notes" in lines else len(lines)
+    return "\n".join(lines[:begin] + section + lines[end:]) + "\n"
+
+
+def plot_compaction(args, runs: CompactionRuns) -> None:
+    plt = pyplot()
+    s = runs.series()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    repeats = range(1, len(runs.pairs) + 1)
+    width = 0.4
+    left.bar([r - width / 2 for r in repeats], [v * 1e3 for v in s["slice_with"].times], width,
+             label="while compacting")
+    left.bar([r + width / 2 for r in repeats], [v * 1e3 for v in s["slice_without"].times], width,
+             label="nothing in the background")
+    left.set_xlabel("repeat")
+    left.set_ylabel("application loop: ms per slice")
+    left.set_title(f"slowdown median {s['slowdown'].median:.3f}× (target ≤ {TARGET_COMPACTION_SLOWDOWN})")
+    left.legend()
+    right.bar([r - width / 2 for r in repeats], s["wall"].times, width, label="wall time")
+    right.bar([r + width / 2 for r in repeats], s["eviction_cpu"].times, width, label="CPU (eviction thread)")
+    right.set_xlabel("repeat")
+    right.set_ylabel("seconds")
+    right.set_title(f"compaction of {human(runs.size)}, {runs.deltas} deltas")
+    right.legend()
+    fig.suptitle(("SMOKE RUN, not a result — " if args.smoke else "")
+                 + f"Compaction's own cost, load {runs.load[0]:.1f} → {runs.load[-1]:.1f}")
+    fig.tight_layout()
+    png = args.out / f"{NAME}_compaction.png"
+    fig.savefig(png, dpi=100)
+    log(f"wrote {png}")
+
+
 # ------------------------------------------------------------------ report
 def sysfs(path: str) -> str:
     try:
@@ -406,7 +587,7 @@ def build_type(binary: Path) -> str:
 
 
 def write_report(args, binary: Path, root: Path, res: Results, methods: List[str], notes: List[str],
-                 size: int, msize: int, elapsed: float) -> None:
+                 size: int, msize: int, elapsed: float, compaction: CompactionRuns) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     machine = machine_description(root)
     machine.pop("NumPy", None)
@@ -435,12 +616,14 @@ def write_report(args, binary: Path, root: Path, res: Results, methods: List[str
     if sweep:
         lines += sweep_section(args, sweep)
     lines += targets_section(methods, tables, sweep, args)
+    lines += compaction_section(compaction, args.repeats)
     notes = list(notes) + [f"The run took {elapsed:.0f} s ({elapsed / 60:.1f} min)."]
     lines += ["## Notes", ""] + [f"- {n}" for n in notes] + ["", f"Plot: `{NAME}.png`.", ""]
     md = args.out / f"{NAME}.md"
     md.write_text("\n".join(lines))
     log(f"wrote {md}")
     plot(args, methods, tables, sweep, size)
+    plot_compaction(args, compaction)
 
 
 def what_is_measured(args, size: int, msize: int) -> List[str]:

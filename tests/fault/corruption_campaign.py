@@ -12,11 +12,24 @@ place) and checks, for every damage, that
   bit for bit, and quarantines the damaged file;
 - nothing crashes (the campaign runs in this process: a crash ends it).
 
-Every layout exists three times: written with capture.mode "copy", "fork"
-(a forked child writes the first level) and "delta" (versions 2 and 3 are
-deltas on 1 and 2, tracked by hash), so files of every writer are damaged;
-under delta a damaged version 3 must fall back to version 2, rebuilt from
-its own chain.
+Every layout exists four times: written with capture.mode "copy", "fork"
+(a forked child writes the first level), "delta" (versions 2 and 3 are
+deltas on 1 and 2, tracked by hash) and "compacted" (the same deltas with
+delta.compact_after = 1: version 3, two deltas deep, is rewritten as a full
+version on every level by a compaction; version 2 changes only the field
+and version 3 only half the cells, so a restart of a chain reads every
+link), so
+files of every writer are damaged; under delta a damaged version 3 must fall
+back to version 2, rebuilt from its own chain.
+
+Compaction trials (one per 40 trials) damage a link of a chain before the
+compaction runs: versions 1 and 2 are checkpointed, a chunk of version 1 or 2
+that version 3 needs is damaged at L2, then version 3 is checkpointed and the
+store closed. The compaction must leave version 3 a delta (never a full
+version built from damaged bytes), and restart must restore version 3 from
+L4's intact chain when there is one, else the newest version whose chain is
+intact (version 1 when version 2 was damaged), else raise CorruptionError
+naming the damaged file (version 1 damaged: no chain is intact).
 
     python tests/fault/corruption_campaign.py [--trials N] [--seed S]
 
@@ -30,6 +43,7 @@ import contextlib
 import io
 import os
 import random
+import shutil
 import sys
 import tempfile
 import time
@@ -47,6 +61,9 @@ from resurgo import cli
 FOOTER_BYTES = 40
 RECORD_BYTES = 48
 VERSIONS = (1, 2, 3)  # 3 is the one damaged; 2 is the fallback
+WRITERS = ("copy", "fork", "delta", "compacted")
+COMPACTION_TRIAL_EVERY = 40
+CELLS_KEPT = 8192  # cells version 3 leaves as version 1 wrote them: 8 blocks of 4 KiB
 
 
 def container_name(version: int) -> str:
@@ -64,6 +81,16 @@ def state_of(version: int, compressible: bool) -> Dict[str, np.ndarray]:
     return {"field": field, "cells": generator.integers(-9, 9, 17771, dtype=np.int32)}
 
 
+def chain_state_of(version: int, compressible: bool) -> Dict[str, np.ndarray]:
+    """The arrays of `version` in a chain where each version changes part of
+    the state: 2 the field, 3 the second half of the cells. Restoring 3 needs
+    chunks of every link: 1's first half of the cells, 2's field."""
+    cells = state_of(1, compressible)["cells"].copy()
+    if version >= 3:
+        cells[CELLS_KEPT:] = state_of(version, compressible)["cells"][CELLS_KEPT:]
+    return {"field": state_of(min(version, 2), compressible)["field"], "cells": cells}
+
+
 @dataclass
 class Layout:
     """One store whose versions 1-3 were written once; damage goes to a copy
@@ -73,33 +100,52 @@ class Layout:
     name: str
     two_levels: bool  # L4 holds an intact copy of every version
     compressible: bool
-    capture_mode: str  # "copy", "fork" or "delta": who wrote the files
+    writer: str  # one of WRITERS: who wrote the files
     pristine: Dict[int, bytes] = field(default_factory=dict)
 
     def settings(self) -> dict:
         return dict(local_path=str(self.root / "l2"), persistent_path=str(self.root / "l4"),
                     persistent_every=1 if self.two_levels else 0, local_keep=0, persistent_keep=0,
                     pipeline_chunk_size="64KiB", pipeline_compress="zstd" if self.compressible else "none",
-                    capture_mode=self.capture_mode, track_method="hash", log_level="off")
+                    capture_mode="delta" if self.writer == "compacted" else self.writer, track_method="hash",
+                    delta_compact_after=1 if self.writer == "compacted" else 0, log_level="off")
+
+    def state(self, version: int) -> Dict[str, np.ndarray]:
+        return (chain_state_of if self.writer == "compacted" else state_of)(version, self.compressible)
 
     def file(self, version: int, level: int = 2) -> Path:
         return self.root / ("l2" if level == 2 else "l4") / self.name / container_name(version)
 
-    def write(self) -> None:
-        arrays = {label: np.empty_like(a) for label, a in state_of(0, self.compressible).items()}
+    def write(self, before_last: Callable[[], None] = lambda: None) -> None:
+        """Checkpoints VERSIONS; `before_last` runs once the others are
+        durable on every level, before the last one is taken. Closing the
+        store waits for its compactions."""
+        arrays = {label: np.empty_like(a) for label, a in self.state(0).items()}
         with resurgo.Store(self.name, **self.settings()) as store:
             for label, array in arrays.items():
                 store.protect(label, array)
             for version in VERSIONS:
-                for label, array in state_of(version, self.compressible).items():
+                if version == VERSIONS[-1]:
+                    store.wait(level=4 if self.two_levels else 2)
+                    before_last()
+                for label, array in self.state(version).items():
                     arrays[label][...] = array
                 store.metadata = f"version {version}".encode()
                 store.checkpoint(version)
             store.wait(level=4 if self.two_levels else 2)
             captured = {stats.capture for stats in store.stats()}
         # A delta store's first version is a full copy.
-        if captured != ({"copy", "delta"} if self.capture_mode == "delta" else {self.capture_mode}):
-            raise AssertionError(f"{self.name}: versions captured by {captured}, not {self.capture_mode}")
+        expected = {"copy", "delta"} if self.settings()["capture_mode"] == "delta" else {self.writer}
+        if captured != expected:
+            raise AssertionError(f"{self.name}: versions captured by {captured}, not {self.writer}")
+
+    def write_pristine(self) -> None:
+        self.write()
+        if self.writer == "compacted":
+            for level in ((2, 4) if self.two_levels else (2,)):
+                bases = [base_of(self.file(version, level)) for version in VERSIONS]
+                if bases != [-1, 1, -1]:
+                    raise AssertionError(f"{self.name}: L{level} bases {bases}, not a compacted version 3")
         self.pristine = {version: self.file(version).read_bytes() for version in VERSIONS}
 
     def undo(self) -> None:
@@ -113,6 +159,10 @@ class Layout:
 # ------------------------------------------------------------------ damages
 
 Damage = Callable[[bytes, random.Random, "Layout"], bytes]
+
+
+def base_of(path: Path) -> int:
+    return _core.inspect(str(path)).base_version
 
 
 def _sections(data: bytes, path: Path) -> Tuple[int, int, Tuple[_core.ChunkInfo, ...]]:
@@ -211,7 +261,9 @@ DAMAGES: Dict[str, Damage] = {
 class Tally:
     trials: int = 0
     damages: Counter = field(default_factory=Counter)
-    capture_modes: Counter = field(default_factory=Counter)  # trials per capture mode of the damaged file's writer
+    writers: Counter = field(default_factory=Counter)  # trials per writer (WRITERS) of the damaged file
+    compaction_trials: Counter = field(default_factory=Counter)  # per layout and damaged link
+    compaction_used_damage: int = 0  # a compaction wrote a full version from a damaged chain
     missed_by_verify: int = 0
     missed_by_restart: int = 0       # restart returned the damaged version's bytes
     wrong_fallback: int = 0          # restart returned something else than it must
@@ -220,7 +272,8 @@ class Tally:
 
     @property
     def violations(self) -> int:
-        return self.missed_by_verify + self.missed_by_restart + self.wrong_fallback + self.not_repaired
+        return (self.missed_by_verify + self.missed_by_restart + self.wrong_fallback + self.not_repaired
+                + self.compaction_used_damage)
 
     def fail(self, counter: str, trial: int, layout: Layout, damage: str, what: str) -> None:
         setattr(self, counter, getattr(self, counter) + 1)
@@ -238,7 +291,7 @@ def verify_reports(path: Path) -> Tuple[bool, str]:
 
 
 def restart(layout: Layout) -> Tuple[int, Dict[str, np.ndarray], bytes, dict]:
-    arrays = {label: np.full_like(a, -1) for label, a in state_of(0, layout.compressible).items()}
+    arrays = {label: np.full_like(a, -1) for label, a in layout.state(0).items()}
     with resurgo.Store(layout.name, **layout.settings()) as store:
         for label, array in arrays.items():
             store.protect(label, array)
@@ -247,7 +300,7 @@ def restart(layout: Layout) -> Tuple[int, Dict[str, np.ndarray], bytes, dict]:
 
 
 def holds_exactly(version: int, arrays: Dict[str, np.ndarray], metadata: bytes, layout: Layout) -> bool:
-    expected = state_of(version, layout.compressible)
+    expected = layout.state(version)
     return metadata == f"version {version}".encode() and all(
         arrays[label].tobytes() == expected[label].tobytes() for label in expected)
 
@@ -256,7 +309,7 @@ def run_trial(number: int, layout: Layout, damage_name: str, rng: random.Random,
     target = layout.file(3)
     target.write_bytes(DAMAGES[damage_name](layout.pristine[3], rng, layout))
     tally.damages[damage_name] += 1
-    tally.capture_modes[layout.capture_mode] += 1
+    tally.writers[layout.writer] += 1
 
     reported, text = verify_reports(target)
     if not reported:
@@ -281,13 +334,53 @@ def run_trial(number: int, layout: Layout, damage_name: str, rng: random.Random,
     tally.trials += 1
 
 
+def damage_needed_chunk(layout: Layout, version: int, rng: random.Random) -> Path:
+    """Flips a bit in a chunk of `version`'s L2 copy that restoring version 3
+    reads (chain_state_of: version 2's field, version 1's first cells)."""
+    target = layout.file(version)
+    data = target.read_bytes()
+    needed = [c for c in _core.inspect(str(target)).chunks
+              if (c.region, version) == (0, 2) or (c.region, version) == (1, 1) and c.offset < CELLS_KEPT * 4]
+    chunk = rng.choice(needed)
+    target.write_bytes(_flip_in(data, rng, chunk.file_offset, chunk.file_offset + chunk.stored_length))
+    return target
+
+
+def run_compaction_trial(number: int, root: Path, rng: random.Random, tally: Tally) -> None:
+    """Damages a link of version 3's chain before its compaction runs."""
+    two_levels, link = rng.random() < 0.5, rng.choice((1, 2))
+    name = f"link-{number}"
+    layout = Layout(root / name, name, two_levels, rng.random() < 0.5, "compacted")
+    damaged: List[Path] = []
+    layout.write(before_last=lambda: damaged.append(damage_needed_chunk(layout, link, rng)))
+    expected = 3 if two_levels else 1 if link == 2 else None
+    outcome = f"{'mirrored' if two_levels else 'single'}, version {link} damaged"
+    tally.compaction_trials[outcome] += 1
+    what = f"compaction over a damaged version {link}"
+    if base_of(layout.file(3)) != 2:
+        tally.compaction_used_damage += 1
+        tally.failures.append(f"compaction trial {number} ({outcome}): version 3 at L2 is no longer a delta on 2")
+    try:
+        version, arrays, metadata, report = restart(layout)
+    except resurgo.CorruptionError as error:
+        if expected is not None or str(damaged[0]) not in str(error):
+            tally.fail("wrong_fallback", number, layout, what, f"restart raised: {error}")
+    else:
+        if version != expected or not holds_exactly(version, arrays, metadata, layout):
+            tally.fail("wrong_fallback", number, layout, what,
+                       f"restart returned version {version}, expected exactly version {expected}")
+        elif not two_levels and not any(str(damaged[0]) in line for line in report.skipped):
+            tally.fail("missed_by_restart", number, layout, what, "restart did not name the damaged file")
+    shutil.rmtree(layout.root)
+
+
 def run(trials: int, seed: int, root: Path) -> Tally:
-    layouts = [Layout(root / f"{name}-{mode}", f"{name}-{mode}", two_levels, compressible, mode)
+    layouts = [Layout(root / f"{name}-{writer}", f"{name}-{writer}", two_levels, compressible, writer)
                for name, two_levels, compressible in (("single", False, False), ("mirrored", True, False),
                                                       ("compressed", False, True))
-               for mode in ("copy", "fork", "delta")]
+               for writer in WRITERS]
     for layout in layouts:
-        layout.write()
+        layout.write_pristine()
     rng = random.Random(seed)
     tally = Tally()
     names = list(DAMAGES)
@@ -295,16 +388,20 @@ def run(trials: int, seed: int, root: Path) -> Tally:
         damage_name = names[number % len(names)]  # every kind equally often
         candidates = [l for l in layouts if damage_name != "swapped chunks" or not l.compressible]
         run_trial(number, rng.choice(candidates), damage_name, rng, tally)
+        if number % COMPACTION_TRIAL_EVERY == COMPACTION_TRIAL_EVERY - 1:
+            run_compaction_trial(number, root, rng, tally)
     return tally
 
 
 def summary(tally: Tally, seed: int, seconds: float) -> str:
     lines = [f"corruption campaign: seed {seed}, {tally.trials} damaged files in {seconds:.1f} s"]
     lines += [f"  {name:<32} {tally.damages[name]}" for name in DAMAGES]
-    lines.append("  written by capture.mode: " + ", ".join(
-        f"{mode} {tally.capture_modes[mode]}" for mode in ("copy", "fork", "delta")))
+    lines.append("  written by: " + ", ".join(f"{writer} {tally.writers[writer]}" for writer in WRITERS))
+    lines.append(f"  compaction trials (a link damaged before the compaction): {sum(tally.compaction_trials.values())}"
+                 + "".join(f"; {outcome}: {count}" for outcome, count in sorted(tally.compaction_trials.items())))
     lines.append(f"  missed by verify: {tally.missed_by_verify}; missed by restart: {tally.missed_by_restart}; "
-                 f"wrong fallback: {tally.wrong_fallback}; not repaired or quarantined: {tally.not_repaired}")
+                 f"wrong fallback: {tally.wrong_fallback}; not repaired or quarantined: {tally.not_repaired}; "
+                 f"compactions over damage: {tally.compaction_used_damage}")
     lines += ["  FAILED " + line for line in tally.failures[:20]]
     return "\n".join(lines)
 

@@ -16,6 +16,10 @@
 // power also fails while restart repairs a copy or quarantines a version;
 // those copies are excused, and a version whose every copy was damaged is
 // no longer expected.
+// Three workloads capture deltas whose chains outgrow delta.compact_after,
+// so that power also fails while a compaction rewrites a version in place
+// (docs/tracking.md, "Compaction"): the cut must leave the delta with its
+// chain or the full version, and restart the newest durable version's bytes.
 //
 //   power_campaign [--states N] [--seed S] [--semantics posix|ordered|both] [--dir PATH]
 //
@@ -52,12 +56,16 @@ constexpr int kFailuresKept = 5;         // failing states whose directories are
 
 // How the store captures the application's memory: copy into the host
 // buffer, or (buffer smaller than a version) synchronously from the
-// application's memory. A forked child cannot run here: it writes through
+// application's memory; or delta: only the blocks written since the previous
+// version (hash tracking, in-process), a full version every kDeltaFullEvery.
+// A forked child cannot run here: it writes through
 // its own copy of this in-memory Env, which the recording never sees, so
 // fork and auto-beyond-the-buffer are covered by the crash campaign (real
 // files, SIGKILL) and the conformance suite instead. Another in-process
 // mode is one more enumerator here, one more case in `configure`, and rows.
-enum class Capture { kCopy };
+enum class Capture { kCopy, kDelta };
+
+constexpr int kDeltaFullEvery = 1000;  // chains end where compaction, not capture, ends them
 
 struct StoreSpec {
   const char* name;
@@ -85,6 +93,7 @@ struct Workload {
   int versions;
   int reopen_after;               // close, reopen and restart after this version; 0: never
   Damage damage;
+  int compact_after = 0;          // delta.compact_after (delta capture)
 };
 
 const std::vector<Workload>& workloads() {
@@ -102,6 +111,16 @@ const std::vector<Workload>& workloads() {
       {"long", Capture::kCopy,
        {{"alpha", 16000, 40000, 2, 2, 2, "lz4", "auto"}, {"beta", 2000, 1000, 1, 3, 1, "none", "32KiB"}}, 16, 8,
        Damage::kNone},
+      // Compaction on both levels (every version goes to L4), each chain of
+      // two deltas rewritten, then the old links evicted.
+      {"delta-compact", Capture::kDelta, {{"alpha", 9000, 20001, 2, 2, 1, "none", "auto"}}, 6, 0, Damage::kNone, 1},
+      // Synchronous zstd deltas on L2 alone; the reopen restarts from a
+      // compacted version and the chain grows again from it.
+      {"delta-compact-reopen", Capture::kDelta, {{"beta", 20000, 7777, 1, 1, 0, "zstd", "64KiB"}}, 8, 4,
+       Damage::kNone, 2},
+      // Restart repairs a compacted version's L2 copy from L4.
+      {"delta-compact-repair", Capture::kDelta, {{"alpha", 9000, 20001, 2, 2, 1, "lz4", "auto"}}, 5, 3,
+       Damage::kL2Copy, 1},
   };
   return table;
 }
@@ -109,24 +128,31 @@ const std::vector<Workload>& workloads() {
 const char* capture_name(Capture capture) {
   switch (capture) {
     case Capture::kCopy: return "copy";
+    case Capture::kDelta: return "delta";
   }
   return "?";
 }
 
-Config configure(const StoreSpec& spec, Capture capture, const std::string& root) {
-  Config config = Config::load("", {{"local.path", root + "/l2"},
-                                    {"persistent.path", root + "/l4"},
-                                    {"local.keep", std::to_string(spec.local_keep)},
-                                    {"persistent.keep", std::to_string(spec.persistent_keep)},
-                                    {"persistent.every", std::to_string(spec.every)},
-                                    {"pipeline.compress", spec.codec},
-                                    {"pipeline.chunk_size", "64KiB"},
-                                    {"buffer.capacity", spec.buffer},
-                                    {"log.level", "off"}});
-  switch (capture) {
+Config configure(const StoreSpec& spec, const Workload& workload, const std::string& root) {
+  std::map<std::string, std::string> settings = {{"local.path", root + "/l2"},
+                                                 {"persistent.path", root + "/l4"},
+                                                 {"local.keep", std::to_string(spec.local_keep)},
+                                                 {"persistent.keep", std::to_string(spec.persistent_keep)},
+                                                 {"persistent.every", std::to_string(spec.every)},
+                                                 {"pipeline.compress", spec.codec},
+                                                 {"pipeline.chunk_size", "64KiB"},
+                                                 {"buffer.capacity", spec.buffer},
+                                                 {"log.level", "off"}};
+  switch (workload.capture) {
     case Capture::kCopy: break;  // the default
+    case Capture::kDelta:
+      settings["capture.mode"] = "delta";
+      settings["track.method"] = "hash";
+      settings["delta.full_every"] = std::to_string(kDeltaFullEvery);
+      settings["delta.compact_after"] = std::to_string(workload.compact_after);
+      break;
   }
-  return config;
+  return Config::load("", settings);
 }
 
 // The store's level, as the library lays it out (rank 0); listing goes
@@ -175,7 +201,7 @@ void open_stores(const Workload& workload, const std::shared_ptr<PowerLossEnv>& 
   for (const StoreSpec& spec : workload.stores) {
     open.push_back({&spec, application_for(spec), std::nullopt});
     OpenStore& entry = open.back();
-    entry.store.emplace(spec.name, configure(spec, workload.capture, kRoot), env);
+    entry.store.emplace(spec.name, configure(spec, workload, kRoot), env);
     entry.application.protect(*entry.store);
   }
 }
@@ -252,6 +278,8 @@ struct Tally {
   long nothing_durable = 0;  // store states with no version durable yet
   long reverted_entries = 0;
   long torn_or_lost_appends = 0;
+  long rewrites = 0;           // files committed over an existing name: compactions, repairs
+  long cuts_in_rewrites = 0;   // states cut between such a file's creation and its rename
   long violations() const {
     return lost + damaged_restored + damaged_visible + durable_copy_missing + restart_errors;
   }
@@ -330,7 +358,7 @@ void check_store(const Workload& workload, std::size_t s, const Recording& recor
   fault::Application application = application_for(spec);
   int restored = -1;
   try {
-    Store store(spec.name, configure(spec, workload.capture, root), Env::posix());
+    Store store(spec.name, configure(spec, workload, root), Env::posix());
     application.protect(store);
     try {
       restored = store.restart();
@@ -431,14 +459,19 @@ bool run_campaign(const Options& options) {
     // Short histories are cut at every operation in turn (at least
     // kMinStatesPerCut states each); long ones at random operations.
     const bool every_cut = static_cast<long>(history + 1) * kMinStatesPerCut <= budget;
+    const std::vector<PowerLossEnv::Replacement> rewrites = recording.env->replacements();
+    tally.rewrites += static_cast<long>(rewrites.size());
     for (Semantics semantics : options.semantics) {
       for (long i = 0; i < budget; ++i) {
         const std::size_t cut = every_cut ? static_cast<std::size_t>(i) % (history + 1) : random() % (history + 1);
+        tally.cuts_in_rewrites += std::count_if(rewrites.begin(), rewrites.end(), [cut](const auto& rewrite) {
+          return rewrite.created < cut && cut <= rewrite.renamed + 1;
+        });
         check_state(workload, recording, cut, semantics, random(), options.dir, tally, failures_kept);
       }
     }
-    std::printf("workload %-16s capture %s: %zu operations, %zu durable reports, %s\n", workload.name,
-                capture_name(workload.capture), history, recording.durable.size(),
+    std::printf("workload %-20s capture %-5s: %zu operations, %zu durable reports, %zu files rewritten in place, %s\n",
+                workload.name, capture_name(workload.capture), history, recording.durable.size(), rewrites.size(),
                 every_cut ? "cut at every operation" : "cut at random operations");
   }
   fs::remove_all(options.dir + "/state");
@@ -448,11 +481,11 @@ bool run_campaign(const Options& options) {
       "power campaign (%s, seed %llu): %ld cut states over %ld recorded operations; %ld durable versions checked, "
       "%ld lost, %ld damaged restored, %ld visible damaged files, %ld durable copies missing, %ld restart errors; "
       "%ld copies skipped by restart, %ld store states with nothing durable yet, %ld entry changes reverted, "
-      "%ld appends torn or lost\n",
+      "%ld appends torn or lost; %ld files rewritten in place (compactions, repairs), %ld states cut inside one\n",
       semantics.c_str(), static_cast<unsigned long long>(options.seed), tally.states, operations,
       tally.durable_checked, tally.lost, tally.damaged_restored, tally.damaged_visible, tally.durable_copy_missing,
       tally.restart_errors, tally.skipped_copies, tally.nothing_durable, tally.reverted_entries,
-      tally.torn_or_lost_appends);
+      tally.torn_or_lost_appends, tally.rewrites, tally.cuts_in_rewrites);
   return tally.violations() == 0;
 }
 

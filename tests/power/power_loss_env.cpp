@@ -247,6 +247,7 @@ std::unique_ptr<WritableFile> PowerLossEnv::create(const std::string& path, unsi
   const int inode = static_cast<int>(contents_.size());
   contents_.emplace_back();
   entries_[path] = inode;
+  created_at_[inode] = history_.size();
   record(Kind::kCreate, path, inode);
   return std::make_unique<MemoryWritableFile>(*this, inode, path);
 }
@@ -289,8 +290,14 @@ void PowerLossEnv::rename(const std::string& from, const std::string& to) {
   require_directory(parent_of(to), "rename into");
   const int inode = entry->second;
   entries_.erase(entry);
+  if (entries_.count(to)) replacements_.push_back({created_at_[inode], history_.size()});
   entries_[to] = inode;
   record(Kind::kRename, from, inode, to);
+}
+
+std::vector<PowerLossEnv::Replacement> PowerLossEnv::replacements() const {
+  std::lock_guard lock(mutex_);
+  return replacements_;
 }
 
 void PowerLossEnv::remove(const std::string& path) {

@@ -98,6 +98,14 @@ class PowerLossEnv final : public Env {
   bool exists(const std::string& path) override;
   std::unique_ptr<FileLock> lock(const std::string& path) override;
 
+  // A file committed over an existing name (a compaction, a repair): the
+  // operations from its temporary's creation to the rename over the old copy.
+  struct Replacement {
+    std::size_t created;
+    std::size_t renamed;
+  };
+  std::vector<Replacement> replacements() const;
+
   // Bit rot: flips one bit of the file at `path` in place, durably (a write
   // and a sync are recorded), as a failing disk would. Restart must then
   // repair or quarantine the copy.
@@ -131,6 +139,8 @@ class PowerLossEnv final : public Env {
   std::map<std::string, int> entries_;               // file path -> inode
   std::vector<std::vector<std::byte>> contents_;     // by inode
   std::set<std::string> locked_;
+  std::map<int, std::size_t> created_at_;  // inode -> its kCreate's operation index
+  std::vector<Replacement> replacements_;
 };
 
 }  // namespace resurgo::power

@@ -184,5 +184,36 @@ TEST(PowerLossEnv, UnsyncedUnlinkMayBringTheFileBack) {
   }
 }
 
+// A compaction (or a repair) commits a file over a committed one: the
+// rename is recorded as a replacement, and until the directory sync a state
+// holds the old file or the new one under the name, never neither.
+TEST(PowerLossEnv, ARenameOverACommittedFileIsAReplacementThatKeepsOneOfTheTwo) {
+  PowerLossEnv env(kRoot);
+  std::unique_ptr<WritableFile> old_file = env.create("/root/f", 0600);
+  append(*old_file, "old");
+  old_file->sync();
+  env.sync_dir("/root");
+  const std::size_t created = env.operations();
+  std::unique_ptr<WritableFile> new_file = env.create("/root/.tmp", 0600);
+  append(*new_file, "new");
+  new_file->sync();
+  const std::size_t renamed = env.operations();
+  env.rename("/root/.tmp", "/root/f");
+  const std::vector<PowerLossEnv::Replacement> replacements = env.replacements();
+  ASSERT_EQ(replacements.size(), 1u);
+  EXPECT_EQ(replacements[0].created, created);
+  EXPECT_EQ(replacements[0].renamed, renamed);
+  for (Semantics semantics : {Semantics::kPosix, Semantics::kOrdered}) {
+    const auto states = draw_states(env, env.operations(), semantics);
+    const auto holds = [](const std::string& text) {
+      return [text](const State& s) { return s.count("f") == 1 && s.at("f") == text; };
+    };
+    EXPECT_TRUE(all_of(states, [&](const State& s) { return holds("old")(s) || holds("new")(s); }))
+        << semantics_name(semantics);
+    EXPECT_TRUE(any_of(states, holds("old"))) << semantics_name(semantics);
+    EXPECT_TRUE(any_of(states, holds("new"))) << semantics_name(semantics);
+  }
+}
+
 }  // namespace
 }  // namespace resurgo::power

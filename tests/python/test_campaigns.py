@@ -16,5 +16,6 @@ def test_every_damage_is_detected_and_restart_falls_back(tmp_path):
     print(corruption_campaign.summary(tally, 20261122, 0.0))
     assert tally.trials == 1000
     assert set(tally.damages) == set(corruption_campaign.DAMAGES)
-    assert set(tally.capture_modes) == {"copy", "fork", "delta"}  # files of every writer were damaged
+    assert set(tally.writers) == set(corruption_campaign.WRITERS)  # files of every writer were damaged
+    assert sum(tally.compaction_trials.values()) == 1000 // corruption_campaign.COMPACTION_TRIAL_EVERY
     assert tally.violations == 0, "\n".join(tally.failures[:20])
