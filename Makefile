@@ -85,18 +85,15 @@ bench-deps:
 gpu-prepare:
 	@scripts/gpu_prepare.sh
 
-# The library is compiled one batch per folder (RESURGO_UNITY_LIBRARY,
-# src/CMakeLists.txt): half the compile time of file by file. The fake-driver
-# GPU check compiles it file by file, which checks that each file includes
-# what it uses.
+# Every tree compiles the library one batch per folder (RESURGO_UNITY_LIBRARY,
+# on by default, src/CMakeLists.txt): half the compile time of file by file.
 # Ninja, as pip's build of the Python package uses: both trees then compile
 # from their top folder, so that ccache, with the paths made relative, finds
 # the same command for the same batch in both.
-UNITY     := -DRESURGO_UNITY_LIBRARY=ON
 GENERATOR := $(if $(shell command -v ninja 2>/dev/null),-G Ninja)
 
 $(BUILD_DIR)/CMakeCache.txt: | deps
-	cmake -S . -B $(BUILD_DIR) $(GENERATOR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DRESURGO_WERROR=ON $(UNITY) $(CMAKE_ARGS)
+	cmake -S . -B $(BUILD_DIR) $(GENERATOR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DRESURGO_WERROR=ON $(CMAKE_ARGS)
 
 build: deps $(BUILD_DIR)/CMakeCache.txt
 	cmake --build $(BUILD_DIR) -j$(JOBS)
@@ -107,8 +104,7 @@ $(PY_BUILD)/.installed: $(PY_INPUTS) $(VENV)/.resurgo-requirements | deps
 	@echo "python: building the extension and installing resurgo into $(VENV) (editable)"
 	CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(VENV_PY) -m pip install -q --disable-pip-version-check \
 	  --no-build-isolation --config-settings=build-dir=$(PY_BUILD) \
-	  --config-settings=cmake.build-type=$(BUILD_TYPE) --config-settings=cmake.define.RESURGO_WERROR=ON \
-	  --config-settings=cmake.define.RESURGO_UNITY_LIBRARY=ON -e .
+	  --config-settings=cmake.build-type=$(BUILD_TYPE) --config-settings=cmake.define.RESURGO_WERROR=ON -e .
 	@mkdir -p $(PY_BUILD) && touch $@
 
 # The virtualenv and its stamp are made by bootstrap (deps).
@@ -120,20 +116,20 @@ test: test-suite test-asan test-tsan
 
 # The GPU check against the fake CUDA driver proves scripts/gpu_check.sh
 # (docs/gpu.md, "Running the GPU checks"); its summary is printed when a
-# step fails.
+# step fails. pytest runs beside it: pytest keeps one core busy, and the
+# check's build takes the other's idle time.
 GPU_CHECK_OUT := build/gpu-check/out
 
 test-suite: deps build python
 	scripts/gpu_prepare.sh
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j$(JOBS) || \
 	  { sh scripts/failed_test_output.sh $(BUILD_DIR); exit 1; }
-	$(VENV_PY) -m pytest tests/python -q
-	JOBS=$(JOBS) scripts/gpu_check.sh --fake-driver $(GPU_CHECK_OUT) || \
-	  { cat $(GPU_CHECK_OUT)/summary.md; exit 1; }
+	JOBS=2 scripts/together.sh "$(VENV_PY) -m pytest tests/python -q" \
+	  "JOBS=$(JOBS) scripts/gpu_check.sh --fake-driver $(GPU_CHECK_OUT) || { cat $(GPU_CHECK_OUT)/summary.md; exit 1; }"
 
 # The GPU suites that run a second time against the fake CUDA driver
-# (tests/cpp/fake_cuda; the fake_cuda.* ctest registration runs the same).
-FAKE_CUDA_TESTS := GpuDriverTest.*:GpuCudaTest.*:GpuStoreTest.*:HostPinnerTest.TheCudaPinner*:FakeCudaTest.*:FakeCudaRulesTest.*:FakeDriver/LevelConformanceTest.*:FakeDriver/CaptureConformanceTest.*:FakeCudaDeviceOrdinalTest.*
+# (tests/cpp/fake_cuda/suites.txt; the fake_cuda.* ctest registration runs the same).
+FAKE_CUDA_TESTS := $(shell grep -v '^\#' tests/cpp/fake_cuda/suites.txt | paste -sd: -)
 
 # Sanitizer builds of the library and the GoogleTest suite (no Python).
 # Debug information is line tables only (-g1): enough for the reports' stack
@@ -141,22 +137,27 @@ FAKE_CUDA_TESTS := GpuDriverTest.*:GpuCudaTest.*:GpuStoreTest.*:HostPinnerTest.T
 # the phases of make test). The test programs
 # run side by side (scripts/together.sh), the GoogleTest binary in one
 # shard per job: each is single-threaded most of the time.
+# ASan+UBSan check the library: build/cpp's GoogleTest program, whose files
+# need no instrumentation, runs on the ASan tree's libresurgo.so (found
+# through LD_LIBRARY_PATH before the program's RUNPATH; the ASan runtime,
+# which must come first, preloaded), so its test files are not compiled a
+# second time. TSan must see every synchronization, the tests' own atomics
+# and shared pointers included, or it reports races that are none: its
+# tree compiles the GoogleTest files instrumented.
 # The ASan+UBSan library is compiled at -O0: optimizing code full of UBSan's
 # checks is the longest part of its build, and its test programs are short
 # (bench/ci_time.sh measures both). TSan's stays at -O1: its runs are the
-# longest of make test. Both compile the library in batches
-# (RESURGO_UNITY_LIBRARY, src/CMakeLists.txt). A new tree uses Ninja, which
+# longest of make test. A new tree uses Ninja, which
 # builds the listed programs side by side (make builds one goal at a time).
-# $(call sanitized_tests,build dir,-fsanitize= list,runtime options,GoogleTest files' options,library -O).
+# $(call sanitized_tests,build dir,-fsanitize= list,runtime options,library -O,GoogleTest target,GoogleTest program).
 define sanitized_tests
-	cmake -S . -B $(1) $(if $(wildcard $(1)/CMakeCache.txt),,$(GENERATOR)) -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DRESURGO_BUILD_EXAMPLES=OFF -DRESURGO_BUILD_FORTRAN=OFF -DRESURGO_UNITY_LIBRARY=ON \
-	  -DCMAKE_CXX_FLAGS="-fsanitize=$(2) -fno-omit-frame-pointer -fno-sanitize-recover=all $(5)" \
-	  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=$(2)" -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=$(2)" \
-	  -DRESURGO_TEST_COMPILE_OPTIONS="$(4)"
-	cmake --build $(1) -j$(JOBS) --target resurgo_tests resurgo_fake_cuda crash_campaign auto_crash_campaign stress_campaign power_tests power_campaign
+	cmake -S . -B $(1) $(if $(wildcard $(1)/CMakeCache.txt),,$(GENERATOR)) -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DRESURGO_BUILD_EXAMPLES=OFF -DRESURGO_BUILD_FORTRAN=OFF \
+	  -DCMAKE_CXX_FLAGS="-fsanitize=$(2) -fno-omit-frame-pointer -fno-sanitize-recover=all $(4)" \
+	  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=$(2)" -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=$(2)"
+	cmake --build $(1) -j$(JOBS) --target resurgo $(5) resurgo_fake_cuda crash_campaign auto_crash_campaign stress_campaign power_tests power_campaign
 	JOBS=$(JOBS) scripts/together.sh \
-	  $(foreach shard,$(shell seq 0 $$(($(JOBS) - 1))),"GTEST_TOTAL_SHARDS=$(JOBS) GTEST_SHARD_INDEX=$(shard) $(3) $(1)/tests/cpp/resurgo_tests") \
-	  "$(3) LD_LIBRARY_PATH=$(1)/tests/cpp/fake_cuda $(1)/tests/cpp/resurgo_tests --gtest_filter='$(FAKE_CUDA_TESTS)'" \
+	  $(foreach shard,$(shell seq 0 $$(($(JOBS) - 1))),"GTEST_TOTAL_SHARDS=$(JOBS) GTEST_SHARD_INDEX=$(shard) $(3) LD_LIBRARY_PATH=$(1)/src $(6)") \
+	  "$(3) LD_LIBRARY_PATH=$(1)/src:$(1)/tests/cpp/fake_cuda $(6) --gtest_filter='$(FAKE_CUDA_TESTS)'" \
 	  "$(3) $(1)/tests/fault/auto_crash_campaign --trials 20" \
 	  "$(3) $(1)/tests/fault/crash_campaign --trials 60" \
 	  "$(3) $(1)/tests/power/power_campaign --states 800" \
@@ -164,11 +165,13 @@ define sanitized_tests
 	  "$(3) $(1)/tests/fault/stress_campaign --seconds 5"
 endef
 
-test-asan: deps
-	$(call sanitized_tests,build/asan,address$(,)undefined,ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1,-O0;-fno-sanitize=all,-O0)
+ASAN_RUNTIME = $(shell $(CXX) -print-file-name=libasan.so)
+
+test-asan: deps build
+	$(call sanitized_tests,build/asan,address$(,)undefined,ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1,-O0,,LD_PRELOAD=$(ASAN_RUNTIME) $(BUILD_DIR)/tests/cpp/resurgo_tests)
 
 test-tsan: deps
-	$(call sanitized_tests,build/tsan,thread,TSAN_OPTIONS=halt_on_error=1,-O0,-O1)
+	$(call sanitized_tests,build/tsan,thread,TSAN_OPTIONS=halt_on_error=1,-O1,resurgo_tests,build/tsan/tests/cpp/resurgo_tests)
 
 # Long campaigns (docs/reliability.md), each log kept in build/soak.
 SOAK_LOGS              := build/soak

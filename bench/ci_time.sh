@@ -8,8 +8,8 @@
 # Clones the repository at REV (default HEAD) into WORKDIR (default a new
 # temporary directory), runs .ci/run there with each output line stamped
 # with the seconds since the start, and prints the time between the lines
-# that start each phase (bootstrap, build, Python package, ctest, pytest,
-# fake-driver GPU check, ASan, TSan) as a Markdown table, then the total
+# that start each phase (bootstrap, build, Python package, ctest, pytest
+# beside the fake-driver GPU check, ASan, TSan) as a Markdown table, then the total
 # and the exit status. The stamped log stays in WORKDIR/ci_time.log. Run it
 # on an otherwise idle machine: every other process on the cores adds to
 # the phases.
@@ -35,8 +35,7 @@ phases=(
   "C++ build (build/cpp)|cmake -S . -B build/cpp"
   "Python package (build/python)|-m pip install"
   "ctest|ctest --test-dir"
-  "pytest|-m pytest tests/python"
-  "GPU check, fake driver|scripts/gpu_check.sh --fake-driver"
+  "pytest beside the fake-driver GPU check|-m pytest tests/python"
   "ASan build and tests|-B build/asan"
   "TSan build and tests|-B build/tsan"
 )

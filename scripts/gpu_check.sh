@@ -111,7 +111,8 @@ build_environment() {
 
 # Warnings are not errors on a GPU machine (a newer compiler there may warn
 # where CI's does not); against the fake driver, on CI's compiler, they are,
-# as in build/cpp, whose objects ccache then shares (Makefile).
+# as in build/cpp. (ccache cannot share build/cpp's objects here: the
+# dependencies' include folders lie in the prefix, and MPI is left out.)
 step_build() {
   build_environment
   local generator=()
