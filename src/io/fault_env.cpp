@@ -147,6 +147,23 @@ std::unique_ptr<ReadableFile> FaultEnv::open(const std::string& path) {
   return std::make_unique<FaultReadableFile>(*this, base_->open(path));
 }
 
+const char* FaultEnv::op_name(Op op) {
+  switch (op) {
+    case Op::kCreate: return "create";
+    case Op::kAppend: return "append";
+    case Op::kSync: return "sync";
+    case Op::kClose: return "close";
+    case Op::kRename: return "rename";
+    case Op::kRemove: return "remove";
+    case Op::kSyncDir: return "sync_dir";
+    case Op::kCreateDirs: return "create_dirs";
+    case Op::kOpen: return "open";
+    case Op::kRead: return "read";
+    case Op::kList: return "list";
+  }
+  return "?";
+}
+
 void FaultEnv::rename(const std::string& from, const std::string& to) {
   check(Op::kRename, from);
   base_->rename(from, to);

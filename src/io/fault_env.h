@@ -28,6 +28,8 @@ namespace resurgo {
 class FaultEnv final : public Env {
  public:
   enum class Op { kCreate, kAppend, kSync, kClose, kRename, kRemove, kSyncDir, kCreateDirs, kOpen, kRead, kList };
+  // The call's name ("create", "sync_dir", ...), for the tests' messages.
+  static const char* op_name(Op op);
 
   struct Fault {
     Op op;

@@ -26,15 +26,6 @@ namespace {
 namespace fs = std::filesystem;
 
 // Polls `condition` (background threads make it true) for up to 30 s.
-bool eventually(const std::function<bool()>& condition) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return true;
-}
-
 class AdjointStagingTest : public ::testing::Test {
  protected:
   // 3 MiB of state: a version takes two 2 MiB pieces of the memory level.

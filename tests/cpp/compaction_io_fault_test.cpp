@@ -169,20 +169,6 @@ class CompactionFaultRun {
   std::map<int, std::vector<std::byte>> saved_;
 };
 
-const char* op_name(Op op) {
-  switch (op) {
-    case Op::kCreate: return "create";
-    case Op::kAppend: return "append";
-    case Op::kSync: return "sync";
-    case Op::kClose: return "close";
-    case Op::kRename: return "rename";
-    case Op::kSyncDir: return "sync_dir";
-    case Op::kOpen: return "open";
-    case Op::kRead: return "read";
-    default: return "?";
-  }
-}
-
 TEST(CompactionIoFaultTest, EveryFaultPointOfACompactionLeavesTheChainOrTheFullVersion) {
   const std::string newest = format::container_file_name(kNewest, 0);
   const std::string base = format::container_file_name(1, 0);
@@ -207,7 +193,7 @@ TEST(CompactionIoFaultTest, EveryFaultPointOfACompactionLeavesTheChainOrTheFullV
       const Outcome outcome = run.write(env);
       if (!outcome.fired) break;
       ++runs;
-      const std::string what = std::string(op_name(fault.op)) + " #" + std::to_string(fault.skip) + " of '" +
+      const std::string what = std::string(FaultEnv::op_name(fault.op)) + " #" + std::to_string(fault.skip) + " of '" +
                                fault.path_part + "' (" + std::strerror(fault.error_number) + ")";
       const NewestCopies run_copies = run.check(what, outcome);
       copies.full += run_copies.full;

@@ -89,14 +89,6 @@ class FakeCudaDevicePrefetchTest : public ::testing::Test {
     std::fill(host_.begin(), host_.end(), 0xee);
   }
   static DeviceCacheStats l0(Store& store) { return store.device_stats().cache.value_or(DeviceCacheStats{}); }
-  static bool eventually(const std::function<bool()>& done) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (!done()) {
-      if (std::chrono::steady_clock::now() > deadline) return false;
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    return true;
-  }
 
   TempDir dir_;
   CUcontext context_ = nullptr;

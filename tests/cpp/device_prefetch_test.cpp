@@ -64,15 +64,6 @@ class DevicePrefetchTest : public ::testing::Test {
     EXPECT_TRUE(cache.has_value());
     return cache.value_or(DeviceCacheStats{});
   }
-  // The prefetch thread works beside the test: wait (at most 10 s) for it.
-  static bool eventually(const std::function<bool()>& done) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (!done()) {
-      if (std::chrono::steady_clock::now() > deadline) return false;
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    return true;
-  }
   void scramble() {
     std::fill(host.begin(), host.end(), -1.0f);
     std::fill(device.begin(), device.end(), -1.0f);

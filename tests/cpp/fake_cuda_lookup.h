@@ -7,12 +7,14 @@
 
 #include <dlfcn.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <type_traits>
 
 #include "fake_cuda/fake_cuda_control.h"
 #include "gpu/cuda_driver.h"
+#include "resurgo/config.hpp"
 
 namespace resurgo::gpu {
 
@@ -119,6 +121,22 @@ inline std::string finish_fake_turn(CUcontext context) {
   driver.cuCtxSetCurrent(nullptr);
   FakeCudaCounters left = {};
   return fake().control->reset(&left) == 0 ? "" : "leaked: " + describe(left);
+}
+
+// The options of a store whose device regions go through the CUDA driver
+// (the fake, in these suites) into an L0 cache of `capacity`, mapped 4 MiB
+// at a time, its L2 under `directory`; `more` adds or overrides options.
+inline Config cuda_store_config(const std::string& directory, const std::string& capacity,
+                                const std::map<std::string, std::string>& more = {}) {
+  std::map<std::string, std::string> keys = {{"local.path", directory + "/l2"},
+                                             {"persistent.every", "0"},
+                                             {"device.backend", "cuda"},
+                                             {"device.capacity", capacity},
+                                             {"device.chunk", "4MiB"},
+                                             {"buffer.pin_token_dir", ""},
+                                             {"log.level", "off"}};
+  for (const auto& [key, value] : more) keys[key] = value;
+  return Config::load("", keys);
 }
 
 }  // namespace resurgo::gpu

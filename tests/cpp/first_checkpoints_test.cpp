@@ -15,23 +15,12 @@
 #include "base/thread_pool.h"
 #include "capture/copy_capture.h"
 #include "capture/host_buffer.h"
+#include "test_util.h"
 
 namespace resurgo {
 namespace {
 
 constexpr std::uint64_t kPiece = HostBuffer::kPiece;
-
-// Whether `check` holds within a few seconds (the background touch of a few
-// pieces takes milliseconds).
-template <typename Check>
-bool eventually(Check check) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (!check()) {
-    if (std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return true;
-}
 
 TEST(FirstCheckpointsTest, ThePiecesAheadOfTheNextBlockAreTouchedFirst) {
   HostBuffer buffer(6 * kPiece);

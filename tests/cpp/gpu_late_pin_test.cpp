@@ -45,16 +45,6 @@ namespace {
 constexpr std::size_t kNever = std::numeric_limits<std::size_t>::max();
 const std::size_t kPage = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
 
-// Polls `done` until it holds; false after 60 s (a hang, not a slow machine).
-bool eventually(const std::function<bool()>& done) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
-  return true;
-}
-
 // Lets the forerunner take `allowed` steps, then holds it in its
 // before_touch_step hook.
 struct StepGate {

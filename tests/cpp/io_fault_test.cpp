@@ -72,23 +72,6 @@ const char* const kStore = "s";
 const std::vector<Op> kOps = {Op::kCreate, Op::kAppend,     Op::kSync, Op::kClose, Op::kRename, Op::kSyncDir,
                               Op::kOpen,   Op::kRead,       Op::kList, Op::kRemove, Op::kCreateDirs};
 
-const char* op_name(Op op) {
-  switch (op) {
-    case Op::kCreate: return "create";
-    case Op::kAppend: return "append";
-    case Op::kSync: return "sync";
-    case Op::kClose: return "close";
-    case Op::kRename: return "rename";
-    case Op::kRemove: return "remove";
-    case Op::kSyncDir: return "sync_dir";
-    case Op::kCreateDirs: return "create_dirs";
-    case Op::kOpen: return "open";
-    case Op::kRead: return "read";
-    case Op::kList: return "list";
-  }
-  return "?";
-}
-
 const char* errno_name(int error_number) {
   switch (error_number) {
     case EIO: return "EIO";
@@ -101,8 +84,8 @@ const char* errno_name(int error_number) {
 }
 
 std::string describe(const FaultEnv::Fault& fault) {
-  std::string text = std::string("{op=") + op_name(fault.op) + " n=" + std::to_string(fault.skip) + " errno=" +
-                     errno_name(fault.error_number);
+  std::string text = std::string("{op=") + FaultEnv::op_name(fault.op) + " n=" + std::to_string(fault.skip) +
+                     " errno=" + errno_name(fault.error_number);
   if (fault.partial_write) text += " partial";
   if (!fault.path_part.empty()) text += " path~'" + fault.path_part + "'";
   return text + "}";
@@ -513,7 +496,7 @@ TEST(IoFaultTest, EveryFaultPointOfTheScenario) {
   ASSERT_GT(counts.at(Op::kAppend), 0);
   ASSERT_GT(counts.at(Op::kRead), 0);
   std::string count_line;
-  for (Op op : kOps) count_line += std::string(" ") + op_name(op) + "=" + std::to_string(counts.at(op));
+  for (Op op : kOps) count_line += std::string(" ") + FaultEnv::op_name(op) + "=" + std::to_string(counts.at(op));
   std::printf("io-fault: fault-free scenario calls:%s (faulted: 1 call in %d)\n", count_line.c_str(),
               kFaultPointStride);
   int fault_points = 0;

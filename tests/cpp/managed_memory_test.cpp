@@ -74,16 +74,8 @@ class ManagedMemoryTest : public ::testing::Test {
     EXPECT_EQ(finish_fake_turn(context_), "");
   }
 
-  Config store_config(const std::string& capacity, std::map<std::string, std::string> more = {}) {
-    std::map<std::string, std::string> keys = {{"local.path", dir_.path() + "/l2"},
-                                               {"persistent.every", "0"},
-                                               {"device.backend", "cuda"},
-                                               {"device.capacity", capacity},
-                                               {"device.chunk", "4MiB"},
-                                               {"buffer.pin_token_dir", ""},
-                                               {"log.level", "off"}};
-    for (auto& [key, value] : more) keys[key] = value;
-    return Config::load("", keys);
+  Config store_config(const std::string& capacity, const std::map<std::string, std::string>& more = {}) {
+    return cuda_store_config(dir_.path(), capacity, more);
   }
 
   // A kernel on the application's stream writes `bytes` over `buffer`.
