@@ -214,7 +214,7 @@ DeviceRestart::DeviceRestart(const Registry& registry, DeviceRegions& device, in
     : capture_(device),
       protected_(registry),
       version_(version),
-      from_cache_(version != kLatest && device.cached(version, registry.regions())) {
+      from_cache_(version != kLatest && device.hold_cached(version, registry.regions())) {
   for (Region region : registry.regions()) {
     if (copied_by_dma(region.kind) && from_cache_) {
       region.restored_elsewhere = true;
@@ -224,6 +224,10 @@ DeviceRestart::DeviceRestart(const Registry& registry, DeviceRegions& device, in
     }
     staged_.add(std::move(region));
   }
+}
+
+DeviceRestart::~DeviceRestart() {
+  if (from_cache_) capture_.unhold(version_);
 }
 
 std::uint64_t DeviceRestart::write_back() {
@@ -244,6 +248,10 @@ bool DeviceRegions::cached(std::int64_t version, const std::vector<Region>& regi
   const auto found = cached_layouts_.find(version);
   return l0_ && found != cached_layouts_.end() && l0_->holds(static_cast<int>(version)) &&
          found->second == device_layout(regions);
+}
+
+bool DeviceRegions::hold_cached(std::int64_t version, const std::vector<Region>& regions) {
+  return cached(version, regions) && l0_->hold(static_cast<int>(version));
 }
 
 std::uint64_t DeviceRegions::restore_from_l0(std::int64_t version, const std::vector<Region>& regions) {

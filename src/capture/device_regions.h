@@ -76,6 +76,10 @@ class DeviceRegions {
   // same ids, labels and sizes, in order), so that restart may copy them
   // from there, device to device. Application thread only, as take().
   bool cached(std::int64_t version, const std::vector<Region>& regions) const;
+  // As cached(), and then keeps it in L0 until unhold(): a restart reads it
+  // last, and the prefetch thread may make room in L0 meanwhile.
+  bool hold_cached(std::int64_t version, const std::vector<Region>& regions);
+  void unhold(std::int64_t version) { l0_->unhold(static_cast<int>(version)); }
   // Copies them from L0 into the regions; returns the bytes copied.
   std::uint64_t restore_from_l0(std::int64_t version, const std::vector<Region>& regions);
   // Copies host bytes back into a device or managed region; they are there
@@ -132,6 +136,9 @@ class DeviceRestart final : public RestartTargets {
  public:
   // `version`: kLatest never reads from L0 (the version is not known yet).
   DeviceRestart(const Registry& registry, DeviceRegions& device, int version);
+  ~DeviceRestart() override;
+  DeviceRestart(const DeviceRestart&) = delete;
+  DeviceRestart& operator=(const DeviceRestart&) = delete;
   const Registry& registry() const override { return staged_; }
   // Returns the bytes copied from L0 (0 when from host copies).
   std::uint64_t write_back() override;

@@ -254,6 +254,25 @@ void DeviceCache::read(std::int64_t version, std::size_t offset, void* target, s
   done();
 }
 
+bool DeviceCache::hold(std::int64_t version) {
+  std::lock_guard lock(mutex_);
+  Entry* entry = find(version);
+  if (entry == nullptr || !entry->complete) return false;
+  entry->readers++;
+  return true;
+}
+
+// A discard may have removed it meanwhile: it stays in the queue, unevicted,
+// until its readers are done.
+void DeviceCache::unhold(std::int64_t version) {
+  std::lock_guard lock(mutex_);
+  const auto held = std::find_if(fifo_.begin(), fifo_.end(),
+                                 [version](const Entry& entry) { return entry.version == version && entry.readers > 0; });
+  if (held == fifo_.end()) return;
+  held->readers--;
+  changed_.notify_all();
+}
+
 bool DeviceCache::contains(std::int64_t version) const {
   std::lock_guard lock(mutex_);
   const Entry* entry = find(version);

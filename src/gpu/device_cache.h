@@ -92,6 +92,13 @@ class DeviceCache {
   // lies outside it.
   void read(std::int64_t version, std::size_t offset, void* target, std::size_t bytes);
 
+  // Keeps cached `version` from eviction until unhold(), as a read does: a
+  // restart that found it here reads it once the rest of the version was
+  // read, and another thread (the prefetch's) may make room meanwhile.
+  // False, holding nothing, when it is not cached.
+  bool hold(std::int64_t version);
+  void unhold(std::int64_t version);
+
   bool contains(std::int64_t version) const;
   // The versions cached, oldest first, and the bytes one was captured with.
   std::vector<std::int64_t> versions() const;

@@ -114,6 +114,8 @@ class PinnedStaging {
 // verified.
 class L0Restart final : public RestartTargets {
  public:
+  // `version` is held in L0 already (DeviceLevel::hold); the destructor
+  // lets it go.
   L0Restart(DeviceLevel& l0, const Registry& registry, int version) : l0_(l0), version_(version) {
     for (Region region : registry.regions()) {
       if (copied_by_dma(region.kind)) {
@@ -123,6 +125,9 @@ class L0Restart final : public RestartTargets {
       targets_.add(std::move(region));
     }
   }
+  ~L0Restart() override { l0_.unhold(version_); }
+  L0Restart(const L0Restart&) = delete;
+  L0Restart& operator=(const L0Restart&) = delete;
   const Registry& registry() const override { return targets_; }
   std::uint64_t write_back() override {
     std::uint64_t offset = 0;
@@ -201,7 +206,7 @@ class DevicePrefetch final : public DeviceStage {
   std::unique_ptr<RestartTargets> restart_targets(const Registry& registry, int version) override {
     std::lock_guard lock(mutex_);
     const auto found = staged_.find(version);
-    if (found == staged_.end() || found->second != layout_of(registry.regions()) || !l0_.holds(version)) {
+    if (found == staged_.end() || found->second != layout_of(registry.regions()) || !l0_.hold(version)) {
       return nullptr;
     }
     return std::make_unique<L0Restart>(l0_, registry, version);

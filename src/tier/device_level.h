@@ -72,6 +72,10 @@ class DeviceLevel final : public Level {
   void read(int version, std::size_t offset, void* target, std::size_t bytes);
   // `version` is in host memory too: the cache may evict it.
   void release(int version);
+  // Keeps `version` here until unhold() (gpu::DeviceCache::hold): false,
+  // holding nothing, when it is not here.
+  bool hold(int version) { return cache_->hold(version); }
+  void unhold(int version) { cache_->unhold(version); }
   // The prefetch's side. Whether a version of `bytes` may fit at all (the
   // capacity); a refusal is counted.
   bool admit_prefetch(std::size_t bytes);

@@ -76,6 +76,36 @@ TEST_F(DevicePrefetchCacheTest, ADiscardFreesAStagedOrFlushedVersionButNotOneAwa
   EXPECT_FALSE(cache.discard(7));  // never there
 }
 
+// A restart that found a flushed version in L0 holds it until it read it:
+// the prefetch thread, making room meanwhile, finds none instead of
+// evicting it (the race a Python adjoint test met on a slow machine).
+TEST_F(DevicePrefetchCacheTest, AHeldVersionIsNotEvictedToMakeRoomForAStage) {
+  DeviceCache& cache = open(1);
+  ASSERT_EQ(cache.capture(1, spans()).status, Status::kCached);
+  cache.flushed(1);
+  ASSERT_TRUE(cache.hold(1));
+  EXPECT_FALSE(cache.hold(2));  // not cached: nothing held
+  EXPECT_EQ(cache.stage(2, spans()).status, Status::kNoRoom);
+  std::vector<std::byte> back(kVersion);
+  cache.read(1, 0, back.data(), back.size());
+  EXPECT_EQ(back, bytes_);
+  cache.unhold(1);
+  EXPECT_EQ(cache.stage(2, spans()).status, Status::kCached);
+  EXPECT_FALSE(cache.contains(1));
+}
+
+// A version discarded while held stays in the queue, its space unfreed,
+// until the hold ends.
+TEST_F(DevicePrefetchCacheTest, ADiscardedVersionStillHeldIsEvictedOnlyOnceLetGo) {
+  DeviceCache& cache = open(1);
+  ASSERT_EQ(cache.stage(1, spans()).status, Status::kCached);
+  ASSERT_TRUE(cache.hold(1));
+  EXPECT_TRUE(cache.discard(1));
+  EXPECT_EQ(cache.stage(2, spans()).status, Status::kNoRoom);
+  cache.unhold(1);
+  EXPECT_EQ(cache.stage(2, spans()).status, Status::kCached);
+}
+
 TEST_F(DevicePrefetchCacheTest, AStageTooLargeIsNoBypass) {
   DeviceCache& cache = open(1);
   const std::vector<std::byte> large(2 * kVersion);
