@@ -139,7 +139,7 @@ module resurgo
     integer(c_long_long) :: dirty_bytes              ! in the pages the tracker reported written
     integer(c_long_long) :: granularity_bytes        ! largest management block in force
     character(kind=c_char) :: tracker(16)            ! "uffd", "soft-dirty", "mprotect", "hash"; ""
-    integer(c_long_long) :: device_bytes             ! bytes of device regions
+    integer(c_long_long) :: device_bytes             ! bytes of device and managed regions
     character(kind=c_char) :: device_path(8)         ! "l0", "host" or ""
     real(c_double) :: device_wait_seconds            ! part of copy_seconds waiting for L0
   end type rsg_version_stats
@@ -159,6 +159,11 @@ module resurgo
     real(c_double) :: cache_mapping_seconds
     real(c_double) :: cache_map_wait_seconds
     real(c_double) :: cache_flush_wait_seconds
+    integer(c_int) :: cache_device                   ! the ordinal of the device it is on (device.ordinal)
+    integer(c_long_long) :: cache_prefetched         ! versions resurgo_prefetch staged into the cache
+    integer(c_long_long) :: cache_prefetch_too_large ! too large for it: restored from host memory
+    integer(c_long_long) :: cache_prefetch_failed    ! stagings that failed: restored from the next level
+    integer(c_long_long) :: cache_restored_from_prefetch  ! restarts copying a staged version device to device
     integer(c_int) :: has_staging                    ! 1 once a device region was checkpointed
     integer(c_long_long) :: staging_capacity
     character(kind=c_char) :: pin(8)                 ! "lazy", "eager", "off"

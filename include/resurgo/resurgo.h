@@ -81,6 +81,11 @@ typedef struct rsg_device_caches {
   double cache_mapping_seconds;           /* from open to the end of mapping */
   double cache_map_wait_seconds;          /* captures waiting for chunks to be mapped, in all */
   double cache_flush_wait_seconds;        /* captures waiting for the oldest version's flush, in all */
+  int cache_device;                       /* the ordinal of the device it is on (device.ordinal) */
+  unsigned long long cache_prefetched;    /* versions rsg_prefetch staged into the cache */
+  unsigned long long cache_prefetch_too_large;      /* too large for it: restored from host memory */
+  unsigned long long cache_prefetch_failed;         /* stagings that failed: restored from the next level */
+  unsigned long long cache_restored_from_prefetch;  /* restarts copying a staged version device to device */
   int has_staging;                        /* 1 once a device region was checkpointed */
   unsigned long long staging_capacity;
   char pin[8];                            /* "lazy", "eager", "off" */

@@ -37,6 +37,11 @@ void fill_cache(const resurgo::DeviceCacheStats& cache, rsg_device_caches& out) 
   out.cache_mapping_seconds = cache.mapping_seconds;
   out.cache_map_wait_seconds = cache.map_wait_seconds;
   out.cache_flush_wait_seconds = cache.flush_wait_seconds;
+  out.cache_device = cache.device;
+  out.cache_prefetched = cache.prefetched;
+  out.cache_prefetch_too_large = cache.prefetch_too_large;
+  out.cache_prefetch_failed = cache.prefetch_failed;
+  out.cache_restored_from_prefetch = cache.restored_from_prefetch;
 }
 
 void fill_staging(const resurgo::LatePinStats& staging, rsg_device_caches& out) {

@@ -8,12 +8,14 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <numeric>
 #include <thread>
 #include <vector>
 
+#include "resurgo/resurgo.h"
 #include "resurgo/resurgo.hpp"
 #include "test_util.h"
 
@@ -167,6 +169,38 @@ TEST_F(DevicePrefetchTest, ARestartAfterTheDeviceRegionsChangedReadsTheLevels) {
   EXPECT_EQ(store.restart(1), 1);
   EXPECT_TRUE(holds_version(1));
   EXPECT_EQ(store.last_restart().bytes_from_device_cache, kDeviceBytes);  // the same layout again
+}
+
+// The C API's device statistics carry the prefetch's counters.
+TEST_F(DevicePrefetchTest, TheCApiCountsWhatThePrefetchStagedAndWhatRestartCopiedFromIt) {
+  write_versions(config("256KiB"), 3);
+  const std::map<std::string, std::string> settings = {
+      {"RESURGO_LOCAL_PATH", dir.path() + "/l2"}, {"RESURGO_LOCAL_KEEP", "0"},
+      {"RESURGO_PERSISTENT_EVERY", "0"},          {"RESURGO_DEVICE_BACKEND", "host"},
+      {"RESURGO_DEVICE_CAPACITY", "256KiB"},      {"RESURGO_DEVICE_CHUNK", "256KiB"},
+      {"RESURGO_LOG_LEVEL", "off"}};
+  for (const auto& [name, value] : settings) setenv(name.c_str(), value.c_str(), 1);
+  rsg_store* store = nullptr;
+  ASSERT_EQ(rsg_open(nullptr, "s", &store), RSG_OK) << rsg_last_error();
+  ASSERT_EQ(rsg_protect(store, 0, host.data(), host.size() * sizeof(float), "host"), RSG_OK) << rsg_last_error();
+  ASSERT_EQ(rsg_protect_device(store, 1, device.data(), device.size() * sizeof(float), "device"), RSG_OK)
+      << rsg_last_error();
+  const int order[] = {3, 2};
+  ASSERT_EQ(rsg_prefetch(store, order, 2), RSG_OK) << rsg_last_error();
+  rsg_device_caches caches = {};
+  EXPECT_TRUE(eventually([&] { return rsg_device_stats(store, &caches) == RSG_OK && caches.cache_prefetched == 2; }));
+  int restored = 0;
+  scramble();
+  ASSERT_EQ(rsg_restart(store, 3, &restored), RSG_OK) << rsg_last_error();
+  EXPECT_EQ(restored, 3);
+  EXPECT_TRUE(holds_version(3));
+  ASSERT_EQ(rsg_device_stats(store, &caches), RSG_OK) << rsg_last_error();
+  EXPECT_EQ(caches.cache_device, 0);
+  EXPECT_EQ(caches.cache_restored_from_prefetch, 1u);
+  EXPECT_EQ(caches.cache_prefetch_too_large, 0u);
+  EXPECT_EQ(caches.cache_prefetch_failed, 0u);
+  EXPECT_EQ(rsg_close(store), RSG_OK);
+  for (const auto& [name, value] : settings) unsetenv(name.c_str());
 }
 
 }  // namespace

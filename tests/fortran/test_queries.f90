@@ -90,6 +90,8 @@ program test_queries
   call check_ok(ierr, 'device_stats')
   call check(caches%has_cache == 1 .and. caches%cache_capacity == l0_capacity, 'device_stats: the L0 cache')
   call check(caches%cache_versions >= 1, 'device_stats: L0 holds a version')
+  call check(caches%cache_device == 0 .and. caches%cache_prefetched == 0, &
+             'device_stats: the cache on device 0, nothing prefetched')
   call check(caches%has_staging == 1 .and. resurgo_string(caches%pin) == 'lazy', &
              'device_stats: the staging buffer, pinning lazily')
   call check(caches%checkpoints == 2, 'device_stats: two checkpoints staged')
