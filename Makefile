@@ -165,6 +165,8 @@ define sanitized_tests
 	  "$(3) $(1)/tests/fault/stress_campaign --seconds 5"
 endef
 
+# GCC's shared ASan runtime, which the ASan tree's library loads (clang
+# links its runtime statically unless given -shared-libasan).
 ASAN_RUNTIME = $(shell $(CXX) -print-file-name=libasan.so)
 
 test-asan: deps build
