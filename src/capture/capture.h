@@ -82,8 +82,9 @@ class Capture {
 
   // protect(): refuses (InvalidArgumentError naming `region` of `store`) a
   // region this capture cannot take, or whose pointer is not the memory
-  // its call says.
-  virtual void check(const Region& /*region*/, const std::string& /*store*/) {}
+  // its call says; may settle the region's kind (host memory that is CUDA
+  // managed memory becomes a managed region).
+  virtual void check(Region& /*region*/, const std::string& /*store*/) {}
   // restart(): where to write the regions of `registry` when restoring
   // `version` (kLatest when not known yet).
   virtual std::unique_ptr<RestartTargets> restart_targets(const Registry& registry, int version);

@@ -17,12 +17,13 @@ Snapshot DeviceCapture::take(const std::vector<Region>& regions, format::Header 
   return device_->take(*host_, regions, std::move(header), first_level, times);
 }
 
-void DeviceCapture::check(const Region& region, const std::string& store) {
-  if (!copied_by_dma(region.kind)) {
+void DeviceCapture::check(Region& region, const std::string& store) {
+  if (region.kind == MemoryKind::kHost) {
     const std::optional<gpu::PointerInfo> found =
         region.data ? gpu::describe_if_cuda_is_loaded(region.data) : std::nullopt;
     if (found && found->kind == MemoryKind::kDevice) refuse_memory_kind(region, store, found->kind);
-    return;
+    if (!found || found->kind != MemoryKind::kManaged) return;
+    region.kind = MemoryKind::kManaged;
   }
   const std::string what = std::string(region.kind == MemoryKind::kDevice ? "device" : "managed") + " region '" +
                            region.label + "' of store '" + store + "'";

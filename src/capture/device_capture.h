@@ -33,13 +33,15 @@ class DeviceCapture final : public Capture {
   void start_new_chain(const std::string& why) override { host_->start_new_chain(why); }
 
   // Host regions: a device pointer is refused where the process uses the
-  // CUDA driver (Store::protect gives a managed pointer the managed kind).
+  // CUDA driver, and a managed pointer becomes a managed region (asked of
+  // the driver only where the process loaded it: only then can it hold
+  // some).
   // Device and managed regions: refused under capture.mode fork or auto (a
   // forked child cannot reach them), without a usable driver (GpuError
   // naming the region), when the pointer is not memory of the region's
   // kind, or device memory of another device than the store's. Under delta
   // mode a managed region is logged as taken in full.
-  void check(const Region& region, const std::string& store) override;
+  void check(Region& region, const std::string& store) override;
   std::unique_ptr<RestartTargets> restart_targets(const Registry& registry, int version) override;
   DeviceStats device_stats() const override;
 

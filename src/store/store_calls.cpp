@@ -2,7 +2,6 @@
 // every failure reads "<call> on store '<name>': ..." (core/errors.h), the
 // text the C, Python and Fortran bindings pass on unchanged.
 #include "core/errors.h"
-#include "gpu/device_access.h"
 #include "store/store_impl.h"
 
 namespace resurgo {
@@ -47,14 +46,9 @@ const std::string& Store::name() const { return impl_->name; }
 const Config& Store::config() const { return impl_->config; }
 int Store::rank() const { return impl_->comm->rank(); }
 void Store::close() { for_call("close", name(), [&] { impl_->close(); }); }
-// protect() of managed memory protects it as managed memory (taken by the
-// driver's copies after a synchronisation, DeviceCapture): asked of the
-// driver only where the process loaded it, as only then can it hold some.
 void Store::protect(int id, void* data, std::size_t bytes, const std::string& label, const ElementType& type,
                     const GlobalBlock& block) {
-  const std::optional<gpu::PointerInfo> found = data ? gpu::describe_if_cuda_is_loaded(data) : std::nullopt;
-  const MemoryKind kind = found && found->kind == MemoryKind::kManaged ? MemoryKind::kManaged : MemoryKind::kHost;
-  impl_->protect(Region{id, label, static_cast<std::byte*>(data), bytes, type, block, kind});
+  impl_->protect(Region{id, label, static_cast<std::byte*>(data), bytes, type, block});
 }
 void Store::protect_device(int id, void* device_data, std::size_t bytes, const std::string& label,
                            const ElementType& type) {

@@ -291,7 +291,7 @@ class CaptureConformanceTest : public ::testing::TestWithParam<CaptureKind> {
   }
 
   // As Store::protect and unprotect.
-  void protect(const Region& region) {
+  void protect(Region region) {
     capture_->check(region, kStore);
     registry_.add(region);
     capture_->resize(registry_.host_bytes());
@@ -573,7 +573,7 @@ TEST_P(CaptureConformanceTest, ResizeUnprotectedAndStartNewChainFollowTheProtect
 
 TEST_P(CaptureConformanceTest, CheckRefusesWhatTheCaptureCannotTake) {
   std::vector<std::byte> host(4096);
-  const Region host_region = State::region(5, "host", host.data(), host.size(), MemoryKind::kHost);
+  Region host_region = State::region(5, "host", host.data(), host.size(), MemoryKind::kHost);
   EXPECT_NO_THROW(capture_->check(host_region, kStore)) << "host memory is what every capture takes";
   Region as_device = host_region;
   as_device.label = "as_device";
