@@ -37,19 +37,13 @@ class FakeCudaDevicePrefetchTest : public ::testing::Test {
   void SetUp() override {
     if (!fake().control) GTEST_SKIP() << fake().why_not;
     ASSERT_TRUE(cuda().available()) << cuda().why_unavailable();
-    FakeCudaCounters before = {};
-    ASSERT_EQ(control().reset(&before), 0u) << "left by an earlier test: " << gpu::describe(before);
-    cuda().check(cuda().cuDevicePrimaryCtxRetain(&context_, 0), "cuDevicePrimaryCtxRetain", "device 0");
-    cuda().check(cuda().cuCtxSetCurrent(context_), "cuCtxSetCurrent", "device 0");
+    ASSERT_EQ(gpu::start_fake_turn(context_), "");
     device_ = std::make_unique<testing::CudaDeviceBuffer>(kDeviceBytes);
   }
   void TearDown() override {
     if (!fake().control) return;
     device_.reset();
-    if (context_ != nullptr) cuda().cuDevicePrimaryCtxRelease(0);
-    cuda().cuCtxSetCurrent(nullptr);
-    FakeCudaCounters left = {};
-    EXPECT_EQ(control().reset(&left), 0u) << "leaked: " << gpu::describe(left);
+    EXPECT_EQ(gpu::finish_fake_turn(context_), "");
   }
   static const FakeControl& control() { return *fake().control; }
 
