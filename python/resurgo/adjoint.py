@@ -126,6 +126,11 @@ def _on_device(array: Any) -> bool:
     return hasattr(array, "__cuda_array_interface__")
 
 
+def _copy_of(array: Any) -> Any:
+    """A copy of a NumPy or CuPy array (``copy``) or a PyTorch tensor (``clone``)."""
+    return array.clone() if hasattr(array, "clone") else array.copy()
+
+
 def _device_bytes(state: Mapping[str, Any]) -> int:
     total = 0
     for array in state.values():
@@ -553,7 +558,7 @@ class _Run:
         """Passes the state through the model's arrays, which get their
         working contents back afterwards (by item assignment: NumPy, CuPy
         and PyTorch arrays alike)."""
-        working = {label: array.copy() for label, array in self.model.state.items()}
+        working = {label: _copy_of(array) for label, array in self.model.state.items()}
         self._load(step, source, delete)
         self._save(step, target)
         for label, array in self.model.state.items():

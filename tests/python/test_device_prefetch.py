@@ -68,3 +68,24 @@ def test_a_state_of_other_objects_is_refused_naming_both_kinds():
 
     with pytest.raises(InvalidArgumentError, match="expected a numpy.ndarray or a CUDA array"):
         ResurgoStorage("adj", {"u": [1.0, 2.0]})
+
+
+def test_moving_a_state_between_storages_copies_tensors_with_clone():
+    """PyTorch tensors have clone(), not copy(): the RAM<->DISK move of the
+    working state takes either (no torch here; a stand-in shows the call)."""
+    import numpy as np
+
+    from resurgo.adjoint import _copy_of
+
+    class Tensor:
+        def __init__(self, values):
+            self.values = values
+
+        def clone(self):
+            return Tensor(list(self.values))
+
+    tensor = Tensor([1.0, 2.0])
+    copied = _copy_of(tensor)
+    assert copied is not tensor and copied.values == tensor.values
+    array = np.arange(4.0)
+    assert np.array_equal(_copy_of(array), array) and _copy_of(array) is not array
