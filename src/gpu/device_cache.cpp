@@ -181,7 +181,11 @@ std::size_t DeviceCache::make_room(std::unique_lock<std::mutex>& lock, std::int6
       continue;
     }
     const Entry& oldest = fifo_.front();
-    if ((oldest.flushed || oldest.removed) && oldest.readers == 0) {
+    // A staged version not restored yet gives way to a capture (its restart
+    // reads the next levels): the application may checkpoint before it
+    // restores it, and waiting for that restart would wait for ever.
+    const bool droppable = oldest.flushed || oldest.removed || (oldest.staged && !staged);
+    if (droppable && oldest.readers == 0) {
       fifo_.pop_front();
       counters_.evicted++;
       if (fifo_.empty()) head_ = 0;

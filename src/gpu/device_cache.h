@@ -79,7 +79,8 @@ class DeviceCache {
   // A prefetch's copy of a version the next levels hold (docs/adjoint.md):
   // as capture(), but it never waits for a version to be flushed or read
   // (kNoRoom instead), a version too large is not counted as a bypass, and
-  // the version stays until flushed() (consumed) or discard().
+  // the version stays until flushed() (consumed), discard(), or a capture
+  // that needs its room.
   CaptureResult stage(std::int64_t version, const std::vector<CaptureSpan>& spans);
 
   // The owner copied `version` to the next level: it may be evicted.

@@ -106,6 +106,26 @@ TEST_F(DevicePrefetchCacheTest, ADiscardedVersionStillHeldIsEvictedOnlyOnceLetGo
   EXPECT_EQ(cache.stage(2, spans()).status, Status::kCached);
 }
 
+// A capture into an L0 full of staged versions not restored yet takes the
+// oldest one's room instead of waiting for a restart that comes only after
+// the capture (a schedule that recomputes and saves during the reverse
+// pass); that version's restart then reads the next levels. A held one
+// stays: the capture waits for its read.
+TEST_F(DevicePrefetchCacheTest, ACaptureTakesTheRoomOfAStagedVersionNotRestoredYet) {
+  DeviceCache& cache = open(2);
+  ASSERT_EQ(cache.stage(1, spans()).status, Status::kCached);
+  ASSERT_EQ(cache.stage(2, spans()).status, Status::kCached);
+  EXPECT_EQ(cache.capture(3, spans()).status, Status::kCached);
+  EXPECT_FALSE(cache.contains(1));
+  EXPECT_FALSE(cache.hold(1));  // its restart reads the next levels
+  EXPECT_TRUE(cache.contains(2));
+  EXPECT_EQ(cache.stats().evicted, 1u);
+  EXPECT_EQ(cache.stage(4, spans()).status, Status::kNoRoom);  // stages still never evict each other
+  std::vector<std::byte> back(kVersion);
+  cache.read(3, 0, back.data(), back.size());
+  EXPECT_EQ(back, bytes_);
+}
+
 TEST_F(DevicePrefetchCacheTest, AStageTooLargeIsNoBypass) {
   DeviceCache& cache = open(1);
   const std::vector<std::byte> large(2 * kVersion);
