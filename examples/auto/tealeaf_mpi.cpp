@@ -283,7 +283,8 @@ void TeaLeafMpi::run() {
 // (which, when restoring, moves `where` to the checkpoint's step).
 void TeaLeafMpi::step_begins(Payload& where) {
   if (options_.kill_step > 0 && where.step >= options_.kill_step && runtime_.last_checkpoint()) {
-    store_.wait(resurgo::kAllVersions, resurgo::kL2);  // collective: the version is the job's on L2
+    // Collective: the version is the job's on L2 (in memory: on L1, with its partner copies when kept so).
+    store_.wait(resurgo::kAllVersions, options_.checkpoints == "in-memory" ? resurgo::kL1 : resurgo::kL2);
     if (dies_here()) std::raise(SIGKILL);
     // the other ranks go on until mpirun, which saw the death, ends them
   }

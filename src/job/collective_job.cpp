@@ -24,6 +24,11 @@ CollectiveJob::CollectiveJob(const JobContext& context) : context_(context), loc
       context.store, context.route.local(), config.local.mode, config.local.keep, config.pipeline.chunk_size,
       context.env, context.log);
   context.route.add_partner(partner_->level());
+  if (!PartnerMemory::wanted(config, context.comm.size())) return;
+  partner_memory_ = std::make_unique<PartnerMemory>(
+      PartnerTopology(versions_->nodes(), config.partner.set_size), context.comm.rank(), context.route.local().dir(),
+      context.route.memory(), config.memory.keep, config.mpi.timeout, context.env, context.log);
+  partner_memory_->recover(context.comm);
 }
 
 CollectiveJob::~CollectiveJob() = default;
@@ -39,6 +44,11 @@ CollectiveVersions::Hooks CollectiveJob::hooks() {
   hooks.settle = [this](int version, int level) { context_.catalog.wait_settled(version, level); };
   hooks.complete_at_local = [this](int version, Clock::time_point started, Comm& job) {
     if (partner_) partner_->protect(version, started, job);
+  };
+  hooks.in_memory = [this](int version, Comm& job) {
+    if (!partner_memory_) return;
+    context_.catalog.wait_settled(version, kL1);
+    partner_memory_->replicate(version, context_.catalog.outcome(version, kL1) == 1, job);
   };
   return hooks;
 }
@@ -115,6 +125,7 @@ std::optional<int> CollectiveJob::latest() {
   const Survey held = survey();
   const int agreed = versions_->agree_newest(held.found());
   if (agreed >= 0) return agreed;
+  refuse_lost_memory("latest on");
   // Only interrupted commits, if anything: the job starts from scratch.
   if (held.newest_committed < 0) return std::nullopt;
   throw StateError(no_version("latest on", kLatest, held.skipped) +
@@ -128,8 +139,12 @@ CopyOwner CollectiveJob::owner() const {
 
 // Restorable when a directory level holds its manifest for this job size
 // and this rank's copy is the file the manifest names (same header+index
-// checksum), its chain intact as far as headers and indexes tell.
+// checksum), its chain intact as far as headers and indexes tell; or, for
+// a version complete in partner memory, when its copy in L1 is intact.
 CollectiveJob::Standing CollectiveJob::standing_of(int version) {
+  if (partner_memory_ && partner_memory_->complete(version)) {
+    return {true, 0, restore_problem(context_.route.readable(), owner(), version)};
+  }
   Standing standing{false, 0, "no job manifest (the job did not commit it: a rank failed before every rank had "
                               "written it)"};
   for (DirectoryLevel* directory : context_.route.directories()) {
@@ -174,7 +189,7 @@ CollectiveJob::Survey CollectiveJob::survey() {
 }
 
 std::vector<int> CollectiveJob::manifest_versions() {
-  std::vector<int> versions;
+  std::vector<int> versions = partner_memory_ ? partner_memory_->complete() : std::vector<int>{};
   for (DirectoryLevel* directory : context_.route.directories()) {
     for (int version : directory->manifest_versions()) {
       if (!context_.catalog.discarded(version)) versions.push_back(version);
@@ -248,7 +263,10 @@ Restored CollectiveJob::restart(int version, const RestoreSteps& steps) {
   if (version != kLatest) found.assign(std::count(found.begin(), found.end(), version), version);
   for (;;) {
     const int agreed = versions_->agree_newest(found);
-    if (agreed < 0) throw NotFoundError(no_version("restart of", version, held.skipped));
+    if (agreed < 0) {
+      refuse_lost_memory("restart of");
+      throw NotFoundError(no_version("restart of", version, held.skipped));
+    }
     std::exception_ptr failure;
     std::string cause = "another rank could not restore it";
     Restored restored;
@@ -261,6 +279,10 @@ Restored CollectiveJob::restart(int version, const RestoreSteps& steps) {
     if (versions_->on_every_rank(!failure)) {
       restored.report.skipped.insert(restored.report.skipped.begin(), held.skipped.begin(), held.skipped.end());
       restored.report.rebuilt = rebuild.notes;
+      if (partner_memory_ && partner_memory_->recovery().version == agreed) {
+        const std::vector<std::string>& notes = partner_memory_->recovery().notes;
+        restored.report.rebuilt.insert(restored.report.rebuilt.end(), notes.begin(), notes.end());
+      }
       restored.report.rebuild_seconds = rebuild.seconds;
       if (version == kLatest) clear_newer(agreed, held.orphans);
       return restored;
@@ -282,6 +304,14 @@ std::string CollectiveJob::no_version(const std::string& call, int version,
   return call + " store '" + context_.store + "': " +
          (version == kLatest ? std::string("no version") : "version " + std::to_string(version) + " is not one") +
          " that every rank of the job can restore" + why;
+}
+
+void CollectiveJob::refuse_lost_memory(const std::string& call) const {
+  if (!partner_memory_ || partner_memory_->recovery().lost.empty()) return;
+  throw StateError(call + " store '" + context_.store + "': the versions kept in partner memory cannot be restored (" +
+                   partner_memory_->recovery().lost + ") and the job holds no version on L2 or L4; restart on the "
+                   "nodes that kept them, or remove the store's partner memory on every node (on this one " +
+                   PartnerMemory::directory_for(context_.route.local().dir()) + ") to start again");
 }
 
 // Every rank restored `restored`, and could restore no newer version of
@@ -377,6 +407,7 @@ void CollectiveJob::close() {
     failure = std::current_exception();
   }
   versions_.reset();
+  if (partner_memory_) partner_memory_->close();  // a job that ends keeps no memory of its versions
   if (failure) std::rethrow_exception(failure);
 }
 

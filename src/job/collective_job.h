@@ -5,6 +5,9 @@
 // XOR copies on other nodes (PartnerCopies), and a restart restores the
 // newest version every rank can, rebuilding a lost node's L2 from L3 first,
 // or redistributes one written by another number of ranks (Redistribution).
+// A store whose versions live only in memory keeps them in partner memory
+// too (PartnerMemory): complete for the job once every rank holds both
+// copies, and read back into L1 at open.
 // The local steps are SoloJob's.
 #pragma once
 
@@ -17,6 +20,7 @@
 #include "job/collective_versions.h"
 #include "job/job.h"
 #include "job/partner_copies.h"
+#include "job/partner_memory.h"
 #include "job/restorable.h"
 #include "job/solo_job.h"
 
@@ -92,11 +96,15 @@ class CollectiveJob final : public Job {
   Restored restore(int version, const std::map<int, format::Manifest>& other_rank_count, const RestoreSteps& steps);
   Restored redistribute(const format::Manifest& manifest, const RestoreSteps& steps);
   std::string no_version(const std::string& call, int version, const std::vector<std::string>& skipped) const;
+  // StateError when the store's open found versions in partner memory but
+  // could restore none of them (and the job holds no other version).
+  void refuse_lost_memory(const std::string& call) const;
 
   JobContext context_;
   SoloJob local_;
   std::unique_ptr<CollectiveVersions> versions_;
   std::unique_ptr<PartnerCopies> partner_;  // L3, when partner.scheme is set
+  std::unique_ptr<PartnerMemory> partner_memory_;  // versions only in memory, with a partner scheme
 };
 
 }  // namespace resurgo

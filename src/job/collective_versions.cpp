@@ -128,6 +128,7 @@ void CollectiveVersions::guarded(int version, const std::function<void()>& step)
 
 void CollectiveVersions::run_steps(const Version& added, Comm& job) {
   if (!agree_on_version(added, job)) return;
+  if (added.levels.empty() && hooks_.in_memory) hooks_.in_memory(added.version, job);
   for (DirectoryLevel* level : added.levels) {
     if (level->features().node_local) {
       decide(added, *level, job, true);

@@ -50,6 +50,10 @@ class CollectiveVersions {
     // Collective over the job communicator it is given.
     // `started`: when checkpoint() was called.
     std::function<void(int version, std::chrono::steady_clock::time_point started, Comm& job)> complete_at_local;
+    // `version`, which goes to no directory level (kept only in memory), is
+    // a version of the job: keep it in partner memory (optional; collective
+    // over the job communicator it is given).
+    std::function<void(int version, Comm& job)> in_memory;
   };
 
   // Collective: every rank of `comm` constructs it (the store's open).

@@ -8,6 +8,7 @@
 #include "base/clock.h"
 #include "format/container.h"
 #include "io/bytes_file.h"
+#include "job/partner_transfer.h"
 #include "resurgo/errors.hpp"
 #include "resurgo/resurgo.hpp"
 
@@ -15,43 +16,13 @@ namespace resurgo {
 
 namespace {
 
-using Bytes = std::vector<std::byte>;
+using partner_transfer::Bytes;
+using partner_transfer::exchange_sized;
+using partner_transfer::receive_sized;
+using partner_transfer::send_sized;
 using Json = nlohmann::json;
 
-constexpr std::uint64_t kMaxFileBytes = std::uint64_t{1} << 42;  // bounds an announced size before allocating
 constexpr char kParityLabel[] = "xor-parity";
-
-
-std::uint64_t checked_size(std::uint64_t bytes, int from) {
-  if (bytes > kMaxFileBytes) {
-    throw StateError("rank " + std::to_string(from) + " announced " + std::to_string(bytes) + " bytes for L3");
-  }
-  return bytes;
-}
-
-void send_sized(Comm& comm, int to, const Bytes& bytes) {
-  const std::uint64_t size = bytes.size();
-  comm.send(to, &size, sizeof size);
-  if (size > 0) comm.send(to, bytes.data(), bytes.size());
-}
-
-Bytes receive_sized(Comm& comm, int from) {
-  std::uint64_t size = 0;
-  comm.receive(from, &size, sizeof size);
-  Bytes bytes(checked_size(size, from));
-  if (size > 0) comm.receive(from, bytes.data(), bytes.size());
-  return bytes;
-}
-
-// Sends `out` to `to` while receiving from `from` (the ring's shift).
-Bytes exchange_sized(Comm& comm, int to, const Bytes& out, int from) {
-  std::uint64_t out_size = out.size();
-  std::uint64_t in_size = 0;
-  comm.exchange(to, &out_size, sizeof out_size, from, &in_size, sizeof in_size);
-  Bytes in(checked_size(in_size, from));
-  comm.exchange(to, out.data(), out.size(), from, in.data(), in.size());
-  return in;
-}
 
 // XOR segments: member j's segment that goes into member i's parity.
 int segment_index(int member, int parity_holder, int set_size) {
