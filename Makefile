@@ -5,11 +5,11 @@
 #   make demo    build everything, run the heat2d demo (kill + restart)
 #   make test    the whole suite: ctest (C++, Fortran, quick crash, stress
 #                and fuzz campaigns), pytest (incl. the corruption campaign),
-#                the GPU check against the fake CUDA driver, then test-asan
-#                and test-tsan
+#                the GPU check against the fake CUDA driver (the sanitizer
+#                trees compiling beside them), then test-asan and test-tsan
 #   make test-suite  ctest, pytest and the fake-driver GPU check only
 #   make test-asan, make test-tsan   C++ tests and quick campaigns under
-#                ASan+UBSan / TSan
+#                ASan+UBSan / TSan (make build-asan, build-tsan: their builds)
 #   make soak    the long campaigns (docs/reliability.md); logs in build/soak
 #   make bench   run bench/host_checkpoint.py (BENCH_ARGS="--sizes 256MiB");
 #                BENCH=compression_fork runs bench/compression_fork.py,
@@ -69,7 +69,7 @@ PY_INPUTS := $(shell find python src include cmake -type f \
                -not -path '*/__pycache__/*' -not -name '*.pyc' 2>/dev/null) \
              $(wildcard pyproject.toml) CMakeLists.txt
 
-.PHONY: all deps bench-deps gpu-prepare build python test test-suite test-asan test-tsan soak demo bench install clean distclean
+.PHONY: all deps bench-deps gpu-prepare build python test test-suite build-asan build-tsan test-asan test-tsan soak demo bench install clean distclean
 
 all: build python
 
@@ -112,7 +112,12 @@ $(VENV)/.resurgo-requirements: | deps
 
 python: deps $(PY_BUILD)/.installed
 
-test: test-suite test-asan test-tsan
+# The sanitizer trees compile beside the suite, at the lowest CPU priority
+# (scripts/beside.sh: the suite's tests leave a third of the cores idle),
+# and their tests run after it.
+test: deps build python
+	scripts/beside.sh build/sanitizer-builds.log "$(MAKE) build-asan build-tsan" "$(MAKE) test-suite"
+	$(MAKE) test-asan test-tsan
 
 # The GPU check against the fake CUDA driver proves scripts/gpu_check.sh
 # (docs/gpu.md, "Running the GPU checks"); its summary is printed when a
@@ -149,31 +154,41 @@ FAKE_CUDA_TESTS := $(shell grep -v '^\#' tests/cpp/fake_cuda/suites.txt | paste 
 # (bench/ci_time.sh measures both). TSan's stays at -O1: its runs are the
 # longest of make test. A new tree uses Ninja, which
 # builds the listed programs side by side (make builds one goal at a time).
-# $(call sanitized_tests,build dir,-fsanitize= list,runtime options,library -O,GoogleTest target,GoogleTest program).
-define sanitized_tests
+# $(call sanitizer_build,build dir,-fsanitize= list,library -O,GoogleTest target).
+define sanitizer_build
 	cmake -S . -B $(1) $(if $(wildcard $(1)/CMakeCache.txt),,$(GENERATOR)) -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DRESURGO_BUILD_EXAMPLES=OFF -DRESURGO_BUILD_FORTRAN=OFF \
-	  -DCMAKE_CXX_FLAGS="-fsanitize=$(2) -fno-omit-frame-pointer -fno-sanitize-recover=all $(4)" \
+	  -DCMAKE_CXX_FLAGS="-fsanitize=$(2) -fno-omit-frame-pointer -fno-sanitize-recover=all $(3)" \
 	  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=$(2)" -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=$(2)"
-	cmake --build $(1) -j$(JOBS) --target resurgo $(5) resurgo_fake_cuda crash_campaign auto_crash_campaign stress_campaign power_tests power_campaign
+	cmake --build $(1) -j$(JOBS) --target resurgo $(4) resurgo_fake_cuda crash_campaign auto_crash_campaign stress_campaign power_tests power_campaign
+endef
+
+# $(call sanitized_tests,build dir,runtime options,GoogleTest program).
+define sanitized_tests
 	JOBS=$(JOBS) scripts/together.sh \
-	  $(foreach shard,$(shell seq 0 $$(($(JOBS) - 1))),"GTEST_TOTAL_SHARDS=$(JOBS) GTEST_SHARD_INDEX=$(shard) $(3) LD_LIBRARY_PATH=$(1)/src $(6)") \
-	  "$(3) LD_LIBRARY_PATH=$(1)/src:$(1)/tests/cpp/fake_cuda $(6) --gtest_filter='$(FAKE_CUDA_TESTS)'" \
-	  "$(3) $(1)/tests/fault/auto_crash_campaign --trials 20" \
-	  "$(3) $(1)/tests/fault/crash_campaign --trials 60" \
-	  "$(3) $(1)/tests/power/power_campaign --states 800" \
-	  "$(3) $(1)/tests/power/power_tests" \
-	  "$(3) $(1)/tests/fault/stress_campaign --seconds 5"
+	  $(foreach shard,$(shell seq 0 $$(($(JOBS) - 1))),"GTEST_TOTAL_SHARDS=$(JOBS) GTEST_SHARD_INDEX=$(shard) $(2) LD_LIBRARY_PATH=$(1)/src $(3)") \
+	  "$(2) LD_LIBRARY_PATH=$(1)/src:$(1)/tests/cpp/fake_cuda $(3) --gtest_filter='$(FAKE_CUDA_TESTS)'" \
+	  "$(2) $(1)/tests/fault/auto_crash_campaign --trials 20" \
+	  "$(2) $(1)/tests/fault/crash_campaign --trials 60" \
+	  "$(2) $(1)/tests/power/power_campaign --states 800" \
+	  "$(2) $(1)/tests/power/power_tests" \
+	  "$(2) $(1)/tests/fault/stress_campaign --seconds 5"
 endef
 
 # GCC's shared ASan runtime, which the ASan tree's library loads (clang
 # links its runtime statically unless given -shared-libasan).
 ASAN_RUNTIME = $(shell $(CXX) -print-file-name=libasan.so)
 
-test-asan: deps build
-	$(call sanitized_tests,build/asan,address$(,)undefined,ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1,-O0,,LD_PRELOAD=$(ASAN_RUNTIME) $(BUILD_DIR)/tests/cpp/resurgo_tests)
+build-asan: deps
+	$(call sanitizer_build,build/asan,address$(,)undefined,-O0,)
 
-test-tsan: deps
-	$(call sanitized_tests,build/tsan,thread,TSAN_OPTIONS=halt_on_error=1,-O1,resurgo_tests,build/tsan/tests/cpp/resurgo_tests)
+build-tsan: deps
+	$(call sanitizer_build,build/tsan,thread,-O1,resurgo_tests)
+
+test-asan: build build-asan
+	$(call sanitized_tests,build/asan,ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1,LD_PRELOAD=$(ASAN_RUNTIME) $(BUILD_DIR)/tests/cpp/resurgo_tests)
+
+test-tsan: build-tsan
+	$(call sanitized_tests,build/tsan,TSAN_OPTIONS=halt_on_error=1,build/tsan/tests/cpp/resurgo_tests)
 
 # Long campaigns (docs/reliability.md), each log kept in build/soak.
 SOAK_LOGS              := build/soak
@@ -192,6 +207,7 @@ soak: deps build python
 	  $(BUILD_DIR)/tests/cpp/resurgo_tests --gtest_filter=IoFaultTest.RandomSingleFaults 2>&1 | tee $(SOAK_LOGS)/io_fault.log
 	bash tests/fuzz/run.sh soak 2>&1 | tee $(SOAK_LOGS)/fuzz.log
 	$(BUILD_DIR)/tests/power/power_campaign --states $(SOAK_POWER_STATES) --semantics both 2>&1 | tee $(SOAK_LOGS)/power.log
+	ctest --test-dir $(BUILD_DIR) -C soak -R '_soak$$' --output-on-failure 2>&1 | tee $(SOAK_LOGS)/auto_mpi_kills.log
 
 demo: deps build python
 	$(VENV_PY) examples/heat2d/demo.py --binary $(BUILD_DIR)/examples/heat2d/heat2d
