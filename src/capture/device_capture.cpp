@@ -27,10 +27,11 @@ void DeviceCapture::check(Region& region, const std::string& store) {
   }
   const std::string what = std::string(region.kind == MemoryKind::kDevice ? "device" : "managed") + " region '" +
                            region.label + "' of store '" + store + "'";
-  if (config_.capture.mode == CaptureMode::kFork || config_.capture.mode == CaptureMode::kAuto) {
+  if (config_.capture.mode == CaptureMode::kAuto) {
     throw InvalidArgumentError("cannot protect " + what +
-                               ": capture.mode = fork (or auto) writes versions from a child process, which cannot "
-                               "reach device or managed memory; use capture.mode = copy or delta");
+                               ": capture.mode = auto chooses copy or fork per region from host write rates, which "
+                               "device and managed regions have none of; use capture.mode = fork (drains them to "
+                               "host memory, then forks), copy or delta");
   }
   if (!device_) device_ = open_device_regions(region, what);
   device_->check(region, store);

@@ -36,8 +36,9 @@ class DeviceCapture final : public Capture {
   // CUDA driver, and a managed pointer becomes a managed region (asked of
   // the driver only where the process loaded it: only then can it hold
   // some).
-  // Device and managed regions: refused under capture.mode fork or auto (a
-  // forked child cannot reach them), without a usable driver (GpuError
+  // Device and managed regions: refused under capture.mode auto (its
+  // choice rests on host write rates; fork drains them, then forks:
+  // device_regions.h), without a usable driver (GpuError
   // naming the region), when the pointer is not memory of the region's
   // kind, or device memory of another device than the store's. Under delta
   // mode a managed region is logged as taken in full.

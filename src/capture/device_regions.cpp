@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/clock.h"
+#include "gpu/gpu_error.h"
 #include "resurgo/errors.hpp"
 
 namespace resurgo {
@@ -73,6 +74,9 @@ void DeviceRegions::check(const Region& region, const std::string& store) const 
 
 Snapshot DeviceRegions::take(Capture& host_capture, const std::vector<Region>& regions, format::Header header,
                              Level& first_level, CaptureTimes& times) {
+  if (auto* fork = dynamic_cast<ForkCapture*>(&host_capture)) {
+    return drain_then_fork(*fork, regions, std::move(header), first_level, times);
+  }
   std::vector<Region> host;
   std::vector<std::uint32_t> header_index;  // of each host region
   for (std::size_t index = 0; index < regions.size(); ++index) {
@@ -96,19 +100,65 @@ Snapshot DeviceRegions::take(Capture& host_capture, const std::vector<Region>& r
   return snapshot;
 }
 
-void DeviceRegions::take_device_regions(const std::vector<Region>& regions, Snapshot& snapshot, CaptureTimes& times) {
+std::vector<const Region*> DeviceRegions::dma_regions(const std::vector<Region>& regions) {
   std::vector<const Region*> device;
-  std::uint64_t bytes = 0;
-  bool managed = false;
   for (const Region& region : regions) {
-    if (!copied_by_dma(region.kind)) continue;
-    device.push_back(&region);
-    bytes += region.bytes;
-    managed = managed || region.kind == MemoryKind::kManaged;
+    if (copied_by_dma(region.kind)) device.push_back(&region);
   }
+  return device;
+}
+
+void DeviceRegions::synchronize_for(const std::vector<const Region*>& device) {
+  const auto managed = [](const Region* region) { return region->kind == MemoryKind::kManaged; };
+  if (std::any_of(device.begin(), device.end(), managed)) access_->synchronize();
+}
+
+// The parent's part of a forked checkpoint of GPU state: it waits for a
+// free half of the fork staging (backpressure), drains into it (a failed
+// copy or synchronisation fails this checkpoint alone), and forks. The half
+// is released once the child's version is settled.
+Snapshot DeviceRegions::drain_then_fork(ForkCapture& fork, const std::vector<Region>& regions, format::Header header,
+                                        Level& first_level, CaptureTimes& times) {
+  const std::vector<const Region*> device = dma_regions(regions);
+  std::uint64_t bytes = 0;
+  for (const Region* region : device) bytes += region->bytes;
+  if (!fork_staging_) fork_staging_ = std::make_shared<ForkStaging>();
+  const ForkStaging::Half half = fork_staging_->acquire(bytes, times.backpressure_seconds);
+  const auto release = [staging = fork_staging_, index = half.index] { staging->release(index); };
+  Snapshot snapshot;
+  snapshot.header = std::move(header);
+  std::vector<Region> host;
+  try {
+    const Clock::time_point started = Clock::now();
+    synchronize_for(device);
+    copy_to_host(device, 0, half.data, bytes);
+    times.copy_seconds += seconds_since(started);
+    times.device_bytes = bytes;
+    std::uint64_t offset = 0;
+    for (std::uint32_t index = 0; index < regions.size(); ++index) {
+      const Region& region = regions[index];
+      const bool drained = copied_by_dma(region.kind);
+      if (!drained) host.push_back(region);
+      if (region.bytes == 0) continue;
+      snapshot.extents.push_back(Extent{index, 0, region.bytes, drained ? half.data + offset : region.data});
+      if (drained) offset += region.bytes;
+    }
+    snapshot.release = release;
+    const ForkStaging::Sharing sharing(*fork_staging_, half.index);
+    return fork.fork_writer(host, {}, std::move(snapshot), first_level, times);
+  } catch (...) {
+    release();
+    throw;
+  }
+}
+
+void DeviceRegions::take_device_regions(const std::vector<Region>& regions, Snapshot& snapshot, CaptureTimes& times) {
+  const std::vector<const Region*> device = dma_regions(regions);
   if (device.empty()) return;
+  std::uint64_t bytes = 0;
+  for (const Region* region : device) bytes += region->bytes;
   const Clock::time_point started = Clock::now();
-  if (managed) access_->synchronize();
+  synchronize_for(device);
   const double compute_seconds =
       previous_take_end_ ? std::chrono::duration<double>(started - *previous_take_end_).count() : 0;
   if (!staging_) {
@@ -259,6 +309,7 @@ std::uint64_t DeviceRegions::restore_from_l0(std::int64_t version, const std::ve
   for (const Region& region : regions) {
     if (!copied_by_dma(region.kind)) continue;
     l0_->read(static_cast<int>(version), offset, region.data, region.bytes);
+    make_resident(region);
     offset += region.bytes;
   }
   return offset;
@@ -266,6 +317,20 @@ std::uint64_t DeviceRegions::restore_from_l0(std::int64_t version, const std::ve
 
 void DeviceRegions::write_back(const Region& region, const std::byte* host) {
   access_->to_device(region.data, host, region.bytes);
+  make_resident(region);
+}
+
+// A managed region goes back to the store's device, where its kernels run
+// (one store uses one device). A refused prefetch costs page faults later,
+// not bytes: the restart goes on, and says so.
+void DeviceRegions::make_resident(const Region& region) {
+  if (region.kind != MemoryKind::kManaged || region.bytes == 0) return;
+  try {
+    access_->prefetch_to_device(region.data, region.bytes);
+  } catch (const gpu::GpuError& error) {
+    log_.warn("managed region '" + region.label + "' was restored but not prefetched to device " +
+              std::to_string(device_) + ": " + error.what() + "; its pages move on first access instead");
+  }
 }
 
 DeviceStats DeviceRegions::stats() const {

@@ -11,6 +11,15 @@
 // host buffer that pins late (device_staging.h), sized at the first
 // capture: buffer.capacity, or twice that version.
 //
+// Under capture.mode = "fork" (CRUM's drain-then-fork, docs/gpu.md
+// "Forked checkpoints of GPU state") L0 is bypassed: take() drains the
+// device and managed regions into a half of the fork staging
+// (device_staging.h) by the driver's copies, after synchronising, then
+// forks the writer, which writes them from there and the host regions from
+// its copy-on-write image, and never calls the driver. The parent returns
+// once the child started and may launch GPU work at once: the version no
+// longer reads device or managed memory.
+//
 // Once checkpoint() returned, the version no longer reads the application's
 // device memory (L0 and the host copy are the store's own), so a device
 // region may be freed right after unprotect().
@@ -26,6 +35,7 @@
 #include "capture/capture.h"
 #include "base/clock.h"
 #include "capture/device_staging.h"
+#include "capture/fork_capture.h"
 #include "base/log.h"
 #include "core/registry.h"
 #include "gpu/device_access.h"
@@ -68,7 +78,9 @@ class DeviceRegions {
   // The version `header` describes: the host regions of `regions` through
   // `host_capture`, the device and managed regions into L0 (or host
   // memory), after synchronising the device's context when there are
-  // managed ones. Region i of `regions` is region i of the header.
+  // managed ones; or, when `host_capture` is a ForkCapture, all of them by
+  // a forked writer once the device and managed regions were drained to
+  // host memory. Region i of `regions` is region i of the header.
   Snapshot take(Capture& host_capture, const std::vector<Region>& regions, format::Header header,
                 Level& first_level, CaptureTimes& times);
 
@@ -83,7 +95,8 @@ class DeviceRegions {
   // Copies them from L0 into the regions; returns the bytes copied.
   std::uint64_t restore_from_l0(std::int64_t version, const std::vector<Region>& regions);
   // Copies host bytes back into a device or managed region; they are there
-  // on return.
+  // on return. Either restore then prefetches a managed region to the
+  // store's device (make_resident).
   void write_back(const Region& region, const std::byte* host);
 
   // The L0 cache's counters and the staging buffer's, where they exist.
@@ -100,6 +113,13 @@ class DeviceRegions {
   };
   static std::vector<CachedRegion> device_layout(const std::vector<Region>& regions);
 
+  // The regions taken by the driver's copies, in order.
+  static std::vector<const Region*> dma_regions(const std::vector<Region>& regions);
+  void make_resident(const Region& region);
+  // Makes the kernels' writes to managed memory visible before a copy.
+  void synchronize_for(const std::vector<const Region*>& device);
+  Snapshot drain_then_fork(ForkCapture& fork, const std::vector<Region>& regions, format::Header header,
+                           Level& first_level, CaptureTimes& times);
   void take_device_regions(const std::vector<Region>& regions, Snapshot& snapshot, CaptureTimes& times);
   // `device`: the device regions among `regions`.
   void take_into_cache(std::int64_t version, const std::vector<Region>& regions,
@@ -116,6 +136,7 @@ class DeviceRegions {
   const int device_;
   std::unique_ptr<gpu::DeviceAccess> access_;
   std::shared_ptr<DeviceStaging> staging_;  // made at the first capture, sized for it; shared with versions in flight
+  std::shared_ptr<ForkStaging> fork_staging_;  // capture.mode = "fork": made at the first capture; as staging_
   std::optional<Clock::time_point> previous_take_end_;  // the compute interval starts there
   // The device regions of each version L0 may still hold (pruned at take()).
   std::map<std::int64_t, std::vector<CachedRegion>> cached_layouts_;

@@ -1,8 +1,15 @@
 #include "capture/device_staging.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <string>
+
+#include "base/clock.h"
+#include "resurgo/errors.hpp"
 
 namespace resurgo {
 
@@ -78,6 +85,64 @@ void DeviceStaging::checkpoint_taken(std::uint64_t bytes, double compute_seconds
 
 DeviceStaging::Block::~Block() {
   if (owner_ != nullptr) owner_->ring_.release(offset_);
+}
+
+ForkStaging::~ForkStaging() {
+  for (Memory& half : halves_) unmap(half);
+}
+
+void ForkStaging::unmap(Memory& memory) {
+  if (memory.data != nullptr) ::munmap(memory.data, memory.bytes);
+  memory.data = nullptr;
+  memory.bytes = 0;
+}
+
+ForkStaging::Half ForkStaging::acquire(std::uint64_t bytes, double& waited_seconds) {
+  std::unique_lock lock(mutex_);
+  const auto free_half = [&] { return !halves_[next_].busy ? next_ : !halves_[1 - next_].busy ? 1 - next_ : -1; };
+  if (free_half() < 0) {
+    const Clock::time_point started = Clock::now();
+    released_.wait(lock, [&] { return free_half() >= 0; });
+    waited_seconds += seconds_since(started);
+  }
+  const int index = free_half();
+  Memory& half = halves_[index];
+  if (half.bytes < bytes) {
+    unmap(half);
+    const auto page = static_cast<std::uint64_t>(::getpagesize());
+    const std::uint64_t mapped = (bytes + page - 1) / page * page;
+    void* data = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (data == MAP_FAILED) {
+      throw StorageError("cannot map " + std::to_string(mapped) + " bytes of host memory to drain device and managed "
+                         "regions into before forking: " + std::strerror(errno) +
+                         "; free host memory, or use capture.mode = \"copy\"");
+    }
+    ::madvise(data, mapped, MADV_DONTFORK);  // refused only for memory that is not ours: it is
+    half.data = static_cast<std::byte*>(data);
+    half.bytes = mapped;
+  }
+  half.busy = true;
+  next_ = 1 - index;
+  return Half{index, half.data};
+}
+
+void ForkStaging::release(int half) {
+  {
+    std::lock_guard lock(mutex_);
+    halves_[half].busy = false;
+  }
+  released_.notify_all();
+}
+
+// The half's memory is not remapped while it is busy: no lock needed.
+ForkStaging::Sharing::Sharing(const ForkStaging& staging, int index) : staging_(staging), index_(index) {
+  const Memory& half = staging_.halves_[index_];
+  ::madvise(half.data, half.bytes, MADV_DOFORK);
+}
+
+ForkStaging::Sharing::~Sharing() {
+  const Memory& half = staging_.halves_[index_];
+  ::madvise(half.data, half.bytes, MADV_DONTFORK);
 }
 
 }  // namespace resurgo

@@ -11,10 +11,12 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 
 #include "base/log.h"
 #include "gpu/late_pin_buffer.h"
@@ -58,6 +60,62 @@ class DeviceStaging {
   BlockRing ring_;
   const Logger& log_;
   std::atomic<bool> warned_too_large_{false};
+};
+
+// The host memory device and managed regions are drained into under
+// capture.mode = "fork" (device_regions.h, CRUM's drain-then-fork): two
+// halves, each holding one version until its forked writer is done with it
+// and the version is released, so that the parent drains the next version
+// into the other half while a child reads its own: a child's half is never
+// written while it lives. Both halves are pageable memory advised
+// MADV_DONTFORK, but for the half given to the child forked while a
+// Sharing lives: the other half is left out of it, and draining into it
+// later costs no copy-on-write. (Not the pinned staging buffer: the driver
+// may advise pinned memory MADV_DONTFORK, and a child would fault on it.)
+//
+// Thread safety: acquire on the application thread, release from any.
+class ForkStaging {
+ public:
+  ForkStaging() = default;
+  ~ForkStaging();
+  ForkStaging(const ForkStaging&) = delete;
+  ForkStaging& operator=(const ForkStaging&) = delete;
+
+  struct Half {
+    int index;
+    std::byte* data;
+  };
+  // A free half of at least `bytes`, waiting while both hold versions in
+  // flight; the wait is added to `waited_seconds` (backpressure).
+  Half acquire(std::uint64_t bytes, double& waited_seconds);
+  // The version in `half` is written (or failed): the half is free again.
+  void release(int half);
+
+  // Gives half `index` to the children forked while it lives.
+  class Sharing {
+   public:
+    Sharing(const ForkStaging& staging, int index);
+    ~Sharing();
+    Sharing(const Sharing&) = delete;
+    Sharing& operator=(const Sharing&) = delete;
+
+   private:
+    const ForkStaging& staging_;
+    int index_;
+  };
+
+ private:
+  struct Memory {
+    std::byte* data = nullptr;
+    std::uint64_t bytes = 0;  // mapped, whole pages
+    bool busy = false;
+  };
+  static void unmap(Memory& memory);
+
+  std::mutex mutex_;
+  std::condition_variable released_;
+  Memory halves_[2];
+  int next_ = 0;  // the half tried first: the older one
 };
 
 class DeviceStaging::Block {

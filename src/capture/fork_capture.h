@@ -13,6 +13,10 @@
 // parent are collapsed again in the background (capture/huge_page_collapse.h):
 // a later fork then costs what the first did, if the collapse ended before it.
 //
+// Device and managed regions are drained into host memory before the fork
+// (capture/device_regions.h, drain_then_fork): the child writes them from
+// there through fork_writer.
+//
 // capture.mode = "auto" may copy some regions into the staging buffer first
 // (capture/auto_capture.h): the child then writes those from the buffer, and
 // their memory is left out of it (fork_writer), so that the parent writes

@@ -1,5 +1,7 @@
 #include "gpu/cuda_device_access.h"
 
+#include "gpu/gpu_error.h"
+
 namespace resurgo::gpu {
 
 CudaDeviceAccess::CudaDeviceAccess(int ordinal, const CudaDriver& driver) : driver_(driver), context_(ordinal, driver) {}
@@ -106,6 +108,25 @@ void CudaDeviceAccess::to_device(void* device, const void* host, std::size_t byt
   const std::string what = std::to_string(bytes) + " bytes back into a device region on " + context_.name();
   driver_.check(driver_.cuMemcpyHtoD(reinterpret_cast<CUdeviceptr>(device), host, bytes), "cuMemcpyHtoD", what);
   driver_.check(driver_.cuStreamSynchronize(nullptr), "cuStreamSynchronize", what);
+}
+
+void CudaDeviceAccess::prefetch_to_device(void* managed, std::size_t bytes) {
+  if (driver_.cuMemPrefetchAsync == nullptr) {
+    throw GpuError("the driver (CUDA " + std::to_string(driver_.version()) + ") lacks the cuMemPrefetchAsync variant "
+                   "this build calls (CUDA " + std::to_string(RESURGO_CUDA_MEM_PREFETCH_VERSION) + ")", 0);
+  }
+  const CudaContext::Scope scope(context_);
+  const auto address = reinterpret_cast<CUdeviceptr>(managed);
+#if CUDA_VERSION >= 13000
+  CUmemLocation location{};
+  location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  location.id = context_.ordinal();
+  const CUresult result = driver_.cuMemPrefetchAsync(address, bytes, location, 0, nullptr);
+#else
+  const CUresult result = driver_.cuMemPrefetchAsync(address, bytes, context_.device(), nullptr);
+#endif
+  driver_.check(result, "cuMemPrefetchAsync",
+                std::to_string(bytes) + " bytes of a managed region to " + context_.name());
 }
 
 }  // namespace resurgo::gpu

@@ -26,6 +26,9 @@ class CudaDeviceAccess final : public DeviceAccess {
   // cuMemcpyHtoD from pageable memory returns once the bytes are staged, not
   // once they reached the device: the null stream is synchronised too.
   void to_device(void* device, const void* host, std::size_t bytes) override;
+  // cuMemPrefetchAsync on the legacy null stream, which orders it before
+  // the application's work on blocking streams; not waited for.
+  void prefetch_to_device(void* managed, std::size_t bytes) override;
 
   // Pageable host memory is unknown to the driver: kHost. On a thread with
   // no current context (a driver may want one for the query) it asks under

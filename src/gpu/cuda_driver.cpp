@@ -23,6 +23,7 @@ using DriverGetVersion = CUresult (*)(int*);
   static_assert(std::is_same_v<decltype(&::name), RESURGO_PASTE(PFN_##name##_v, version)>,         \
                 #name ": <cuda.h> declares another variant than the one asked for (cuda_driver.h)");
 RESURGO_CUDA_ENTRY_POINTS(RESURGO_CUDA_CHECK_VARIANT)
+RESURGO_CUDA_OPTIONAL_ENTRY_POINTS(RESURGO_CUDA_CHECK_VARIANT)
 #undef RESURGO_CUDA_CHECK_VARIANT
 #undef RESURGO_PASTE
 #undef RESURGO_PASTE_NOW
@@ -79,6 +80,16 @@ std::string CudaDriver::load(const std::string& library) {
   RESURGO_CUDA_ENTRY_POINTS(RESURGO_CUDA_RESOLVE)
 #undef RESURGO_CUDA_RESOLVE
   if (!missing.empty()) return library + " lacks entry points: " + missing;
+  auto resolve_optional = [&](const char* name, int variant, void** slot) {
+    CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    if (version_ < variant || get_proc_address(name, slot, variant, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &status) !=
+                                  CUDA_SUCCESS || status != CU_GET_PROC_ADDRESS_SUCCESS) {
+      *slot = nullptr;
+    }
+  };
+#define RESURGO_CUDA_RESOLVE(name, version) resolve_optional(#name, version, reinterpret_cast<void**>(&name));
+  RESURGO_CUDA_OPTIONAL_ENTRY_POINTS(RESURGO_CUDA_RESOLVE)
+#undef RESURGO_CUDA_RESOLVE
   const CUresult init = cuInit(0);
   if (init != CUDA_SUCCESS) return "cuInit: " + describe(init);
   return "";

@@ -33,6 +33,13 @@ namespace resurgo::gpu {
 #else
 #define RESURGO_CUDA_EVENT_ELAPSED_TIME_VERSION 2000
 #endif
+// cuMemPrefetchAsync is cuMemPrefetchAsync_v2 (a CUmemLocation) in <cuda.h>
+// from CUDA 13 on.
+#if CUDA_VERSION >= 13000
+#define RESURGO_CUDA_MEM_PREFETCH_VERSION 12020
+#else
+#define RESURGO_CUDA_MEM_PREFETCH_VERSION 8000
+#endif
 #define RESURGO_CUDA_ENTRY_POINTS(X)                                                                      \
   X(cuGetErrorName, 6000) X(cuGetErrorString, 6000) X(cuInit, 2000) X(cuDeviceGet, 2000)                 \
   X(cuDeviceGetCount, 2000) X(cuDeviceGetName, 2000) X(cuDevicePrimaryCtxRetain, 7000)                    \
@@ -48,6 +55,11 @@ namespace resurgo::gpu {
   X(cuStreamSynchronize, 2000) X(cuEventCreate, 2000) X(cuEventRecord, 2000) X(cuEventSynchronize, 2000)  \
   X(cuEventElapsedTime, RESURGO_CUDA_EVENT_ELAPSED_TIME_VERSION) X(cuEventDestroy, 4000)                  \
   X(cuPointerGetAttribute, 4000)
+// Entry points a usable driver may lack (left null): each asked for at its
+// variant's version only, never at an older one whose prototype differs
+// (cuMemPrefetchAsync_v2 came with CUDA 12.2; a 12.0 driver has only the
+// CUDA 8 one).
+#define RESURGO_CUDA_OPTIONAL_ENTRY_POINTS(X) X(cuMemPrefetchAsync, RESURGO_CUDA_MEM_PREFETCH_VERSION)
 // clang-format on
 
 class CudaDriver {
@@ -79,6 +91,7 @@ class CudaDriver {
 
 #define RESURGO_CUDA_MEMBER(name, version) decltype(&::name) name = nullptr;
   RESURGO_CUDA_ENTRY_POINTS(RESURGO_CUDA_MEMBER)
+  RESURGO_CUDA_OPTIONAL_ENTRY_POINTS(RESURGO_CUDA_MEMBER)
 #undef RESURGO_CUDA_MEMBER
 
  private:

@@ -46,6 +46,12 @@ class DeviceAccess {
   // GpuError naming the copy.
   virtual void to_host(void* host, const void* device, std::size_t bytes) = 0;
   virtual void to_device(void* device, const void* host, std::size_t bytes) = 0;
+  // Starts moving the `bytes` of managed memory at `managed` to this
+  // device (restart: the copy back may leave pages on the host, where the
+  // application's kernels would fault them over one at a time). Throws
+  // GpuError when the driver refuses. Host memory standing for the device
+  // stays where it is.
+  virtual void prefetch_to_device(void* /*managed*/, std::size_t /*bytes*/) {}
 };
 
 // The backends `backend` names, on device `ordinal`. Throw GpuError saying

@@ -130,13 +130,6 @@ TEST_F(ManagedMemoryTest, ProtectDeviceRefusesAManagedPointer) {
       << why;
 }
 
-TEST_F(ManagedMemoryTest, ForkModeRefusesAManagedRegion) {
-  Store store("managed", store_config("0", {{"capture.mode", "fork"}}));
-  ManagedBuffer managed(4096);
-  const std::string why = refusal([&] { store.protect_managed(0, managed.get(), managed.bytes(), "u"); });
-  EXPECT_NE(why.find("managed region 'u' of store 'managed': capture.mode = fork"), std::string::npos) << why;
-}
-
 TEST_F(ManagedMemoryTest, ProtectOfAManagedPointerPicksTheManagedKind) {
   Store store("managed", store_config("0"));
   ManagedBuffer managed(8192);

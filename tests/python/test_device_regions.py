@@ -423,14 +423,22 @@ def test_bad_interfaces_refused(dirs):
             store.protect("q", FailingInterface())
 
 
-def test_fork_capture_refuses_device_regions(dirs):
-    for mode in ("fork", "auto"):
-        with resurgo.Store(f"fork-{mode}", **device_kw(dirs, capture_mode=mode)) as store:
-            with pytest.raises(resurgo.InvalidArgumentError, match=r"'d'.*capture.mode = fork.*copy or delta"):
-                store.protect("d", FakeCudaArray(np.ones(16)))
-            store.protect("h", np.ones(16))  # host regions still go
-            store.checkpoint(0)
-            store.wait()
+def test_auto_capture_refuses_device_regions_and_fork_drains_them(dirs):
+    with resurgo.Store("fork-auto", **device_kw(dirs, capture_mode="auto")) as store:
+        with pytest.raises(resurgo.InvalidArgumentError, match=r"'d'.*capture.mode = auto.*use capture.mode = fork"):
+            store.protect("d", FakeCudaArray(np.ones(16)))
+        store.protect("h", np.ones(16))  # host regions still go
+        store.checkpoint(0)
+        store.wait()
+    # capture.mode = fork drains device regions to host memory, then forks.
+    device = np.arange(16.0)
+    with resurgo.Store("fork-fork", **device_kw(dirs, capture_mode="fork")) as store:
+        store.protect("d", FakeCudaArray(device))
+        store.checkpoint(0)
+        device[:] = -1
+        store.wait()
+        assert store.restart(0) == 0
+        assert bits_equal(device, np.arange(16.0))
 
 
 def test_cuda_backend_without_a_usable_driver(dirs):

@@ -1,10 +1,14 @@
 #include "fake_cuda_books.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <new>
+
+#include <sys/mman.h>
 
 namespace fake_cuda {
 
@@ -22,6 +26,46 @@ namespace {
 Driver& driver() {
   static Driver* const instance = new Driver();
   return *instance;
+}
+
+namespace {
+
+std::atomic<pid_t> driver_process{0};
+
+// One page shared with every child forked from now on (MAP_SHARED), so that
+// the parent reads what its children tried.
+std::atomic<std::uint64_t>& forked_child_calls() {
+  static auto* const shared = [] {
+    void* page = ::mmap(nullptr, sizeof(std::atomic<std::uint64_t>), PROT_READ | PROT_WRITE,
+                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (page == MAP_FAILED) std::abort();
+    return new (page) std::atomic<std::uint64_t>(0);
+  }();
+  return *shared;
+}
+
+}  // namespace
+
+void set_driver_process() {
+  forked_child_calls();  // mapped before any fork
+  pid_t none = 0;
+  driver_process.compare_exchange_strong(none, ::getpid());
+}
+
+bool refuse_forked_child(const char* name) {
+  const pid_t owner = driver_process.load();
+  if (owner == 0 || owner == ::getpid()) return false;
+  forked_child_calls().fetch_add(1);
+  char line[160];
+  const int length = std::snprintf(line, sizeof line,
+                                   "fake CUDA driver: %s called from a forked child (pid %d) of the process that "
+                                   "initialised the driver (pid %d)\n",
+                                   name, static_cast<int>(::getpid()), static_cast<int>(owner));
+  if (length > 0) {
+    const ssize_t written = ::write(STDERR_FILENO, line, static_cast<std::size_t>(length));
+    static_cast<void>(written);  // without stderr the count still tells
+  }
+  return true;
 }
 
 CUcontext& current_context() {
@@ -319,6 +363,7 @@ FAKE_CUDA_EXPORT uint64_t fake_cuda_reset(FakeCudaCounters* leaked) {
   if (leaked != nullptr) *leaked = live;
   d.rules.clear();
   d.calls.clear();
+  fake_cuda::forked_child_calls().store(0);
   d.resolutions.clear();
   d.device_count = 1;
   for (fake_cuda::Device& device : d.devices) device.copies = 0;
@@ -449,6 +494,16 @@ FAKE_CUDA_EXPORT int fake_cuda_kernel_write(void* stream, void* target, const vo
                              std::make_shared<std::vector<std::byte>>(first, first + bytes)});
   return CUDA_SUCCESS;
 }
+
+FAKE_CUDA_EXPORT int fake_cuda_prefetch_location(const void* pointer) {
+  fake_cuda::Driver& d = fake_cuda::driver();
+  std::lock_guard lock(d.mutex);
+  const fake_cuda::Range* range = d.find(reinterpret_cast<std::uintptr_t>(pointer));
+  return range != nullptr && range->kind == fake_cuda::Range::Kind::kManaged ? range->prefetched_to
+                                                                              : CU_DEVICE_INVALID;
+}
+
+FAKE_CUDA_EXPORT uint64_t fake_cuda_forked_child_calls(void) { return fake_cuda::forked_child_calls().load(); }
 
 FAKE_CUDA_EXPORT uint64_t fake_cuda_calls(const char* entry_point) {
   fake_cuda::Driver& d = fake_cuda::driver();

@@ -61,6 +61,9 @@ struct Range {
   std::shared_ptr<Mapping> mapping;  // allocations (kDevice, kManaged, kPinnedHost)
   std::size_t view_bytes = 0;        // kDevice: the mapping at the device address, whole pages
   std::map<std::uintptr_t, Vmm> vmm;  // kReservation: by address
+  // kManaged: where the last cuMemPrefetchAsync of any part of it went (a
+  // device ordinal, CU_DEVICE_CPU), CU_DEVICE_INVALID before any.
+  int prefetched_to = CU_DEVICE_INVALID;
 };
 
 // cuMemCreate memory: freed once released and no longer mapped.
@@ -224,11 +227,21 @@ CUcontext& current_context();
 // (cuCtxPushCurrent / cuCtxPopCurrent); cuCtxSetCurrent replaces the top.
 std::vector<CUcontext>& pushed_contexts();
 
+// The process that called cuInit first owns the driver. A forked child
+// must never call it (its copy of the context is the parent's, and of the
+// driver's mutex, which another thread may have held at fork): such a call
+// is counted where parent and children share it
+// (fake_cuda_forked_child_calls), said on stderr, and refused
+// (CUDA_ERROR_NOT_PERMITTED) before it takes any lock.
+void set_driver_process();
+bool refuse_forked_child(const char* name);
+
 // Counts the call, applies a failure rule and the call's needs, then runs
 // `body(driver, lock)` under the driver's mutex (which a body that waits
 // gives up first).
 template <typename Body>
 CUresult call(const char* name, Needs needs, Body&& body) {
+  if (refuse_forked_child(name)) return CUDA_ERROR_NOT_PERMITTED;
   Driver& d = driver();
   Lock lock(d.mutex);
   if (const CUresult admitted = d.admit(name, needs); admitted != CUDA_SUCCESS) return admitted;

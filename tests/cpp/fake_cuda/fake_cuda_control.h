@@ -39,7 +39,7 @@ typedef struct FakeCudaCounters {
 /* Fills `counters` with what the driver holds now. */
 void fake_cuda_counters(FakeCudaCounters* counters);
 
-/* Puts every setting back to its default (failure rules, call counts,
+/* Puts every setting back to its default (failure rules, call counts, forked children's calls,
  * resolution counts, each device's copy count, one device, device memory
  * size, copy delay, registration limit and rate, copies across
  * registrations refused, held registrations released, driver version,
@@ -135,6 +135,17 @@ int fake_cuda_kernel_write(void* stream, void* target, const void* source, size_
  * of the same entry point. Returns 0, or -1 for a name the fake does not
  * implement. */
 int fake_cuda_fail(const char* entry_point, uint64_t after_calls, int result, int times);
+
+/* Where the last cuMemPrefetchAsync of the managed allocation holding
+ * `pointer` went: a device ordinal or CU_DEVICE_CPU (-1); CU_DEVICE_INVALID
+ * (-2) before any, or for memory that is not managed. */
+int fake_cuda_prefetch_location(const void* pointer);
+
+/* Calls of any entry point made since the last reset by a forked child of
+ * the process that called cuInit first (each refused with
+ * CUDA_ERROR_NOT_PERMITTED and said on stderr): a forked checkpoint writer
+ * must make none. Counted in memory shared with every child. */
+uint64_t fake_cuda_forked_child_calls(void);
 
 /* Calls of `entry_point` since the last reset, failed ones included. */
 uint64_t fake_cuda_calls(const char* entry_point);

@@ -80,7 +80,16 @@
 //   base, unmapped memory, a per-call size limit; it takes time (8 GiB/s,
 //   fake_cuda_set_host_register_rate), during which the range is not
 //   registered yet, and tests can hold it (fake_cuda_hold_host_register).
+// - A process that forks while it holds a context: the child must never
+//   call the driver (CRUM's forked checkpoints rest on it). Any call from a
+//   process other than the one that called cuInit first is refused
+//   (CUDA_ERROR_NOT_PERMITTED), said on stderr and counted where the parent
+//   reads it (fake_cuda_forked_child_calls).
 // - Error names and strings as the driver's.
+//
+// - Managed memory's prefetch (cuMemPrefetchAsync): checked as the driver
+//   checks it, nothing moved, the location remembered per allocation
+//   (fake_cuda_prefetch_location).
 //
 // Not emulated: kernels (but for their writes to managed memory), modules and graphs; contexts other than the
 // primary ones; asynchrony beyond the stream workers (neither the legacy
@@ -297,6 +306,7 @@ CUresult cuGetErrorString(CUresult error, const char** text) {
 }
 
 CUresult cuInit(unsigned int flags) {
+  set_driver_process();
   return call("cuInit", Needs::kNothing, [&](Driver& d, Lock&) {
     if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
     d.initialized = true;
@@ -837,6 +847,44 @@ CUresult cuEventDestroy(CUevent event) {
   });
 }
 
+// Managed memory's prefetch: the fake has host memory only and moves
+// nothing, but checks the range (all of it in one managed allocation), the
+// location (a device there is, or the CPU) and the stream, as the driver
+// does, and remembers the location (fake_cuda_prefetch_location).
+template <bool kPerThread>
+CUresult prefetch(CUdeviceptr address, std::size_t bytes, int location, CUstream handle) {
+  return call("cuMemPrefetchAsync", Needs::kContext, [&](Driver& d, Lock&) {
+    Range* range = d.find(address);
+    if (range == nullptr || range->kind != Range::Kind::kManaged || bytes == 0 ||
+        address - range->begin + bytes > range->size) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (location != CU_DEVICE_CPU && !d.valid_device(location)) return CUDA_ERROR_INVALID_DEVICE;
+    if (d.stream(named<kPerThread>(handle)).object == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+    range->prefetched_to = location;
+    return CUDA_SUCCESS;
+  });
+}
+
+#if CUDA_VERSION >= 13000
+// cuMemPrefetchAsync_v2 (CUDA 12.2), which <cuda.h> names cuMemPrefetchAsync
+// from CUDA 13 on: a CUmemLocation, a device or the host.
+template <bool kPerThread>
+CUresult cuMemPrefetchAsync(CUdeviceptr address, std::size_t bytes, CUmemLocation location, unsigned int flags,
+                            CUstream stream) {
+  const bool known = location.type == CU_MEM_LOCATION_TYPE_DEVICE || location.type == CU_MEM_LOCATION_TYPE_HOST;
+  const int where = !known || flags != 0                       ? INT_MIN  // no device: refused
+                    : location.type == CU_MEM_LOCATION_TYPE_HOST ? CU_DEVICE_CPU
+                                                                 : location.id;
+  return prefetch<kPerThread>(address, bytes, where, stream);
+}
+#else
+template <bool kPerThread>
+CUresult cuMemPrefetchAsync(CUdeviceptr address, std::size_t bytes, CUdevice device, CUstream stream) {
+  return prefetch<kPerThread>(address, bytes, device, stream);
+}
+#endif
+
 // Memory the driver does not know (pageable host memory) is
 // CUDA_ERROR_INVALID_VALUE, as for the driver; so is a reservation where it
 // is not mapped and accessible to the current context's device.
@@ -901,6 +949,8 @@ struct Variant {
 // <cuda.h> gives cuEventElapsedTime the prototype of cuEventElapsedTime_v2
 // from CUDA 12.8 on.
 constexpr int kEventElapsedTimeSince = CUDA_VERSION >= 12080 ? 12080 : 2000;
+// And cuMemPrefetchAsync that of cuMemPrefetchAsync_v2 from CUDA 13 on.
+constexpr int kMemPrefetchSince = CUDA_VERSION >= 13000 ? 12020 : 8000;
 
 }  // namespace
 }  // namespace fake_cuda
@@ -992,6 +1042,11 @@ Found entry_point(std::string_view name, int cuda_version, bool per_thread) {
       FAKE_CUDA_STREAM_ENTRY(cuMemcpyDtoH, 3020),
       FAKE_CUDA_STREAM_ENTRY(cuMemcpyHtoD, 3020),
       FAKE_CUDA_STREAM_ENTRY(cuMemsetD8Async, 3020),
+      // Its per-thread variant is as new as it: no older prototype is handed out.
+      FAKE_CUDA_VARIANT("cuMemPrefetchAsync", cuMemPrefetchAsync, kMemPrefetchSince, false,
+                        entry::cuMemPrefetchAsync<false>),
+      FAKE_CUDA_VARIANT("cuMemPrefetchAsync", cuMemPrefetchAsync, kMemPrefetchSince, true,
+                        entry::cuMemPrefetchAsync<true>),
       FAKE_CUDA_ENTRY(cuStreamCreate, 2000),
       FAKE_CUDA_ENTRY(cuStreamDestroy, 4000),
       FAKE_CUDA_STREAM_ENTRY(cuStreamSynchronize, 2000),
