@@ -13,14 +13,19 @@
 #   python       the Python extension for this machine's python3
 #   pytest       the Python tests marked gpu (CuPy, PyTorch, the fake driver)
 #   bench        bench/gpu_cache.py and bench/gpu_late_pin.py --quick
+#   crum         bench/crum.py --quick: a unified-memory application compiled
+#                with nvcc and checkpointed (with --fake-driver: its host
+#                analog, compiled with the host compiler, on the fake)
 #
-# and writes 8 files into OUTDIR: summary.md (a table of the steps, the
+# and writes 10 files into OUTDIR: summary.md (a table of the steps, the
 # probe's table, the benchmarks' figures, the machine), build.log, tests.log
-# (probe, gtest, pytest), bench.log, and the two benchmarks' reports
-# (gpu_cache.md/.png, gpu_late_pin.md/.png, in bench/results' format). Exits
-# 1 when a step failed, naming it; 2 for a usage error.
+# (probe, gtest, pytest), bench.log, and the three benchmarks' reports
+# (gpu_cache.md/.png, gpu_late_pin.md/.png, crum.md/.png, in bench/results'
+# format). Exits 1 when a step failed, naming it; 2 for a usage error.
 #
-#   scripts/gpu_check.sh OUTDIR                on a GPU machine (about 5 min on an H100)
+#   scripts/gpu_check.sh OUTDIR                on a GPU machine (4 min on an H100 before
+#                                              the benchmarks' baselines and the crum
+#                                              step were added; not timed there since)
 #   scripts/gpu_check.sh --fake-driver OUTDIR  the same steps against the fake
 #                                              CUDA driver (tests/cpp/fake_cuda), on a
 #                                              machine without a GPU: proves the script;
@@ -43,7 +48,7 @@ while (($#)); do
   case "$1" in
     --fake-driver) fake=1 ;;
     --step) step=${2:-}; shift ;;
-    -h | --help) sed -n '2,31p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,35p' "$0"; exit 0 ;;
     -*) usage ;;
     *) [[ -z "$out" ]] || usage; out=$1 ;;
   esac
@@ -216,6 +221,20 @@ step_bench() {
   "$python" "$root/bench/gpu_late_pin.py" --binary "$build/bench/gpu_late_pin" "${size[@]}" --out "$work/bench"
 }
 
+# CRUM's evaluation (bench/crum.py): the script compiles its application
+# against libresurgo.so, with nvcc on a GPU; against the fake driver it runs
+# the host analog once (about 15 s on 2 cores). On a GPU only the ways its
+# targets compare (forked against synchronous, against no checkpoints),
+# uncompressed: the whole check must fit one device call (about 9 minutes).
+step_crum() {
+  build_environment
+  program_environment
+  cmake --build "$build" -j"$jobs" --target resurgo || return 1
+  local run=(--quick --backend cuda --ways sync,fork --codecs none)
+  ((fake)) && run=(--fake-driver --repeats 1 --fake-lib "$fake_lib")
+  "$python" "$root/bench/crum.py" --lib-dir "$build/src" "${run[@]}" --out "$work/bench"
+}
+
 if [[ -n "$step" ]]; then
   declare -F "step_$step" >/dev/null || usage
   "step_$step"
@@ -260,11 +279,11 @@ run_step() {
 run_step environment 60 "$logs/environment.log"
 run_step prefix 120 "$logs/build.log"
 if [[ " ${failed[*]} " == *" prefix "* ]]; then
-  rows+=("| build, probe, gtest, pytest, bench | not run: no prefix | | |")
+  rows+=("| build, probe, gtest, pytest, bench, crum | not run: no prefix | | |")
 else
   run_step build 900 "$logs/build.log"
   if [[ " ${failed[*]} " == *" build "* ]]; then
-    rows+=("| probe, gtest, pytest, bench | not run: the build failed | | |")
+    rows+=("| probe, gtest, pytest, bench, crum | not run: the build failed | | |")
   else
     run_step probe 90 "$logs/tests.log"
     run_step gtest 300 "$logs/tests.log"
@@ -275,6 +294,7 @@ else
       run_step pytest 300 "$logs/tests.log"
     fi
     run_step bench 420 "$logs/bench.log"
+    run_step crum 360 "$logs/bench.log"
   fi
 fi
 
@@ -314,7 +334,7 @@ counts() {  # gtest and pytest result lines, for the summary
     cat "$work/probe.md"
     echo
   fi
-  for report in gpu_cache gpu_late_pin; do
+  for report in gpu_cache gpu_late_pin crum; do
     [[ -f "$work/bench/$report.md" ]] || continue
     echo "## Figures: $report.md (table rows)"
     echo
@@ -331,7 +351,7 @@ counts() {  # gtest and pytest result lines, for the summary
 for log in build tests bench; do
   [[ -f "$logs/$log.log" ]] && cp "$logs/$log.log" "$out/$log.log"
 done
-for report in gpu_cache.md gpu_cache.png gpu_late_pin.md gpu_late_pin.png; do
+for report in gpu_cache.md gpu_cache.png gpu_late_pin.md gpu_late_pin.png crum.md crum.png; do
   [[ -f "$work/bench/$report" ]] && cp "$work/bench/$report" "$out/$report"
 done
 
