@@ -303,14 +303,15 @@ class Case:
     # ----- the victim
 
     def victim(self, mode, cwd=None, uid=None, settings=None, args=(), marker=VICTIM_MARKER, name=STORE,
-               tmpdir=None, address_space=None):
-        """Runs the victim and checks what it left: no write outside its store,
-        no foreign data, no hang, no crash."""
+               tmpdir=None, address_space=None, own_dirs=()):
+        """Runs the victim and checks what it left: no write outside its store
+        (and `own_dirs`, directories of the victim's own it may also write,
+        such as its pin token's), no foreign data, no hang, no crash."""
         uid = self.victim_uid if uid is None else uid
         cwd = cwd or (self.root_home if uid == ROOT_UID and self.root_home else self.victim_home)
         settings = dict(settings or {})
         argv = self.victim_argv(mode, cwd, settings, args, marker, name)
-        stores = self.store_dirs(uid, cwd, settings, name, tmpdir)
+        stores = self.store_dirs(uid, cwd, settings, name, tmpdir) + list(own_dirs)
         before = snapshot(self.watched())
         run = run_process("victim", uid, argv, cwd, self.env(tmpdir), self.groups(), address_space=address_space)
         after = snapshot(self.watched())
@@ -783,7 +784,9 @@ def case_pin_token_held_by_own_job(case):
     own_dir, token, _ = token_paths(case, case.victim_uid)
     case.attacker(["mkdir", own_dir, 0o700], uid=case.victim_uid)
     case.hold_lock(token, uid=case.victim_uid, mode=0o600)
-    pin_outcome(case, case.victim("checkpoint", settings=pin_settings(case), args=["--device"]))
+    # The token's queue files (pin.guard, pin.queue, pin.ticket-<n>) go
+    # beside pin.lock in the victim's own directory.
+    pin_outcome(case, case.victim("checkpoint", settings=pin_settings(case), args=["--device"], own_dirs=[own_dir]))
 
 
 def case_pin_token_link(case):
