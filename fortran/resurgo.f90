@@ -227,7 +227,7 @@ module resurgo
   public :: rsg_open, rsg_close, rsg_protect, rsg_protect_device, rsg_protect_managed, rsg_unprotect, &
             rsg_set_metadata, rsg_get_metadata, rsg_checkpoint, rsg_wait, rsg_latest_version, rsg_restart, &
             rsg_prefetch, rsg_discard, rsg_need_checkpoint, rsg_stats, rsg_last_restart, rsg_device_stats, &
-            rsg_versions, rsg_describe, rsg_persist, rsg_last_error, &
+            rsg_set_capture_streams, rsg_versions, rsg_describe, rsg_persist, rsg_last_error, &
             rsg_appic_open, rsg_appic_register, rsg_appic_write, rsg_appic_read, &
             rsg_appic_version, rsg_appic_close, rsg_appic_finalize
 #ifdef RESURGO_HAVE_MPI
@@ -335,6 +335,14 @@ module resurgo
       integer(c_size_t), value :: count
       integer(c_int) :: rc
     end function rsg_prefetch
+
+    function rsg_set_capture_streams(s, streams, count) bind(C, name="rsg_set_capture_streams") result(rc)
+      import :: c_ptr, c_int, c_size_t
+      type(c_ptr), value :: s
+      type(c_ptr), intent(in) :: streams(*)
+      integer(c_size_t), value :: count
+      integer(c_int) :: rc
+    end function rsg_set_capture_streams
 
     function rsg_discard(s, version) bind(C, name="rsg_discard") result(rc)
       import :: c_ptr, c_int
@@ -491,6 +499,7 @@ module resurgo
             resurgo_protect_managed, resurgo_unprotect, resurgo_set_metadata, resurgo_get_metadata, &
             resurgo_checkpoint, resurgo_wait, resurgo_latest, resurgo_restart, resurgo_prefetch, resurgo_discard, &
             resurgo_need_checkpoint, resurgo_stats, resurgo_last_restart, resurgo_device_stats, &
+            resurgo_set_capture_streams, &
             resurgo_versions, resurgo_describe, resurgo_persist, &
             resurgo_last_error, resurgo_string
 #ifdef RESURGO_HAVE_MPI
@@ -1055,6 +1064,20 @@ contains
     order(1:size(versions)) = int(versions, c_int)
     call finish(rsg_prefetch(store%handle, order, int(size(versions), c_size_t)), 'resurgo_prefetch', ierr)
   end subroutine resurgo_prefetch
+
+  ! The CUDA streams (cudaStream_t as type(c_ptr), e.g. from CUDA Fortran's
+  ! c_loc or a C helper) whose work later checkpoints wait for before they
+  ! copy managed regions, instead of the whole context; none: the whole
+  ! context again (docs/gpu.md).
+  subroutine resurgo_set_capture_streams(store, streams, ierr)
+    type(resurgo_store), intent(in) :: store
+    type(c_ptr), intent(in) :: streams(:)
+    integer, intent(out), optional :: ierr
+    type(c_ptr) :: handles(max(1, size(streams)))
+    handles(1:size(streams)) = streams
+    call finish(rsg_set_capture_streams(store%handle, handles, int(size(streams), c_size_t)), &
+                'resurgo_set_capture_streams', ierr)
+  end subroutine resurgo_set_capture_streams
 
   ! The version was consumed: dropped from every level.
   subroutine resurgo_discard(store, version, ierr)

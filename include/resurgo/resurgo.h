@@ -221,6 +221,11 @@ int rsg_last_restart(rsg_store *s, rsg_restart_report *out);
  * The struct cannot take the call's name (C++ DeviceStats): in C a type
  * and a function share one name space. */
 int rsg_device_stats(rsg_store *s, rsg_device_caches *out);
+/* The `count` CUDA streams (CUstream / cudaStream_t) later checkpoints wait
+ * for before they copy managed regions, instead of the whole context
+ * (Store::set_capture_streams in resurgo.hpp; docs/gpu.md); count 0: the
+ * whole context again. */
+int rsg_set_capture_streams(rsg_store *s, void *const *streams, size_t count);
 
 /* Lists of variable length (rsg_versions, rsg_describe) go into an array
  * the caller provides, as rsg_get_metadata's bytes do: `capacity` entries

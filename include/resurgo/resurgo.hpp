@@ -288,6 +288,16 @@ class Store {
   // and its inputs), where the store has them (include/resurgo/device_stats.hpp).
   DeviceStats device_stats() const;
   RestartReport last_restart() const;
+  // The CUDA streams (CUstream or cudaStream_t handles of the store's
+  // device's context) whose work later checkpoints wait for before they
+  // copy managed regions, with cuStreamSynchronize on each, instead of
+  // cuCtxSynchronize on the whole context: work on other streams runs on
+  // meanwhile. The application then promises that only these streams
+  // write managed regions before a checkpoint; a stream destroyed while
+  // named fails the next checkpoint. Empty (the default): the whole
+  // context. Device regions are not synchronised either way: order their
+  // writes before checkpoint() (docs/gpu.md).
+  void set_capture_streams(std::vector<void*> streams);
 
   // Adjoint staging (docs/adjoint.md). `versions` is the order in which the
   // versions will be restored (a version restored twice appears twice); a

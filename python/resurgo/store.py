@@ -127,6 +127,25 @@ def _version_arg(value: Any, what: str) -> int:
     return version
 
 
+def _stream_handle(stream: Any, what: str) -> int:
+    """The CUstream of a CuPy stream (.ptr), a PyTorch one (.cuda_stream) or
+    an int handle."""
+    for attribute in ("ptr", "cuda_stream"):
+        if hasattr(stream, attribute):
+            stream = getattr(stream, attribute)
+            break
+    if isinstance(stream, bool):
+        raise TypeError(f"{what}: a stream must be a CUDA stream object or an int handle, not bool")
+    try:
+        handle = operator.index(stream)
+    except TypeError:
+        raise TypeError(f"{what}: a stream must be a CUDA stream object (.ptr, .cuda_stream) or an int handle, "
+                        f"not {type(stream).__name__}") from None
+    if not 0 <= handle < 2**64:
+        raise InvalidArgumentError(f"{what}: stream handle {handle} is not a pointer")
+    return handle
+
+
 def _optional_version_arg(value: Any, what: str, sentinel: int) -> int:
     """None -> the C++ sentinel; an explicit negative number is refused here
     because it would alias that sentinel."""
@@ -398,6 +417,15 @@ class Store:
         room allows, so that :meth:`restart` of one reads memory. Versions not
         written yet are fetched once written. Replaces the previous order."""
         self._core.prefetch([_version_arg(v, self._call("prefetch")) for v in versions])
+
+    def set_capture_streams(self, streams: Iterable[Any]) -> None:
+        """The CUDA streams whose work later checkpoints wait for before they
+        copy managed regions, instead of the whole context (docs/gpu.md):
+        CuPy streams (``.ptr``), PyTorch streams (``.cuda_stream``) or raw
+        ``CUstream`` handles as ints. The application then promises that only
+        these streams write managed regions before a checkpoint. An empty
+        iterable: the whole context again."""
+        self._core.set_capture_streams([_stream_handle(s, self._call("set_capture_streams")) for s in streams])
 
     def discard(self, version: int) -> None:
         """The version was consumed: it leaves memory at once and its files are

@@ -338,6 +338,14 @@ NB_MODULE(_core, m) {
            [](PyStore& s, std::vector<int> versions) { without_gil([&] { s.store().prefetch(versions); }); },
            "versions"_a)
       .def("discard", [](PyStore& s, int v) { without_gil([&] { s.store().discard(v); }); }, "version"_a)
+      .def(
+          "set_capture_streams",
+          [](PyStore& s, const std::vector<std::uintptr_t>& handles) {
+            std::vector<void*> streams;
+            for (const std::uintptr_t handle : handles) streams.push_back(reinterpret_cast<void*>(handle));
+            s.store().set_capture_streams(std::move(streams));
+          },
+          "streams"_a)
       .def("need_checkpoint", [](PyStore& s) { return s.store().need_checkpoint(); })
       .def("checkpoint_interval", [](PyStore& s) { return s.store().checkpoint_interval(); });
 

@@ -90,6 +90,10 @@ class Capture {
   virtual std::unique_ptr<RestartTargets> restart_targets(const Registry& registry, int version);
   // The device regions' caches (none without device regions).
   virtual DeviceStats device_stats() const { return {}; }
+  // The CUDA streams whose work later checkpoints wait for before they copy
+  // managed regions (Store::set_capture_streams); none: the whole context.
+  // Only a capture that takes managed regions has a use for them.
+  virtual void set_capture_streams(std::vector<void*> /*streams*/) {}
 };
 
 // The capture `config.capture.mode` names, for host and managed regions,

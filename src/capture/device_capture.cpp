@@ -33,7 +33,10 @@ void DeviceCapture::check(Region& region, const std::string& store) {
                                "device and managed regions have none of; use capture.mode = fork (drains them to "
                                "host memory, then forks), copy or delta");
   }
-  if (!device_) device_ = open_device_regions(region, what);
+  if (!device_) {
+    device_ = open_device_regions(region, what);
+    device_->set_capture_streams(capture_streams_);
+  }
   device_->check(region, store);
   if (region.kind == MemoryKind::kManaged && config_.capture.mode == CaptureMode::kDelta) {
     log_.info(what + " is captured in full at every version: delta mode tracks the host's writes, and cannot see "
@@ -57,6 +60,11 @@ std::unique_ptr<DeviceRegions> DeviceCapture::open_device_regions(const Region& 
 std::unique_ptr<RestartTargets> DeviceCapture::restart_targets(const Registry& registry, int version) {
   if (!registry.has_device_regions()) return host_->restart_targets(registry, version);
   return std::make_unique<DeviceRestart>(registry, *device_, version);
+}
+
+void DeviceCapture::set_capture_streams(std::vector<void*> streams) {
+  capture_streams_ = std::move(streams);
+  if (device_) device_->set_capture_streams(capture_streams_);
 }
 
 DeviceStats DeviceCapture::device_stats() const {

@@ -45,6 +45,7 @@ class DeviceCapture final : public Capture {
   void check(Region& region, const std::string& store) override;
   std::unique_ptr<RestartTargets> restart_targets(const Registry& registry, int version) override;
   DeviceStats device_stats() const override;
+  void set_capture_streams(std::vector<void*> streams) override;
 
  private:
   std::unique_ptr<DeviceRegions> open_device_regions(const Region& region, const std::string& what);
@@ -54,6 +55,7 @@ class DeviceCapture final : public Capture {
   const Logger& log_;
   DeviceLevel* const l0_;
   std::unique_ptr<DeviceRegions> device_;  // from the first device region
+  std::vector<void*> capture_streams_;     // handed to device_, now or once it exists
 };
 
 }  // namespace resurgo

@@ -110,7 +110,7 @@ std::vector<const Region*> DeviceRegions::dma_regions(const std::vector<Region>&
 
 void DeviceRegions::synchronize_for(const std::vector<const Region*>& device) {
   const auto managed = [](const Region* region) { return region->kind == MemoryKind::kManaged; };
-  if (std::any_of(device.begin(), device.end(), managed)) access_->synchronize();
+  if (std::any_of(device.begin(), device.end(), managed)) access_->synchronize(capture_streams_);
 }
 
 // The parent's part of a forked checkpoint of GPU state: it waits for a

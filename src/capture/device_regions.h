@@ -102,6 +102,9 @@ class DeviceRegions {
   // The L0 cache's counters and the staging buffer's, where they exist.
   // Application thread only, as take().
   DeviceStats stats() const;
+  // The streams take() waits for when there are managed regions (none: the
+  // whole context). Application thread only, as take().
+  void set_capture_streams(std::vector<void*> streams) { capture_streams_ = std::move(streams); }
 
  private:
   struct Staging;
@@ -135,6 +138,7 @@ class DeviceRegions {
   DeviceLevel* const l0_;  // null: none; the route's, which outlives the versions in flight
   const int device_;
   std::unique_ptr<gpu::DeviceAccess> access_;
+  std::vector<void*> capture_streams_;  // CUstreams; none: the whole context
   std::shared_ptr<DeviceStaging> staging_;  // made at the first capture, sized for it; shared with versions in flight
   std::shared_ptr<ForkStaging> fork_staging_;  // capture.mode = "fork": made at the first capture; as staging_
   std::optional<Clock::time_point> previous_take_end_;  // the compute interval starts there

@@ -91,10 +91,17 @@ std::optional<PointerInfo> CudaDeviceAccess::describe(const void* pointer) const
   return describe(driver_, pointer);
 }
 
-void CudaDeviceAccess::synchronize() {
+void CudaDeviceAccess::synchronize(const std::vector<void*>& streams) {
   const CudaContext::Scope scope(context_);
-  driver_.check(driver_.cuCtxSynchronize(), "cuCtxSynchronize",
-                "the work queued on " + context_.name() + ", whose writes to managed memory a checkpoint copies");
+  const std::string what = "whose writes to managed memory a checkpoint copies";
+  if (streams.empty()) {
+    driver_.check(driver_.cuCtxSynchronize(), "cuCtxSynchronize", "the work queued on " + context_.name() + ", " + what);
+  }
+  for (std::size_t index = 0; index < streams.size(); ++index) {
+    driver_.check(driver_.cuStreamSynchronize(static_cast<CUstream>(streams[index])), "cuStreamSynchronize",
+                  "capture stream " + std::to_string(index) + " of " + std::to_string(streams.size()) + " on " +
+                      context_.name() + ", " + what);
+  }
 }
 
 void CudaDeviceAccess::to_host(void* host, const void* device, std::size_t bytes) {

@@ -21,7 +21,7 @@ class CudaDeviceAccess final : public DeviceAccess {
   std::optional<PointerInfo> describe(const void* pointer) const override;
   // cuCtxSynchronize in the store's device's primary context, the one the
   // CUDA runtime gives the application.
-  void synchronize() override;
+  void synchronize(const std::vector<void*>& streams) override;
   void to_host(void* host, const void* device, std::size_t bytes) override;
   // cuMemcpyHtoD from pageable memory returns once the bytes are staged, not
   // once they reached the device: the null stream is synchronised too.

@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "gpu/device_memory.h"
 #include "gpu/host_pinner.h"
@@ -36,12 +37,13 @@ class DeviceAccess {
   virtual int device() const = 0;
   // What `pointer` points to; none when the backend cannot tell (host).
   virtual std::optional<PointerInfo> describe(const void* pointer) const = 0;
-  // Waits for the work queued in the device's context (every stream), so
-  // that what kernels wrote to managed memory is what a copy reads: the
-  // host (and the driver's copies) may see stale bytes until then. Throws
-  // GpuError when that work failed. Host memory standing for the device
-  // has no queued work.
-  virtual void synchronize() {}
+  // Waits for the work queued on `streams` (CUstream handles of the
+  // device's context), or in the whole context (every stream) when there
+  // is none, so that what kernels wrote to managed memory is what a copy
+  // reads: the host (and the driver's copies) may see stale bytes until
+  // then. Throws GpuError when that work failed. Host memory standing for
+  // the device has no queued work.
+  virtual void synchronize(const std::vector<void*>& /*streams*/) {}
   // Synchronous copies: the bytes are in place when they return. Throw
   // GpuError naming the copy.
   virtual void to_host(void* host, const void* device, std::size_t bytes) = 0;

@@ -223,6 +223,12 @@ int rsg_prefetch(rsg_store* s, const int* versions, size_t count) {
   return guarded([&] { s->store.prefetch(std::vector<int>(versions, versions + count)); });
 }
 
+int rsg_set_capture_streams(rsg_store* s, void* const* streams, size_t count) {
+  if (const int refused = refuse_unusable(s, "rsg_set_capture_streams")) return refused;
+  if (streams == nullptr && count > 0) return invalid("rsg_set_capture_streams: streams is NULL but count is not 0");
+  return guarded([&] { s->store.set_capture_streams(std::vector<void*>(streams, streams + count)); });
+}
+
 int rsg_discard(rsg_store* s, int version) {
   if (const int refused = refuse_unusable(s, "rsg_discard")) return refused;
   return guarded([&] { s->store.discard(version); });

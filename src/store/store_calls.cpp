@@ -76,6 +76,10 @@ void Store::persist(int version, int level) { for_call("persist", name(), [&] { 
 std::vector<VersionInfo> Store::versions() { return for_call("versions", name(), [&] { return impl_->versions(); }); }
 std::vector<VersionStats> Store::stats() { return for_call("stats", name(), [&] { return impl_->stats(); }); }
 RestartReport Store::last_restart() const { return impl_->last_restart; }
+void Store::set_capture_streams(std::vector<void*> streams) {
+  for_call("set_capture_streams", name(), [&] { impl_->set_capture_streams(std::move(streams)); });
+}
+
 DeviceStats Store::device_stats() const {
   return for_call("device_stats", name(), [&] { return impl_->device_stats(); });
 }

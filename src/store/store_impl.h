@@ -51,6 +51,10 @@ class Store::Impl {
     check_process("device_stats");
     return capture_ ? capture_->device_stats() : DeviceStats{};
   }
+  void set_capture_streams(std::vector<void*> streams) {
+    check_open("set_capture_streams");
+    capture_->set_capture_streams(std::move(streams));
+  }
   void prefetch(std::vector<int> versions);
   void discard(int version);
   bool need_checkpoint();

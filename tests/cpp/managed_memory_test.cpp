@@ -270,6 +270,64 @@ TEST_F(ManagedMemoryTest, AFailedSynchronizeFailsThatCheckpointOnly) {
   EXPECT_TRUE(managed.holds(std::vector<unsigned char>(managed.bytes(), 1)));
 }
 
+// With capture streams named (part 2: Store::set_capture_streams), a
+// checkpoint synchronises those streams, not the context: a kernel's write
+// on a named stream is in the version, one on another stream is not yet
+// (the application promised none there), and no cuCtxSynchronize runs.
+// Naming none goes back to the whole context.
+TEST_F(ManagedMemoryTest, NamedCaptureStreamsAreSynchronisedInsteadOfTheContext) {
+  Store store("managed", store_config("0"));
+  ManagedBuffer named(4096), other(4096);
+  std::memset(named.get(), 0, named.bytes());
+  std::memset(other.get(), 0, other.bytes());
+  store.protect_managed(0, named.get(), named.bytes(), "named");
+  store.protect_managed(1, other.get(), other.bytes(), "other");
+  CUstream other_stream = nullptr;
+  check(cuda().cuStreamCreate(&other_stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  const std::vector<unsigned char> ones(4096, 1), twos(4096, 2), zeros(4096, 0);
+  store.set_capture_streams({stream_});
+  launch_write(named, ones);
+  ASSERT_EQ(write_(other_stream, other.get(), twos.data(), twos.size()), CUDA_SUCCESS);
+  const std::uint64_t contexts = fake().control->calls("cuCtxSynchronize");
+  const std::uint64_t streams = fake().control->calls("cuStreamSynchronize");
+  store.checkpoint(1);
+  EXPECT_EQ(fake().control->calls("cuCtxSynchronize"), contexts);
+  EXPECT_GT(fake().control->calls("cuStreamSynchronize"), streams);
+  store.set_capture_streams({});
+  store.checkpoint(2);  // the whole context: the other stream's write too
+  EXPECT_GT(fake().control->calls("cuCtxSynchronize"), contexts);
+  store.wait();
+  check(cuda().cuStreamDestroy(other_stream), "cuStreamDestroy");
+  EXPECT_EQ(store.restart(1), 1);
+  EXPECT_TRUE(named.holds(ones));
+  EXPECT_TRUE(other.holds(zeros)) << "a stream not named was synchronised";
+  EXPECT_EQ(store.restart(2), 2);
+  EXPECT_TRUE(other.holds(twos));
+}
+
+// A named stream whose synchronisation fails fails that checkpoint, naming
+// the call and the stream; the C API passes the streams on.
+TEST_F(ManagedMemoryTest, AFailedStreamSynchronizeFailsThatCheckpointOnly) {
+  setenv("RESURGO_LOCAL_PATH", (dir_.path() + "/l2").c_str(), 1);
+  setenv("RESURGO_DEVICE_BACKEND", "cuda", 1);
+  rsg_store* handle = nullptr;
+  ASSERT_EQ(rsg_open(nullptr, "managed-c", &handle), RSG_OK) << rsg_last_error();
+  unsetenv("RESURGO_LOCAL_PATH");
+  unsetenv("RESURGO_DEVICE_BACKEND");
+  ManagedBuffer managed(4096);
+  ASSERT_EQ(rsg_protect_managed(handle, 0, managed.get(), managed.bytes(), "m"), RSG_OK) << rsg_last_error();
+  void* streams[] = {stream_};
+  EXPECT_EQ(rsg_set_capture_streams(handle, nullptr, 1), RSG_EINVAL);
+  ASSERT_EQ(rsg_set_capture_streams(handle, streams, 1), RSG_OK) << rsg_last_error();
+  ASSERT_EQ(fake().control->fail("cuStreamSynchronize", 0, CUDA_ERROR_LAUNCH_FAILED, 1), 0);
+  EXPECT_NE(rsg_checkpoint(handle, 1), RSG_OK);
+  const std::string why = rsg_last_error();
+  EXPECT_NE(why.find("cuStreamSynchronize"), std::string::npos) << why;
+  EXPECT_NE(why.find("capture stream 0 of 1"), std::string::npos) << why;
+  EXPECT_EQ(rsg_checkpoint(handle, 2), RSG_OK) << rsg_last_error();
+  EXPECT_EQ(rsg_close(handle), RSG_OK) << rsg_last_error();
+}
+
 // Once checkpoint() returned the version holds its own copy (L0 or host
 // memory): the application may free the region at once. The fake fails a
 // copy that still reads freed memory (CUDA_ERROR_ILLEGAL_ADDRESS).

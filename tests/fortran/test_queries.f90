@@ -3,7 +3,7 @@
 ! (sizes and last fields, from struct_layout.c); resurgo_protect_managed and
 ! resurgo_protect_device through the host backend (RESURGO_DEVICE_BACKEND=host:
 ! host memory stands for device and managed memory, so no GPU is needed);
-! resurgo_stats after checkpoints, resurgo_device_stats, resurgo_versions,
+! resurgo_stats after checkpoints, resurgo_device_stats, resurgo_set_capture_streams, resurgo_versions,
 ! resurgo_persist, resurgo_describe, and resurgo_last_restart before and
 ! after a restart. L4 takes every 2nd checkpoint (RESURGO_PERSISTENT_EVERY=2),
 ! so version 1 is on L2 alone until persisted.
@@ -29,6 +29,7 @@ program test_queries
   integer(c_size_t) :: managed_bytes, field_bytes, state_bytes
   type(rsg_version_stats) :: stats
   type(rsg_device_caches) :: caches
+  type(c_ptr) :: capture_streams(1)
   type(rsg_restart_report) :: report
   type(rsg_version_info), allocatable :: versions(:)
   type(rsg_region_description), allocatable :: regions(:)
@@ -95,6 +96,14 @@ program test_queries
   call check(caches%has_staging == 1 .and. resurgo_string(caches%pin) == 'lazy', &
              'device_stats: the staging buffer, pinning lazily')
   call check(caches%checkpoints == 2, 'device_stats: two checkpoints staged')
+
+  ! Capture streams (docs/gpu.md): none named is the whole context; with the
+  ! host backend there is no context to name streams of, and nothing waits.
+  capture_streams(1) = c_null_ptr
+  call resurgo_set_capture_streams(store, capture_streams, ierr)
+  call check_ok(ierr, 'set_capture_streams of one stream')
+  call resurgo_set_capture_streams(store, capture_streams(1:0), ierr)
+  call check_ok(ierr, 'set_capture_streams of none')
 
   call resurgo_versions(store, versions, ierr)
   call check_ok(ierr, 'versions')

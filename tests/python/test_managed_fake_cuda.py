@@ -111,3 +111,47 @@ def test_host_memory_claiming_to_be_managed_is_refused(tmp_path):
         assert leaks() == {}, leaks()
         """,
     )
+
+
+def test_capture_streams_named_from_python_are_synchronised_instead_of_the_context(tmp_path):
+    run_managed_child(
+        tmp_path,
+        """
+        class StreamLike:
+            \"\"\"A CuPy stream's face: the CUstream in .ptr.\"\"\"
+            def __init__(self, handle):
+                self.ptr = handle
+        other = c.c_void_p()
+        check(stream_create(c.byref(other), 1), "cuStreamCreate")
+        named, unnamed = ManagedArray((1024,), "float32"), ManagedArray((1024,), "float32")
+        named.host_view()[:] = 0
+        unnamed.host_view()[:] = 0
+        with resurgo.Store("managed-streams", device_capacity="0", **kw) as store:
+            store.protect("named", named)
+            store.protect("unnamed", unnamed)
+            store.set_capture_streams([StreamLike(stream.value)])
+            named.launch_write(np.ones(1024, np.float32))
+            values = np.full(1024, 2, np.float32)
+            check(kernel_write(other, unnamed.address.value, values.ctypes.data, unnamed.nbytes), "fake_cuda_kernel_write")
+            store.checkpoint(0)
+            store.wait()
+            named.host_view()[:] = 0
+            assert store.restart(0) == 0
+            assert np.all(named.host_view() == 1), "the named stream's write is missing"
+            assert np.all(unnamed.host_view() == 0), "a stream not named was synchronised"
+            for bad in ("stream", -1):
+                try:
+                    store.set_capture_streams([bad])
+                except (TypeError, resurgo.InvalidArgumentError):
+                    pass
+                else:
+                    raise AssertionError(f"set_capture_streams accepted {bad!r}")
+            store.set_capture_streams([])
+        check(stream_destroy(other), "cuStreamDestroy")
+        named.free()
+        unnamed.free()
+        check(stream_destroy(stream), "cuStreamDestroy")
+        release(0)
+        assert leaks() == {}, leaks()
+        """,
+    )
