@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "../sanitized.h"
 #include "capture/fork_capture.h"
 #include "cuda_device_buffer.h"
 #include "fake_cuda_lookup.h"
@@ -192,8 +193,12 @@ TEST_F(ManagedForkTest, TheNextDrainGoesToTheOtherHalfWhileAChildReadsItsOwn) {
   opener.join();
   store.wait();
   EXPECT_GT(store.stats().at(2).backpressure_seconds, 0.05) << "checkpoint 3 did not wait for the second child";
-  EXPECT_LT(store.stats().at(1).copy_on_write_bytes, managed.bytes() / 2)
-      << "the drain of version 3 duplicated memory the second child shared";
+  // Under a sanitizer the child's own shadow memory counts as its
+  // copy-on-write (as in the auto capture's tests): the figure says nothing.
+  if (!kSanitized) {
+    EXPECT_LT(store.stats().at(1).copy_on_write_bytes, managed.bytes() / 2)
+        << "the drain of version 3 duplicated memory the second child shared";
+  }
   for (int version = 2; version <= 3; ++version) {  // the level keeps two
     EXPECT_EQ(store.restart(version), version);
     EXPECT_EQ(managed.bytes_now(), states[static_cast<std::size_t>(version - 1)]) << "version " << version;
