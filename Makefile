@@ -5,8 +5,8 @@
 #   make demo    build everything, run the heat2d demo (kill + restart)
 #   make test    the whole suite: ctest (C++, Fortran, quick crash, stress
 #                and fuzz campaigns), pytest (incl. the corruption campaign),
-#                the GPU check against the fake CUDA driver (the sanitizer
-#                trees compiling beside them), then test-asan and test-tsan
+#                the GPU check against the fake CUDA driver, then test-asan
+#                and test-tsan
 #   make test-suite  ctest, pytest and the fake-driver GPU check only
 #   make test-asan, make test-tsan   C++ tests and quick campaigns under
 #                ASan+UBSan / TSan (make build-asan, build-tsan: their builds)
@@ -112,12 +112,10 @@ $(VENV)/.resurgo-requirements: | deps
 
 python: deps $(PY_BUILD)/.installed
 
-# The sanitizer trees compile beside the suite, at the lowest CPU priority
-# (scripts/beside.sh: the suite's tests leave a third of the cores idle),
-# and their tests run after it.
-test: deps build python
-	scripts/beside.sh build/sanitizer-builds.log "$(MAKE) build-asan build-tsan" "$(MAKE) test-suite"
-	$(MAKE) test-asan test-tsan
+# One after the other: the sanitizer trees compiled beside ctest and pytest
+# at nice 19 made those tests nearly twice as slow (their fsyncs wait behind
+# the compiles' writes) and saved nothing in all (bench/results/ci_time.md).
+test: test-suite test-asan test-tsan
 
 # The GPU check against the fake CUDA driver proves scripts/gpu_check.sh
 # (docs/gpu.md, "Running the GPU checks"); its summary is printed when a

@@ -9,9 +9,7 @@
 # temporary directory), runs .ci/run there with each output line stamped
 # with the seconds since the start, and prints the time between the lines
 # that start each phase (bootstrap, build, Python package, ctest, pytest
-# beside the fake-driver GPU check, the wait for the sanitizer builds that
-# ran beside those two at low priority, ASan, TSan: their builds' rest and
-# their tests) as a Markdown table, then the total
+# beside the fake-driver GPU check, ASan, TSan) as a Markdown table, then the total
 # and the exit status. The stamped log stays in WORKDIR/ci_time.log. Run it
 # on an otherwise idle machine: every other process on the cores adds to
 # the phases.
@@ -38,7 +36,6 @@ phases=(
   "Python package (build/python)|-m pip install"
   "ctest|ctest --test-dir"
   "pytest beside the fake-driver GPU check|-m pytest tests/python"
-  "the sanitizer builds' rest (scripts/beside.sh)|beside: 'make test-suite' done"
   "ASan build and tests|-B build/asan"
   "TSan build and tests|-B build/tsan"
 )
