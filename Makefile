@@ -113,8 +113,8 @@ $(VENV)/.resurgo-requirements: | deps
 python: deps $(PY_BUILD)/.installed
 
 # One after the other: the sanitizer trees compiled beside ctest and pytest
-# at nice 19 made those tests nearly twice as slow (their fsyncs wait behind
-# the compiles' writes) and saved nothing in all (bench/results/ci_time.md).
+# at nice 19 made those tests nearly twice as slow and saved nothing in all
+# (bench/results/ci_time.md, 5c2f1bc).
 test: test-suite test-asan test-tsan
 
 # The GPU check against the fake CUDA driver proves scripts/gpu_check.sh
