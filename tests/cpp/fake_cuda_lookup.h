@@ -39,6 +39,15 @@ struct FakeControl {
   decltype(&fake_cuda_resolved_with) resolved_with;
 };
 
+// A control function of the fake beyond FakeControl's (a suite's own
+// needs), looked up in the loaded libcuda.so.1; null where that is not the
+// fake or an older build of it.
+template <typename Function>
+Function fake_function(const char* name) {
+  void* handle = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  return handle ? reinterpret_cast<Function>(::dlsym(handle, name)) : nullptr;
+}
+
 // The control API, or why a suite of the fake cannot run here.
 struct FakeLookup {
   std::unique_ptr<FakeControl> control;

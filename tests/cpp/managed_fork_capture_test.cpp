@@ -8,7 +8,6 @@
 // libcuda.so.1 is the fake (the fake_cuda.* ctest tests); skips elsewhere.
 #ifdef RESURGO_HAVE_CUDA_HEADERS
 
-#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -28,6 +27,7 @@
 #include "fake_cuda_lookup.h"
 #include "gpu/cuda_driver.h"
 #include "hook_env.h"
+#include "managed_buffer.h"
 #include "resurgo/errors.hpp"
 #include "resurgo/resurgo.hpp"
 #include "test_util.h"
@@ -39,34 +39,6 @@ namespace {
 const CudaDriver& cuda() { return CudaDriver::instance(); }
 void check(CUresult result, const char* call) { cuda().check(result, call, "test"); }
 
-// Control functions of the fake this suite needs beyond fake_cuda_lookup.h.
-template <typename Function>
-Function fake_function(const char* name) {
-  void* handle = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-  return handle ? reinterpret_cast<Function>(::dlsym(handle, name)) : nullptr;
-}
-
-// cuMemAllocManaged memory, freed with the object (or by free()).
-class Managed {
- public:
-  explicit Managed(std::size_t bytes) : bytes_(bytes) {
-    check(cuda().cuMemAllocManaged(&address_, bytes, CU_MEM_ATTACH_GLOBAL), "cuMemAllocManaged");
-  }
-  ~Managed() { free(); }
-  Managed(const Managed&) = delete;
-  Managed& operator=(const Managed&) = delete;
-  void free() {
-    if (address_ != 0) check(cuda().cuMemFree(address_), "cuMemFree");
-    address_ = 0;
-  }
-  unsigned char* get() const { return reinterpret_cast<unsigned char*>(address_); }
-  std::size_t bytes() const { return bytes_; }
-  std::vector<unsigned char> bytes_now() const { return {get(), get() + bytes_}; }
-
- private:
-  std::size_t bytes_;
-  CUdeviceptr address_ = 0;
-};
 
 class ManagedForkTest : public ::testing::Test {
  protected:
@@ -89,7 +61,7 @@ class ManagedForkTest : public ::testing::Test {
     return cuda_store_config(dir_.path(), l0_capacity, {{"capture.mode", "fork"}});
   }
   // A kernel writes `bytes` over `managed`, and the application waits for it.
-  void kernel_writes(const Managed& managed, const std::vector<unsigned char>& bytes) {
+  void kernel_writes(const ManagedBuffer& managed, const std::vector<unsigned char>& bytes) {
     ASSERT_EQ(kernel_write_(nullptr, managed.get(), bytes.data(), bytes.size()), CUDA_SUCCESS);
     check(cuda().cuCtxSynchronize(), "cuCtxSynchronize");
   }
@@ -131,7 +103,7 @@ TEST_F(ManagedForkTest, ChildWritesTheDrainedStateWhileTheParentComputesAndNever
     TempDir levels;
     WriterGate gate;
     Store store("mfork", cuda_store_config(levels.path(), l0, {{"capture.mode", "fork"}}), gate.env());
-    Managed managed(3 * 100 * 1024 + 5);
+    ManagedBuffer managed(3 * 100 * 1024 + 5);
     testing::CudaDeviceBuffer device(64 * 1024 + 3);
     std::vector<unsigned char> host = random_bytes<unsigned char>(1000, 1);
     const std::vector<unsigned char> managed_saved = random_bytes<unsigned char>(managed.bytes(), 2);
@@ -170,7 +142,7 @@ TEST_F(ManagedForkTest, ChildWritesTheDrainedStateWhileTheParentComputesAndNever
 TEST_F(ManagedForkTest, TheNextDrainGoesToTheOtherHalfWhileAChildReadsItsOwn) {
   WriterGate gate;
   Store store("mfork", fork_config(), gate.env());
-  Managed managed(16 << 20);
+  ManagedBuffer managed(16 << 20);
   store.protect_managed(0, managed.get(), managed.bytes(), "m");
   std::vector<std::vector<unsigned char>> states;
   for (int value = 1; value <= 3; ++value) states.emplace_back(managed.bytes(), static_cast<unsigned char>(value));
@@ -214,7 +186,7 @@ TEST_F(ManagedForkTest, ChildKilledWhileWritingLeavesThePreviousVersion) {
     if (kill_child && ::getpid() != test_pid) ::raise(SIGKILL);
   };
   Store store("mfork", fork_config(), env);
-  Managed managed(64 * 1024);
+  ManagedBuffer managed(64 * 1024);
   kernel_writes(managed, std::vector<unsigned char>(managed.bytes(), 5));
   store.protect_managed(0, managed.get(), managed.bytes(), "m");
   store.checkpoint(1);
@@ -242,7 +214,7 @@ TEST_F(ManagedForkTest, ChildKilledWhileWritingLeavesThePreviousVersion) {
 // mode; the store keeps working.
 TEST_F(ManagedForkTest, RefusedForkFailsThatVersionSuggestingCopyMode) {
   Store store("mfork", fork_config());
-  Managed managed(64 * 1024);
+  ManagedBuffer managed(64 * 1024);
   kernel_writes(managed, std::vector<unsigned char>(managed.bytes(), 7));
   store.protect_managed(0, managed.get(), managed.bytes(), "m");
   ForkCapture::set_fork_function_for_testing([]() -> pid_t {
@@ -270,7 +242,7 @@ TEST_F(ManagedForkTest, RefusedForkFailsThatVersionSuggestingCopyMode) {
 // forks nothing; the next one works.
 TEST_F(ManagedForkTest, AFailingDrainFailsThatVersionOnly) {
   Store store("mfork", fork_config());
-  Managed managed(64 * 1024);
+  ManagedBuffer managed(64 * 1024);
   kernel_writes(managed, std::vector<unsigned char>(managed.bytes(), 8));
   store.protect_managed(0, managed.get(), managed.bytes(), "m");
   ASSERT_EQ(fake().control->fail("cuMemcpyDtoH", 0, CUDA_ERROR_UNKNOWN, 1), 0);
@@ -296,7 +268,7 @@ TEST_F(ManagedForkTest, AManagedRegionFreedOnceCheckpointReturnedStillCommits) {
   const std::size_t bytes = 200 * 1024;
   const std::vector<unsigned char> saved = random_bytes<unsigned char>(bytes, 9);
   {
-    Managed first(bytes);
+    ManagedBuffer first(bytes);
     kernel_writes(first, saved);
     store.protect_managed(0, first.get(), bytes, "m");
     store.checkpoint(1);
@@ -304,7 +276,7 @@ TEST_F(ManagedForkTest, AManagedRegionFreedOnceCheckpointReturnedStillCommits) {
   }
   gate.open();
   store.wait(1, kL2);
-  Managed second(bytes);
+  ManagedBuffer second(bytes);
   store.protect_managed(0, second.get(), bytes, "m");
   EXPECT_EQ(store.restart(1), 1);
   EXPECT_EQ(second.bytes_now(), saved);
@@ -314,7 +286,7 @@ TEST_F(ManagedForkTest, AManagedRegionFreedOnceCheckpointReturnedStillCommits) {
 // device and managed regions, naming fork mode.
 TEST_F(ManagedForkTest, AutoModeRefusesAManagedRegionNamingForkMode) {
   Store store("mfork", cuda_store_config(dir_.path(), "0", {{"capture.mode", "auto"}}));
-  Managed managed(4096);
+  ManagedBuffer managed(4096);
   try {
     store.protect_managed(0, managed.get(), managed.bytes(), "u");
     FAIL() << "auto mode took a managed region";

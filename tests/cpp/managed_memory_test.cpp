@@ -7,7 +7,6 @@
 // elsewhere; ManagedWithoutDriverTest runs where there is no driver at all.
 #ifdef RESURGO_HAVE_CUDA_HEADERS
 
-#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,6 +18,7 @@
 
 #include "cuda_device_buffer.h"
 #include "fake_cuda_lookup.h"
+#include "managed_buffer.h"
 #include "gpu/cuda_device_access.h"
 #include "resurgo/errors.hpp"
 #include "resurgo/resurgo.h"
@@ -31,38 +31,13 @@ namespace {
 const CudaDriver& cuda() { return CudaDriver::instance(); }
 void check(CUresult result, const char* call) { cuda().check(result, call, "test"); }
 
-// fake_cuda_kernel_write, found in the fake as the rest of its control API.
 using KernelWrite = decltype(&fake_cuda_kernel_write);
-KernelWrite kernel_write() {
-  void* handle = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-  return handle ? reinterpret_cast<KernelWrite>(::dlsym(handle, "fake_cuda_kernel_write")) : nullptr;
-}
-
-// cuMemAllocManaged memory, freed with the object.
-class ManagedBuffer {
- public:
-  explicit ManagedBuffer(std::size_t bytes) : bytes_(bytes) {
-    check(cuda().cuMemAllocManaged(&address_, bytes, CU_MEM_ATTACH_GLOBAL), "cuMemAllocManaged");
-  }
-  ~ManagedBuffer() { cuda().cuMemFree(address_); }
-  ManagedBuffer(const ManagedBuffer&) = delete;
-  ManagedBuffer& operator=(const ManagedBuffer&) = delete;
-  unsigned char* get() const { return reinterpret_cast<unsigned char*>(address_); }
-  std::size_t bytes() const { return bytes_; }
-  bool holds(const std::vector<unsigned char>& expected) const {
-    return expected.size() == bytes_ && std::memcmp(get(), expected.data(), bytes_) == 0;
-  }
-
- private:
-  std::size_t bytes_;
-  CUdeviceptr address_ = 0;
-};
 
 class ManagedMemoryTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!fake().control) GTEST_SKIP() << fake().why_not;
-    write_ = kernel_write();
+    write_ = fake_function<KernelWrite>("fake_cuda_kernel_write");
     ASSERT_NE(write_, nullptr) << "libcuda.so.1 is a build of the fake without fake_cuda_kernel_write";
     const std::string started = start_fake_turn(context_);
     ASSERT_EQ(started, "");

@@ -6,7 +6,6 @@
 // skips where libcuda.so.1 is not the fake.
 #ifdef RESURGO_HAVE_CUDA_HEADERS
 
-#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -27,9 +26,7 @@ class ManagedPrefetchTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!fake().control) GTEST_SKIP() << fake().why_not;
-    void* handle = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-    location_ = reinterpret_cast<decltype(&fake_cuda_prefetch_location)>(
-        ::dlsym(handle, "fake_cuda_prefetch_location"));
+    location_ = fake_function<decltype(&fake_cuda_prefetch_location)>("fake_cuda_prefetch_location");
     ASSERT_NE(location_, nullptr) << "libcuda.so.1 is an older build of the fake";
     ASSERT_EQ(start_fake_turn(context_), "");
     allocate();
