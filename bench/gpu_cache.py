@@ -90,7 +90,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_BINARY = ROOT / "build" / "cpp" / "bench" / "gpu_cache"
 UNAVAILABLE = 3
 CAPTURE_TARGET = 1.2  # capture / bare device-to-device copy
-# Issue 30's targets (on an H100/H200; never judged on the host analog).
+# Issue 30's targets (for a GPU run; never judged on the host analog).
 CHECKPOINT_TARGET = 12.0  # direct / l0 checkpoint blocking, uniform trace (the paper: 12.5x on an A100)
 TOTAL_TARGET = 8.0  # direct / l0 checkpoint + restore blocking (the paper: 7.8x)
 PREFETCH_TARGET = 1.2  # restart of a prefetched version / bare device-to-device copy
@@ -610,8 +610,9 @@ def target_rows(results: dict, judged: bool, why_not: str) -> List[Tuple[str, st
 
 def target_lines(rows: List[Tuple[str, str, str, str]]) -> List[str]:
     lines = ["## Issue 30's targets", "",
-             "Medians over the repeats of the per-repeat ratios (tables below). The targets hold for an H100/H200; "
-             "on the host analog or the fake driver they are printed, never judged.", "",
+             "Medians over the repeats of the per-repeat ratios (tables below). The targets are for a GPU run "
+             "(scripts/gpu_check.sh on a GPU machine); on the host analog or the fake driver they are printed, "
+             "never judged.", "",
              "| what | measured | target | verdict |", "|---|---|---|---|"]
     return lines + [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows] + [""]
 
