@@ -18,7 +18,6 @@
 #include "resurgo/errors.hpp"
 
 #ifdef RESURGO_HAVE_CUDA_HEADERS
-#include <dlfcn.h>
 
 #include "fake_cuda_lookup.h"
 #include "cuda_device_buffer.h"
@@ -100,8 +99,7 @@ class FakeCudaDeviceOrdinalTest : public ::testing::Test {
     FakeCudaCounters before = {};
     ASSERT_EQ(control().reset(&before), 0u) << "left by an earlier test: " << gpu::describe(before);
     ASSERT_EQ(control().set_device_count(2), 0);
-    books_ = reinterpret_cast<decltype(books_)>(
-        ::dlsym(::dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD), "fake_cuda_device_books"));
+    books_ = gpu::fake_function<decltype(books_)>("fake_cuda_device_books");
     ASSERT_NE(books_, nullptr) << "libcuda.so.1 is an older build of the fake, without fake_cuda_device_books";
   }
 
