@@ -12,20 +12,22 @@
 #   gtest        every GPU GoogleTest against the driver
 #   python       the Python extension for this machine's python3
 #   pytest       the Python tests marked gpu (CuPy, PyTorch, the fake driver)
-#   bench        bench/gpu_cache.py and bench/gpu_late_pin.py --quick
 #   crum         bench/crum.py --quick: a unified-memory application compiled
 #                with nvcc and checkpointed (with --fake-driver: its host
 #                analog, compiled with the host compiler, on the fake)
+#   cache        bench/gpu_cache.py --quick, a shorter trace on a GPU
+#   late_pin     bench/gpu_late_pin.py --quick
 #
-# and writes 10 files into OUTDIR: summary.md (a table of the steps, the
-# probe's table, the benchmarks' figures, the machine), build.log, tests.log
-# (probe, gtest, pytest), bench.log, and the three benchmarks' reports
-# (gpu_cache.md/.png, gpu_late_pin.md/.png, crum.md/.png, in bench/results'
-# format). Exits 1 when a step failed, naming it; 2 for a usage error.
+# and writes at most 8 files into OUTDIR (the device tool returns no more):
+# summary.md (a table of the steps, the probe's table, the benchmarks'
+# figures, the machine), build.log, tests.log (probe, gtest, pytest),
+# bench.log, the three benchmarks' reports (gpu_cache.md, gpu_late_pin.md,
+# crum.md, in bench/results' format) and plots.tar (their PNG plots). The
+# summary and the files are rewritten after every step, so that a run cut
+# off at its time limit still leaves what it did. Exits 1 when a step
+# failed, naming it; 2 for a usage error.
 #
-#   scripts/gpu_check.sh OUTDIR                on a GPU machine (4 min on an H100 before
-#                                              the benchmarks' baselines and the crum
-#                                              step were added; not timed there since)
+#   scripts/gpu_check.sh OUTDIR                on a GPU machine
 #   scripts/gpu_check.sh --fake-driver OUTDIR  the same steps against the fake
 #                                              CUDA driver (tests/cpp/fake_cuda), on a
 #                                              machine without a GPU: proves the script;
@@ -33,7 +35,10 @@
 #
 # Environment: PYTHON (default python3; .venv/bin/python with --fake-driver
 # where it exists), GPU_DIR (default .gpu), GPU_CHECK_WORK (default
-# build/gpu-check), JOBS (default: the number of cores).
+# build/gpu-check), JOBS (default: the number of cores), GPU_CHECK_SECONDS
+# (default: none): the whole run's time, within which every step's limit is
+# cut to what is left (20 s kept for the summary); a step with under 30 s
+# left is not run, and the summary says so.
 set -uo pipefail
 
 usage() {
@@ -48,7 +53,7 @@ while (($#)); do
   case "$1" in
     --fake-driver) fake=1 ;;
     --step) step=${2:-}; shift ;;
-    -h | --help) sed -n '2,35p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,/^set -uo/p' "$0" | sed '$d'; exit 0 ;;
     -*) usage ;;
     *) [[ -z "$out" ]] || usage; out=$1 ;;
   esac
@@ -141,7 +146,7 @@ step_build() {
     echo "a dependency above was found outside the prefix"
     return 1
   fi
-  cmake --build "$build" -j"$jobs" --target resurgo_gpu_tests gpu_driver_probe resurgo_fake_cuda gpu_cache gpu_late_pin
+  cmake --build "$build" -j"$jobs" --target resurgo resurgo_gpu_tests gpu_driver_probe resurgo_fake_cuda gpu_cache gpu_late_pin
 }
 
 # The Python extension for this machine's interpreter, and the package
@@ -210,26 +215,37 @@ step_pytest() {
   return "$status"
 }
 
-step_bench() {
+# --quick's sizes, and against the fake driver one repeat that shows the
+# scripts run (the timings mean nothing there).
+bench_size() {
+  if ((fake)); then echo --quick --fake-driver --backend cuda --repeats 1; else echo --quick --backend cuda; fi
+}
+
+# On a GPU a shorter trace than --quick's (16 checkpoints, intervals 5 and
+# 100 ms, one host buffer of 4 GiB): the whole check must fit one device
+# call of about 9 minutes.
+step_cache() {
   program_environment
-  local size=(--quick)
-  # Against the fake driver the timings mean nothing: one repeat shows
-  # that the scripts run.
-  ((fake)) && size=(--quick --fake-driver --backend cuda --repeats 1)
-  ((fake)) || size+=(--backend cuda)
-  "$python" "$root/bench/gpu_cache.py" --binary "$build/bench/gpu_cache" "${size[@]}" --out "$work/bench" || return 1
-  "$python" "$root/bench/gpu_late_pin.py" --binary "$build/bench/gpu_late_pin" "${size[@]}" --out "$work/bench"
+  local shorter=()
+  ((fake)) || shorter=(--count 16 --intervals 5,100 --rtm-count 16 --host-buffers 4GiB)
+  # shellcheck disable=SC2046
+  "$python" "$root/bench/gpu_cache.py" --binary "$build/bench/gpu_cache" $(bench_size) "${shorter[@]}" --out "$work/bench"
+}
+
+step_late_pin() {
+  program_environment
+  # shellcheck disable=SC2046
+  "$python" "$root/bench/gpu_late_pin.py" --binary "$build/bench/gpu_late_pin" $(bench_size) --out "$work/bench"
 }
 
 # CRUM's evaluation (bench/crum.py): the script compiles its application
 # against libresurgo.so, with nvcc on a GPU; against the fake driver it runs
 # the host analog once (about 15 s on 2 cores). On a GPU only the ways its
 # targets compare (forked against synchronous, against no checkpoints),
-# uncompressed: the whole check must fit one device call (about 9 minutes).
+# uncompressed.
 step_crum() {
   build_environment
   program_environment
-  cmake --build "$build" -j"$jobs" --target resurgo || return 1
   local run=(--quick --backend cuda --ways sync,fork --codecs none)
   ((fake)) && run=(--fake-driver --repeats 1 --fake-lib "$fake_lib")
   "$python" "$root/bench/crum.py" --lib-dir "$build/src" "${run[@]}" --out "$work/bench"
@@ -251,52 +267,8 @@ mkdir -p "$logs" "$work/bench"
 rows=()
 failed=()
 started_all=$(date +%s)
-
-# run_step NAME SECONDS LOG: runs step_NAME (this script once more) with a
-# time limit, its output appended to LOG, and records the outcome.
-run_step() {
-  local name=$1 seconds=$2 log=$3
-  local begin result status mode_flag=()
-  ((fake)) && mode_flag=(--fake-driver)
-  begin=$(date +%s)
-  printf '\n===== %s (limit %s s) =====\n' "$name" "$seconds" >>"$log"
-  echo "gpu_check: $name ..." >&2
-  timeout --kill-after=10 "$seconds" "$root/scripts/gpu_check.sh" "${mode_flag[@]}" --step "$name" "$out" >>"$log" 2>&1
-  status=$?
-  if ((status == 0)); then
-    result=passed
-  elif ((status == 124 || status == 137)); then
-    result="FAILED: over its limit of $seconds s"
-    failed+=("$name")
-  else
-    result="FAILED (exit status $status)"
-    failed+=("$name")
-  fi
-  rows+=("| $name | $result | $(($(date +%s) - begin)) s | $(basename "$log") |")
-  echo "gpu_check: $name: $result" >&2
-}
-
-run_step environment 60 "$logs/environment.log"
-run_step prefix 120 "$logs/build.log"
-if [[ " ${failed[*]} " == *" prefix "* ]]; then
-  rows+=("| build, probe, gtest, pytest, bench, crum | not run: no prefix | | |")
-else
-  run_step build 900 "$logs/build.log"
-  if [[ " ${failed[*]} " == *" build "* ]]; then
-    rows+=("| probe, gtest, pytest, bench, crum | not run: the build failed | | |")
-  else
-    run_step probe 90 "$logs/tests.log"
-    run_step gtest 300 "$logs/tests.log"
-    run_step python 300 "$logs/build.log"
-    if [[ " ${failed[*]} " == *" python "* ]]; then
-      rows+=("| pytest | not run: no Python extension | | |")
-    else
-      run_step pytest 300 "$logs/tests.log"
-    fi
-    run_step bench 420 "$logs/bench.log"
-    run_step crum 360 "$logs/bench.log"
-  fi
-fi
+budget=${GPU_CHECK_SECONDS:-}
+[[ -z "$budget" || "$budget" =~ ^[0-9]+$ ]] || { echo "gpu_check: GPU_CHECK_SECONDS must be a number of seconds" >&2; exit 2; }
 
 # ------------------------------------------------------------------ summary
 counts() {  # gtest and pytest result lines, for the summary
@@ -305,12 +277,12 @@ counts() {  # gtest and pytest result lines, for the summary
   return 0
 }
 
-{
+summary() {
   echo "# GPU check: $mode"
   echo
-  echo "$(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet 2>/dev/null || echo ' (with uncommitted changes)'), $(($(date +%s) - started_all)) s in all."
+  echo "$(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet 2>/dev/null || echo ' (with uncommitted changes)'), $(($(date +%s) - started_all)) s in all${budget:+ (GPU_CHECK_SECONDS=$budget)}."
   echo
-  if ((${#failed[@]})); then echo "**Failed: ${failed[*]}.**"; else echo "Every step passed."; fi
+  if ((${#failed[@]})); then echo "**Failed: ${failed[*]}.**"; else echo "No step failed."; fi
   echo
   echo "| step | result | time | log |"
   echo "|---|---|---:|---|"
@@ -334,6 +306,7 @@ counts() {  # gtest and pytest result lines, for the summary
     cat "$work/probe.md"
     echo
   fi
+  local report
   for report in gpu_cache gpu_late_pin crum; do
     [[ -f "$work/bench/$report.md" ]] || continue
     echo "## Figures: $report.md (table rows)"
@@ -346,14 +319,84 @@ counts() {  # gtest and pytest result lines, for the summary
   echo '```'
   cat "$logs/environment.log"
   echo '```'
-} >"$out/summary.md"
+}
 
-for log in build tests bench; do
-  [[ -f "$logs/$log.log" ]] && cp "$logs/$log.log" "$out/$log.log"
-done
-for report in gpu_cache.md gpu_cache.png gpu_late_pin.md gpu_late_pin.png crum.md crum.png; do
-  [[ -f "$work/bench/$report" ]] && cp "$work/bench/$report" "$out/$report"
-done
+# publish: the summary and the files as they stand, into OUTDIR (after every
+# step: a run cut off keeps what it did).
+publish() {
+  summary >"$out/summary.md"
+  local file
+  for file in build tests bench; do
+    [[ -f "$logs/$file.log" ]] && cp "$logs/$file.log" "$out/$file.log"
+  done
+  for file in gpu_cache.md gpu_late_pin.md crum.md; do
+    [[ -f "$work/bench/$file" ]] && cp "$work/bench/$file" "$out/$file"
+  done
+  local plots=()
+  mapfile -t plots < <(cd "$work/bench" && ls gpu_cache.png gpu_late_pin.png crum.png 2>/dev/null)
+  ((${#plots[@]})) && tar -C "$work/bench" -cf "$out/plots.tar" "${plots[@]}"
+  return 0
+}
+
+# run_step NAME SECONDS LOG: runs step_NAME (this script once more) with a
+# time limit (cut to what GPU_CHECK_SECONDS leaves), its output appended to
+# LOG, records the outcome and publishes.
+run_step() {
+  local name=$1 seconds=$2 log=$3
+  local begin result status mode_flag=()
+  ((fake)) && mode_flag=(--fake-driver)
+  begin=$(date +%s)
+  if [[ -n "$budget" ]]; then
+    local left=$((budget - (begin - started_all) - 20))
+    if ((left < 30)); then
+      rows+=("| $name | not run: out of time (GPU_CHECK_SECONDS=$budget) | | |")
+      failed+=("$name")
+      publish
+      return
+    fi
+    ((seconds > left)) && seconds=$left
+  fi
+  printf '\n===== %s (limit %s s) =====\n' "$name" "$seconds" >>"$log"
+  echo "gpu_check: $name ..." >&2
+  timeout --kill-after=10 "$seconds" "$root/scripts/gpu_check.sh" "${mode_flag[@]}" --step "$name" "$out" >>"$log" 2>&1
+  status=$?
+  if ((status == 0)); then
+    result=passed
+  elif ((status == 124 || status == 137)); then
+    result="FAILED: over its limit of $seconds s"
+    failed+=("$name")
+  else
+    result="FAILED (exit status $status)"
+    failed+=("$name")
+  fi
+  rows+=("| $name | $result | $(($(date +%s) - begin)) s | $(basename "$log") |")
+  echo "gpu_check: $name: $result" >&2
+  publish
+}
+
+run_step environment 60 "$logs/environment.log"
+run_step prefix 120 "$logs/build.log"
+if [[ " ${failed[*]} " == *" prefix "* ]]; then
+  rows+=("| build, probe, gtest, python, pytest, crum, cache, late_pin | not run: no prefix | | |")
+else
+  run_step build 900 "$logs/build.log"
+  if [[ " ${failed[*]} " == *" build "* ]]; then
+    rows+=("| probe, gtest, python, pytest, crum, cache, late_pin | not run: the build failed | | |")
+  else
+    run_step probe 90 "$logs/tests.log"
+    run_step gtest 300 "$logs/tests.log"
+    run_step python 300 "$logs/build.log"
+    if [[ " ${failed[*]} " == *" python "* ]]; then
+      rows+=("| pytest | not run: no Python extension | | |")
+    else
+      run_step pytest 300 "$logs/tests.log"
+    fi
+    run_step crum 360 "$logs/bench.log"
+    run_step cache 420 "$logs/bench.log"
+    run_step late_pin 300 "$logs/bench.log"
+  fi
+fi
+publish
 
 if ((${#failed[@]})); then
   echo "gpu_check: FAILED: ${failed[*]} (see $out/summary.md and the step's log)" >&2
