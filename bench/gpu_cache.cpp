@@ -47,6 +47,11 @@
 //                      version to restore prefetched to the device
 //                      (cuMemPrefetchAsync, where the driver has it) during
 //                      each restore (cuda only).
+//            The host buffers pinned in pieces (l0, memset) are pinned in
+//            pieces of at most --pin-piece-mib P (default: the pinner's own,
+//            1 GiB with CUDA); a flush into them or a restore out of them is
+//            one copy per piece it spans (the driver refuses a copy over two
+//            registrations).
 //   prefetch --bytes N --count M --interval-ms T: the backward pass through a
 //            Store: M checkpoints of a device region into an L0 of two
 //            versions (the memory level keeps all), then prefetch() of the
@@ -82,6 +87,7 @@
 #include "gpu/host_memory.h"
 #include "gpu/host_pinner.h"
 #include "gpu/late_pin_buffer.h"
+#include "piece_pinner.h"
 #include "resurgo/device_stats.hpp"
 #include "resurgo/resurgo.hpp"
 #ifdef RESURGO_HAVE_CUDA_HEADERS
@@ -297,6 +303,7 @@ struct Options {
   std::string sizes_file;  // trace: one checkpoint size in bytes per line, in place of --mib and --count
   double cache_fraction = 1;
   std::string touch = "auto";  // trace, l0: the LatePinBuffer's touch strategy
+  std::size_t pin_piece = 0;   // trace: host buffers pinned in pieces of this (0: the pinner's own)
 };
 
 [[noreturn]] void usage(const std::string& why) {
@@ -305,7 +312,7 @@ struct Options {
                "usage: gpu_cache --backend cuda|host --mode capture|init|trace|prefetch [--method M] [--mib N]\n"
                "                 [--capacity-mib C] [--chunk-mib K] [--iterations I] [--count M]\n"
                "                 [--interval-ms T] [--sizes-file PATH] [--cache-fraction F]\n"
-               "                 [--touch auto|concurrent|sequential]\n",
+               "                 [--touch auto|concurrent|sequential] [--pin-piece-mib P]\n",
                why.c_str());
   std::exit(64);
 }
@@ -328,6 +335,7 @@ Options parse(int argc, char** argv) {
     else if (arg == "--sizes-file") opt.sizes_file = value;
     else if (arg == "--cache-fraction") opt.cache_fraction = std::stod(value);
     else if (arg == "--touch") opt.touch = value;
+    else if (arg == "--pin-piece-mib") opt.pin_piece = std::stoull(value) * kMiB;
     else usage("unknown option " + std::string(arg));
   }
   if (!(opt.cache_fraction > 0 && opt.cache_fraction <= 1)) usage("--cache-fraction must be in (0, 1]");
@@ -531,8 +539,20 @@ class HostBuffer {
  public:
   virtual ~HostBuffer() = default;
   virtual char* data() = 0;
-  // A flush copies no range across a multiple of this (pin pieces).
+  // No copy into or out of the buffer spans a multiple of this (pin pieces:
+  // the driver refuses a copy over two registrations, gpu_driver_probe).
   virtual std::size_t piece() const { return SIZE_MAX; }
+  // Calls copy(done, n) for each part of [offset, offset + bytes) that lies
+  // within one piece, `done` counted from offset.
+  template <typename Copy>
+  void for_each_piece(std::size_t offset, std::size_t bytes, Copy&& copy) const {
+    const std::size_t whole = piece();
+    for (std::size_t done = 0; done < bytes;) {
+      const std::size_t n = std::min(bytes - done, whole - (offset + done) % whole);
+      copy(done, n);
+      done += n;
+    }
+  }
   virtual void flush_begins(std::size_t /*offset*/, std::size_t /*bytes*/) {}
   virtual void flush_ends(std::size_t /*offset*/, std::size_t /*bytes*/) {}
   virtual void checkpoint_taken(std::size_t /*bytes*/, double /*compute_seconds*/) {}
@@ -543,7 +563,7 @@ class HostBuffer {
 class LatePinHost : public HostBuffer {
  public:
   LatePinHost(Platform& platform, const Options& opt, std::size_t bytes)
-      : buffer_(options(opt, bytes), platform.pinner(), logger()) {}
+      : buffer_(options(opt, bytes), in_pieces_of(platform.pinner(), opt.pin_piece), logger()) {}
   char* data() override { return reinterpret_cast<char*>(buffer_.data()); }
   std::size_t piece() const override { return buffer_.pin_piece(); }
   void flush_begins(std::size_t offset, std::size_t bytes) override { buffer_.flush_begins(offset, bytes); }
@@ -589,8 +609,9 @@ class PinnedHost : public HostBuffer {
 // the buffer is registered piece by piece (a failed pin stops pinning).
 class MemsetHost : public HostBuffer {
  public:
-  MemsetHost(Platform& platform, std::size_t bytes)
-      : bytes_(bytes), data_(small_pages(bytes)), pinner_(platform.pinner()), piece_(pin_piece(*pinner_)),
+  MemsetHost(Platform& platform, const Options& opt, std::size_t bytes)
+      : bytes_(bytes), data_(small_pages(bytes)), pinner_(in_pieces_of(platform.pinner(), opt.pin_piece)),
+        piece_(pin_piece(*pinner_)),
         thread_([this] { run(); }) {}
   ~MemsetHost() override {
     stop_.store(true);
@@ -672,15 +693,12 @@ class Flusher {
       flush(v);
     }
   }
-  // One copy per pin piece the version's slot spans.
   void flush(std::size_t v) {
-    const std::size_t offset = layout_.offsets[v], bytes = layout_.sizes[v], piece = host_.piece();
+    const std::size_t offset = layout_.offsets[v], bytes = layout_.sizes[v];
     host_.flush_begins(offset, bytes);
-    for (std::size_t done = 0; done < bytes;) {
-      const std::size_t n = std::min(bytes - done, piece - (offset + done) % piece);
+    host_.for_each_piece(offset, bytes, [&](std::size_t done, std::size_t n) {
       cache_.read(static_cast<std::int64_t>(v), done, host_.data() + offset + done, n);
-      done += n;
-    }
+    });
     host_.flush_ends(offset, bytes);
     cache_.flushed(static_cast<std::int64_t>(v));
   }
@@ -717,7 +735,10 @@ class CachedTrace : public TraceMethod {
       cache_.read(static_cast<std::int64_t>(v), 0, state_, layout_.sizes[v]);
       return;
     }
-    platform_.copy(state_, host_->data() + layout_.offsets[v], layout_.sizes[v]);
+    const std::size_t offset = layout_.offsets[v];
+    host_->for_each_piece(offset, layout_.sizes[v], [&](std::size_t done, std::size_t n) {
+      platform_.copy(static_cast<std::byte*>(state_) + done, host_->data() + offset + done, n);
+    });
     restored_from_host_++;
   }
   TraceCounters counters() const override {
@@ -733,7 +754,7 @@ class CachedTrace : public TraceMethod {
   }
   static std::unique_ptr<HostBuffer> host_buffer(Platform& platform, const Options& opt, std::size_t bytes) {
     if (opt.method == "l0") return std::make_unique<LatePinHost>(platform, opt, bytes);
-    if (opt.method == "memset") return std::make_unique<MemsetHost>(platform, bytes);
+    if (opt.method == "memset") return std::make_unique<MemsetHost>(platform, opt, bytes);
     return std::make_unique<PinnedHost>(platform, bytes);
   }
   static DeviceCacheOptions cache_options(const Options& opt, const TraceLayout& layout) {

@@ -56,6 +56,7 @@
 #include "gpu/device_access.h"
 #include "gpu/host_pinner.h"
 #include "gpu/late_pin_buffer.h"
+#include "piece_pinner.h"
 #ifdef RESURGO_HAVE_CUDA_HEADERS
 #include "gpu/cuda_context.h"
 #endif
@@ -210,26 +211,10 @@ std::unique_ptr<Source> open_source(const Options& opt, std::size_t bytes) {
 #endif
 }
 
-// The backend's pinner, in pieces of at most `piece` bytes when smaller than
-// its own (--pin-piece-mib: short runs whose flushes cross piece bounds).
-class PiecePinner : public HostPinner {
- public:
-  PiecePinner(std::unique_ptr<HostPinner> pinner, std::size_t piece) : pinner_(std::move(pinner)), piece_(piece) {}
-  std::string name() const override { return pinner_->name(); }
-  std::size_t max_piece() const override { return std::min(piece_, pinner_->max_piece()); }
-  void pin(void* data, std::size_t bytes) override { pinner_->pin(data, bytes); }
-  void unpin(void* data, std::size_t bytes) noexcept override { pinner_->unpin(data, bytes); }
-
- private:
-  std::unique_ptr<HostPinner> pinner_;
-  std::size_t piece_;
-};
-
 std::unique_ptr<HostPinner> open_pinner(const Options& opt) {
   std::unique_ptr<HostPinner> pinner = open_host_pinner(opt.backend == "cuda" ? resurgo::DeviceBackend::kCuda
                                                                               : resurgo::DeviceBackend::kHost);
-  if (opt.pin_piece == 0) return pinner;
-  return std::make_unique<PiecePinner>(std::move(pinner), opt.pin_piece);
+  return in_pieces_of(std::move(pinner), opt.pin_piece);
 }
 
 // One flush: the first `bytes` of the source into [base + offset, + bytes),
