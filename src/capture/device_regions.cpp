@@ -122,7 +122,9 @@ Snapshot DeviceRegions::drain_then_fork(ForkCapture& fork, const std::vector<Reg
   const std::vector<const Region*> device = dma_regions(regions);
   std::uint64_t bytes = 0;
   for (const Region* region : device) bytes += region->bytes;
-  if (!fork_staging_) fork_staging_ = std::make_shared<ForkStaging>();
+  if (!fork_staging_) {
+    fork_staging_ = std::make_shared<ForkStaging>(gpu::open_host_pinner(config_.device.backend, device_), log_);
+  }
   const ForkStaging::Half half = fork_staging_->acquire(bytes, times.backpressure_seconds);
   const auto release = [staging = fork_staging_, index = half.index] { staging->release(index); };
   Snapshot snapshot;
@@ -131,7 +133,9 @@ Snapshot DeviceRegions::drain_then_fork(ForkCapture& fork, const std::vector<Reg
   try {
     const Clock::time_point started = Clock::now();
     synchronize_for(device);
-    copy_to_host(device, 0, half.data, bytes);
+    fork_staging_->for_each_piece(bytes, [&](std::uint64_t offset, std::uint64_t length) {
+      copy_to_host(device, offset, half.data + offset, length);
+    });
     times.copy_seconds += seconds_since(started);
     times.device_bytes = bytes;
     std::uint64_t offset = 0;

@@ -7,8 +7,10 @@
 #include <chrono>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "base/clock.h"
+#include "gpu/gpu_error.h"
 #include "resurgo/errors.hpp"
 
 namespace resurgo {
@@ -87,14 +89,60 @@ DeviceStaging::Block::~Block() {
   if (owner_ != nullptr) owner_->ring_.release(offset_);
 }
 
+ForkStaging::ForkStaging(std::unique_ptr<gpu::HostPinner> pinner, const Logger& log)
+    : pinner_(std::move(pinner)),
+      piece_(pinner_ ? gpu::pin_piece(*pinner_) : std::numeric_limits<std::uint64_t>::max()),
+      log_(log) {}
+
 ForkStaging::~ForkStaging() {
   for (Memory& half : halves_) unmap(half);
 }
 
+void ForkStaging::map(Memory& memory, std::uint64_t bytes) {
+  const auto page = static_cast<std::uint64_t>(::getpagesize());
+  const std::uint64_t mapped = (bytes + page - 1) / page * page;
+  void* data = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (data == MAP_FAILED) {
+    throw StorageError("cannot map " + std::to_string(mapped) + " bytes of host memory to drain device and managed "
+                       "regions into before forking: " + std::strerror(errno) +
+                       "; free host memory, or use capture.mode = \"copy\"");
+  }
+  ::madvise(data, mapped, MADV_DONTFORK);  // refused only for memory that is not ours: it is
+  memory.data = static_cast<std::byte*>(data);
+  memory.bytes = mapped;
+  pin(memory);
+}
+
+void ForkStaging::pin(Memory& memory) {
+  if (!pinner_) return;
+  try {
+    for (; memory.pinned < memory.bytes; memory.pinned += std::min(piece_, memory.bytes - memory.pinned)) {
+      pinner_->pin(memory.data + memory.pinned, std::min(piece_, memory.bytes - memory.pinned));
+    }
+  } catch (const gpu::GpuError& error) {
+    if (!std::exchange(warned_unpinned_, true)) {
+      log_.warn(std::string("the host memory device regions are drained into before a fork stays partly pageable, "
+                            "so the drain runs slower: ") + error.what());
+    }
+  }
+}
+
 void ForkStaging::unmap(Memory& memory) {
-  if (memory.data != nullptr) ::munmap(memory.data, memory.bytes);
-  memory.data = nullptr;
-  memory.bytes = 0;
+  if (memory.data == nullptr) return;
+  for (std::uint64_t at = 0; at < memory.pinned; at += piece_) {
+    pinner_->unpin(memory.data + at, std::min(piece_, memory.pinned - at));
+  }
+  ::munmap(memory.data, memory.bytes);
+  memory = Memory{};
+}
+
+void ForkStaging::for_each_piece(std::uint64_t bytes,
+                                 const std::function<void(std::uint64_t, std::uint64_t)>& copy) const {
+  for (std::uint64_t done = 0; done < bytes;) {
+    const std::uint64_t length = std::min(bytes - done, piece_ - done % piece_);
+    copy(done, length);
+    done += length;
+  }
 }
 
 ForkStaging::Half ForkStaging::acquire(std::uint64_t bytes, double& waited_seconds) {
@@ -109,17 +157,7 @@ ForkStaging::Half ForkStaging::acquire(std::uint64_t bytes, double& waited_secon
   Memory& half = halves_[index];
   if (half.bytes < bytes) {
     unmap(half);
-    const auto page = static_cast<std::uint64_t>(::getpagesize());
-    const std::uint64_t mapped = (bytes + page - 1) / page * page;
-    void* data = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (data == MAP_FAILED) {
-      throw StorageError("cannot map " + std::to_string(mapped) + " bytes of host memory to drain device and managed "
-                         "regions into before forking: " + std::strerror(errno) +
-                         "; free host memory, or use capture.mode = \"copy\"");
-    }
-    ::madvise(data, mapped, MADV_DONTFORK);  // refused only for memory that is not ours: it is
-    half.data = static_cast<std::byte*>(data);
-    half.bytes = mapped;
+    map(half, bytes);
   }
   half.busy = true;
   next_ = 1 - index;
@@ -137,7 +175,11 @@ void ForkStaging::release(int half) {
 // The half's memory is not remapped while it is busy: no lock needed.
 ForkStaging::Sharing::Sharing(const ForkStaging& staging, int index) : staging_(staging), index_(index) {
   const Memory& half = staging_.halves_[index_];
-  ::madvise(half.data, half.bytes, MADV_DOFORK);
+  if (::madvise(half.data, half.bytes, MADV_DOFORK) != 0) {
+    throw StorageError("cannot give the " + std::to_string(half.bytes) + " bytes device and managed regions were "
+                       "drained into to the forked writer (madvise MADV_DOFORK: " + std::strerror(errno) +
+                       "); use capture.mode = \"copy\"");
+  }
 }
 
 ForkStaging::Sharing::~Sharing() {
