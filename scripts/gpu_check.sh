@@ -208,7 +208,10 @@ step_pytest() {
   (cd "$root" && RESURGO_FAKE_CUDA="$fake_lib/libcuda.so.1" "$python" -m pytest -m gpu "${files[@]}" -q -rs \
     -p no:cacheprovider) | tee "$work/pytest.out"
   local status=${PIPESTATUS[0]}
-  if ((status == 0)) && ((!fake)) && grep -q '^SKIPPED' "$work/pytest.out"; then
+  # pyrevolve alone may be missing there: it is compiled (no pure wheel
+  # travels in .gpu/) and not in the GPU image; its device test runs against
+  # the fake driver in every `make test`.
+  if ((status == 0)) && ((!fake)) && grep '^SKIPPED' "$work/pytest.out" | grep -qv "could not import 'pyrevolve'"; then
     echo "gpu_check: Python tests skipped on a GPU machine (CuPy and PyTorch must run there)"
     return 1
   fi

@@ -292,8 +292,10 @@ EOF
     done
   fi
   _gpu_prefix_prepend PYTHONPATH "$target"
-  if ! "$python" -c 'import importlib, sys
-for m in sys.argv[1:]: importlib.import_module(m)' "${modules[@]}"; then
+  # Found, not imported: a wheel may need what only the GPU machine's Python
+  # has (checkpoint_schedules imports NumPy; gpu_prepare.sh, machine_packages).
+  if ! "$python" -c 'import importlib.util, sys
+sys.exit(any(importlib.util.find_spec(m) is None for m in sys.argv[1:]))' "${modules[@]}"; then
     _gpu_prefix_fail "python: ${modules[*]} still not importable with PYTHONPATH=$PYTHONPATH"
     return 1
   fi

@@ -62,8 +62,13 @@ python_packages=(
   nanobind           # nanobind_add_module and its sources (python/CMakeLists.txt)
   scikit-build-core  # pyproject.toml's build backend
   packaging pathspec # scikit-build-core's requirements on Python >= 3.11
+  checkpoint-schedules  # resurgo.adjoint, which the GPU-marked adjoint tests import
 )
 python_version=3.12
+# What the GPU machine's Python has already (its image: CUDA, PyTorch, CuPy,
+# NumPy), so that a wheel may require it without carrying it; not pure, it
+# could not travel as such a wheel anyway.
+machine_packages=(numpy)
 
 # Everything fetched, at most (the GPU machine's copy travels with the tree).
 max_bytes=$((60 * 1024 * 1024))
@@ -270,8 +275,8 @@ fi
 wheel_files=()
 for base in "${!wheel_ok[@]}"; do wheel_files+=("$dir/wheels/$base"); done
 if ((${#wheel_files[@]} > 0)); then
-  "$venv_py" -I - "$python_version" "${wheel_files[@]}" <<'EOF' || die "the wheel list in ${BASH_SOURCE[0]} is incomplete (see above)"
-import email, sys, zipfile
+  MACHINE_PACKAGES="${machine_packages[*]}" "$venv_py" -I - "$python_version" "${wheel_files[@]}" <<'EOF' || die "the wheel list in ${BASH_SOURCE[0]} is incomplete (see above)"
+import email, os, sys, zipfile
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
@@ -287,6 +292,7 @@ for path in wheels:
                     if n.count("/") == 1 and n.endswith(".dist-info/METADATA"))
         metas[path] = email.message_from_bytes(z.read(name))
 have = {canonicalize_name(m["Name"]): m["Version"] for m in metas.values()}
+machine = {canonicalize_name(name) for name in os.environ["MACHINE_PACKAGES"].split()}
 for path, meta in metas.items():
     rp = meta.get("Requires-Python")
     if rp and not SpecifierSet(rp).contains(pyver + ".0"):
@@ -295,6 +301,8 @@ for path, meta in metas.items():
     for line in meta.get_all("Requires-Dist") or []:
         req = Requirement(line)
         if req.marker and not req.marker.evaluate(env):
+            continue
+        if canonicalize_name(req.name) in machine:
             continue
         got = have.get(canonicalize_name(req.name))
         if got is None or (req.specifier and not req.specifier.contains(got, prereleases=True)):
