@@ -244,12 +244,13 @@ step_late_pin() {
 # CRUM's evaluation (bench/crum.py): the script compiles its application
 # against libresurgo.so, with nvcc on a GPU; against the fake driver it runs
 # the host analog once (about 15 s on 2 cores). On a GPU only the ways its
-# targets compare (forked against synchronous, against no checkpoints),
+# targets compare (forked against synchronous, the copy into host staging
+# against the bare device-to-host copy, each against no checkpoints),
 # uncompressed.
 step_crum() {
   build_environment
   program_environment
-  local run=(--quick --backend cuda --ways sync,fork --codecs none)
+  local run=(--quick --backend cuda --ways sync,copy,fork --codecs none)
   ((fake)) && run=(--fake-driver --repeats 1 --fake-lib "$fake_lib")
   "$python" "$root/bench/crum.py" --lib-dir "$build/src" "${run[@]}" --out "$work/bench"
 }
