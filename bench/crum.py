@@ -250,6 +250,14 @@ def digest(cell: Cell, run: dict) -> None:
     if not checkpoints:
         return
     cell.add("blocked", median([c["blocked"] for c in checkpoints]))
+    cell.add("first_blocked", checkpoints[0]["blocked"])
+    later = checkpoints[1:]
+    if later:
+        cell.add("later_blocked", median([c["blocked"] for c in later]))
+    for part in PARTS:
+        values = [c[part] for c in later if part in c]
+        if values:
+            cell.add(f"later_{part}", median(values))
     cell.add("step_writing", median(writing_steps(run)))
     cell.add("step_after", median(steps_after(run)))
     cell.add("capture_bw", median([c["device_bytes"] / c["copy"] for c in checkpoints if c.get("copy")]))
@@ -316,6 +324,30 @@ def table(cells: Dict[tuple, Cell], codecs: List[str]) -> List[str]:
                 f"{ratio_cell(paired(base.get('throughput'), c.get('throughput')))} | "
                 f"{ratio_cell(paired(c.get('step_writing'), base.get('step')))} | {c.get('restart').cell()} | "
                 f"{c.get('stored').cell(lambda v: f'{v:.3f}')} | {c.get('capture_bw').cell(gbps)} |")
+    return lines
+
+
+# The parts of a checkpoint's blocking the statistics give (VersionStats):
+# the copy (the drain: synchronisation and the driver's copies), the wait
+# for room in the staging (or for a free half of the fork staging), and the
+# first touch of staging pages. The rest is the fork, the bookkeeping, and
+# for the synchronous write the wait until durable.
+PARTS = ("copy", "backpressure", "first_touch")
+
+
+def breakdown(cells: Dict[tuple, Cell], codecs: List[str]) -> List[str]:
+    """Where a checkpoint's blocking goes: the first checkpoint of a run
+    (which maps, touches and pins its staging) apart from the later ones."""
+    lines = ["| way | codec | first checkpoint blocks | later checkpoints block | of which: copy | backpressure | "
+             "first touch |", "|---|---|---:|---:|---:|---:|---:|"]
+    for way in WAYS[1:]:
+        for codec in codecs:
+            c = cells[(way.key, codec)]
+            if c.runs:
+                parts = " | ".join(c.get(f"later_{part}").cell() if c.get(f"later_{part}").times else "—"
+                                   for part in PARTS)
+                lines.append(f"| {way.label} | {codec} | {c.get('first_blocked').cell()} | "
+                             f"{c.get('later_blocked').cell() if c.get('later_blocked').times else '—'} | {parts} |")
     return lines
 
 
@@ -401,6 +433,9 @@ def write_report(args, backend: str, device: str, why_not_cuda: Optional[str], c
     machine["program"] = f"{SOURCE.relative_to(ROOT)} ({'nvcc' if gpu else 'host C++ compiler, fake CUDA driver'})"
     lines += machine_lines(machine)
     lines += ["## Checkpointing the application", ""] + table(cells, args.codecs) + [""]
+    lines += ["## Where a checkpoint's blocking goes", "", "Medians per run over the checkpoints after the first "
+              "(the first maps, touches and pins its staging); the parts are the statistics' copy_seconds, "
+              "backpressure_seconds and first_touch_seconds.", ""] + breakdown(cells, args.codecs) + [""]
     lines += ["## Targets (issue 29)", ""] + targets(cells, args.codecs, gpu) + [""]
     lines += ["## Notes", ""] + [f"- {n}" for n in notes(args, backend, why_not_cuda, cells, nbytes, started,
                                                          load_before)]

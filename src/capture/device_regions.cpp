@@ -125,7 +125,7 @@ Snapshot DeviceRegions::drain_then_fork(ForkCapture& fork, const std::vector<Reg
   if (!fork_staging_) {
     fork_staging_ = std::make_shared<ForkStaging>(gpu::open_host_pinner(config_.device.backend, device_), log_);
   }
-  const ForkStaging::Half half = fork_staging_->acquire(bytes, times.backpressure_seconds);
+  const ForkStaging::Half half = fork_staging_->acquire(bytes, times);
   const auto release = [staging = fork_staging_, index = half.index] { staging->release(index); };
   Snapshot snapshot;
   snapshot.header = std::move(header);

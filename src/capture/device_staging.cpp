@@ -95,6 +95,7 @@ ForkStaging::ForkStaging(std::unique_ptr<gpu::HostPinner> pinner, const Logger& 
       log_(log) {}
 
 ForkStaging::~ForkStaging() {
+  if (preparer_.joinable()) preparer_.join();
   for (Memory& half : halves_) unmap(half);
 }
 
@@ -120,7 +121,7 @@ void ForkStaging::pin(Memory& memory) {
       pinner_->pin(memory.data + memory.pinned, std::min(piece_, memory.bytes - memory.pinned));
     }
   } catch (const gpu::GpuError& error) {
-    if (!std::exchange(warned_unpinned_, true)) {
+    if (!warned_unpinned_.exchange(true)) {
       log_.warn(std::string("the host memory device regions are drained into before a fork stays partly pageable, "
                             "so the drain runs slower: ") + error.what());
     }
@@ -133,7 +134,9 @@ void ForkStaging::unmap(Memory& memory) {
     pinner_->unpin(memory.data + at, std::min(piece_, memory.pinned - at));
   }
   ::munmap(memory.data, memory.bytes);
-  memory = Memory{};
+  memory.data = nullptr;
+  memory.bytes = 0;
+  memory.pinned = 0;
 }
 
 void ForkStaging::for_each_piece(std::uint64_t bytes,
@@ -145,23 +148,60 @@ void ForkStaging::for_each_piece(std::uint64_t bytes,
   }
 }
 
-ForkStaging::Half ForkStaging::acquire(std::uint64_t bytes, double& waited_seconds) {
+int ForkStaging::usable_half() const {
+  const auto usable = [&](int index) { return !halves_[index].busy && !halves_[index].preparing; };
+  return usable(next_) ? next_ : usable(1 - next_) ? 1 - next_ : -1;
+}
+
+ForkStaging::Half ForkStaging::acquire(std::uint64_t bytes, CaptureTimes& times) {
   std::unique_lock lock(mutex_);
-  const auto free_half = [&] { return !halves_[next_].busy ? next_ : !halves_[1 - next_].busy ? 1 - next_ : -1; };
-  if (free_half() < 0) {
+  if (usable_half() < 0) {
+    const bool preparing = halves_[0].preparing || halves_[1].preparing;
     const Clock::time_point started = Clock::now();
-    released_.wait(lock, [&] { return free_half() >= 0; });
-    waited_seconds += seconds_since(started);
+    released_.wait(lock, [&] { return usable_half() >= 0; });
+    (preparing ? times.first_touch_seconds : times.backpressure_seconds) += seconds_since(started);
   }
-  const int index = free_half();
+  const int index = usable_half();
   Memory& half = halves_[index];
-  if (half.bytes < bytes) {
-    unmap(half);
-    map(half, bytes);
-  }
   half.busy = true;
   next_ = 1 - index;
+  if (half.bytes < bytes) {
+    lock.unlock();
+    const Clock::time_point started = Clock::now();
+    try {
+      unmap(half);
+      map(half, bytes);
+    } catch (...) {
+      release(index);
+      throw;
+    }
+    times.first_touch_seconds += seconds_since(started);
+    lock.lock();
+  }
+  prepare_other(index, bytes);
   return Half{index, half.data};
+}
+
+// A failed preparation leaves the half unmapped: the acquire that takes it
+// maps it again, and says why when that fails too.
+void ForkStaging::prepare_other(int taken, std::uint64_t bytes) {
+  Memory& other = halves_[1 - taken];
+  if (other.busy || other.preparing || other.bytes >= bytes) return;
+  if (preparer_.joinable()) preparer_.join();  // done: no half was preparing
+  other.preparing = true;
+  preparer_ = std::thread([this, &other, bytes] {
+    try {
+      unmap(other);
+      map(other, bytes);
+    } catch (const std::exception& error) {
+      log_.debug(std::string("preparing the other half of the fork staging failed: ") + error.what());
+    }
+    {
+      std::lock_guard lock(mutex_);
+      other.preparing = false;
+    }
+    released_.notify_all();
+  });
 }
 
 void ForkStaging::release(int half) {

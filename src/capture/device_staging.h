@@ -18,6 +18,7 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <thread>
 
 #include "base/log.h"
 #include "gpu/host_pinner.h"
@@ -25,6 +26,7 @@
 #include "gpu/registration_token.h"
 #include "resurgo/config.hpp"
 #include "capture/block_ring.h"
+#include "capture/snapshot.h"
 
 namespace resurgo {
 
@@ -83,6 +85,11 @@ class DeviceStaging {
 // (logged once). The halves are advised MADV_DONTFORK but for the half
 // given to the child forked while a Sharing lives.
 //
+// Mapping and pinning a half costs about what the first write of its pages
+// does, so only the first checkpoint pays it on the application's path: the
+// half it takes is mapped there, and the other one is prepared to the same
+// size by a thread of the staging's own meanwhile.
+//
 // Thread safety: acquire on the application thread, release from any.
 class ForkStaging {
  public:
@@ -98,8 +105,10 @@ class ForkStaging {
     std::byte* data;
   };
   // A free half of at least `bytes`, waiting while both hold versions in
-  // flight; the wait is added to `waited_seconds` (backpressure).
-  Half acquire(std::uint64_t bytes, double& waited_seconds);
+  // flight. Adds the wait for a version's half to `times.backpressure_seconds`
+  // and the mapping and pinning of a half (or the wait for its preparation)
+  // to `times.first_touch_seconds`.
+  Half acquire(std::uint64_t bytes, CaptureTimes& times);
   // The version in `half` is written (or failed): the half is free again.
   void release(int half);
   // Calls copy(offset, length) for each part of a half's first `bytes` that
@@ -126,20 +135,26 @@ class ForkStaging {
     std::byte* data = nullptr;
     std::uint64_t bytes = 0;   // mapped, whole pages
     std::uint64_t pinned = 0;  // pinned from data on, in pieces of piece_
-    bool busy = false;
+    bool busy = false;         // holds a version
+    bool preparing = false;    // being mapped by preparer_
   };
+  int usable_half() const;  // under mutex_: the free half to take, or -1
   void map(Memory& memory, std::uint64_t bytes);
   void pin(Memory& memory);
   void unmap(Memory& memory);
+  // Under `lock`: maps the other half to `bytes` in the background when it
+  // is free and smaller.
+  void prepare_other(int taken, std::uint64_t bytes);
 
   const std::unique_ptr<gpu::HostPinner> pinner_;
   const std::uint64_t piece_;  // of each pin; UINT64_MAX without a pinner
   const Logger& log_;
-  bool warned_unpinned_ = false;
+  std::atomic<bool> warned_unpinned_{false};
   std::mutex mutex_;
   std::condition_variable released_;
   Memory halves_[2];
   int next_ = 0;  // the half tried first: the older one
+  std::thread preparer_;
 };
 
 class DeviceStaging::Block {
