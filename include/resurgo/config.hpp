@@ -24,6 +24,9 @@ enum class TrackMethod : std::uint8_t { kAuto = 0, kUffd = 1, kSoftDirty = 2, kM
 enum class LogLevel : int { kOff = 0, kError = 1, kWarn = 2, kInfo = 3, kDebug = 4 };
 enum class IntervalPolicy : std::uint8_t { kNone = 0, kSeconds = 1, kOverhead = 2, kYoungDaly = 3 };
 enum class PartnerScheme : std::uint8_t { kNone = 0, kPartner = 1, kXor = 2 };
+// How an MPI store lays out a version on L4 (docs/mpi.md, "One file per
+// version"): a container file per rank, or one file the ranks share.
+enum class FileLayout : std::uint8_t { kPerRank = 0, kShared = 1 };
 // The L1 host buffer of device regions (docs/gpu_late_pin.md): when it is
 // pinned, and how its pages are touched before.
 enum class PinPolicy : std::uint8_t {
@@ -114,6 +117,9 @@ struct Config {
     int every = 10;  // every n-th checkpoint goes to L4 (SCR's default flush period); 0 = never
     unsigned mode = 0600;
     bool shared_group = false;  // as local.shared_group
+    // per-rank | shared: one file per version for the whole job (MPI stores;
+    // a store without a communicator writes one file per version anyway)
+    FileLayout layout = FileLayout::kPerRank;
   } persistent;
   struct Pipeline {
     int threads = 0;  // 0 = auto: min(2, cores)
@@ -181,6 +187,7 @@ const char* to_string(TouchSetting setting);
 const char* to_string(DeviceBackend backend);
 const char* to_string(IntervalPolicy policy);
 const char* to_string(PartnerScheme scheme);
+const char* to_string(FileLayout layout);
 const char* to_string(Codec codec);
 const char* to_string(Shuffle shuffle);
 const char* to_string(LogLevel level);

@@ -29,6 +29,10 @@ extern char** environ;
 
 namespace resurgo {
 
+// persistent.layout's words (config_names.h holds the other keys' tables).
+inline constexpr EnumName<FileLayout> kFileLayoutNames[] = {{FileLayout::kPerRank, "per-rank"},
+                                                            {FileLayout::kShared, "shared"}};
+
 namespace {
 
 std::string lower(std::string text) {
@@ -247,6 +251,7 @@ std::vector<Key> keys_of(Config& c) {
       entry("persistent.every", c.persistent.every, count),
       entry("persistent.mode", c.persistent.mode, parse_mode),
       entry("persistent.shared_group", c.persistent.shared_group, parse_flag),
+      entry("persistent.layout", c.persistent.layout, choice(kFileLayoutNames)),
       entry("restart.accept_foreign", c.restart.accept_foreign, parse_flag),
       entry("pipeline.threads", c.pipeline.threads, integer_in(0, 64)),
       entry("pipeline.compress", c.pipeline.compress, choice(kCodecNames)),
@@ -505,6 +510,7 @@ const char* to_string(TouchSetting setting) { return name_in(kTouchSettingNames,
 const char* to_string(DeviceBackend backend) { return name_in(kDeviceBackendNames, backend); }
 const char* to_string(IntervalPolicy policy) { return name_in(kIntervalPolicyNames, policy); }
 const char* to_string(PartnerScheme scheme) { return name_in(kPartnerSchemeNames, scheme); }
+const char* to_string(FileLayout layout) { return name_in(kFileLayoutNames, layout); }
 const char* to_string(Codec codec) { return name_in(kCodecNames, codec); }
 const char* to_string(Shuffle shuffle) { return name_in(kShuffleNames, shuffle); }
 const char* to_string(LogLevel level) { return name_in(kLogLevelNames, level); }

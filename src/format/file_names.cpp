@@ -48,6 +48,20 @@ bool parse_container_file_name(const std::string& name, int& version, int& rank)
   return true;
 }
 
+std::string shared_file_name(int version) {
+  char name[32];
+  std::snprintf(name, sizeof name, "v%010d.shared.rsg", version);
+  return name;
+}
+
+bool parse_shared_file_name(const std::string& name, int& version) {
+  // v<10 digits>.shared.rsg
+  const std::optional<int> v = fixed_digits(name, 1, 10);
+  if (name.size() != 22 || name[0] != 'v' || name.compare(11, 11, ".shared.rsg") != 0 || !v) return false;
+  version = *v;
+  return true;
+}
+
 std::string manifest_file_name(int version) {
   char name[32];
   std::snprintf(name, sizeof name, "v%010d.job", version);

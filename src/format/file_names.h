@@ -2,6 +2,7 @@
 // db/filename.h): one place that writes them and one that parses them back.
 //   v0000000012.r000003.rsg                   version 12 of rank 3 (a container)
 //   v0000000012.job                           the job manifest of version 12
+//   v0000000012.shared.rsg                    version 12 of every rank in one file (format/shared_file.h)
 //   .<name>.tmp-<pid>.<random>, .<name>-r<rank>.tmp-<pid>.<random>
 //                                             a file being written (rank: a manifest's writer)
 //   .store-id                                 the store's identity (format/store_id.h)
@@ -19,6 +20,10 @@ inline constexpr char kDamagedSuffix[] = ".damaged";
 std::string container_file_name(int version, int rank);
 // False for any other name (the parser takes only what the writer writes).
 bool parse_container_file_name(const std::string& name, int& version, int& rank);
+
+// One file for the parts of every rank (persistent.layout = shared).
+std::string shared_file_name(int version);
+bool parse_shared_file_name(const std::string& name, int& version);
 
 std::string manifest_file_name(int version);
 bool parse_manifest_file_name(const std::string& name, int& version);

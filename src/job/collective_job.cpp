@@ -18,6 +18,10 @@ CollectiveJob::CollectiveJob(const JobContext& context) : context_(context), loc
   versions_ = std::make_unique<CollectiveVersions>(context.comm, context.node, context.store,
                                                    context.route.identity().hex(), hooks(), context.log,
                                                    config.mpi.timeout);
+  if (config.persistent.layout == FileLayout::kShared) {
+    context.route.persistent().set_shared_layout();
+    versions_->write_shared_files();
+  }
   if (config.partner.scheme == PartnerScheme::kNone) return;
   partner_ = std::make_unique<PartnerCopies>(
       config.partner.scheme, PartnerTopology(versions_->nodes(), config.partner.set_size), context.comm.rank(),

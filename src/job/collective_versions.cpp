@@ -7,6 +7,8 @@
 #include "format/container.h"
 #include "base/newest_everywhere.h"
 #include "base/thread_priority.h"
+#include "job/job_text.h"
+#include "job/shared_version.h"
 
 namespace resurgo {
 
@@ -191,14 +193,30 @@ void CollectiveVersions::decide_persistent(Comm& job, bool block) {
     state = hooks_.outcome(head.version, (*level)->number());
     if (!alone()) state = job.allreduce_min(state);  // the same on every rank: so is the loop
     if (state == 0) return;
+    if (state > 0 && shared_files_) {
+      state = write_shared_version(head.version, **level, job, log_, timeout_seconds_) ? 1 : -1;
+    }
     if (state > 0) {
       commit_manifest(head, **level, job);
+      if (shared_files_) drop_rank_file(head.version, **level, job);
     } else {
       std::lock_guard lock(mutex_);
       failed_.insert({head.version, (*level)->number()});
       unreported_failure_levels_.insert((*level)->number());
     }
     persistent_.pop_front();
+  }
+}
+
+// Once the manifest names the version, the shared file holds this rank's
+// part: its own file goes (the barrier: rank 0 has written the manifest).
+void CollectiveVersions::drop_rank_file(int version, DirectoryLevel& level, Comm& job) {
+  if (!alone()) job.barrier();
+  try {
+    if (level.read_manifest(version)) level.remove_rank_file(version);
+  } catch (const Error& error) {
+    log_.warn("version " + std::to_string(version) + ": this rank's own file in " + level.where() +
+              " stays beside the shared file (restart reads either): " + error.what());
   }
 }
 
@@ -217,27 +235,6 @@ void CollectiveVersions::decide(const Version& added, DirectoryLevel& level, Com
   log_.warn("version " + std::to_string(added.version) + " is not a version of the job at L" +
             std::to_string(level.number()) + ": writing it failed on some rank (that rank reports why)");
 }
-
-namespace {
-
-void send_text(Comm& job, int to, const std::string& text) {
-  const std::uint64_t bytes = text.size();
-  job.send(to, &bytes, sizeof bytes);
-  if (bytes > 0) job.send(to, text.data(), text.size());
-}
-
-std::string receive_text(Comm& job, int from, const char* what) {
-  std::uint64_t bytes = 0;
-  job.receive(from, &bytes, sizeof bytes);
-  if (bytes > format::kMaxManifestBytes) {
-    throw StateError("rank " + std::to_string(from) + " announced " + what + " of " + std::to_string(bytes) + " bytes");
-  }
-  std::string text(bytes, '\0');
-  if (bytes > 0) job.receive(from, text.data(), text.size());
-  return text;
-}
-
-}  // namespace
 
 // Rank 0 joins every rank's part (its file and regions) into the manifest
 // and sends it to the ranks that write it: itself for a shared level, the

@@ -65,6 +65,11 @@ class CollectiveVersions {
   CollectiveVersions(const CollectiveVersions&) = delete;
   CollectiveVersions& operator=(const CollectiveVersions&) = delete;
 
+  // persistent.layout = shared: each version's L4 files are packed into one
+  // file before its manifest is written (job/shared_version.h). Set before
+  // the first add().
+  void write_shared_files() { shared_files_ = true; }
+
   bool alone() const { return comm_.size() == 1; }
   bool on_job_thread() const { return job_comm_ != nullptr; }
   int node_of(int rank) const { return nodes_[static_cast<std::size_t>(rank)]; }
@@ -117,6 +122,7 @@ class CollectiveVersions {
   void decide(const Version& added, DirectoryLevel& level, Comm& job, bool block);
   void decide_persistent(Comm& job, bool block);
   void commit_manifest(const Version& added, DirectoryLevel& level, Comm& job);
+  void drop_rank_file(int version, DirectoryLevel& level, Comm& job);
   void record_failure(int version, ErrorCode code, const std::string& message);
   void guarded(int version, const std::function<void()>& step);
   void hand_over(Version added);
@@ -130,6 +136,7 @@ class CollectiveVersions {
   const Logger& log_;
   double timeout_seconds_;
   std::vector<int> nodes_;  // by rank
+  bool shared_files_ = false;
 
   std::mutex mutex_;
   std::condition_variable changed_;

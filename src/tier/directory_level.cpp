@@ -16,6 +16,7 @@
 #include "format/container.h"
 #include "format/file_names.h"
 #include "format/manifest.h"
+#include "format/shared_file.h"
 #include "resurgo/errors.hpp"
 #include "tier/eviction.h"
 
@@ -102,6 +103,7 @@ void DirectoryLevel::prepare() {
   for (const std::string& name : directory.list()) {
     const std::optional<int> pid = format::temporary_owner(name);
     const bool ours = name.find(rank_part) != std::string::npos || name.find(".job-r") != std::string::npos ||
+                      (rank_ == 0 && name.find(".shared.rsg-r") != std::string::npos) ||
                       name.rfind(format::temporary_prefix(format::kStoreIdFileName, rank_), 0) == 0;
     if (!pid || !ours) continue;
     const bool owner_alive = *pid != ::getpid() && process_alive(*pid);
@@ -113,7 +115,7 @@ void DirectoryLevel::prepare() {
 
 void DirectoryLevel::commit(int version, const std::function<void(WritableFile&)>& write) {
   const std::string name = file_name(version);
-  commit_file(name, format::temporary_file_name(name, ::getpid()), write);
+  commit_file(name, format::temporary_file_name(name, ::getpid()), write, !shared_layout_);
 }
 
 void DirectoryLevel::refuse_writes(std::exception_ptr failure) {
@@ -126,6 +128,9 @@ struct DirectoryLevel::StagedFile {
   std::string final_name;
   std::string temporary;
   std::function<void(WritableFile&)> write;
+  // False for a rank's file that the shared file will hold (set_shared_layout):
+  // neither it nor the directory is synced for it.
+  bool durable = true;
   std::unique_ptr<WritableFile> file;
   // A commit over a committed file (compaction rewrites a version in place)
   // replaces one complete copy of the version with another: once renamed,
@@ -153,11 +158,12 @@ constexpr std::size_t kSyncThreads = 16;
 }  // namespace
 
 void DirectoryLevel::commit_file(const std::string& final_name, const std::string& temporary,
-                                 const std::function<void(WritableFile&)>& write) {
+                                 const std::function<void(WritableFile&)>& write, bool durable) {
   std::vector<StagedFile> files(1);
   files[0].final_name = final_name;
   files[0].temporary = temporary;
   files[0].write = write;
+  files[0].durable = durable;
   commit_files(files);
   if (files[0].failure) std::rethrow_exception(files[0].failure);
 }
@@ -169,6 +175,7 @@ std::vector<std::exception_ptr> DirectoryLevel::commit_group(const std::vector<P
     files[i].final_name = file_name(pending.version);
     files[i].temporary = format::temporary_file_name(files[i].final_name, ::getpid());
     files[i].write = pending.write;
+    files[i].durable = !shared_layout_;
     if (pending.source != nullptr) {
       files[i].write = [this, version = pending.version, &source = *pending.source](WritableFile& file) {
         const format::Container container = format::read_container(source);
@@ -238,7 +245,7 @@ void DirectoryLevel::sync_temporaries(Directory& directory, std::vector<StagedFi
   const auto sync_some = [&] {
     for (std::size_t i = next++; i < written.size(); i = next++) {
       try {
-        written[i]->file->sync();
+        if (written[i]->durable) written[i]->file->sync();
       } catch (...) {
         written[i]->failure = std::current_exception();
       }
@@ -271,7 +278,7 @@ void DirectoryLevel::publish(Directory& directory, std::vector<StagedFile>& file
     try {
       directory.rename(staged.temporary, staged.final_name);
       staged.renamed = true;
-      any_renamed = true;
+      any_renamed = any_renamed || staged.durable;
       RESURGO_CRASH_POINT("commit.renamed", level_);
     } catch (...) {
       staged.fail(directory);
@@ -315,34 +322,105 @@ std::vector<int> DirectoryLevel::versions() {
   for (const std::string& name : names()) {
     int version = 0;
     int rank = 0;
-    if (format::parse_container_file_name(name, version, rank) && rank == rank_) found.push_back(version);
+    if ((format::parse_container_file_name(name, version, rank) && rank == rank_) ||
+        format::parse_shared_file_name(name, version)) {
+      found.push_back(version);
+    }
   }
   std::sort(found.begin(), found.end());
+  found.erase(std::unique(found.begin(), found.end()), found.end());
   return found;
 }
 
 bool DirectoryLevel::holds(int version) {
   Directory* found = directory();
-  return found != nullptr && found->exists(file_name(version));
+  return found != nullptr &&
+         (found->exists(file_name(version)) || found->exists(format::shared_file_name(version)));
 }
 
 std::unique_ptr<ReadableFile> DirectoryLevel::open(int version) { return open_file(file_name(version)); }
 
+// A rank's own file first, unless this store packs versions: its own files
+// are then never synced, and the shared file is the durable copy.
+bool DirectoryLevel::reads_shared(Directory& directory, int version, int rank) {
+  return directory.exists(format::shared_file_name(version)) &&
+         (shared_layout_ || !directory.exists(format::container_file_name(version, rank)));
+}
+
 std::unique_ptr<ReadableFile> DirectoryLevel::open_file(const std::string& name) {
   Directory* found = directory();
   if (found == nullptr) throw NotFoundError("no such file '" + dir_ + "/" + name + "' (no directory '" + dir_ + "')");
+  int version = 0;
+  int rank = 0;
+  if (format::parse_container_file_name(name, version, rank) && reads_shared(*found, version, rank)) {
+    return open_shared_part(version, rank);
+  }
   return found->open(name);
+}
+
+std::unique_ptr<ReadableFile> DirectoryLevel::open_rank_file(int version) {
+  return existing_directory().open(file_name(version));
+}
+
+std::unique_ptr<ReadableFile> DirectoryLevel::open_shared_part(int version, int rank) {
+  std::shared_ptr<const ReadableFile> file = existing_directory().open(format::shared_file_name(version));
+  const format::SharedIndex index = format::read_shared_index(*file);
+  if (index.version != version) {
+    throw CorruptionError("shared file '" + file->path() + "' holds version " + std::to_string(index.version) +
+                          ", not " + std::to_string(version) + " as its name says: it cannot be restored");
+  }
+  if (rank < 0 || static_cast<std::size_t>(rank) >= index.parts.size()) {
+    throw NotFoundError("shared file '" + file->path() + "' of version " + std::to_string(version) +
+                        " has no part of rank " + std::to_string(rank) + " (written by " +
+                        std::to_string(index.parts.size()) + " ranks)");
+  }
+  return format::open_part(std::move(file), index.parts[static_cast<std::size_t>(rank)], rank);
+}
+
+std::string DirectoryLevel::create_shared_temporary(int version) {
+  const std::string name = format::temporary_file_name(format::shared_file_name(version), ::getpid(), rank_);
+  existing_directory().create(name, mode_)->close();
+  return name;
+}
+
+// As a commit over a rank's file: a shared file left by a run that never
+// committed the version (no manifest) is replaced.
+void DirectoryLevel::publish_shared(const std::string& temporary, int version) {
+  Directory& directory = existing_directory();
+  directory.rename(temporary, format::shared_file_name(version));
+  directory.sync();
+}
+
+void DirectoryLevel::discard_temporary(const std::string& temporary) {
+  remove_quietly(existing_directory(), temporary);
+}
+
+// No directory sync: a rank file that reappears after a crash is scratch
+// the shared file is read before.
+void DirectoryLevel::remove_rank_file(int version) { existing_directory().remove(file_name(version)); }
+
+void DirectoryLevel::remove_copies(Directory& directory, int version) {
+  directory.remove(file_name(version));
+  if (rank_ == 0) directory.remove(format::shared_file_name(version));
 }
 
 void DirectoryLevel::remove(int version) {
   Directory& directory = existing_directory();
-  directory.remove(file_name(version));
+  remove_copies(directory, version);
   directory.sync();
 }
 
+// A copy read from the shared file is the shared file's: it goes aside
+// whole (another rank may have set it aside first).
 void DirectoryLevel::quarantine(int version) {
   Directory& directory = existing_directory();
-  directory.rename(file_name(version), file_name(version) + format::kDamagedSuffix);
+  const bool shared = reads_shared(directory, version, rank_);
+  const std::string name = shared ? format::shared_file_name(version) : file_name(version);
+  try {
+    directory.rename(name, name + format::kDamagedSuffix);
+  } catch (const Error&) {
+    if (!shared || directory.exists(name)) throw;
+  }
   RESURGO_CRASH_POINT("quarantine.renamed", level_);
   directory.sync();
 }
@@ -406,7 +484,7 @@ std::vector<int> DirectoryLevel::evict(const std::function<bool(int)>& pinned, c
   }
   std::vector<int> removed;
   for (int version : versions_to_evict(listed, keep_, kept, base)) {
-    existing_directory().remove(file_name(version));
+    remove_copies(existing_directory(), version);
     RESURGO_CRASH_POINT("evict.removed", level_);
     removed.insert(removed.begin(), version);
   }

@@ -2,6 +2,9 @@
 // version per rank under <root>/<store>/, committed atomically (temporary
 // name, fsync, rename, directory fsync) so a version is visible only when
 // complete; a group of versions shares the directory fsync (commit_group).
+// An MPI store with persistent.layout = shared then packs a version's files
+// into one shared file (job/shared_version.h); the level reads a rank's
+// part of it wherever its own file is gone, whatever the layout configured.
 // Every file is reached through the directory opened and checked
 // once (Env::open_directory): never through a link, never another user's
 // (docs/reliability.md, "Security").
@@ -64,12 +67,31 @@ class DirectoryLevel final : public Level {
   // versions it touched only. A group of one is committed as commit() does.
   std::vector<std::exception_ptr> commit_group(const std::vector<PendingCommit>& group) override;
 
-  std::vector<int> versions() override;  // committed versions of this rank, ascending
+  // Committed versions of this rank, ascending: its files, and the shared
+  // files (format/shared_file.h), which open() reads its part of.
+  std::vector<int> versions() override;
   bool holds(int version) override;
+  // This rank's file of `version`, else its part of the shared file.
   std::unique_ptr<ReadableFile> open(int version) override;
   // Another file of the directory, such as another rank's container named
-  // by a job manifest; `name` is one path component.
+  // by a job manifest (read from the shared file when the rank's own file
+  // is gone); `name` is one path component.
   std::unique_ptr<ReadableFile> open_file(const std::string& name);
+  // Rank `rank`'s part of the shared file of `version`: NotFoundError when
+  // there is no shared file or it has no part of that rank,
+  // CorruptionError naming the file for a torn one.
+  std::unique_ptr<ReadableFile> open_shared_part(int version, int rank);
+
+  // The steps of writing a shared file (job/shared_version.h). Rank 0
+  // creates the temporary (returns its name) and publishes it once every
+  // part and the index are durable; each rank removes its own file of the
+  // version once the job manifest names the shared file's version.
+  // This rank's own file of `version`, never the shared file's part.
+  std::unique_ptr<ReadableFile> open_rank_file(int version);
+  std::string create_shared_temporary(int version);
+  void publish_shared(const std::string& temporary, int version);
+  void discard_temporary(const std::string& temporary);
+  void remove_rank_file(int version);
   // The lock of this rank's copy of the store (held while the object
   // lives): StateError when another process or Store holds it.
   std::unique_ptr<FileLock> lock();
@@ -81,9 +103,12 @@ class DirectoryLevel final : public Level {
   // the identity it holds afterwards: `id`, or the one another rank or
   // process wrote first.
   format::StoreId adopt_identity(const format::StoreId& id);
-  // Renames a damaged copy to <file>.damaged, kept for inspection.
+  // Renames a damaged copy to <file>.damaged, kept for inspection (the
+  // shared file when this rank's part of it is the copy: the version is lost
+  // for every rank then).
   void quarantine(int version) override;
-  // Unlinks the version's file and syncs the directory.
+  // Unlinks the version's file and syncs the directory; rank 0 unlinks the
+  // version's shared file too.
   void remove(int version) override;
   // Removes the committed versions beyond the newest `keep`, except those
   // for which `pinned(version)` is true and the bases (read from the files,
@@ -102,6 +127,11 @@ class DirectoryLevel final : public Level {
   // complete one on (an older complete version stays until a newer one is
   // complete on every rank, not only here).
   void set_collective() { collective_ = true; }
+  // persistent.layout = shared: the versions committed here are scratch
+  // for the shared file (written and renamed, but neither they nor the
+  // directory synced: the shared file's fdatasync and the job manifest make
+  // a version durable), and open() reads a version's shared file first.
+  void set_shared_layout() { shared_layout_ = true; }
 
   // Job manifests of an MPI store (format/manifest.h), committed as
   // atomically as versions: one writer per directory (rank 0 of the job or
@@ -119,13 +149,17 @@ class DirectoryLevel final : public Level {
   // Writes `final_name` through a temporary `temporary` (fsync, rename,
   // directory fsync); on failure nothing is visible.
   void commit_file(const std::string& final_name, const std::string& temporary,
-                   const std::function<void(WritableFile&)>& write);
+                   const std::function<void(WritableFile&)>& write, bool durable = true);
   // Commits `files` together; each failure goes to its file's `failure`.
   void commit_files(std::vector<StagedFile>& files);
   void write_temporaries(Directory& directory, std::vector<StagedFile>& files);
   void sync_temporaries(Directory& directory, std::vector<StagedFile>& files);
   void publish(Directory& directory, std::vector<StagedFile>& files);
   std::string file_name(int version) const;
+  // Whether rank `rank`'s copy of `version` is read from the shared file.
+  bool reads_shared(Directory& directory, int version, int rank);
+  // Unlinks this rank's file of `version` (and, on rank 0, the shared file).
+  void remove_copies(Directory& directory, int version);
   // The directory once it exists (nullptr before), opened on first use and
   // then kept: the pointer stays valid while the level lives.
   Directory* directory();
@@ -138,6 +172,7 @@ class DirectoryLevel final : public Level {
   unsigned mode_;
   int keep_;
   bool collective_ = false;
+  bool shared_layout_ = false;
   bool shared_group_;
   std::shared_ptr<Env> env_;
   std::mutex directory_mutex_;  // guards the two below

@@ -45,6 +45,8 @@ std::vector<int> remove_version(const std::string& store_dir, int version, std::
     int file_version = 0;
     int rank = 0;
     if (format::parse_container_file_name(name, file_version, rank) && file_version == version) ranks.insert(rank);
+    // Rank 0's level removes a version's shared file (persistent.layout = shared).
+    if (format::parse_shared_file_name(name, file_version) && file_version == version) ranks.insert(0);
   }
   if (ranks.empty()) {
     throw NotFoundError("no file of version " + std::to_string(version) + " in " + store_dir);

@@ -7,6 +7,7 @@
 #include "format/codec.h"
 #include "format/container.h"
 #include "format/file_names.h"
+#include "format/shared_file.h"
 #include "resurgo/errors.hpp"
 #include "resurgo/tools.hpp"
 
@@ -55,11 +56,44 @@ ContainerInfo info_of(const format::Container& container) {
   return info;
 }
 
+// Every rank's part of a shared file (format/shared_file.h), each checked
+// as verify() checks a container file, against the version the file's name
+// says and the part's rank and checksum in the part index.
+VerifyReport verify_shared(const std::string& path, int version, const VerifyProgress& progress) {
+  const std::shared_ptr<const ReadableFile> file = Env::posix()->open(path);
+  const format::SharedIndex index = format::read_shared_index(*file);
+  if (index.version != version) {
+    throw CorruptionError("shared file '" + path + "' holds version " + std::to_string(index.version) + ", not " +
+                          std::to_string(version) + " as its name says");
+  }
+  VerifyReport report{0, 0};
+  for (std::size_t rank = 0; rank < index.parts.size(); ++rank) {
+    const std::unique_ptr<ReadableFile> part = format::open_part(file, index.parts[rank], static_cast<int>(rank));
+    const format::Container container = format::read_container(*part);
+    format::check_identity(container, part->path(), "", version, static_cast<int>(rank));
+    if (container.checksum != index.parts[rank].checksum) {
+      throw CorruptionError("'" + part->path() + "' is not the part the index of version " + std::to_string(version) +
+                            " names (its checksum differs)");
+    }
+    const std::uint64_t before = report.bytes;
+    format::verify_chunks(*part, container, [&](std::uint64_t done, std::uint64_t total) {
+      report.bytes = before + total;
+      if (progress && done == total) progress(before + done, before + total);
+    });
+    report.chunks += container.chunks.size();
+  }
+  return report;
+}
+
 }  // namespace
 
 ContainerInfo inspect(const std::string& path) { return info_of(open_container(path).container); }
 
 VerifyReport verify(const std::string& path, const VerifyProgress& progress) {
+  int shared_version = 0;
+  if (format::parse_shared_file_name(std::filesystem::path(path).filename().string(), shared_version)) {
+    return verify_shared(path, shared_version, progress);
+  }
   const OpenContainer open = open_container(path);
   // A file of another version renamed in place is damage.
   if (const auto named = parse_container_file_name(std::filesystem::path(path).filename().string())) {

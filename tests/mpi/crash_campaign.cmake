@@ -7,13 +7,18 @@
 # with its bytes.
 #   -DROUNDS=n   n rounds over the 4 ranks (default 1: no delay); rounds
 #                after the first draw delays of 0 to 40 ms.
+#   -DRANKS=n    a job of n ranks instead of 4.
 if(NOT DEFINED ROUNDS)
   set(ROUNDS 1)
 endif()
+if(NOT DEFINED RANKS)
+  set(RANKS 4)
+endif()
+math(EXPR last_rank "${RANKS} - 1")
 set(kills 0)
 set(restored_newer 0)
 foreach(round RANGE 1 ${ROUNDS})
-  foreach(rank RANGE 3)
+  foreach(rank RANGE ${last_rank})
     set(delay_us 0)
     if(round GREATER 1)
       string(RANDOM LENGTH 5 ALPHABET 0123456789 digits)
@@ -23,12 +28,12 @@ foreach(round RANGE 1 ${ROUNDS})
     set(ENV{RESURGO_LOCAL_PATH} "${DIR}/node{node}")
     set(ENV{RESURGO_PERSISTENT_PATH} "${DIR}/l4")
     set(ENV{RESURGO_PERSISTENT_EVERY} 1)
-    execute_process(COMMAND ${LAUNCHER} ${NUMPROC_FLAG} 4 ${CHECK} crash ${rank} 3 ${delay_us}
+    execute_process(COMMAND ${LAUNCHER} ${NUMPROC_FLAG} ${RANKS} ${CHECK} crash ${rank} 3 ${delay_us}
                     RESULT_VARIABLE killed OUTPUT_QUIET ERROR_QUIET)
     if(killed EQUAL 0)
       message(FATAL_ERROR "rank ${rank} was to die during version 3, but the job ended normally")
     endif()
-    execute_process(COMMAND ${LAUNCHER} ${NUMPROC_FLAG} 4 ${CHECK} verify-at-least 2
+    execute_process(COMMAND ${LAUNCHER} ${NUMPROC_FLAG} ${RANKS} ${CHECK} verify-at-least 2
                     RESULT_VARIABLE restarted OUTPUT_VARIABLE out ERROR_VARIABLE err)
     if(NOT restarted EQUAL 0)
       message(FATAL_ERROR "after rank ${rank} died ${delay_us} us into version 3, the job did not restart "
