@@ -78,8 +78,15 @@ class Copying {
 
 }  // namespace
 
+// The default asks the kernel for the memory size, a system call: once per
+// state size, not at every checkpoint (mode() is asked at each).
 std::uint64_t CopyCapture::wanted_capacity(std::uint64_t state_bytes) const {
-  return context_.config.buffer.capacity > 0 ? context_.config.buffer.capacity : default_buffer_capacity(state_bytes);
+  if (context_.config.buffer.capacity > 0) return context_.config.buffer.capacity;
+  if (state_bytes != sized_for_) {
+    wanted_ = default_buffer_capacity(state_bytes);
+    sized_for_ = state_bytes;
+  }
+  return wanted_;
 }
 
 bool CopyCapture::fits(std::uint64_t state_bytes) const { return state_bytes <= wanted_capacity(state_bytes); }

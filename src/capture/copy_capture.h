@@ -42,6 +42,10 @@ class CopyCapture final : public Capture {
   CaptureContext context_;
   std::shared_ptr<HostBuffer> buffer_;
   bool warned_synchronous_ = false;
+  // wanted_capacity's last answer, for a state of sized_for_ bytes. Only the
+  // application's thread (checkpoint, protect) asks.
+  mutable std::uint64_t sized_for_ = ~std::uint64_t{0};
+  mutable std::uint64_t wanted_ = 0;
 };
 
 }  // namespace resurgo

@@ -9,6 +9,7 @@
 // nothing (owner_process.h).
 #include <algorithm>
 #include <optional>
+#include <utility>
 
 #include "base/names.h"
 #include "core/config_checks.h"
@@ -240,7 +241,8 @@ int Store::Impl::restart(int version, RestartScope scope) {
   last_restart = std::move(restored.report);
   metadata = std::move(restored.metadata);
   newest_version_ = std::max(newest_committed(), restored.version);  // the next version must be newer
-  scheduler_->request_eviction();  // local.keep and persistent.keep apply at restart too
+  // local.keep and persistent.keep apply at restart too (once: store_impl.h)
+  if (!std::exchange(kept_at_restart_, true)) scheduler_->request_eviction();
   return restored.version;
 }
 

@@ -98,6 +98,11 @@ class Store::Impl {
   int newest_version_ = -1;
   long checkpoints_ = 0;
   long failures_seen_ = 0;  // catalog_.failure_count() at the previous checkpoint
+  // The levels' keep is applied at the first restart (to what earlier runs
+  // left), not at every one: waking the eviction thread cost each restart a
+  // thread hand-off (issue 27). A copy a later restart brings back to a
+  // level (from L4 to L2) is trimmed at the next checkpoint or at close.
+  bool kept_at_restart_ = false;
   bool closed_ = false;
 };
 
