@@ -167,6 +167,35 @@ class SharedLayoutTest : public ::testing::TestWithParam<int> {
     stream.seekp(static_cast<std::streamoff>(part.offset + part.bytes / 2));
     stream.put(byte);
   }
+  // Version 2 checkpointed with `fault` injected on the last rank: each
+  // rank's error from its wait for L4 ("" where it had none).
+  std::vector<std::string> checkpoint_2_with_a_fault_on_the_last_rank(const FaultEnv::Fault& fault) {
+    std::vector<std::string> errors(static_cast<std::size_t>(ranks()));
+    run_job(
+        config(),
+        [&](int rank, Store& store, std::vector<int>& state) {
+          std::fill(state.begin(), state.end(), value_of(2, rank));
+          store.checkpoint(2);
+          try {
+            store.wait(kAllVersions, kL4);
+          } catch (const Error& error) {
+            errors[static_cast<std::size_t>(rank)] = error.what();
+          }
+        },
+        [&](int rank) -> std::shared_ptr<Env> {
+          auto env = std::make_shared<FaultEnv>();
+          if (rank == ranks() - 1) env->inject(fault);
+          return env;
+        });
+    return errors;
+  }
+  void expect_version_1_restored() {
+    lose_nodes();
+    for (const Restart& run : restart()) {
+      EXPECT_EQ(run.restored, 1) << run.error;
+      EXPECT_TRUE(run.bytes_right);
+    }
+  }
   static bool mentions(const std::vector<std::string>& lines, const std::string& text) {
     for (const std::string& line : lines) {
       if (line.find(text) != std::string::npos) return true;
@@ -272,74 +301,30 @@ TEST_P(SharedLayoutTest, ATornRankFileBesideTheSharedFileIsNotRead) {
   for (int rank = 0; rank < ranks(); ++rank) {
     std::ofstream(l4() + "/" + format::container_file_name(1, rank), std::ios::binary) << "torn";
   }
-  lose_nodes();
-  for (const Restart& run : restart()) {
-    EXPECT_EQ(run.restored, 1) << run.error;
-    EXPECT_TRUE(run.bytes_right);
-  }
+  expect_version_1_restored();
 }
 
 // The last rank's L4 file cannot be written: no rank packs the
 // version, every rank's wait reports it, and the version before stays.
 TEST_P(SharedLayoutTest, AnIOFaultOnOneRankFailsTheVersionOnEveryRank) {
   write({1});
-  const int faulty = ranks() - 1;
-  std::vector<std::string> errors(static_cast<std::size_t>(ranks()));
-  run_job(
-      config(),
-      [&](int rank, Store& store, std::vector<int>& state) {
-        std::fill(state.begin(), state.end(), value_of(2, rank));
-        store.checkpoint(2);
-        try {
-          store.wait(kAllVersions, kL4);
-        } catch (const Error& error) {
-          errors[static_cast<std::size_t>(rank)] = error.what();
-        }
-      },
-      [&](int rank) -> std::shared_ptr<Env> {
-        auto env = std::make_shared<FaultEnv>();
-        if (rank == faulty) env->inject({FaultEnv::Op::kAppend, EIO, "l4/job/.v0000000002", 0, -1});
-        return env;
-      });
+  const std::vector<std::string> errors =
+      checkpoint_2_with_a_fault_on_the_last_rank({FaultEnv::Op::kAppend, EIO, "l4/job/.v0000000002", 0, -1});
   for (const std::string& error : errors) EXPECT_NE(error, "") << "every rank learns that version 2 failed";
   EXPECT_FALSE(fs::exists(shared(2)));
-  lose_nodes();
-  for (const Restart& run : restart()) {
-    EXPECT_EQ(run.restored, 1) << run.error;
-    EXPECT_TRUE(run.bytes_right);
-  }
+  expect_version_1_restored();
 }
 
 // The last rank cannot read its L4 file back to pack it: the version fails
 // on every rank, no shared file is published, the version before stays.
 TEST_P(SharedLayoutTest, AReadFaultWhilePackingFailsTheVersionOnEveryRank) {
   write({1});
-  const int faulty = ranks() - 1;
-  std::vector<std::string> errors(static_cast<std::size_t>(ranks()));
-  run_job(
-      config(),
-      [&](int rank, Store& store, std::vector<int>& state) {
-        std::fill(state.begin(), state.end(), value_of(2, rank));
-        store.checkpoint(2);
-        try {
-          store.wait(kAllVersions, kL4);
-        } catch (const Error& error) {
-          errors[static_cast<std::size_t>(rank)] = error.what();
-        }
-      },
-      [&](int rank) -> std::shared_ptr<Env> {
-        auto env = std::make_shared<FaultEnv>();
-        if (rank == faulty) env->inject({FaultEnv::Op::kRead, EIO, "l4/job/v0000000002.r", 0, -1});
-        return env;
-      });
+  const std::vector<std::string> errors =
+      checkpoint_2_with_a_fault_on_the_last_rank({FaultEnv::Op::kRead, EIO, "l4/job/v0000000002.r", 0, -1});
   for (const std::string& error : errors) EXPECT_NE(error.find("did not reach L4"), std::string::npos) << error;
   EXPECT_FALSE(fs::exists(shared(2)));
   EXPECT_FALSE(fs::exists(l4() + "/" + format::manifest_file_name(2)));
-  lose_nodes();
-  for (const Restart& run : restart()) {
-    EXPECT_EQ(run.restored, 1) << run.error;
-    EXPECT_TRUE(run.bytes_right);
-  }
+  expect_version_1_restored();
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, SharedLayoutTest, ::testing::Values(2, 4));

@@ -15,19 +15,14 @@ import numpy as np
 import pytest
 
 import resurgo
+from test_device_regions import _cupy
 
 pytestmark = pytest.mark.gpu
 
 
 @pytest.fixture
 def cupy():
-    cupy = pytest.importorskip("cupy", reason="CuPy is not installed")
-    try:
-        if cupy.cuda.runtime.getDeviceCount() < 1:
-            pytest.skip("CuPy sees no GPU")
-    except cupy.cuda.runtime.CUDARuntimeError as error:
-        pytest.skip(f"CuPy sees no GPU ({error})")
-    return cupy
+    return _cupy()
 
 
 def managed_array(cupy, shape, dtype):
