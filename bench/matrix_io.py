@@ -9,10 +9,13 @@ most nearly square grid. Each repeat, the floor and the global file in an
 order that alternates:
   floor write   every rank pwrite()s its local part as one piece of one file
                 (the same bytes, no layout, no checksum), then fsync();
-  write         write_global(): darray MPI-IO, part checksums, MPI_File_sync,
+  write         write_global(): each rank's own lines or its slab (after the
+                exchange with the owners) in 2 MiB chunks of MPI_File_write_at,
+                part checksums, MPI_File_sync,
                 rename;
   floor read    every rank pread()s its piece back;
-  read          read_global(): header, darray MPI-IO, part checksums;
+  read          read_global(): header, chunks of MPI_File_read_at, part
+                checksums, the exchange back to the owners;
 each from a barrier to the last rank's end; before the reads both files'
 pages are dropped from the page cache (posix_fadvise, after fsync).
 

@@ -42,14 +42,14 @@ class FileSlabs {
   std::uint64_t elements(int rank) const { return first(rank + 1) - first(rank); }
 
   // Calls visit(offset in the slab, owner, length) for the runs of `rank`'s
-  // slab, in file order.
+  // slab between slab offsets [from, to), in file order.
   template <typename Visit>
-  void for_each_run(int rank, Visit&& visit) const {
+  void for_each_run(int rank, std::uint64_t from, std::uint64_t to, Visit&& visit) const {
     const auto inner = static_cast<std::uint64_t>(inner_axis_.extent);
     const auto block = static_cast<std::uint64_t>(std::min(inner_axis_.block, inner_axis_.extent));
     const std::uint64_t begin = first(rank);
-    const std::uint64_t end = first(rank + 1);
-    for (std::uint64_t at = begin; at < end;) {
+    const std::uint64_t end = begin + to;
+    for (std::uint64_t at = begin + from; at < end;) {
       const std::uint64_t line = at / inner;
       const std::uint64_t place = at % inner;
       const std::uint64_t length = std::min({block - place % block, inner - place, end - at});
@@ -61,25 +61,30 @@ class FileSlabs {
   // How many of each owner's elements `rank`'s slab holds.
   std::vector<std::uint64_t> counts_from_owners(int rank) const {
     std::vector<std::uint64_t> counts(static_cast<std::size_t>(ranks_), 0);
-    for_each_run(rank, [&](std::uint64_t, int from, std::uint64_t length) { counts[from] += length; });
+    for_each_run(rank, 0, elements(rank),
+                 [&](std::uint64_t, int from, std::uint64_t length) { counts[from] += length; });
     return counts;
   }
 
-  // `rank`'s slab from the owners' elements: those of owner o start at
-  // packed + starts[o], in file order.
+  // Slab offsets [from, to) of `rank`'s slab into `out` from the owners'
+  // elements: owner o's next ones at packed + next[o], in file order
+  // (advanced past those taken, so that consecutive ranges continue).
   template <typename T>
-  void unpack(int rank, const T* packed, std::vector<std::uint64_t> starts, T* slab) const {
-    for_each_run(rank, [&](std::uint64_t offset, int from, std::uint64_t length) {
-      std::memcpy(slab + offset, packed + starts[from], length * sizeof(T));
-      starts[from] += length;
+  void unpack(int rank, std::uint64_t from, std::uint64_t to, const T* packed, std::vector<std::uint64_t>& next,
+              T* out) const {
+    for_each_run(rank, from, to, [&](std::uint64_t offset, int owner, std::uint64_t length) {
+      std::memcpy(out + (offset - from), packed + next[owner], length * sizeof(T));
+      next[owner] += length;
     });
   }
-  // The inverse: the slab's elements into each owner's stretch of `packed`.
+  // The inverse: the slab's elements [from, to), at `in`, into each
+  // owner's stretch of `packed`.
   template <typename T>
-  void pack(int rank, const T* slab, std::vector<std::uint64_t> starts, T* packed) const {
-    for_each_run(rank, [&](std::uint64_t offset, int to, std::uint64_t length) {
-      std::memcpy(packed + starts[to], slab + offset, length * sizeof(T));
-      starts[to] += length;
+  void pack(int rank, std::uint64_t from, std::uint64_t to, const T* in, std::vector<std::uint64_t>& next,
+            T* packed) const {
+    for_each_run(rank, from, to, [&](std::uint64_t offset, int owner, std::uint64_t length) {
+      std::memcpy(packed + next[owner], in + (offset - from), length * sizeof(T));
+      next[owner] += length;
     });
   }
 

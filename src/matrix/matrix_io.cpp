@@ -18,11 +18,13 @@
 #include <vector>
 
 #include "base/random.h"
+#include "matrix/file_pieces.h"
 #include "matrix/file_slabs.h"
 #include "matrix/global_file.h"
+#include "matrix/local_rows.h"
 #include "matrix/matrix_impl.h"
 #include "matrix/mpi_call.h"
-#include "matrix/part_checksums.h"
+#include "matrix/polite_wait.h"
 #include "matrix/scratch_buffer.h"
 #include "resurgo/env.hpp"
 #include "resurgo/errors.hpp"
@@ -48,7 +50,9 @@ void agree_on(const MatrixContext& context, const std::function<void()>& step) {
   }
   const int mine = code == 0 ? context.size : context.rank;
   int first = context.size;
-  check_mpi(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, context.comm), "MPI_Allreduce");
+  MPI_Request request = MPI_REQUEST_NULL;
+  check_mpi(MPI_Iallreduce(&mine, &first, 1, MPI_INT, MPI_MIN, context.comm, &request), "MPI_Iallreduce");
+  wait_politely(request);  // ranks that finished their step first leave the cores to the others
   if (first == context.size) return;
   int sent[2] = {code, static_cast<int>(message.size())};
   check_mpi(MPI_Bcast(sent, 2, MPI_INT, first, context.comm), "MPI_Bcast");
@@ -108,52 +112,32 @@ void check_sizes(const MatrixLayout& layout, std::size_t element_bytes, const st
                              std::to_string(kMostParts) + " MiB of data); write it with checkpoint() instead");
 }
 
-// This rank's elements in the file's order, as one buffer: the local array
-// itself for column-major files (ScaLAPACK's column-major local array holds
-// its columns and rows in ascending global order), a row-major copy for
-// row-major ones.
+// This rank's elements in the file's order, as one buffer, for the
+// exchange with the slabs: the local array itself for column-major files
+// (ScaLAPACK's column-major local array holds its columns and rows in
+// ascending global order), a row-major copy for row-major ones.
 template <typename T>
 class FileOrderPart {
  public:
   FileOrderPart(const MatrixContext& context, T* storage, MatrixOrder order)
-      : storage_(storage),
-        rows_(context.layout.rows().local_extent(context.layout.grid_row_of(context.rank))),
-        cols_(context.layout.cols().local_extent(context.layout.grid_col_of(context.rank))),
-        lld_(context.layout.leading_dimension(context.layout.grid_row_of(context.rank))),
+      : rows_{storage, context.layout.leading_dimension(context.layout.grid_row_of(context.rank)),
+              context.layout.cols().local_extent(context.layout.grid_col_of(context.rank))},
+        local_rows_(context.layout.rows().local_extent(context.layout.grid_row_of(context.rank))),
         row_major_(order == MatrixOrder::kRowMajor) {
-    if (row_major_) copy_.resize(static_cast<std::size_t>(rows_ * cols_));
+    if (row_major_) copy_.resize(static_cast<std::size_t>(local_rows_ * rows_.cols));
   }
-  T* data() { return row_major_ ? copy_.data() : storage_; }
+  T* data() { return row_major_ ? copy_.data() : rows_.storage; }
   // Before a write: the local array into the buffer; after a read: back.
-  void gather() { transpose(true); }
-  void scatter() { transpose(false); }
+  void gather() {
+    if (row_major_) rows_.copy_out(0, local_rows_, copy_.data());
+  }
+  void scatter() {
+    if (row_major_) rows_.copy_in(0, local_rows_, copy_.data());
+  }
 
  private:
-  // In tiles, so that both sides stay in cache; the inner loop runs along
-  // the row-major copy's rows.
-  void transpose(bool to_copy) {
-    if (!row_major_) return;
-    constexpr std::int64_t kTile = 16;
-    for (std::int64_t i0 = 0; i0 < rows_; i0 += kTile) {
-      const std::int64_t i_end = std::min(rows_, i0 + kTile);
-      for (std::int64_t j0 = 0; j0 < cols_; j0 += kTile) {
-        const std::int64_t j_end = std::min(cols_, j0 + kTile);
-        for (std::int64_t i = i0; i < i_end; ++i) {
-          T* copied = copy_.data() + i * cols_;
-          if (to_copy) {
-            for (std::int64_t j = j0; j < j_end; ++j) copied[j] = storage_[j * lld_ + i];
-          } else {
-            for (std::int64_t j = j0; j < j_end; ++j) storage_[j * lld_ + i] = copied[j];
-          }
-        }
-      }
-    }
-  }
-
-  T* storage_;
-  std::int64_t rows_;
-  std::int64_t cols_;
-  std::int64_t lld_;
+  LocalRows<T> rows_;
+  std::int64_t local_rows_;
   bool row_major_;
   ScratchBuffer<T> copy_;
 };
@@ -183,14 +167,19 @@ struct SlabTraffic {
 SlabTraffic traffic_of(const MatrixContext& context, const FileSlabs& slabs) {
   std::vector<std::uint64_t> slab_counts = slabs.counts_from_owners(context.rank);
   std::vector<std::uint64_t> own_counts(slab_counts.size());
-  check_mpi(MPI_Alltoall(slab_counts.data(), 1, MPI_UINT64_T, own_counts.data(), 1, MPI_UINT64_T, context.comm),
-            "MPI_Alltoall");
+  MPI_Request request = MPI_REQUEST_NULL;
+  check_mpi(
+      MPI_Ialltoall(slab_counts.data(), 1, MPI_UINT64_T, own_counts.data(), 1, MPI_UINT64_T, context.comm, &request),
+      "MPI_Ialltoall");
+  wait_politely(request);
   return SlabTraffic{stretches_of(std::move(own_counts)), stretches_of(std::move(slab_counts))};
 }
 
 // Sends each rank p its stretch out[p] of `send` and receives its stretch
 // in[p] of `receive` from it, in messages MPI's int counts hold (MPI keeps
-// the order of the messages between two ranks with one tag).
+// the order of the messages between two ranks with one tag). Waits
+// politely: ranks that spin in MPI_Waitall take the cores of those still
+// copying when a node runs more ranks than it has cores.
 template <typename T>
 void exchange(const MatrixContext& context, const T* send, const Stretches& out, T* receive, const Stretches& in) {
   constexpr std::uint64_t kMessageElements = (std::uint64_t{1} << 30) / sizeof(T);
@@ -214,17 +203,8 @@ void exchange(const MatrixContext& context, const T* send, const Stretches& out,
   }
   const auto self = static_cast<std::size_t>(context.rank);
   std::copy_n(send + out.starts[self], out.counts[self], receive + in.starts[self]);
-  check_mpi(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
+  for (MPI_Request& request : requests) wait_politely(request);
 }
-
-// A stretch of elements a rank writes or reads: `count` elements in file
-// order from `data`, the first at index `first` of the file.
-template <typename T>
-struct Piece {
-  T* data;
-  std::uint64_t first;
-  std::uint64_t count;
-};
 
 // Whether the grid splits no line of the file (a row of a row-major file,
 // a column of a column-major one) between ranks and its blocks of lines
@@ -242,85 +222,108 @@ bool lines_whole(const BlockCyclic& layout, MatrixOrder order) {
   return (row_major ? shape.grid_cols : shape.grid_rows) == 1 && block_bytes >= kLeastBlockBytes;
 }
 
-// This rank's blocks of lines when lines_whole(): one piece of
-// `in_file_order` (its elements in file order) each.
+// This rank's blocks of lines when lines_whole(), a piece each: in place
+// in the local array for a column-major file (its local columns are whole
+// columns), through LocalRows for a row-major one, whole rows per chunk.
 template <typename T>
-std::vector<Piece<T>> own_lines(const MatrixContext& context, MatrixOrder order, T* in_file_order) {
+std::vector<Piece<T>> own_lines(const MatrixContext& context, MatrixOrder order, T* storage) {
   const BlockCyclic& layout = context.layout;
   const bool row_major = order == MatrixOrder::kRowMajor;
   const CyclicAxis& lines = row_major ? layout.rows() : layout.cols();
   const int process = row_major ? layout.grid_row_of(context.rank) : layout.grid_col_of(context.rank);
   const auto line = static_cast<std::uint64_t>(row_major ? layout.layout().cols : layout.layout().rows);
   const std::int64_t local_lines = lines.local_extent(process);
+  const LocalRows<T> rows{storage, layout.leading_dimension(layout.grid_row_of(context.rank)),
+                          static_cast<std::int64_t>(line)};
   std::vector<Piece<T>> pieces;
   for (std::int64_t local = 0; local < local_lines; local += lines.block) {
     const auto count = static_cast<std::uint64_t>(std::min(lines.block, local_lines - local));
     const auto global = static_cast<std::uint64_t>(lines.global_index(local, process));
-    pieces.push_back({in_file_order + static_cast<std::uint64_t>(local) * line, global * line, count * line});
+    Piece<T>& piece = pieces.emplace_back(Piece<T>{.first = global * line, .count = count * line});
+    if (!row_major) {
+      piece.in_place = storage + static_cast<std::uint64_t>(local) * line;
+      continue;
+    }
+    piece.chunk = std::max<std::uint64_t>(1, kChunkBytes / sizeof(T) / line) * line;
+    const auto line_of = [local, line](std::uint64_t at) { return local + static_cast<std::int64_t>(at / line); };
+    piece.copy_out = [rows, line, line_of](std::uint64_t at, std::uint64_t n, T* out) {
+      rows.copy_out(line_of(at), static_cast<std::int64_t>(n / line), out);
+    };
+    piece.copy_in = [rows, line, line_of](std::uint64_t at, std::uint64_t n, const T* in) {
+      rows.copy_in(line_of(at), static_cast<std::int64_t>(n / line), in);
+    };
   }
   return pieces;
 }
 
-// What this rank writes or reads: its own lines (`in_file_order`) when
-// lines_whole(), else its slab (`slab`, sized already).
+// This rank's slab as one piece: written from the elements that arrived
+// from their owners (`arrived`, each owner's next one at next[owner]),
+// read into those leaving for them (`leaving`, the same cut).
 template <typename T>
-std::vector<Piece<T>> pieces_of(const MatrixContext& context, const FileSlabs& slabs, MatrixOrder order,
-                                T* in_file_order, ScratchBuffer<T>& slab) {
-  if (lines_whole<T>(context.layout, order)) return own_lines(context, order, in_file_order);
-  return {{slab.data(), slabs.first(context.rank), slab.size()}};
+Piece<T> slab_piece(const MatrixContext& context, const FileSlabs& slabs, const T* arrived, T* leaving,
+                    std::vector<std::uint64_t>& next) {
+  Piece<T> piece{.first = slabs.first(context.rank), .count = slabs.elements(context.rank)};
+  const int rank = context.rank;
+  piece.copy_out = [&slabs, rank, arrived, &next](std::uint64_t at, std::uint64_t n, T* out) {
+    slabs.unpack(rank, at, at + n, arrived, next, out);
+  };
+  piece.copy_in = [&slabs, rank, leaving, &next](std::uint64_t at, std::uint64_t n, const T* in) {
+    slabs.pack(rank, at, at + n, in, next, leaving);
+  };
+  return piece;
 }
 
-// This rank's slab of the file, from every owner's elements in file order
-// (`own`, this rank's).
+// This rank's slab of the file from every owner's elements in file order:
+// what arrived, and where each owner's elements start.
 template <typename T>
-ScratchBuffer<T> gather_slab(const MatrixContext& context, const FileSlabs& slabs, const T* own) {
+struct ArrivedSlab {
+  ScratchBuffer<T> elements;
+  std::vector<std::uint64_t> next;
+};
+
+template <typename T>
+ArrivedSlab<T> gather_slab(const MatrixContext& context, const FileSlabs& slabs, T* storage, MatrixOrder order) {
+  FileOrderPart<T> part(context, storage, order);
+  part.gather();
   const SlabTraffic traffic = traffic_of(context, slabs);
-  ScratchBuffer<T> arrived(slabs.elements(context.rank));
-  exchange(context, own, traffic.own, arrived.data(), traffic.slab);
-  ScratchBuffer<T> slab(arrived.size());
-  slabs.unpack(context.rank, arrived.data(), traffic.slab.starts, slab.data());
-  return slab;
+  ArrivedSlab<T> arrived{ScratchBuffer<T>(slabs.elements(context.rank)), traffic.slab.starts};
+  exchange(context, part.data(), traffic.own, arrived.elements.data(), traffic.slab);
+  return arrived;
 }
 
-// The inverse: this rank's slab to the elements' owners, each receiving
-// its elements in file order (`own`, this rank's).
+// The inverse: the slab as read (`leaving`, cut by owner as `traffic`
+// says) to the elements' owners.
 template <typename T>
-void scatter_slab(const MatrixContext& context, const FileSlabs& slabs, const ScratchBuffer<T>& slab, T* own) {
-  const SlabTraffic traffic = traffic_of(context, slabs);
-  ScratchBuffer<T> leaving(slab.size());
-  slabs.pack(context.rank, slab.data(), traffic.slab.starts, leaving.data());
-  exchange(context, leaving.data(), traffic.slab, own, traffic.own);
+void scatter_slab(const MatrixContext& context, const SlabTraffic& traffic, const ScratchBuffer<T>& leaving, T* storage,
+                  MatrixOrder order) {
+  FileOrderPart<T> part(context, storage, order);
+  exchange(context, leaving.data(), traffic.slab, part.data(), traffic.own);
+  part.scatter();
 }
 
-// The file's table from the pieces: every rank's terms summed.
-template <typename T>
-std::vector<std::uint64_t> part_table(const MatrixContext& context, const std::vector<Piece<T>>& pieces,
-                                      const GlobalHeader& header) {
-  std::vector<std::uint64_t> table(header.parts_expected(), 0);
-  for (const Piece<T>& piece : pieces) {
-    add_part_sums(piece.data, piece.first, piece.count, header.part_bytes / sizeof(T), table);
-  }
-  check_mpi(MPI_Allreduce(MPI_IN_PLACE, table.data(), static_cast<int>(table.size()), MPI_UINT64_T, MPI_SUM,
-                          context.comm),
-            "MPI_Allreduce");
-  return table;
+// Sums every rank's terms of the file's table, waiting politely for the
+// ranks still writing or reading.
+void sum_table(const MatrixContext& context, std::vector<std::uint64_t>& table) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, table.data(), static_cast<int>(table.size()), MPI_UINT64_T, MPI_SUM,
+                           context.comm, &request),
+            "MPI_Iallreduce");
+  wait_politely(request);
 }
 
-// One MPI-IO call per piece and GiB of it (MPI's counts are ints):
-// call(file offset, the piece's bytes there, how many) returns MPI's
-// status; stops at the first failure.
-template <typename T, typename Call>
-void in_calls(const std::vector<Piece<T>>& pieces, std::uint64_t data_offset, IoStatus& status, const char* name,
+// One MPI-IO call per GiB of a chunk (MPI's counts are ints), at file
+// byte `offset`: call(offset, bytes, count) returns MPI's status; false
+// after the first failure.
+template <typename Byte, typename Call>
+bool in_calls(MPI_Offset offset, Byte* bytes, std::uint64_t total, IoStatus& status, const char* name,
               const Call& call) {
   constexpr std::uint64_t kCallBytes = std::uint64_t{1} << 30;
-  for (const Piece<T>& piece : pieces) {
-    auto* bytes = reinterpret_cast<std::byte*>(piece.data);
-    const std::uint64_t total = piece.count * sizeof(T);
-    for (std::uint64_t done = 0; done < total && status.ok(); done += kCallBytes) {
-      const auto offset = static_cast<MPI_Offset>(data_offset + piece.first * sizeof(T) + done);
-      status.note(call(offset, bytes + done, static_cast<int>(std::min(kCallBytes, total - done))), name);
-    }
+  for (std::uint64_t done = 0; done < total && status.ok(); done += kCallBytes) {
+    status.note(call(offset + static_cast<MPI_Offset>(done), bytes + done,
+                     static_cast<int>(std::min(kCallBytes, total - done))),
+                name);
   }
+  return status.ok();
 }
 
 template <typename T>
@@ -341,21 +344,30 @@ std::string where_of(const char* call, const std::string& path) {
 }
 
 // Writes the whole file under `temporary`, which rank 0 created empty:
-// rank 0 the head, each rank its pieces.
+// each rank its pieces, then rank 0 the head, whose table sums every
+// rank's terms (the same MPI calls on every rank even after a failure).
 template <typename T>
 void write_temporary(const MatrixContext& context, const std::vector<Piece<T>>& pieces, const GlobalHeader& header,
-                     const std::vector<std::byte>& head, const std::string& temporary, const std::string& where) {
+                     const std::string& temporary, const std::string& where) {
   IoStatus status;
   MPI_File file = MPI_FILE_NULL;
   status.note(MPI_File_open(context.comm, temporary.c_str(), MPI_MODE_WRONLY, MPI_INFO_NULL, &file), "MPI_File_open");
   status.check(context, where, "check that the directory exists and is writable");
+  std::vector<std::uint64_t> table(header.parts_expected(), 0);
+  write_pieces<T>(pieces, header.part_bytes / sizeof(T), table,
+                  [&](std::uint64_t first, const T* data, std::uint64_t n) {
+                    const auto offset = static_cast<MPI_Offset>(header.data_offset + first * sizeof(T));
+                    return in_calls(offset, reinterpret_cast<const std::byte*>(data), n * sizeof(T), status,
+                                    "MPI_File_write_at", [&](MPI_Offset at, const std::byte* bytes, int count) {
+                                      return MPI_File_write_at(file, at, bytes, count, MPI_BYTE, MPI_STATUS_IGNORE);
+                                    });
+                  });
+  sum_table(context, table);
   if (context.rank == 0) {
+    const std::vector<std::byte> head = encode_global_file_head(header, table);
     status.note(MPI_File_write_at(file, 0, head.data(), static_cast<int>(head.size()), MPI_BYTE, MPI_STATUS_IGNORE),
                 "MPI_File_write_at (the header)");
   }
-  in_calls(pieces, header.data_offset, status, "MPI_File_write_at", [&](MPI_Offset offset, std::byte* bytes, int count) {
-    return MPI_File_write_at(file, offset, bytes, count, MPI_BYTE, MPI_STATUS_IGNORE);
-  });
   status.note(MPI_File_sync(file), "MPI_File_sync");
   status.note(MPI_File_close(&file), "MPI_File_close");
   status.check(context, where, "check that the file system has room");
@@ -370,13 +382,13 @@ void ConvergentMatrix<T>::write_global(const std::string& path, MatrixOrder orde
   const std::string where = where_of("ConvergentMatrix::write_global", path);
   check_sizes(context.layout.layout(), sizeof(T), where);
   const GlobalHeader header = header_of<T>(context, impl_->stats.commits, order);
-  FileOrderPart<T> part(context, impl_->backend->storage(), order);
-  part.gather();
+  T* storage = impl_->backend->storage();
   const FileSlabs slabs(context.layout, context.size, order, header.part_bytes / sizeof(T));
   const bool whole = lines_whole<T>(context.layout, order);
-  ScratchBuffer<T> slab = whole ? ScratchBuffer<T>() : gather_slab(context, slabs, part.data());
-  const std::vector<Piece<T>> pieces = pieces_of(context, slabs, order, part.data(), slab);
-  const std::vector<std::byte> head = encode_global_file_head(header, part_table(context, pieces, header));
+  ArrivedSlab<T> arrived = whole ? ArrivedSlab<T>() : gather_slab(context, slabs, storage, order);
+  const std::vector<Piece<T>> pieces =
+      whole ? own_lines(context, order, storage)
+            : std::vector<Piece<T>>{slab_piece<T>(context, slabs, arrived.elements.data(), nullptr, arrived.next)};
   char suffix[17] = {};
   on_rank_0(context, where, [&] { random_hex(8).copy(suffix, 16); });
   check_mpi(MPI_Bcast(suffix, 16, MPI_CHAR, 0, context.comm), "MPI_Bcast");
@@ -384,7 +396,7 @@ void ConvergentMatrix<T>::write_global(const std::string& path, MatrixOrder orde
   const std::shared_ptr<Env> env = Env::posix();
   on_rank_0(context, where, [&] { env->create(temporary, 0600)->close(); });
   try {
-    write_temporary(context, pieces, header, head, temporary, where);
+    write_temporary(context, pieces, header, temporary, where);
   } catch (const Error&) {
     if (context.rank == 0) env->remove(temporary);
     throw;
@@ -419,19 +431,28 @@ std::vector<std::byte> read_head(const std::string& path, const GlobalHeader& he
   return head;
 }
 
-// This rank's pieces of the file.
+// Reads this rank's pieces of the file; the table of their terms, summed
+// over every rank.
 template <typename T>
-void read_pieces(const MatrixContext& context, const std::vector<Piece<T>>& pieces, const GlobalHeader& written,
-                 const std::string& path, const std::string& where) {
+std::vector<std::uint64_t> read_file_pieces(const MatrixContext& context, const std::vector<Piece<T>>& pieces,
+                                            const GlobalHeader& written, const std::string& path,
+                                            const std::string& where) {
   IoStatus status;
   MPI_File file = MPI_FILE_NULL;
   status.note(MPI_File_open(context.comm, path.c_str(), MPI_MODE_RDONLY, MPI_INFO_NULL, &file), "MPI_File_open");
   status.check(context, where, "check that every rank sees the file");
-  in_calls(pieces, written.data_offset, status, "MPI_File_read_at", [&](MPI_Offset offset, std::byte* bytes, int count) {
-    return MPI_File_read_at(file, offset, bytes, count, MPI_BYTE, MPI_STATUS_IGNORE);
+  std::vector<std::uint64_t> table(written.parts, 0);
+  read_pieces<T>(pieces, written.part_bytes / sizeof(T), table, [&](std::uint64_t first, T* data, std::uint64_t n) {
+    const auto offset = static_cast<MPI_Offset>(written.data_offset + first * sizeof(T));
+    return in_calls(offset, reinterpret_cast<std::byte*>(data), n * sizeof(T), status, "MPI_File_read_at",
+                    [&](MPI_Offset at, std::byte* bytes, int count) {
+                      return MPI_File_read_at(file, at, bytes, count, MPI_BYTE, MPI_STATUS_IGNORE);
+                    });
   });
   status.note(MPI_File_close(&file), "MPI_File_close");
   status.check(context, where, "check that every rank can read the file");
+  sum_table(context, table);
+  return table;
 }
 
 // CorruptionError naming the first part whose sum differs from the table's.
@@ -471,15 +492,16 @@ void ConvergentMatrix<T>::read_global(const std::string& path) {
       decode_global_table(std::span<const std::byte>(head).subspan(kGlobalHeaderBytes), written, where);
   T* storage = impl_->backend->storage();
   try {
-    FileOrderPart<T> part(context, storage, written.order);
     const FileSlabs slabs(context.layout, context.size, written.order, written.part_bytes / sizeof(T));
     const bool whole = lines_whole<T>(context.layout, written.order);
-    ScratchBuffer<T> slab(whole ? 0 : slabs.elements(context.rank));
-    const std::vector<Piece<T>> pieces = pieces_of(context, slabs, written.order, part.data(), slab);
-    read_pieces(context, pieces, written, path, where);
-    check_parts(part_table(context, pieces, written), table, written, where);
-    if (!whole) scatter_slab(context, slabs, slab, part.data());
-    part.scatter();
+    const SlabTraffic traffic = whole ? SlabTraffic() : traffic_of(context, slabs);
+    ScratchBuffer<T> leaving(whole ? 0 : slabs.elements(context.rank));
+    std::vector<std::uint64_t> next = traffic.slab.starts;
+    const std::vector<Piece<T>> pieces =
+        whole ? own_lines(context, written.order, storage)
+              : std::vector<Piece<T>>{slab_piece<T>(context, slabs, nullptr, leaving.data(), next)};
+    check_parts(read_file_pieces(context, pieces, written, path, where), table, written, where);
+    if (!whole) scatter_slab(context, traffic, leaving, storage, written.order);
   } catch (const Error&) {
     std::fill_n(storage, impl_->storage_elements(), T{0});  // no rank keeps a damaged or partial part
     throw;

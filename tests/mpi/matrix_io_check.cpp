@@ -58,8 +58,8 @@ constexpr std::int64_t kBitsRows = 37;
 constexpr std::int64_t kBitsCols = 29;
 constexpr int kWriters = 4;
 // 2.8 MiB of doubles: three parts of the file, so each of 3 ranks holds a slab of it.
-constexpr std::int64_t kSlabsRows = 700;
-constexpr std::int64_t kSlabsCols = 530;
+constexpr std::int64_t kSlabsRows = 1400;  // 11.9 MB of float64: slabs and blocks of lines of several 2 MiB chunks
+constexpr std::int64_t kSlabsCols = 1060;
 // The epochs of the files: the assembly's commit, then each write_global's
 // own (the checkpoint's comes between the second and the third).
 const std::map<std::string, std::uint64_t> kEpochs{
@@ -257,16 +257,24 @@ void slabs(const std::string& dir) {
   check(world_size() == 3, "the slabs mode runs on 3 ranks");
   if (world_size() != 3) return;
   std::filesystem::create_directories(dir);
-  for (const MatrixOrder order : {MatrixOrder::kRowMajor, MatrixOrder::kColumnMajor}) {
-    const std::string name = file(dir, order == MatrixOrder::kRowMajor ? "slabs-rows.rsgm" : "slabs-cols.rsgm");
-    ConvergentMatrix<double> written(MPI_COMM_WORLD, {kSlabsRows, kSlabsCols, 7, 5, 3, 1});
-    written.commit();
-    for_each_local<double>(written, [](std::int64_t row, std::int64_t col, double& held) { held = wide(row, col); });
-    written.write_global(name, order);
-    check_raw_layout<double>(name, order, kSlabsRows, kSlabsCols, wide);
-    ConvergentMatrix<double> read(MPI_COMM_WORLD, {kSlabsRows, kSlabsCols, 16, 9, 1, 3});
-    read.read_global(name);
-    check_every_element<double>(read, wide, name + " read on 1 x 3 with blocks 16 x 9");
+  // Row blocks of 7 and of 300 rows: a row-major file is then written from
+  // blocks of lines of one chunk and of several (the grid splits no row);
+  // a column-major one from slabs of several chunks.
+  for (const std::int64_t row_block : {7, 300}) {
+    for (const MatrixOrder order : {MatrixOrder::kRowMajor, MatrixOrder::kColumnMajor}) {
+      const std::string name = file(dir, order == MatrixOrder::kRowMajor ? "slabs-rows.rsgm" : "slabs-cols.rsgm");
+      ConvergentMatrix<double> written(MPI_COMM_WORLD, {kSlabsRows, kSlabsCols, row_block, 5, 3, 1});
+      written.commit();
+      for_each_local<double>(written, [](std::int64_t row, std::int64_t col, double& held) { held = wide(row, col); });
+      written.write_global(name, order);
+      check_raw_layout<double>(name, order, kSlabsRows, kSlabsCols, wide);
+      ConvergentMatrix<double> read(MPI_COMM_WORLD, {kSlabsRows, kSlabsCols, 16, 9, 1, 3});
+      read.read_global(name);
+      check_every_element<double>(read, wide, name + " read on 1 x 3 with blocks 16 x 9");
+      ConvergentMatrix<double> again(MPI_COMM_WORLD, {kSlabsRows, kSlabsCols, row_block, 5, 3, 1});
+      again.read_global(name);
+      check_every_element<double>(again, wide, name + " read on the grid that wrote it");
+    }
   }
 }
 
