@@ -42,8 +42,9 @@ or fork per region from its measured write share) on a mixed state (one
 write-heavy and one read-mostly region of --mixed-size each) and on single
 regions of given write shares; blocking, parent slowdown and parent time
 lost (application thread CPU), with auto's ratios against the better of
-copy and fork. It writes
-compression_fork_mixed.md and .png.
+copy and fork. Each mode runs in a process of its own, the three modes'
+checkpoint cycles interleaved (one at a time, in an order rotated at each
+version). It writes compression_fork_mixed.md and .png.
 
     .venv/bin/python bench/compression_fork.py                    # full run
     .venv/bin/python bench/compression_fork.py --smoke --repeats 2 --sizes 32MiB \\
@@ -607,7 +608,9 @@ def mixed_patterns(size: int) -> Dict[str, List[Tuple[str, int, float]]]:
         "write-heavy (100 %)": [("field", 2 * size, 1.0)],
         "read-mostly (2 %)": [("field", 2 * size, 0.02)],
         "one region, 5 % written": [("field", 2 * size, 0.05)],
+        "one region, 10 % written": [("field", 2 * size, 0.10)],
         "one region, 15 % written": [("field", 2 * size, 0.15)],
+        "one region, 20 % written": [("field", 2 * size, 0.20)],
         "one region, 25 % written": [("field", 2 * size, 0.25)],
         "one region, 50 % written": [("field", 2 * size, 0.50)],
     }
@@ -639,68 +642,147 @@ class MixedLoop:
         return time.perf_counter() - t0, time.thread_time() - c0
 
 
-def bench_mixed_mode(mode: str, pattern: List[Tuple[str, int, float]], args, root: Path,
-                     tag: str) -> Dict[str, object]:
-    """Blocking, parent slowdowns and parent CPU lost (write_mixed_markdown
-    says what each is) of --repeats checkpoints."""
-    arrays = []
-    for i, (_, nbytes, _) in enumerate(pattern):
-        arr = np.empty(nbytes // ITEM, dtype=np.float32)
-        fill_state(arr, "half", seed=i)
-        arrays.append(arr)
-    loop = MixedLoop([(arr, share) for arr, (_, _, share) in zip(arrays, pattern)])
-    l2 = root / f"mixed-{mode}"
-    total = sum(n for _, n, _ in pattern)
-    out = {k: Series(f"{mode}", "resurgo") for k in ("blocking", "slowdown", "cpu_slowdown", "lost")}
-    for _ in range(2 * SWEEP_STEPS):
-        loop.step()
-    quiet_cpu = statistics.median(loop.step()[1] for _ in range(3 * SWEEP_STEPS))
-    # Opened after the quiet steps: its buffer's background touch would share the cores.
-    store = resurgo.Store(f"mixed-{mode}", local_path=str(l2), persistent_every=0, local_keep=2,
-                          buffer_capacity=total, pipeline_compress="none", capture_mode=mode,
-                          capture_auto_copy_above=args.copy_above)
-    try:
-        for arr, (label, _, _) in zip(arrays, pattern):
-            store.protect(label, arr)
-        for v in range(WARMUP_VERSIONS + args.repeats):
-            before = [loop.step() for _ in range(SWEEP_STEPS)]
-            t0, c0 = time.perf_counter(), time.thread_time()
-            store.checkpoint(v)
-            blocking, blocking_cpu = time.perf_counter() - t0, time.thread_time() - c0
-            done = threading.Event()
-            failure: List[BaseException] = []
+class MixedRun:
+    """One mode's store on its own copy of a pattern's state. The modes of a
+    pattern run side by side, one checkpoint cycle each in turn (bench_mixed_case),
+    so that the shared VM's load falls on all of them alike."""
 
-            def waiter(version: int = v) -> None:
-                try:
-                    store.wait(version, level=2)
-                except BaseException as exc:  # noqa: BLE001 - raised below
-                    failure.append(exc)
-                done.set()
+    def __init__(self, mode: str, pattern: List[Tuple[str, int, float]], args, root: Path) -> None:
+        self.mode = mode
+        self.arrays = []
+        for i, (_, nbytes, _) in enumerate(pattern):
+            arr = np.empty(nbytes // ITEM, dtype=np.float32)
+            fill_state(arr, "half", seed=i)
+            self.arrays.append(arr)
+        self.loop = MixedLoop([(arr, share) for arr, (_, _, share) in zip(self.arrays, pattern)])
+        self.pattern, self.args = pattern, args
+        self.l2 = root / f"mixed-{mode}"
+        self.out = {k: Series(f"{mode}", "resurgo") for k in ("blocking", "slowdown", "cpu_slowdown", "lost")}
+        self.store = None
+        for _ in range(2 * SWEEP_STEPS):
+            self.loop.step()
+        self.quiet_cpu = statistics.median(self.loop.step()[1] for _ in range(3 * SWEEP_STEPS))
 
-            threading.Thread(target=waiter).start()
-            during = []
-            while not done.is_set():
-                during.append(loop.step())
-            if failure:
-                raise failure[0]
-            if v < WARMUP_VERSIONS:
-                continue
-            step = statistics.fmean(w for w, _ in before)
-            step_cpu = statistics.fmean(c for _, c in before)
-            during_cpu = [c for _, c in during]
-            out["blocking"].times.append(blocking)
-            out["slowdown"].times.append(statistics.fmean(w for w, _ in during) / step)
-            out["cpu_slowdown"].times.append(statistics.fmean(during_cpu) / step_cpu)
-            cycle_cpu = blocking_cpu + sum(during_cpu) + sum(c for _, c in before)
-            out["lost"].times.append(cycle_cpu - (len(during) + len(before)) * quiet_cpu)
-        captures = sorted({s.capture for s in store.stats() if s.version >= WARMUP_VERSIONS})
-    finally:
+    def open(self) -> None:
+        """After every mode's quiet steps: a buffer's background touch would share the cores."""
+        total = sum(n for _, n, _ in self.pattern)
+        self.store = resurgo.Store(f"mixed-{self.mode}", local_path=str(self.l2), persistent_every=0,
+                                   local_keep=2, buffer_capacity=total, pipeline_compress="none",
+                                   capture_mode=self.mode, capture_auto_copy_above=self.args.copy_above)
+        for arr, (label, _, _) in zip(self.arrays, self.pattern):
+            self.store.protect(label, arr)
+
+    def cycle(self, v: int) -> None:
+        """A sweep, checkpoint(v), steps until v is durable; recorded after the warm-up."""
+        before = [self.loop.step() for _ in range(SWEEP_STEPS)]
+        t0, c0 = time.perf_counter(), time.thread_time()
+        self.store.checkpoint(v)
+        blocking, blocking_cpu = time.perf_counter() - t0, time.thread_time() - c0
+        done = threading.Event()
+        failure: List[BaseException] = []
+
+        def waiter() -> None:
+            try:
+                self.store.wait(v, level=2)
+            except BaseException as exc:  # noqa: BLE001 - raised below
+                failure.append(exc)
+            done.set()
+
+        threading.Thread(target=waiter).start()
+        during = []
+        while not done.is_set():
+            during.append(self.loop.step())
+        if failure:
+            raise failure[0]
+        if v < WARMUP_VERSIONS:
+            return
+        step = statistics.fmean(w for w, _ in before)
+        step_cpu = statistics.fmean(c for _, c in before)
+        during_cpu = [c for _, c in during]
+        self.out["blocking"].times.append(blocking)
+        self.out["slowdown"].times.append(statistics.fmean(w for w, _ in during) / step)
+        self.out["cpu_slowdown"].times.append(statistics.fmean(during_cpu) / step_cpu)
+        cycle_cpu = blocking_cpu + sum(during_cpu) + sum(c for _, c in before)
+        self.out["lost"].times.append(cycle_cpu - (len(during) + len(before)) * self.quiet_cpu)
+
+    def close(self, tag: str) -> Dict[str, object]:
+        captures = sorted({s.capture for s in self.store.stats() if s.version >= WARMUP_VERSIONS})
+        store, self.store = self.store, None
         store.close()
-        shutil.rmtree(l2, ignore_errors=True)
-    log(f"[{tag}] {mode}: blocking {fmt_time(out['blocking'].median)}, slowdown "
-        f"{out['slowdown'].median:.2f}, CPU slowdown {out['cpu_slowdown'].median:.2f}, CPU lost "
-        f"{fmt_time(out['lost'].median)} ({', '.join(captures)})")
-    return {**out, "captures": captures}
+        shutil.rmtree(self.l2, ignore_errors=True)
+        out = self.out
+        log(f"[{tag}] {self.mode}: blocking {fmt_time(out['blocking'].median)}, slowdown "
+            f"{out['slowdown'].median:.2f}, CPU slowdown {out['cpu_slowdown'].median:.2f}, CPU lost "
+            f"{fmt_time(out['lost'].median)} ({', '.join(captures)})")
+        return {**out, "captures": captures}
+
+
+def mixed_worker(conn, mode: str, pattern: List[Tuple[str, int, float]], args, root: Path, tag: str) -> None:
+    """One mode in a process of its own, so that a fork copies the page tables
+    of that mode's state only: runs what the parent sends ("open",
+    ("cycle", v), "close") and answers each with ("ok", result) or ("error", text)."""
+    run = None
+    try:
+        run = MixedRun(mode, pattern, args, root)
+        conn.send(("ok", None))
+        while True:
+            what = conn.recv()
+            if what == "open":
+                run.open()
+                conn.send(("ok", None))
+            elif what == "close":
+                conn.send(("ok", run.close(tag)))
+                return
+            else:
+                run.cycle(what[1])
+                conn.send(("ok", None))
+    except BaseException:  # noqa: BLE001 - reported to the parent, which raises
+        import traceback
+        conn.send(("error", f"{mode}: {traceback.format_exc()}"))
+    finally:
+        if run is not None and run.store is not None:
+            run.store.close()
+        if run is not None:
+            shutil.rmtree(run.l2, ignore_errors=True)
+
+
+def bench_mixed_case(pattern: List[Tuple[str, int, float]], args, root: Path, tag: str) -> Dict[str, dict]:
+    """Blocking, parent slowdowns and parent CPU lost (write_mixed_markdown
+    says what each is) of --repeats checkpoints per mode. Each mode runs in a
+    process of its own (mixed_worker); their checkpoint cycles alternate, one
+    at a time, in an order rotated at each version."""
+    import multiprocessing
+    spawn = multiprocessing.get_context("spawn")
+    workers = {}
+    for mode in MIXED_MODES:
+        parent, child = spawn.Pipe()
+        proc = spawn.Process(target=mixed_worker, args=(child, mode, pattern, args, root, tag))
+        proc.start()
+        workers[mode] = (proc, parent)
+
+    def ask(mode: str, what=None) -> object:
+        """Sends `what` (if any) to the mode's process and returns its answer."""
+        conn = workers[mode][1]
+        if what is not None:
+            conn.send(what)
+        status, result = conn.recv()
+        if status != "ok":
+            sys.exit(f"{SCRIPT}: [{tag}] {result}")
+        return result
+
+    try:
+        for mode in MIXED_MODES:  # every mode's quiet steps done before any store opens
+            ask(mode)
+        for mode in MIXED_MODES:
+            ask(mode, "open")
+        for v in range(WARMUP_VERSIONS + args.repeats):
+            for i in range(len(MIXED_MODES)):
+                ask(MIXED_MODES[(v + i) % len(MIXED_MODES)], ("cycle", v))
+        return {mode: ask(mode, "close") for mode in MIXED_MODES}
+    finally:
+        for proc, conn in workers.values():
+            conn.close()
+            proc.join()
 
 
 def best_of_copy_fork(results: Dict[str, dict], what: str) -> float:
@@ -720,8 +802,11 @@ def write_mixed_markdown(path: Path, machine: Dict[str, str], cases: Dict[str, d
               "run short on this shared 2-core VM), content \"50 % random\" (fill_state). "
               "*mixed*: two regions of "
               f"{human(size)}, one rewritten whole per interval, one only read; the other patterns: one "
-              f"region of {human(2 * size)} whose first 2, 5, 15, 25, 50 or 100 % the parent "
-              "rewrites per interval.",
+              f"region of {human(2 * size)} whose first 2, 5, 10, 15, 20, 25, 50 or 100 % the parent "
+              "rewrites per interval. Each mode has its own process (a fork copies the page tables "
+              "of its own state only), state and store, all open at once; their checkpoint cycles "
+              "alternate, one at a time, in an order rotated at each version, so that the shared "
+              "VM's load falls on the three alike.",
               "- **Parent loop**: one step negates the next tenth of each written region's written part "
               "and sums the next tenth of each read-only region; the interval before each checkpoint "
               "is one sweep (10 steps), so each region is written exactly its share.",
@@ -787,11 +872,12 @@ def write_mixed_plot(path: Path, cases: Dict[str, dict], args) -> None:
 def main_mixed(args, root: Path) -> int:
     args.load = os.getloadavg()
     size = parse_size(args.mixed_size, multiple=ITEM)
-    check_resources(SCRIPT, root, f"mixed state {human(2 * size)}", 6.5 * size, 6.5 * size)
+    # Each of the three modes' processes holds its own state, buffer and child.
+    check_resources(SCRIPT, root, f"mixed state {human(2 * size)}", 3 * 6.5 * size, 3 * 6.5 * size)
     machine = machine_description(root, resurgo)
     cases: Dict[str, dict] = {}
     for name, pattern in mixed_patterns(size).items():
-        cases[name] = {mode: bench_mixed_mode(mode, pattern, args, root, name) for mode in MIXED_MODES}
+        cases[name] = bench_mixed_case(pattern, args, root, name)
         gc.collect()
     args.out.mkdir(parents=True, exist_ok=True)
     md = args.out / "compression_fork_mixed.md"
@@ -825,7 +911,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                          "single regions of given write shares (compression_fork_mixed.md/.png)")
     ap.add_argument("--mixed-size", default="256MiB",
                     help="--mixed: bytes of each region of the mixed state (default: %(default)s)")
-    ap.add_argument("--copy-above", default="0.25",
+    ap.add_argument("--copy-above", default="0.15",
                     help="--mixed: capture.auto_copy_above of the auto stores (default: %(default)s)")
     default_dir = Path(os.environ.get("TMPDIR") or (Path(__file__).resolve().parent.parent /
                                                     "build" / "bench"))

@@ -57,8 +57,9 @@ struct Config {
     // previous version, docs/tracking.md)
     CaptureMode mode = CaptureMode::kCopy;
     // auto: a region whose written share per interval is above this is
-    // copied, the others are forked (a fraction in (0, 1])
-    double auto_copy_above = 0.25;
+    // copied, the others are forked (a fraction in (0, 1]); 0.15: where
+    // copy's and fork's costs crossed (bench/results/compression_fork_mixed.md)
+    double auto_copy_above = 0.15;
   } capture;
   struct Track {  // dirty tracking of the delta capture
     TrackMethod method = TrackMethod::kAuto;  // auto: uffd where the kernel has it, else hash

@@ -1,11 +1,13 @@
 #include "pipeline/compactor.h"
 
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "base/crash_point.h"
 #include "base/printable.h"
+#include "base/thread_pool.h"
 #include "format/container.h"
 #include "format/version_writer.h"
 #include "resurgo/errors.hpp"
@@ -13,6 +15,26 @@
 namespace resurgo {
 
 namespace {
+
+// One region's merged bytes. calloc, not a zero-filled vector: a large
+// region is a fresh mapping, which the kernel hands over zeroed, and glibc's
+// calloc then skips the memset, a pass over the whole state that a vector
+// adds to the memory traffic compaction shares with the application
+// (bench/results/incremental.md, "Compaction's own cost").
+struct FreeBytes {
+  void operator()(std::byte* bytes) const { std::free(bytes); }
+};
+using RegionBytes = std::unique_ptr<std::byte[], FreeBytes>;
+
+RegionBytes zeroed_bytes(const format::RegionEntry& entry) {
+  RegionBytes region(static_cast<std::byte*>(std::calloc(entry.bytes == 0 ? 1 : entry.bytes, 1)));
+  if (!region) {
+    throw StorageError("out of memory for the " + std::to_string(entry.bytes) + " bytes of region '" +
+                       printable(entry.label) + "' (a compaction holds the whole state once); free memory "
+                       "or set delta.compact_after = 0");
+  }
+  return region;
+}
 
 // One version of a chain, its file held open while the chain is merged: an
 // eviction or a newer compaction may rename or remove the name meanwhile.
@@ -66,13 +88,15 @@ std::uint64_t state_bytes(const format::Header& header) {
 
 // Every byte of the newest version: the full version's, then each delta's
 // over them, oldest first. Every chunk's checksum is verified on the way.
-std::vector<std::vector<std::byte>> merge(const std::vector<Link>& chain) {
-  std::vector<std::vector<std::byte>> regions;
-  for (const format::RegionEntry& region : chain.front().container.header.regions) regions.emplace_back(region.bytes);
+std::vector<RegionBytes> merge(const std::vector<Link>& chain) {
+  std::vector<RegionBytes> regions;
+  for (const format::RegionEntry& region : chain.front().container.header.regions) {
+    regions.push_back(zeroed_bytes(region));
+  }
   std::vector<std::byte> scratch;
   for (auto link = chain.rbegin(); link != chain.rend(); ++link) {
     for (const format::ChunkRecord& chunk : link->container.chunks) {
-      format::read_chunk(*link->file, link->container, chunk, regions[chunk.region].data() + chunk.offset, scratch);
+      format::read_chunk(*link->file, link->container, chunk, regions[chunk.region].get() + chunk.offset, scratch);
     }
   }
   return regions;
@@ -86,7 +110,7 @@ bool compactable(const Level& level) {
 }
 
 Compaction compact_version(Level& level, int version, int compact_after, std::uint64_t max_bytes,
-                           const KnownBases& known_bases, const Config::Pipeline& pipeline, ThreadPool& pool) {
+                           const KnownBases& known_bases, const Config::Pipeline& pipeline) {
   Compaction result;
   result.deltas = chain_deltas(level, version, known_bases);
   result.full = result.deltas == 0;
@@ -99,14 +123,19 @@ Compaction compact_version(Level& level, int version, int compact_after, std::ui
   format::Header header = chain.front().container.header;
   result.too_large = state_bytes(header) > max_bytes;
   if (result.deltas <= compact_after || result.too_large) return result;
-  const std::vector<std::vector<std::byte>> regions = merge(chain);
+  const std::vector<RegionBytes> regions = merge(chain);
   RESURGO_CRASH_POINT("compact.merged", level.number());
   header.base_version = -1;
   header.chunk_size = pipeline.chunk_size;
   std::vector<const std::byte*> sources;
-  for (const std::vector<std::byte>& region : regions) sources.push_back(region.data());
+  for (const RegionBytes& region : regions) sources.push_back(region.get());
+  // A pool without workers: every chunk is checksummed (and compressed) on
+  // this thread, whose priority the Scheduler lowered. The pipeline's
+  // workers run at the application's priority: lent to a compaction, they
+  // would compete with it at that priority for a core.
+  ThreadPool this_thread_only(0);
   level.commit(version, [&](WritableFile& file) {
-    result.stored_bytes = write_version(file, header, sources, pipeline, pool);
+    result.stored_bytes = write_version(file, header, sources, pipeline, this_thread_only);
   });
   result.full = result.rewritten = true;
   return result;

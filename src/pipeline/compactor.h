@@ -9,7 +9,6 @@
 
 #include <cstdint>
 
-#include "base/thread_pool.h"
 #include "resurgo/config.hpp"
 #include "tier/level.h"
 
@@ -32,9 +31,11 @@ struct Compaction {
 // Rewrites `version` on `level` as a full version when its chain there holds
 // more than `compact_after` deltas and its state fits in `max_bytes` (the
 // merged regions are held in memory while they are written). `known_bases`
-// counts the chain without reading files where it can. Throws Error when a
-// link cannot be read or the commit fails: the delta is then as it was.
+// counts the chain without reading files where it can. All of the work runs
+// on the calling thread (the Scheduler lowers its priority), none on the
+// pipeline's workers. Throws Error when a link cannot be read or the commit
+// fails: the delta is then as it was.
 Compaction compact_version(Level& level, int version, int compact_after, std::uint64_t max_bytes,
-                           const KnownBases& known_bases, const Config::Pipeline& pipeline, ThreadPool& pool);
+                           const KnownBases& known_bases, const Config::Pipeline& pipeline);
 
 }  // namespace resurgo

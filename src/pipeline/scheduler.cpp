@@ -466,7 +466,7 @@ void Scheduler::compact(const CompactionTask& task) {
   const Clock::time_point started = Clock::now();
   try {
     const Compaction done = compact_version(level, task.version, compact_after_, compaction_max_bytes_,
-                                            known_bases(level), pipeline_, pool_);
+                                            known_bases(level), pipeline_);
     if (done.full) catalog_.compacted(task.version, level.number());
     if (done.rewritten) {
       log_.debug([&] {

@@ -84,7 +84,7 @@ TEST(AutoRule, WriteHeavyRegionsLargerThanTheBufferFallBackToTheRuleWithoutRates
 }
 
 TEST(AutoKey, FractionsAreAcceptedAndOtherValuesRefusedNamingTheKey) {
-  EXPECT_DOUBLE_EQ(Config().capture.auto_copy_above, 0.25);
+  EXPECT_DOUBLE_EQ(Config().capture.auto_copy_above, 0.15);
   EXPECT_DOUBLE_EQ(Config::load("", {{"capture.auto_copy_above", "0.5"}}).capture.auto_copy_above, 0.5);
   EXPECT_DOUBLE_EQ(Config::load("", {{"capture.auto_copy_above", "10%"}}).capture.auto_copy_above, 0.1);
   TempDir dir;
