@@ -95,6 +95,11 @@ ForkStaging::ForkStaging(std::unique_ptr<gpu::HostPinner> pinner, const Logger& 
       log_(log) {}
 
 ForkStaging::~ForkStaging() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  requested_.notify_all();
   if (preparer_.joinable()) preparer_.join();
   for (Memory& half : halves_) unmap(half);
 }
@@ -182,26 +187,39 @@ ForkStaging::Half ForkStaging::acquire(std::uint64_t bytes, CaptureTimes& times)
   return Half{index, half.data};
 }
 
-// A failed preparation leaves the half unmapped: the acquire that takes it
-// maps it again, and says why when that fails too.
 void ForkStaging::prepare_other(int taken, std::uint64_t bytes) {
   Memory& other = halves_[1 - taken];
   if (other.busy || other.preparing || other.bytes >= bytes) return;
-  if (preparer_.joinable()) preparer_.join();  // done: no half was preparing
   other.preparing = true;
-  preparer_ = std::thread([this, &other, bytes] {
+  request_ = {1 - taken, bytes};
+  if (!preparer_.joinable()) preparer_ = std::thread([this] { prepare_requests(); });
+  requested_.notify_all();
+}
+
+// The preparer lives as long as the staging, waiting between requests: a
+// thread that ended and was not joined yet when the application forks
+// shows in the child as a leaked thread (ThreadSanitizer fails it).
+// A failed preparation leaves the half unmapped: the acquire that takes it
+// maps it again, and says why when that fails too.
+void ForkStaging::prepare_requests() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    requested_.wait(lock, [&] { return stopping_ || request_.half >= 0; });
+    if (stopping_) return;
+    Memory& half = halves_[request_.half];
+    const std::uint64_t bytes = request_.bytes;
+    request_ = {};
+    lock.unlock();
     try {
-      unmap(other);
-      map(other, bytes);
+      unmap(half);
+      map(half, bytes);
     } catch (const std::exception& error) {
       log_.debug(std::string("preparing the other half of the fork staging failed: ") + error.what());
     }
-    {
-      std::lock_guard lock(mutex_);
-      other.preparing = false;
-    }
+    lock.lock();
+    half.preparing = false;
     released_.notify_all();
-  });
+  }
 }
 
 void ForkStaging::release(int half) {

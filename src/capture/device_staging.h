@@ -142,9 +142,10 @@ class ForkStaging {
   void map(Memory& memory, std::uint64_t bytes);
   void pin(Memory& memory);
   void unmap(Memory& memory);
-  // Under `lock`: maps the other half to `bytes` in the background when it
-  // is free and smaller.
+  // Under mutex_: asks preparer_ to map the other half to `bytes` when it is
+  // free and smaller.
   void prepare_other(int taken, std::uint64_t bytes);
+  void prepare_requests();  // preparer_'s loop
 
   const std::unique_ptr<gpu::HostPinner> pinner_;
   const std::uint64_t piece_;  // of each pin; UINT64_MAX without a pinner
@@ -154,7 +155,14 @@ class ForkStaging {
   std::condition_variable released_;
   Memory halves_[2];
   int next_ = 0;  // the half tried first: the older one
-  std::thread preparer_;
+  struct Request {
+    int half = -1;  // none
+    std::uint64_t bytes = 0;
+  };
+  Request request_;  // for preparer_, under mutex_
+  bool stopping_ = false;
+  std::condition_variable requested_;
+  std::thread preparer_;  // started at the first request
 };
 
 class DeviceStaging::Block {
