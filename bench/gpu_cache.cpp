@@ -542,17 +542,6 @@ class HostBuffer {
   // No copy into or out of the buffer spans a multiple of this (pin pieces:
   // the driver refuses a copy over two registrations, gpu_driver_probe).
   virtual std::size_t piece() const { return SIZE_MAX; }
-  // Calls copy(done, n) for each part of [offset, offset + bytes) that lies
-  // within one piece, `done` counted from offset.
-  template <typename Copy>
-  void for_each_piece(std::size_t offset, std::size_t bytes, Copy&& copy) const {
-    const std::size_t whole = piece();
-    for (std::size_t done = 0; done < bytes;) {
-      const std::size_t n = std::min(bytes - done, whole - (offset + done) % whole);
-      copy(done, n);
-      done += n;
-    }
-  }
   virtual void flush_begins(std::size_t /*offset*/, std::size_t /*bytes*/) {}
   virtual void flush_ends(std::size_t /*offset*/, std::size_t /*bytes*/) {}
   virtual void checkpoint_taken(std::size_t /*bytes*/, double /*compute_seconds*/) {}
@@ -696,7 +685,7 @@ class Flusher {
   void flush(std::size_t v) {
     const std::size_t offset = layout_.offsets[v], bytes = layout_.sizes[v];
     host_.flush_begins(offset, bytes);
-    host_.for_each_piece(offset, bytes, [&](std::size_t done, std::size_t n) {
+    for_each_pin_piece(offset, bytes, host_.piece(), [&](std::uint64_t done, std::uint64_t n) {
       cache_.read(static_cast<std::int64_t>(v), done, host_.data() + offset + done, n);
     });
     host_.flush_ends(offset, bytes);
@@ -736,7 +725,7 @@ class CachedTrace : public TraceMethod {
       return;
     }
     const std::size_t offset = layout_.offsets[v];
-    host_->for_each_piece(offset, layout_.sizes[v], [&](std::size_t done, std::size_t n) {
+    for_each_pin_piece(offset, layout_.sizes[v], host_->piece(), [&](std::uint64_t done, std::uint64_t n) {
       platform_.copy(static_cast<std::byte*>(state_) + done, host_->data() + offset + done, n);
     });
     restored_from_host_++;

@@ -220,12 +220,9 @@ std::unique_ptr<HostPinner> open_pinner(const Options& opt) {
 // One flush: the first `bytes` of the source into [base + offset, + bytes),
 // one copy per pin piece (counted from base) it spans, then the wait.
 void flush(Source& source, std::byte* base, std::size_t offset, std::size_t bytes, std::size_t piece) {
-  for (std::size_t done = 0; done < bytes;) {
-    const std::size_t at = offset + done;
-    const std::size_t n = std::min(bytes - done, piece - at % piece);
-    source.copy(base + at, done, n);
-    done += n;
-  }
+  for_each_pin_piece(offset, bytes, piece, [&](std::uint64_t done, std::uint64_t n) {
+    source.copy(base + offset + done, done, n);
+  });
   source.wait();
 }
 

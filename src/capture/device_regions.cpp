@@ -133,7 +133,7 @@ Snapshot DeviceRegions::drain_then_fork(ForkCapture& fork, const std::vector<Reg
   try {
     const Clock::time_point started = Clock::now();
     synchronize_for(device);
-    fork_staging_->for_each_piece(bytes, [&](std::uint64_t offset, std::uint64_t length) {
+    gpu::for_each_pin_piece(0, bytes, fork_staging_->piece(), [&](std::uint64_t offset, std::uint64_t length) {
       copy_to_host(device, offset, half.data + offset, length);
     });
     times.copy_seconds += seconds_since(started);

@@ -66,13 +66,9 @@ std::unique_ptr<DeviceStaging::Block> DeviceStaging::stage(std::uint64_t bytes, 
   auto block = std::make_unique<Block>(this, offset, nullptr, buffer_.data() + offset);
   buffer_.flush_begins(offset, bytes);
   try {
-    const std::uint64_t piece = buffer_.pin_piece();
-    for (std::uint64_t done = 0; done < bytes;) {
-      const std::uint64_t piece_end = (offset + done) / piece * piece + piece;
-      const std::uint64_t length = std::min(bytes - done, piece_end - (offset + done));
+    gpu::for_each_pin_piece(offset, bytes, buffer_.pin_piece(), [&](std::uint64_t done, std::uint64_t length) {
       fill(done, block->data() + done, length);
-      done += length;
-    }
+    });
   } catch (...) {
     buffer_.flush_ends(offset, bytes);
     throw;
@@ -142,15 +138,6 @@ void ForkStaging::unmap(Memory& memory) {
   memory.data = nullptr;
   memory.bytes = 0;
   memory.pinned = 0;
-}
-
-void ForkStaging::for_each_piece(std::uint64_t bytes,
-                                 const std::function<void(std::uint64_t, std::uint64_t)>& copy) const {
-  for (std::uint64_t done = 0; done < bytes;) {
-    const std::uint64_t length = std::min(bytes - done, piece_ - done % piece_);
-    copy(done, length);
-    done += length;
-  }
 }
 
 int ForkStaging::usable_half() const {

@@ -111,10 +111,9 @@ class ForkStaging {
   Half acquire(std::uint64_t bytes, CaptureTimes& times);
   // The version in `half` is written (or failed): the half is free again.
   void release(int half);
-  // Calls copy(offset, length) for each part of a half's first `bytes` that
-  // lies within one pin piece: the driver refuses a copy over two
-  // registrations (gpu_driver_probe).
-  void for_each_piece(std::uint64_t bytes, const std::function<void(std::uint64_t, std::uint64_t)>& copy) const;
+  // The bytes of each pin of a half, from its start (UINT64_MAX without a
+  // pinner): a drain is cut at their bounds (gpu::for_each_pin_piece).
+  std::uint64_t piece() const { return piece_; }
 
   // Gives half `index` to the children forked while it lives; throws
   // StorageError when the kernel refuses (the child could not read it).

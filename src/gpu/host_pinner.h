@@ -7,7 +7,9 @@
 // locks every page), used by the tests and the host benchmark.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -35,6 +37,20 @@ std::string describe_pin_range(const void* data, std::size_t bytes);
 // The bytes of each pin() a buffer is pinned in: max_piece() rounded down to
 // whole pages (at least one).
 std::size_t pin_piece(const HostPinner& pinner);
+
+// Calls copy(done, length) for each part of [offset, offset + bytes) that
+// lies within one piece of `piece` bytes (pieces counted from 0, `done`
+// from offset): the driver refuses a copy over two registrations
+// (gpu_driver_probe), so a copy into or out of memory pinned in pieces is
+// cut at their bounds.
+template <typename Copy>
+void for_each_pin_piece(std::uint64_t offset, std::uint64_t bytes, std::uint64_t piece, Copy&& copy) {
+  for (std::uint64_t done = 0; done < bytes;) {
+    const std::uint64_t length = std::min(bytes - done, piece - (offset + done) % piece);
+    copy(done, length);
+    done += length;
+  }
+}
 
 // mlock/munlock. Pieces of 256 MiB: mlock has no per-call limit, but a
 // buffer stops pinning between pieces when it is destroyed.

@@ -102,7 +102,7 @@ TEST_F(ForkStagingTest, EachHalfIsPinnedInPiecesOnceTheOtherInTheBackground) {
 TEST_F(ForkStagingTest, ACopyNeverSpansTwoPieces) {
   auto staging = open();
   std::vector<std::pair<std::uint64_t, std::uint64_t>> copies;
-  staging->for_each_piece(7 * kPage + 5, [&](std::uint64_t offset, std::uint64_t length) {
+  gpu::for_each_pin_piece(0, 7 * kPage + 5, staging->piece(), [&](std::uint64_t offset, std::uint64_t length) {
     copies.emplace_back(offset, length);
   });
   const std::vector<std::pair<std::uint64_t, std::uint64_t>> expected = {
