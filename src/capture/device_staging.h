@@ -85,10 +85,10 @@ class DeviceStaging {
 // (logged once). The halves are advised MADV_DONTFORK but for the half
 // given to the child forked while a Sharing lives.
 //
-// Mapping and pinning a half costs about what the first write of its pages
-// does, so only the first checkpoint pays it on the application's path: the
-// half it takes is mapped there, and the other one is prepared to the same
-// size by a thread of the staging's own meanwhile.
+// Mapping and pinning a half faults in and locks every page of it: only the
+// first checkpoint pays that on the application's path (the half it takes
+// is mapped there); the other half is prepared to the same size by a thread
+// of the staging's own meanwhile.
 //
 // Thread safety: acquire on the application thread, release from any.
 class ForkStaging {
