@@ -20,6 +20,18 @@ class WritableFile {
   virtual const std::string& path() const = 0;
 };
 
+// A file written at offsets: the shared file of a version (persistent.layout
+// = shared, docs/mpi.md), which rank 0 creates and every rank then fills at
+// the offset the ranks agreed on. Every other file is only appended to.
+class PositionalFile {
+ public:
+  virtual ~PositionalFile() = default;
+  // Writes all of `bytes` at `offset` (short writes and EINTR retried).
+  virtual void write_at(std::uint64_t offset, const void* data, std::size_t bytes) = 0;
+  virtual void sync() = 0;  // fdatasync: durable on return
+  virtual const std::string& path() const = 0;
+};
+
 class ReadableFile {
  public:
   virtual ~ReadableFile() = default;
@@ -67,6 +79,10 @@ class Directory {
   // blocking on a FIFO; NotFoundError when missing, StorageError for a file
   // that is no regular file or is owned by someone the rules do not accept.
   virtual std::unique_ptr<ReadableFile> open(const std::string& name) = 0;
+  // Opens the existing regular file `name` of this user for writes at
+  // offsets, as open() does (no link followed, no FIFO waited on);
+  // NotFoundError when missing, StorageError for any other file.
+  virtual std::unique_ptr<PositionalFile> open_positional(const std::string& name) = 0;
   virtual void rename(const std::string& from, const std::string& to) = 0;
   // Publishes `from` as `to` only when `to` does not exist; false when it
   // does (`from` is left in place). For files that are written once.
@@ -88,6 +104,10 @@ class Env {
   virtual std::unique_ptr<WritableFile> create(const std::string& path, unsigned mode) = 0;
   // Opens a regular file (no FIFO, device or directory) for reading.
   virtual std::unique_ptr<ReadableFile> open(const std::string& path) = 0;
+  // Directory::open_positional by path. This default refuses, naming the
+  // path: an Env that keeps its files elsewhere (a test's in-memory one) has
+  // no offsets to write at. The POSIX Env and FaultEnv implement it.
+  virtual std::unique_ptr<PositionalFile> open_positional(const std::string& path);
   virtual void rename(const std::string& from, const std::string& to) = 0;
   virtual void remove(const std::string& path) = 0;  // missing file is fine
   virtual void sync_dir(const std::string& dir) = 0;

@@ -66,11 +66,33 @@ struct VerifyReport {
 using VerifyProgress = std::function<void(std::uint64_t done, std::uint64_t total)>;
 inline constexpr std::uint64_t kVerifyProgressStep = 64u << 20;
 
+// One rank's part of a shared file (persistent.layout = shared: one file
+// per version for every rank, v0000000012.shared.rsg; docs/format.md).
+struct SharedPartInfo {
+  int rank = 0;
+  std::uint64_t offset = 0;  // where the part starts in the shared file
+  std::uint64_t bytes = 0;
+  ContainerInfo container;  // the part as the container file it was (offsets from the part's start)
+};
+
+struct SharedFileInfo {
+  std::int64_t version = 0;
+  std::uint64_t file_size = 0;
+  std::vector<SharedPartInfo> parts;  // by rank
+};
+
+// Parses and checks the shared file `path`: its part index, then each
+// part's header, index and footer as inspect() does, against the version
+// its name says, the part's rank and the checksum the index records; reads
+// no chunk. InvalidArgumentError for a path not named as a shared file.
+SharedFileInfo inspect_shared(const std::string& path);
+
 // Full verification of the container file `path`: what inspect() checks,
 // then every chunk (its record and its checksum). A file named as a version
-// (v0000000012.r000003.rsg) must hold that version and rank; the store is
-// not checked, so a file may be verified after being moved out of its
-// store's directory. `progress` is called about every kVerifyProgressStep
+// (v0000000012.r000003.rsg) must hold that version and rank; a shared file
+// (v0000000012.shared.rsg) is checked part by part, each as a rank's file
+// of that version. The store is not checked, so a file may be verified
+// after being moved out of its store's directory. `progress` is called about every kVerifyProgressStep
 // bytes and at the end; what it throws ends the verification.
 VerifyReport verify(const std::string& path, const VerifyProgress& progress = {});
 
@@ -95,6 +117,9 @@ Manifest read_manifest(const std::string& store_dir, int version);
 // (version, rank) of a container file name such as v0000000012.r000003.rsg;
 // none for any other name, including a quarantined copy's (.damaged).
 std::optional<std::pair<int, int>> parse_container_file_name(const std::string& name);
+// The version of a shared file's name such as v0000000012.shared.rsg; none
+// for any other name, including a quarantined copy's (.damaged).
+std::optional<int> parse_shared_file_name(const std::string& name);
 // The version of a job manifest's file name such as v0000000012.job; none
 // for any other name. A directory holding one is an MPI store's.
 std::optional<int> parse_manifest_file_name(const std::string& name);

@@ -13,7 +13,11 @@
                                          regions under /rankNNNNNN; of a single
                                          process's store, each region as /<label>
 
-Container files are ``<tier>/<store>/v<version:010>.r<rank:06>.rsg``. The tool
+Container files are ``<tier>/<store>/v<version:010>.r<rank:06>.rsg``; an MPI
+store with ``persistent.layout = shared`` keeps a version of every rank in one
+shared file, ``v<version:010>.shared.rsg``, which ``ls`` lists as one row (RANK
+``all (N)``: its N ranks' parts), ``inspect`` shows part by part, ``verify``
+checks part by part and ``rm`` removes with the version. The tool
 only parses them with the native reader; it never evaluates their contents.
 Whatever it prints that comes from a file or a path (store names, labels,
 metadata, paths, error messages) has its control characters escaped (``\x1b``),
@@ -53,6 +57,22 @@ def _parse_name(name: str) -> Optional[Tuple[int, int, bool]]:
     quarantined = name.endswith(QUARANTINE_SUFFIX)
     parsed = _core.parse_container_file_name(name[: -len(QUARANTINE_SUFFIX)] if quarantined else name)
     return None if parsed is None else (parsed[0], parsed[1], quarantined)
+
+
+SHARED_RANK = -1  # an Entry's rank for a shared file: every rank's part
+
+
+def _parse_any_name(name: str) -> Optional[Tuple[int, int, bool]]:
+    """(version, rank, quarantined) of a container file name, or of a shared
+    file's name (v<version>.shared.rsg) with the rank SHARED_RANK; else None."""
+    parsed = _parse_name(name)
+    if parsed is not None or not name.isascii():
+        return parsed
+    quarantined = name.endswith(QUARANTINE_SUFFIX)
+    version = _core.parse_shared_file_name(name[: -len(QUARANTINE_SUFFIX)] if quarantined else name)
+    return None if version is None else (version, SHARED_RANK, quarantined)
+
+
 PROGRESS_THRESHOLD = 64 << 20  # bytes: show a progress bar above this total
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -76,9 +96,34 @@ class UsageError(Exception):
 class Entry:
     store: str
     version: int
-    rank: int
+    rank: int  # SHARED_RANK for a shared file
     path: Path
     quarantined: bool
+
+    @property
+    def shared(self) -> bool:
+        return self.rank == SHARED_RANK
+
+
+@dataclass
+class SharedPart:
+    rank: int
+    offset: int  # where the part starts in the shared file
+    bytes: int
+    info: _core.ContainerInfo  # the part as the container file it was
+
+
+@dataclass
+class SharedInfo:
+    """A shared file's part index and each part's header and index."""
+    version: int
+    file_size: int
+    parts: List[SharedPart]  # by rank
+
+
+def _inspect_shared(path: Path) -> SharedInfo:
+    version, file_size, parts = _core.inspect_shared(_native(path))
+    return SharedInfo(version, file_size, [SharedPart(*part) for part in parts])
 
 
 def _human(n: int) -> str:
@@ -98,7 +143,7 @@ def _entries_in(directory: Path, store: str) -> List[Entry]:
         return out
     for name in names:
         path = directory / name
-        parsed = _parse_name(name)
+        parsed = _parse_any_name(name)
         if parsed and path.is_file():
             version, rank, quarantined = parsed
             out.append(Entry(store, version, rank, path, quarantined))
@@ -111,11 +156,12 @@ def _scan(path: Path) -> List[Entry]:
     if not path.exists():
         raise UsageError(f"{path}: no such file or directory")
     if path.is_file():
-        parsed = _parse_name(path.name)
+        parsed = _parse_any_name(path.name)
         if parsed:
             version, rank, quarantined = parsed
             return [Entry(path.parent.name, version, rank, path, quarantined)]
-        raise UsageError(f"{path}: not a container file name (v<version>.r<rank>.rsg)")
+        raise UsageError(f"{path}: not a container file name (v<version>.r<rank>.rsg, or v<version>.shared.rsg "
+                         "for every rank's part)")
     entries = _entries_in(path, path.resolve().name)
     for sub in sorted(path.iterdir()):
         if sub.is_dir():  # '.hidden' too: a store may have that name
@@ -150,13 +196,18 @@ footer of each file, the job manifests, the files of a delta's chain);
   incomplete: WHY     the job manifest names files of other ranks that should be
                       here and are not (a node-local directory holds the files
                       of its node's ranks only)
-  quarantined (...)   a damaged copy restart set aside (<file>.damaged)"""
+  quarantined (...)   a damaged copy restart set aside (<file>.damaged)
+A shared file (RANK "all (N)") is checked part by part: damaged when a part
+fails its checks or is not the file the job manifest names for its rank."""
+
+Inspected = Union[_core.ContainerInfo, SharedInfo]
 
 
-def _inspected(path: Path) -> Tuple[Optional[_core.ContainerInfo], str]:
-    """The file's header and index, or none and what ls says instead."""
+def _inspected(e: Entry) -> Tuple[Optional[Inspected], str]:
+    """The file's header and index (each part's, of a shared file), or none
+    and what ls says instead."""
     try:
-        return _core.inspect(_native(path)), "ok"
+        return (_inspect_shared(e.path) if e.shared else _core.inspect(_native(e.path))), "ok"
     except resurgo.Error as exc:
         return None, f"damaged: {_first_line(exc)}"
     except OSError as exc:
@@ -203,6 +254,21 @@ def _job_version(manifest: object, ranks_here: Set[int]) -> Union[JobVersion, st
     return JobVersion({f.rank: f.checksum for f in manifest.files}, missing)
 
 
+def _shared_state(shared: SharedInfo, manifest: object) -> Optional[str]:
+    """What ls says of a shared file whose job manifest is missing or does not
+    name each part as it is; None when it does."""
+    job = _job_version(manifest, {part.rank for part in shared.parts})
+    if not isinstance(job, JobVersion):
+        return job
+    for part in shared.parts:
+        if job.checksums.get(part.rank) != part.info.checksum:
+            return (f"damaged: rank {part.rank}'s part is not the file the job manifest of version "
+                    f"{shared.version} names")
+    if len(job.checksums) != len(shared.parts):
+        return f"damaged: {len(shared.parts)} parts, and the job manifest names {len(job.checksums)} ranks"
+    return None
+
+
 def _committed_state(e: Entry, info: _core.ContainerInfo, job: Union[JobVersion, str]) -> Optional[str]:
     """What ls says of a file of an MPI store whose job manifest does not
     name it as it is, or names files missing here; None when all is there."""
@@ -216,15 +282,19 @@ def _committed_state(e: Entry, info: _core.ContainerInfo, job: Union[JobVersion,
     return None
 
 
-def _ls_states(entries: List[Entry]) -> Dict[Path, Tuple[Optional[_core.ContainerInfo], str]]:
+def _ls_states(entries: List[Entry]) -> Dict[Path, Tuple[Optional[Inspected], str]]:
     """Each file's header and index (None when unreadable) and its STATE."""
-    out = {e.path: _inspected(e.path) for e in entries}
+    out = {e.path: _inspected(e) for e in entries}
     by_directory: Dict[Path, List[Entry]] = {}
     for e in entries:
         if not e.quarantined:
             by_directory.setdefault(e.path.parent, []).append(e)
     for directory, here in sorted(by_directory.items()):
         manifests = _manifests_in(directory)
+        for e in (e for e in here if e.shared and out[e.path][0] is not None):
+            info, state = out[e.path]
+            out[e.path] = (info, _shared_state(info, (manifests or {}).get(e.version)) or state)
+        here = [e for e in here if not e.shared]
         # A store opened without a communicator writes no manifest, and only rank 0.
         collective = manifests is not None or any(e.rank != 0 for e in here)
         breaks = _chain_breaks({e.path: out[e.path][0] for e in here})
@@ -256,13 +326,27 @@ def cmd_ls(args: argparse.Namespace) -> int:
         except OSError:
             size = "?"
         info, state = states[e.path]
-        regions = "-" if info is None else str(len(info.regions))
-        base = "-" if info is None else _base_text(info, short=True)
         if e.quarantined:
             state = f"quarantined ({state})"
+        if e.shared:
+            rows.append(_shared_row(e, info, size, state))
+            continue
+        regions = "-" if info is None else str(len(info.regions))
+        base = "-" if info is None else _base_text(info, short=True)
         rows.append((e.store, str(e.version), str(e.rank), base, size, regions, state))
     _print_table(rows)
     return EXIT_OK
+
+
+def _shared_row(e: Entry, info: Optional[SharedInfo], size: str, state: str) -> Tuple[str, ...]:
+    """A shared file's ls row: RANK "all (N)", BASE of its parts ("mixed"
+    when they differ), REGIONS summed over its parts."""
+    if info is None:
+        return (e.store, str(e.version), "all", "-", size, "-", state)
+    bases = {_base_text(part.info, short=True) for part in info.parts}
+    base = bases.pop() if len(bases) == 1 else "mixed"
+    regions = sum(len(part.info.regions) for part in info.parts)
+    return (e.store, str(e.version), f"all ({len(info.parts)})", base, size, str(regions), state)
 
 
 def _base_text(info: _core.ContainerInfo, short: bool = False) -> str:
@@ -305,14 +389,45 @@ def _metadata_preview(meta: bytes, limit: int = 64) -> str:
     return f"{len(meta)} bytes: {preview}{more}"
 
 
+def _print_json(data: dict) -> None:
+    # JSON escapes every control character but DEL.
+    print(json.dumps(data, indent=2).replace("\x7f", "\\u007f"))
+
+
+def _inspect_shared_file(path: str, as_json: bool) -> int:
+    """A shared file: its part index, then one line per rank's part (`resurgo
+    verify` reads every chunk)."""
+    shared = _inspect_shared(Path(path))
+    if as_json:
+        parts = [{"rank": p.rank, "offset": p.offset, "bytes": p.bytes, "container": _jsonable(p.info, path)}
+                 for p in shared.parts]
+        _print_json({"path": path, "version": shared.version, "file_size": shared.file_size, "parts": parts})
+        return EXIT_OK
+    store = shared.parts[0].info.store if shared.parts else "-"
+    fields = [("file", path), ("store", store), ("version", str(shared.version)),
+              ("parts", f"{len(shared.parts)} (one per rank, persistent.layout = shared)"),
+              ("file size", f"{_human(shared.file_size)} ({shared.file_size} bytes)")]
+    width = max(len(k) for k, _ in fields)
+    for key, value in fields:
+        print(f"{key.ljust(width)}  {printable(value)}")
+    print()
+    rows = [("  RANK", "OFFSET", "BYTES", "BASE", "REGIONS", "CHUNKS", "CHECKSUM")]
+    for p in shared.parts:
+        rows.append((f"  {p.rank}", str(p.offset), str(p.bytes), _base_text(p.info, short=True),
+                     str(len(p.info.regions)), str(len(p.info.chunks)), f"{p.info.checksum:016x}"))
+    _print_table(rows)
+    return EXIT_OK
+
+
 def cmd_inspect(args: argparse.Namespace) -> int:
     path = str(args.file)
     if not os.path.isfile(path):
         raise UsageError(f"{path}: not a file")
+    if Path(path).name.isascii() and _core.parse_shared_file_name(Path(path).name) is not None:
+        return _inspect_shared_file(path, args.json)
     info = _core.inspect(_native(path))
     if args.json:
-        # JSON escapes every control character but DEL.
-        print(json.dumps(_jsonable(info, path), indent=2).replace("\x7f", "\\u007f"))
+        _print_json(_jsonable(info, path))
         return EXIT_OK
     created = _dt.datetime.fromtimestamp(info.created_unix_ns / 1e9, tz=_dt.timezone.utc)
     chunks = info.chunks
@@ -505,7 +620,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
     for root in targets.missing:
         print(f"resurgo verify: {printable(root)}: no such file or directory", file=sys.stderr)
     for root in targets.empty:
-        print(f"resurgo verify: {printable(root)} holds no container file (v<version>.r<rank>.rsg), so nothing was "
+        print(f"resurgo verify: {printable(root)} holds no container file (v<version>.r<rank>.rsg or "
+              f"v<version>.shared.rsg), so nothing was "
               f"verified; give a level directory (local.path or persistent.path), a store directory in it or "
               f"a file (`resurgo ls` lists them)", file=sys.stderr)
     total = 0
@@ -604,7 +720,8 @@ def _parser() -> argparse.ArgumentParser:
                                                 "directory in it, or a container file")
     p.set_defaults(func=cmd_ls)
 
-    p = sub.add_parser("inspect", help="show the header, regions and chunks of a container file")
+    p = sub.add_parser("inspect", help="show the header, regions and chunks of a container file (of a shared "
+                                       "file, each rank's part)")
     p.add_argument("file", metavar="FILE")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_inspect)

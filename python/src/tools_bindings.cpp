@@ -46,6 +46,19 @@ nb::bytes read_region(const std::string& path, int region_id) {
   return nb::borrow<nb::bytes>(region);
 }
 
+// (rank, offset, bytes, ContainerInfo) per part: the CLI's shape of a
+// SharedPartInfo, without a record type of its own.
+using SharedPartTuple = std::tuple<int, std::uint64_t, std::uint64_t, resurgo::tools::ContainerInfo>;
+
+std::tuple<std::int64_t, std::uint64_t, std::vector<SharedPartTuple>> inspect_shared(const std::string& path) {
+  const resurgo::tools::SharedFileInfo info = without_gil([&] { return resurgo::tools::inspect_shared(path); });
+  std::vector<SharedPartTuple> parts;
+  for (const resurgo::tools::SharedPartInfo& part : info.parts) {
+    parts.emplace_back(part.rank, part.offset, part.bytes, part.container);
+  }
+  return {info.version, info.file_size, std::move(parts)};
+}
+
 using ChunkArgument = std::tuple<std::uint32_t, std::uint64_t, nb::bytes>;  // (region index, offset, bytes)
 
 void write_container(const std::string& path, const resurgo::tools::ContainerHeader& header,
@@ -63,6 +76,9 @@ void bind_tools(nb::module_& m) {
   m.def(
       "inspect", [](const std::string& path) { return without_gil([&] { return resurgo::tools::inspect(path); }); },
       "path"_a, "A container file's header and index (no chunk data), checked: ContainerInfo.");
+  m.def("inspect_shared", &inspect_shared, "path"_a,
+        "A shared file's part index and each part's header and index (no chunk data), checked: "
+        "(version, file size, [(rank, offset, bytes, ContainerInfo)]).");
   m.def("verify", &verify, "path"_a, "progress"_a = nb::none(),
         "Reads every chunk of a container file and checks its checksum; progress(done, total) is called "
         "about every 64 MiB and at the end. Returns a VerifyReport.");
@@ -77,6 +93,8 @@ void bind_tools(nb::module_& m) {
       "The job manifest of `version` in a level's store directory, its checksum and content checked.");
   m.def("parse_container_file_name", &resurgo::tools::parse_container_file_name, "name"_a,
         "(version, rank) of a container file name such as v0000000012.r000000.rsg, else None.");
+  m.def("parse_shared_file_name", &resurgo::tools::parse_shared_file_name, "name"_a,
+        "The version of a shared file's name such as v0000000012.shared.rsg, else None.");
   m.def("parse_manifest_file_name", &resurgo::tools::parse_manifest_file_name, "name"_a,
         "The version of a job manifest's file name such as v0000000012.job, else None.");
   m.def(

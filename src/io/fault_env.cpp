@@ -49,6 +49,24 @@ class FaultReadableFile final : public ReadableFile {
   std::unique_ptr<ReadableFile> base_;
 };
 
+class FaultPositionalFile final : public PositionalFile {
+ public:
+  FaultPositionalFile(FaultEnv& env, std::unique_ptr<PositionalFile> base) : env_(env), base_(std::move(base)) {}
+  void write_at(std::uint64_t offset, const void* data, std::size_t bytes) override {
+    env_.check(FaultEnv::Op::kWriteAt, path(), [&] { base_->write_at(offset, data, bytes / 2); });
+    base_->write_at(offset, data, bytes);
+  }
+  void sync() override {
+    env_.check(FaultEnv::Op::kSyncPositional, path());
+    base_->sync();
+  }
+  const std::string& path() const override { return base_->path(); }
+
+ private:
+  FaultEnv& env_;
+  std::unique_ptr<PositionalFile> base_;
+};
+
 }  // namespace
 
 // The fork handlers of FaultEnv (see fault_env.h): the registry of live
@@ -147,6 +165,11 @@ std::unique_ptr<ReadableFile> FaultEnv::open(const std::string& path) {
   return std::make_unique<FaultReadableFile>(*this, base_->open(path));
 }
 
+std::unique_ptr<PositionalFile> FaultEnv::open_positional(const std::string& path) {
+  check(Op::kOpenPositional, path);
+  return std::make_unique<FaultPositionalFile>(*this, base_->open_positional(path));
+}
+
 const char* FaultEnv::op_name(Op op) {
   switch (op) {
     case Op::kCreate: return "create";
@@ -160,6 +183,9 @@ const char* FaultEnv::op_name(Op op) {
     case Op::kOpen: return "open";
     case Op::kRead: return "read";
     case Op::kList: return "list";
+    case Op::kOpenPositional: return "open_positional";
+    case Op::kWriteAt: return "write_at";
+    case Op::kSyncPositional: return "sync_positional";
   }
   return "?";
 }

@@ -1,7 +1,8 @@
 // An Env that forwards to another and fails chosen calls with a chosen errno,
 // the way SQLite's and LevelDB's test file systems do. Tests use it to reach
 // every error path of the pipeline: ENOSPC/EIO on write, failing fsync,
-// rename, directory sync, short (partial) writes.
+// rename, directory sync, short (partial) writes, and the writes at
+// offsets of a shared file (persistent.layout = shared).
 //
 // Fork-safe: a forked child (capture.mode = "fork") calls into the FaultEnv
 // it inherited, so the faults injected in the parent apply in the child's
@@ -27,7 +28,10 @@ namespace resurgo {
 
 class FaultEnv final : public Env {
  public:
-  enum class Op { kCreate, kAppend, kSync, kClose, kRename, kRemove, kSyncDir, kCreateDirs, kOpen, kRead, kList };
+  enum class Op {
+    kCreate, kAppend, kSync, kClose, kRename, kRemove, kSyncDir, kCreateDirs, kOpen, kRead, kList,
+    kOpenPositional, kWriteAt, kSyncPositional  // a PositionalFile's open, write_at and sync
+  };
   // The call's name ("create", "sync_dir", ...), for the tests' messages.
   static const char* op_name(Op op);
 
@@ -37,7 +41,7 @@ class FaultEnv final : public Env {
     std::string path_part;      // only paths containing this ("" = any)
     int skip = 0;               // let this many matching calls through first
     int times = 1;              // then fail this many (-1 = forever)
-    bool partial_write = false; // kAppend: write half the bytes before failing
+    bool partial_write = false; // kAppend, kWriteAt: write half the bytes before failing
   };
 
   explicit FaultEnv(std::shared_ptr<Env> base = Env::posix());
@@ -52,6 +56,7 @@ class FaultEnv final : public Env {
 
   std::unique_ptr<WritableFile> create(const std::string& path, unsigned mode) override;
   std::unique_ptr<ReadableFile> open(const std::string& path) override;
+  std::unique_ptr<PositionalFile> open_positional(const std::string& path) override;
   void rename(const std::string& from, const std::string& to) override;
   void remove(const std::string& path) override;
   void sync_dir(const std::string& dir) override;

@@ -1,7 +1,8 @@
 // Env::open_directory's default: a Directory that joins names to its path
 // and calls the Env's path methods, for the Envs that wrap another to
 // inject faults or to simulate a power loss. It checks nothing: the POSIX
-// Env's own directories do (posix_directory.h).
+// Env's own directories do (posix_directory.h). Env::open_positional's
+// default, which such a Directory may reach, refuses here too.
 #include <memory>
 #include <string>
 #include <vector>
@@ -48,6 +49,9 @@ class PathDirectory final : public Directory {
     return env_.create(join(name), mode);
   }
   std::unique_ptr<ReadableFile> open(const std::string& name) override { return env_.open(join(name)); }
+  std::unique_ptr<PositionalFile> open_positional(const std::string& name) override {
+    return env_.open_positional(join(name));
+  }
   void rename(const std::string& from, const std::string& to) override { env_.rename(join(from), join(to)); }
   bool rename_new(const std::string& from, const std::string& to) override {
     if (env_.exists(join(to))) return false;
@@ -76,6 +80,11 @@ std::unique_ptr<Directory> Env::open_directory(const std::string& path, const Di
     throw NotFoundError("no directory '" + path + "'");
   }
   return std::make_unique<PathDirectory>(*this, path);
+}
+
+std::unique_ptr<PositionalFile> Env::open_positional(const std::string& path) {
+  throw StorageError("cannot write '" + path + "' at offsets: this Env only appends to files, so it cannot hold "
+                     "persistent.layout = shared; use the POSIX Env or persistent.layout = per-rank");
 }
 
 }  // namespace resurgo

@@ -262,6 +262,9 @@ class PosixDirectory final : public Directory {
     }
     return readable_file(fd, path, status, calls_);
   }
+  std::unique_ptr<PositionalFile> open_positional(const std::string& name) override {
+    return positional_file(::openat(fd_, name.c_str(), kPositionalFlags), join(name), calls_);
+  }
   void rename(const std::string& from, const std::string& to) override {
     if (::renameat(fd_, from.c_str(), fd_, to.c_str()) != 0) fail("rename to '" + join(to) + "'", join(from), errno);
   }

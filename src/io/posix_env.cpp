@@ -28,6 +28,9 @@ class PosixEnv final : public Env {
     const int fd = opened_or_fail(::open(path.c_str(), kReadFlags), path);
     return readable_file(fd, path, regular_file_status(fd, path), calls_);
   }
+  std::unique_ptr<PositionalFile> open_positional(const std::string& path) override {
+    return positional_file(::open(path.c_str(), kPositionalFlags), path, calls_);
+  }
   void rename(const std::string& from, const std::string& to) override {
     if (::rename(from.c_str(), to.c_str()) != 0) fail("rename to '" + to + "'", from, errno);
   }

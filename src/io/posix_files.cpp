@@ -75,6 +75,29 @@ void PosixReadableFile::read_at(std::uint64_t offset, void* data, std::size_t by
   }
 }
 
+PosixPositionalFile::~PosixPositionalFile() { calls_.close(fd_); }
+
+void PosixPositionalFile::write_at(std::uint64_t offset, const void* data, std::size_t bytes) {
+  const char* p = static_cast<const char*>(data);
+  while (bytes > 0) {
+    const ssize_t written =
+        calls_.pwrite(fd_, p, std::min<std::size_t>(bytes, 1u << 30), static_cast<off_t>(offset));
+    if (written < 0) {
+      if (errno == EINTR) continue;
+      fail("write at byte " + std::to_string(offset) + " of", path_, errno);
+    }
+    p += written;
+    offset += static_cast<std::uint64_t>(written);
+    bytes -= static_cast<std::size_t>(written);
+  }
+}
+
+void PosixPositionalFile::sync() {
+  while (calls_.fdatasync(fd_) != 0) {
+    if (errno != EINTR) fail("fsync", path_, errno);
+  }
+}
+
 int opened_or_fail(int fd, const std::string& path) {
   if (fd >= 0) return fd;
   if (errno == ENOENT) throw NotFoundError("no such file '" + path + "'");
@@ -108,15 +131,36 @@ struct stat regular_file_status(int fd, const std::string& path) {
   return status;
 }
 
-std::unique_ptr<ReadableFile> readable_file(int fd, const std::string& path, const struct stat& status,
-                                            const SystemCalls& calls) {
+namespace {
+
+// O_NONBLOCK kept open() from waiting on a FIFO; the file's own calls block.
+void make_blocking(int fd, const std::string& path) {
   const int flags = ::fcntl(fd, F_GETFL);
   if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
     const int error_number = errno;
     ::close(fd);
     fail("open", path, error_number);
   }
+}
+
+}  // namespace
+
+std::unique_ptr<ReadableFile> readable_file(int fd, const std::string& path, const struct stat& status,
+                                            const SystemCalls& calls) {
+  make_blocking(fd, path);
   return std::make_unique<PosixReadableFile>(fd, path, static_cast<std::uint64_t>(status.st_size), calls);
+}
+
+std::unique_ptr<PositionalFile> positional_file(int fd, const std::string& path, const SystemCalls& calls) {
+  opened_or_fail(fd, path);
+  struct stat status {};
+  if (::fstat(fd, &status) != 0 || !S_ISREG(status.st_mode) || status.st_uid != ::geteuid()) {
+    ::close(fd);
+    throw StorageError("cannot write '" + path + "': it is not a regular file of this user, and the shared file of "
+                       "a version is written only into the file rank 0 created; remove what is in its place");
+  }
+  make_blocking(fd, path);
+  return std::make_unique<PosixPositionalFile>(fd, path, calls);
 }
 
 std::unique_ptr<WritableFile> writable_file(int fd, const std::string& path, unsigned mode,

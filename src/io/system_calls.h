@@ -15,6 +15,7 @@ namespace resurgo {
 struct SystemCalls {
   ssize_t (*write)(int, const void*, size_t) = ::write;
   ssize_t (*pread)(int, void*, size_t, off_t) = ::pread;
+  ssize_t (*pwrite)(int, const void*, size_t, off_t) = ::pwrite;
   int (*fdatasync)(int) = ::fdatasync;
   int (*fsync)(int) = ::fsync;
   int (*close)(int) = ::close;

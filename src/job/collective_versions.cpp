@@ -196,8 +196,8 @@ void CollectiveVersions::decide_persistent(Comm& job, bool block) {
     if (state > 0 && shared_files_) {
       state = write_shared_version(head.version, **level, job, log_, timeout_seconds_) ? 1 : -1;
     }
+    if (state > 0 && !commit_manifest(head, **level, job)) state = -1;
     if (state > 0) {
-      commit_manifest(head, **level, job);
       if (shared_files_) drop_rank_file(head.version, **level, job);
     } else {
       std::lock_guard lock(mutex_);
@@ -224,8 +224,7 @@ void CollectiveVersions::decide(const Version& added, DirectoryLevel& level, Com
   if (block) hooks_.settle(added.version, level.number());
   long state = hooks_.outcome(added.version, level.number());
   if (!alone()) state = job.allreduce_min(state);
-  if (state > 0) {
-    commit_manifest(added, level, job);
+  if (state > 0 && commit_manifest(added, level, job)) {
     if (hooks_.complete_at_local) hooks_.complete_at_local(added.version, added.started, job);
     return;
   }
@@ -240,7 +239,7 @@ void CollectiveVersions::decide(const Version& added, DirectoryLevel& level, Com
 // and sends it to the ranks that write it: itself for a shared level, the
 // lowest rank of each node for a node-local one. A rank that cannot read its
 // own file back sends an empty part: then no manifest is written.
-void CollectiveVersions::commit_manifest(const Version& added, DirectoryLevel& level, Comm& job) {
+bool CollectiveVersions::commit_manifest(const Version& added, DirectoryLevel& level, Comm& job) {
   std::string mine;
   try {
     const std::unique_ptr<ReadableFile> file = level.open(added.version);
@@ -258,6 +257,7 @@ void CollectiveVersions::commit_manifest(const Version& added, DirectoryLevel& l
     const auto lower_ranks_end = nodes_.begin() + rank;
     if (std::find(nodes_.begin(), lower_ranks_end, node_of(rank)) == lower_ranks_end) writers.push_back(rank);
   }
+  const bool writer = std::count(writers.begin(), writers.end(), comm_.rank()) > 0;
   std::string text;
   if (comm_.rank() == 0) {
     format::Manifest manifest{store_, store_id_, added.version, comm_.size(), {}, {}};
@@ -272,15 +272,19 @@ void CollectiveVersions::commit_manifest(const Version& added, DirectoryLevel& l
     for (std::size_t index = 1; index < writers.size(); ++index) send_text(job, writers[index], text);
   } else {
     send_text(job, 0, mine);
-    if (std::count(writers.begin(), writers.end(), comm_.rank()) > 0) text = receive_text(job, 0, "a job manifest");
+    if (writer) text = receive_text(job, 0, "a job manifest");
   }
-  if (text.empty()) return;
-  try {
-    level.commit_manifest(added.version, text);
-  } catch (const Error& error) {
-    log_.error("job manifest of version " + std::to_string(added.version) + " not written to " + level.where() +
-               " (the version is not complete there): " + error.what());
+  bool written = !writer || !text.empty();
+  if (writer && written) {
+    try {
+      level.commit_manifest(added.version, text);
+    } catch (const Error& error) {
+      written = false;
+      log_.error("job manifest of version " + std::to_string(added.version) + " not written to " + level.where() +
+                 " (the version is not complete there): " + error.what());
+    }
   }
+  return alone() ? written : job.allreduce_min(written ? 1 : 0) == 1;
 }
 
 void CollectiveVersions::record_failure(int version, ErrorCode code, const std::string& message) {

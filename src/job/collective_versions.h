@@ -121,7 +121,10 @@ class CollectiveVersions {
   bool agree_on_version(const Version& added, Comm& job);
   void decide(const Version& added, DirectoryLevel& level, Comm& job, bool block);
   void decide_persistent(Comm& job, bool block);
-  void commit_manifest(const Version& added, DirectoryLevel& level, Comm& job);
+  // Whether the manifest was written by every rank that writes one (the
+  // same answer on every rank): a version whose manifest is missing is no
+  // version of the job, so it must fail, not be reported durable.
+  bool commit_manifest(const Version& added, DirectoryLevel& level, Comm& job);
   void drop_rank_file(int version, DirectoryLevel& level, Comm& job);
   void record_failure(int version, ErrorCode code, const std::string& message);
   void guarded(int version, const std::function<void()>& step);

@@ -10,7 +10,6 @@
 #include "format/shared_file.h"
 #include "job/job_text.h"
 #include "resurgo/errors.hpp"
-#include "tier/positional_file.h"
 
 namespace resurgo {
 
@@ -71,17 +70,17 @@ void copy_part(const OwnPart& own, PositionalFile& shared) {
 // This rank's part, and on rank 0 the part index too (`index`: empty on the
 // others), made durable with one fdatasync. The index may precede the other
 // parts: nobody reads the file before it is published.
-bool write_part(int version, const OwnPart& own, const std::string& path, const std::vector<std::byte>& index,
-                std::uint64_t index_offset, int rank, const Logger& log) {
+bool write_part(int version, const OwnPart& own, DirectoryLevel& level, const std::string& temporary,
+                const std::vector<std::byte>& index, std::uint64_t index_offset, int rank, const Logger& log) {
   try {
-    const std::unique_ptr<PositionalFile> shared = open_positional(path);
+    const std::unique_ptr<PositionalFile> shared = level.open_shared_temporary(temporary);
     copy_part(own, *shared);
     if (!index.empty()) shared->write_at(index_offset, index.data(), index.size());
     shared->sync();
     return true;
   } catch (const Error& error) {
-    log.error("version " + std::to_string(version) + ", rank " + std::to_string(rank) + ": its part of '" + path +
-              "' could not be written, so the version is not packed: " + error.what());
+    log.error("version " + std::to_string(version) + ", rank " + std::to_string(rank) + ": its part of '" +
+              level.dir() + "/" + temporary + "' could not be written, so the version is not packed: " + error.what());
     return false;
   }
 }
@@ -128,8 +127,8 @@ bool write_shared_version(int version, DirectoryLevel& level, Comm& job, const L
   const std::vector<std::byte> index_bytes =
       rank == 0 ? format::encode_shared_index(index, index_offset) : std::vector<std::byte>{};
   const std::string temporary = agree_on_temporary(version, level, job, log);
-  const bool written = !temporary.empty() && write_part(version, *own, level.dir() + "/" + temporary, index_bytes,
-                                                        index_offset, rank, log);
+  const bool written =
+      !temporary.empty() && write_part(version, *own, level, temporary, index_bytes, index_offset, rank, log);
   if (!on_every_rank(job, written)) {
     if (rank == 0 && !temporary.empty()) level.discard_temporary(temporary);
     return false;

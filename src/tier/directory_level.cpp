@@ -383,6 +383,10 @@ std::string DirectoryLevel::create_shared_temporary(int version) {
   return name;
 }
 
+std::unique_ptr<PositionalFile> DirectoryLevel::open_shared_temporary(const std::string& temporary) {
+  return existing_directory().open_positional(temporary);
+}
+
 // As a commit over a rank's file: a shared file left by a run that never
 // committed the version (no manifest) is replaced.
 void DirectoryLevel::publish_shared(const std::string& temporary, int version) {

@@ -89,6 +89,9 @@ class DirectoryLevel final : public Level {
   // This rank's own file of `version`, never the shared file's part.
   std::unique_ptr<ReadableFile> open_rank_file(int version);
   std::string create_shared_temporary(int version);
+  // Every rank writes its part into rank 0's temporary through the Env
+  // seam (Directory::open_positional), where faults can be injected.
+  std::unique_ptr<PositionalFile> open_shared_temporary(const std::string& temporary);
   void publish_shared(const std::string& temporary, int version);
   void discard_temporary(const std::string& temporary);
   void remove_rank_file(int version);

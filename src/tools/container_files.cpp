@@ -56,31 +56,49 @@ ContainerInfo info_of(const format::Container& container) {
   return info;
 }
 
-// Every rank's part of a shared file (format/shared_file.h), each checked
-// as verify() checks a container file, against the version the file's name
-// says and the part's rank and checksum in the part index.
-VerifyReport verify_shared(const std::string& path, int version, const VerifyProgress& progress) {
-  const std::shared_ptr<const ReadableFile> file = Env::posix()->open(path);
-  const format::SharedIndex index = format::read_shared_index(*file);
-  if (index.version != version) {
-    throw CorruptionError("shared file '" + path + "' holds version " + std::to_string(index.version) + ", not " +
-                          std::to_string(version) + " as its name says");
+// A shared file (format/shared_file.h) whose part index was read and
+// checked against the version the file's name says.
+struct OpenShared {
+  std::shared_ptr<const ReadableFile> file;
+  format::SharedIndex index;
+};
+
+OpenShared open_shared(const std::string& path, int version) {
+  OpenShared open{Env::posix()->open(path), {}};
+  open.index = format::read_shared_index(*open.file);
+  if (open.index.version != version) {
+    throw CorruptionError("shared file '" + path + "' holds version " + std::to_string(open.index.version) +
+                          ", not " + std::to_string(version) + " as its name says");
   }
+  return open;
+}
+
+// Rank `rank`'s part, read as a container file and checked as inspect()
+// checks one, against the part's rank and the checksum in the part index.
+OpenContainer open_checked_part(const OpenShared& shared, std::size_t rank) {
+  const int version = static_cast<int>(shared.index.version);
+  OpenContainer part{format::open_part(shared.file, shared.index.parts[rank], static_cast<int>(rank)), {}};
+  part.container = format::read_container(*part.file);
+  format::check_identity(part.container, part.file->path(), "", version, static_cast<int>(rank));
+  if (part.container.checksum != shared.index.parts[rank].checksum) {
+    throw CorruptionError("'" + part.file->path() + "' is not the part the index of version " +
+                          std::to_string(version) + " names (its checksum differs)");
+  }
+  return part;
+}
+
+// Every rank's part of a shared file, each verified as a container file.
+VerifyReport verify_shared(const std::string& path, int version, const VerifyProgress& progress) {
+  const OpenShared shared = open_shared(path, version);
   VerifyReport report{0, 0};
-  for (std::size_t rank = 0; rank < index.parts.size(); ++rank) {
-    const std::unique_ptr<ReadableFile> part = format::open_part(file, index.parts[rank], static_cast<int>(rank));
-    const format::Container container = format::read_container(*part);
-    format::check_identity(container, part->path(), "", version, static_cast<int>(rank));
-    if (container.checksum != index.parts[rank].checksum) {
-      throw CorruptionError("'" + part->path() + "' is not the part the index of version " + std::to_string(version) +
-                            " names (its checksum differs)");
-    }
+  for (std::size_t rank = 0; rank < shared.index.parts.size(); ++rank) {
+    const OpenContainer part = open_checked_part(shared, rank);
     const std::uint64_t before = report.bytes;
-    format::verify_chunks(*part, container, [&](std::uint64_t done, std::uint64_t total) {
+    format::verify_chunks(*part.file, part.container, [&](std::uint64_t done, std::uint64_t total) {
       report.bytes = before + total;
       if (progress && done == total) progress(before + done, before + total);
     });
-    report.chunks += container.chunks.size();
+    report.chunks += part.container.chunks.size();
   }
   return report;
 }
@@ -89,10 +107,25 @@ VerifyReport verify_shared(const std::string& path, int version, const VerifyPro
 
 ContainerInfo inspect(const std::string& path) { return info_of(open_container(path).container); }
 
+SharedFileInfo inspect_shared(const std::string& path) {
+  const std::optional<int> version = parse_shared_file_name(std::filesystem::path(path).filename().string());
+  if (!version) {
+    throw InvalidArgumentError("'" + path + "' is not named as a shared file (v<version>.shared.rsg): `resurgo "
+                               "inspect` reads it as a rank's container file");
+  }
+  const OpenShared shared = open_shared(path, *version);
+  SharedFileInfo info{*version, shared.file->size(), {}};
+  for (std::size_t rank = 0; rank < shared.index.parts.size(); ++rank) {
+    const format::SharedPart& part = shared.index.parts[rank];
+    const ContainerInfo container = info_of(open_checked_part(shared, rank).container);
+    info.parts.push_back({static_cast<int>(rank), part.offset, part.bytes, container});
+  }
+  return info;
+}
+
 VerifyReport verify(const std::string& path, const VerifyProgress& progress) {
-  int shared_version = 0;
-  if (format::parse_shared_file_name(std::filesystem::path(path).filename().string(), shared_version)) {
-    return verify_shared(path, shared_version, progress);
+  if (const auto shared = parse_shared_file_name(std::filesystem::path(path).filename().string())) {
+    return verify_shared(path, *shared, progress);
   }
   const OpenContainer open = open_container(path);
   // A file of another version renamed in place is damage.
@@ -129,6 +162,12 @@ void read_region(const std::string& path, int region_id, const RegionDestination
   for (const format::ChunkRecord& chunk : open.container.chunks) {
     if (chunk.region == index) format::read_chunk(*open.file, open.container, chunk, bytes + chunk.offset, scratch);
   }
+}
+
+std::optional<int> parse_shared_file_name(const std::string& name) {
+  int version = 0;
+  if (!format::parse_shared_file_name(name, version)) return std::nullopt;
+  return version;
 }
 
 std::optional<std::pair<int, int>> parse_container_file_name(const std::string& name) {
