@@ -35,7 +35,8 @@
 #
 # Environment: PYTHON (default python3; .venv/bin/python with --fake-driver
 # where it exists), GPU_DIR (default .gpu), GPU_CHECK_WORK (default
-# build/gpu-check), JOBS (default: the number of cores), GPU_CHECK_SECONDS
+# build/gpu-check), GPU_CHECK_BUILD (the build tree; default
+# $GPU_CHECK_WORK/build), JOBS (default: the number of cores), GPU_CHECK_SECONDS
 # (default: none): the whole run's time, within which every step's limit is
 # cut to what is left (20 s kept for the summary); a step with under 30 s
 # left is not run, and the summary says so.
@@ -65,7 +66,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$(pwd)
 work=$(realpath -m "${GPU_CHECK_WORK:-build/gpu-check}")
 gpu_dir=$(realpath -m "${GPU_DIR:-.gpu}")
-build=$work/build
+build=$(realpath -m "${GPU_CHECK_BUILD:-$work/build}")
 logs=$work/logs
 jobs=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 if [[ -n "${PYTHON:-}" ]]; then

@@ -14,6 +14,7 @@
 #include <system_error>
 
 #include "../sanitized.h"
+#include "base/units.h"
 #include "capture/auto_capture.h"
 #include "capture/huge_page_collapse.h"
 #include "capture/mappings.h"
@@ -27,8 +28,6 @@
 
 namespace resurgo {
 namespace {
-
-constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
 
 bool fits_8MiB(std::uint64_t bytes) { return bytes <= 8 * kMiB; }
 

@@ -5,6 +5,7 @@
 // tests/mpi runs the same store over MPI under mpirun.
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <mutex>
 #include <numeric>
 

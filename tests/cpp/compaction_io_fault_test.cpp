@@ -37,10 +37,10 @@ namespace {
 namespace fs = std::filesystem;
 using Op = FaultEnv::Op;
 
-constexpr std::size_t kBlock = 4096;
-constexpr std::size_t kBlocks = 16;
+constexpr std::size_t kFaultBlock = 4096;
+constexpr std::size_t kFaultBlocks = 16;
 constexpr int kNewest = 3;  // two deltas deep: compacted on each level
-const char* const kStoreName = "c";
+const char* const kFaultStoreName = "c";
 
 struct Outcome {
   std::map<int, int> durable;  // level -> newest version whose wait() returned
@@ -65,7 +65,7 @@ class CompactionFaultRun {
       Store store = open(env);
       for (int version = 1; version <= kNewest; ++version) {
         for (std::size_t block : {static_cast<std::size_t>(version), 7 + 2 * static_cast<std::size_t>(version)}) {
-          std::memset(state_.data() + block * kBlock + 8, version, 300);
+          std::memset(state_.data() + block * kFaultBlock + 8, version, 300);
         }
         saved_[version] = state_;
         try {
@@ -92,7 +92,7 @@ class CompactionFaultRun {
       check_files(what, level);
       if (outcome.durable.count(number) == 0 || outcome.durable.at(number) < kNewest) continue;
       expect_restored(what + " " + level + " alone", config(level, false), kNewest);
-      const std::string newest = dir_.path() + "/" + level + "/" + kStoreName + "/" +
+      const std::string newest = dir_.path() + "/" + level + "/" + kFaultStoreName + "/" +
                                  format::container_file_name(kNewest, 0);
       const bool full = format::read_container(*Env::posix()->open(newest)).header.base_version < 0;
       ++(full ? copies.full : copies.delta);
@@ -113,21 +113,21 @@ class CompactionFaultRun {
                              {"persistent.keep", "0"},
                              {"capture.mode", "delta"},
                              {"track.method", "hash"},
-                             {"track.granularity", std::to_string(kBlock)},
+                             {"track.granularity", std::to_string(kFaultBlock)},
                              {"delta.full_every", "100"},
                              {"delta.compact_after", "1"},
                              {"pipeline.chunk_size", "64KiB"},
                              {"log.level", "off"}});
   }
   Store open(std::shared_ptr<Env> env, const Config& store_config) {
-    Store store(kStoreName, store_config, std::move(env));
+    Store store(kFaultStoreName, store_config, std::move(env));
     store.protect(0, state_.data(), state_.size(), "state");
     return store;
   }
   Store open(std::shared_ptr<Env> env) { return open(std::move(env), config("l2", true)); }
 
   void check_files(const std::string& what, const char* level) {
-    const fs::path directory = fs::path(dir_.path()) / level / kStoreName;
+    const fs::path directory = fs::path(dir_.path()) / level / kFaultStoreName;
     if (!fs::exists(directory)) return;
     for (const auto& entry : fs::directory_iterator(directory)) {
       const std::string name = entry.path().filename().string();
@@ -165,7 +165,7 @@ class CompactionFaultRun {
 
   std::vector<std::string>& violations_;
   TempDir dir_;
-  std::vector<std::byte> state_ = std::vector<std::byte>(kBlocks * kBlock, std::byte{1});
+  std::vector<std::byte> state_ = std::vector<std::byte>(kFaultBlocks * kFaultBlock, std::byte{1});
   std::map<int, std::vector<std::byte>> saved_;
 };
 

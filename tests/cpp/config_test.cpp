@@ -15,6 +15,7 @@
 #include "base/log.h"
 #include "base/names.h"
 #include "core/config_names.h"
+#include "error_text.h"
 #include "resurgo/config.hpp"
 #include "resurgo/errors.hpp"
 #include "test_util.h"
@@ -83,13 +84,6 @@ class ConfigTest : public ::testing::Test {
   int files_ = 0;
   std::vector<std::pair<std::string, std::string>> saved_;
 };
-
-#define EXPECT_CONTAINS(haystack, needle)                                        \
-  do {                                                                           \
-    const std::string haystack_ = (haystack);                                    \
-    EXPECT_NE(haystack_.find(needle), std::string::npos)                         \
-        << "'" << haystack_ << "' does not contain '" << (needle) << "'";        \
-  } while (0)
 
 TEST_F(ConfigTest, CaptureModeFromEveryLayer) {
   EXPECT_EQ(Config::load("", {{"capture.mode", "fork"}}).capture.mode, CaptureMode::kFork);

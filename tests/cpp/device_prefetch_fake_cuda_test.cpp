@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/units.h"
 #include "cuda_device_buffer.h"
 #include "fake_cuda_lookup.h"
 #include "resurgo/errors.hpp"
@@ -27,7 +28,6 @@ namespace {
 using gpu::fake;
 using gpu::FakeControl;
 
-constexpr std::size_t kMiB = std::size_t{1} << 20;
 constexpr std::size_t kDeviceBytes = kMiB;
 
 const gpu::CudaDriver& cuda() { return gpu::CudaDriver::instance(); }

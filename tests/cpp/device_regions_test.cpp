@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/units.h"
 #include "capture/capture.h"
 #include "capture/device_regions.h"
 #include "capture/device_staging.h"
@@ -29,8 +30,6 @@
 
 namespace resurgo {
 namespace {
-
-constexpr std::size_t kMiB = std::size_t{1} << 20;
 
 class DeviceRegionsTest : public ::testing::Test {
  protected:

@@ -22,13 +22,12 @@
 #include <thread>
 #include <vector>
 
+#include "base/units.h"
 #include "fake_cuda_lookup.h"
 #include "host_pages.h"
 
 namespace resurgo::gpu {
 namespace {
-
-constexpr std::size_t kMiB = std::size_t{1} << 20;
 
 #define EXPECT_CU(call) EXPECT_EQ((call), CUDA_SUCCESS) << #call
 #define ASSERT_CU(call) ASSERT_EQ((call), CUDA_SUCCESS) << #call

@@ -13,6 +13,7 @@
 #include <tuple>
 #include <vector>
 
+#include "base/units.h"
 #include "core/config_checks.h"
 #include "resurgo/config.hpp"
 #include "resurgo/errors.hpp"
@@ -61,7 +62,6 @@ using gpu::CudaDriver;
 using gpu::fake;
 using gpu::FakeControl;
 
-constexpr std::size_t kMiB = std::size_t{1} << 20;
 constexpr std::size_t kRegionBytes = 2 * kMiB + 4097;
 
 const CudaDriver& cuda() { return CudaDriver::instance(); }

@@ -22,14 +22,14 @@
 #include <thread>
 #include <vector>
 
+#include "base/units.h"
 #include "gpu/cuda_driver.h"
 #include "host_pages.h"
 
 namespace {
 
+using resurgo::kMiB;
 using resurgo::gpu::CudaDriver;
-
-constexpr std::size_t kMiB = std::size_t{1} << 20;
 
 using GetProcAddress = decltype(&::cuGetProcAddress);
 

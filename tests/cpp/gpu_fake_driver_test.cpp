@@ -21,6 +21,8 @@
 #include <thread>
 #include <vector>
 
+#include "base/units.h"
+#include "cuda_calls.h"
 #include "fake_cuda_lookup.h"
 #include "cuda_device_buffer.h"
 #include "gpu/cuda_device_access.h"
@@ -36,16 +38,11 @@
 namespace resurgo::gpu {
 namespace {
 
-constexpr std::size_t kMiB = std::size_t{1} << 20;
-
-const CudaDriver& cuda() { return CudaDriver::instance(); }
-
 std::string device_name(int ordinal) {
   char name[256] = {};
   cuda().check(cuda().cuDeviceGetName(name, sizeof name, ordinal), "cuDeviceGetName", "test");
   return name;
 }
-void check(CUresult result, const char* call) { cuda().check(result, call, "test"); }
 
 using DeviceBuffer = testing::CudaDeviceBuffer;
 

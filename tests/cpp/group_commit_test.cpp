@@ -17,6 +17,7 @@
 #include "base/log.h"
 #include "base/thread_pool.h"
 #include "base/trace.h"
+#include "base/units.h"
 #include "core/catalog.h"
 #include "format/container.h"
 #include "format/file_names.h"
@@ -34,9 +35,7 @@
 namespace resurgo {
 namespace {
 
-constexpr std::uint64_t kMiB = 1u << 20;
 constexpr char kStore[] = "group";
-
 
 // The container bytes the Scheduler writes for that version of `state`.
 std::vector<std::byte> container_of(int version, const std::vector<std::byte>& state, const Config& config) {

@@ -62,12 +62,12 @@ namespace {
 namespace fs = std::filesystem;
 using Op = FaultEnv::Op;
 
-constexpr int kVersions = 4;
+constexpr int kScenarioVersions = 4;
 constexpr int kKeep = 2;
 constexpr int kPhaseTwoVersion = 10;
 constexpr std::size_t kBigBytes = 64u << 10;
 constexpr std::size_t kSmallBytes = 4u << 10;
-const char* const kStore = "s";
+const char* const kFaultStore = "s";
 
 const std::vector<Op> kOps = {Op::kCreate, Op::kAppend,     Op::kSync, Op::kClose, Op::kRename, Op::kSyncDir,
                               Op::kOpen,   Op::kRead,       Op::kList, Op::kRemove, Op::kCreateDirs};
@@ -166,12 +166,12 @@ class Checks {
       const std::string path = entry.path().string();
       const std::string name = entry.path().filename().string();
       const std::string parent = entry.path().parent_path().string();
-      const bool in_store = parent == root_ + "/l2/" + kStore || parent == root_ + "/l4/" + kStore;
+      const bool in_store = parent == root_ + "/l2/" + kFaultStore || parent == root_ + "/l4/" + kFaultStore;
       if (in_store && (name == ".lock.r000000" || name == format::kStoreIdFileName)) continue;
       int version = 0;
       int rank = 0;
       if (!format::parse_container_file_name(name, version, rank) ||
-          (parent != root_ + "/l2/" + kStore && parent != root_ + "/l4/" + kStore)) {
+          (parent != root_ + "/l2/" + kFaultStore && parent != root_ + "/l4/" + kFaultStore)) {
         violation(when + ": unexpected file " + path);
         continue;
       }
@@ -179,7 +179,7 @@ class Checks {
         const std::unique_ptr<ReadableFile> file = Env::posix()->open(path);
         const format::Container container = format::read_container(*file);
         format::verify_chunks(*file, container, [](std::uint64_t, std::uint64_t) {});
-        if (container.header.version != version || container.header.store != kStore) {
+        if (container.header.version != version || container.header.store != kFaultStore) {
           violation(when + ": " + path + " holds store '" + container.header.store + "' version " +
                     std::to_string(container.header.version));
         }
@@ -269,12 +269,12 @@ class ScenarioRun : public Checks {
     small_.assign(kSmallBytes, 0);
     const auto watch = std::make_shared<EvictionWatch>(env);
     std::unique_ptr<Store> store;
-    stats_.opened = attempt("open", "", [&] { store = std::make_unique<Store>(kStore, config, watch); });
+    stats_.opened = attempt("open", "", [&] { store = std::make_unique<Store>(kFaultStore, config, watch); });
     if (!stats_.opened) return;
     store->protect(0, big_.data(), big_.size(), "big");
     store->protect(1, small_.data(), small_.size(), "small");
     std::set<int> failed_versions;
-    for (int version = 1; version <= kVersions; ++version) {
+    for (int version = 1; version <= kScenarioVersions; ++version) {
       // Refill in place: the protected pointers stay valid.
       const std::vector<std::uint8_t> big = content(version, 0, kBigBytes);
       const std::vector<std::uint8_t> small = content(version, 1, kSmallBytes);
@@ -314,7 +314,7 @@ class ScenarioRun : public Checks {
     small_.assign(kSmallBytes, 0);
     std::unique_ptr<Store> store;
     try {
-      store = std::make_unique<Store>(kStore, config, env);
+      store = std::make_unique<Store>(kFaultStore, config, env);
     } catch (const std::exception& error) {
       violation(std::string("phase 2: a clean store does not open: ") + error.what());
       return;
@@ -336,7 +336,7 @@ class ScenarioRun : public Checks {
     }
     store.reset();
     for (const char* level : {"/l2/", "/l4/"}) {
-      const std::string path = root_ + level + kStore + "/" + format::container_file_name(kPhaseTwoVersion, 0);
+      const std::string path = root_ + level + kFaultStore + "/" + format::container_file_name(kPhaseTwoVersion, 0);
       if (!fs::exists(path)) violation(std::string("phase 2: version 10 missing at ") + path);
     }
   }
@@ -370,17 +370,17 @@ class ScenarioRun : public Checks {
   std::set<int> durable_;  // versions whose wait(v, 2) or wait(v, 4) succeeded
 };
 
-// Versions 1..kVersions committed without faults under `root` (L2 and L4,
+// Versions 1..kScenarioVersions committed without faults under `root` (L2 and L4,
 // or L2 only); keep = 2 leaves versions 3 and 4 on each level.
 void commit_versions(const std::string& root, bool two_levels) {
   Config config = scenario_config(root);
   if (!two_levels) config.persistent.every = 0;
   std::vector<std::uint8_t> big(kBigBytes);
   std::vector<std::uint8_t> small(kSmallBytes);
-  Store store(kStore, config);
+  Store store(kFaultStore, config);
   store.protect(0, big.data(), big.size(), "big");
   store.protect(1, small.data(), small.size(), "small");
-  for (int version = 1; version <= kVersions; ++version) {
+  for (int version = 1; version <= kScenarioVersions; ++version) {
     const std::vector<std::uint8_t> b = content(version, 0, kBigBytes);
     const std::vector<std::uint8_t> s = content(version, 1, kSmallBytes);
     std::copy(b.begin(), b.end(), big.begin());
@@ -419,17 +419,17 @@ class RestartRun : public Checks {
     small_.assign(kSmallBytes, 0);
     {
       std::unique_ptr<Store> store;
-      stats_.opened = attempt("open", "", [&] { store = std::make_unique<Store>(kStore, config, env); });
+      stats_.opened = attempt("open", "", [&] { store = std::make_unique<Store>(kFaultStore, config, env); });
       if (stats_.opened) {
         store->protect(0, big_.data(), big_.size(), "big");
         store->protect(1, small_.data(), small_.size(), "small");
         int restored = -1;
         if (attempt(what, "", [&] { restored = store->restart(target_); })) {
-          if (restored != kVersions) {
+          if (restored != kScenarioVersions) {
             violation(what + " returned version " + std::to_string(restored) + " although version " +
-                      std::to_string(kVersions) + " is intact (a transient I/O error rolled the restart back)");
-          } else if (big_ != content(kVersions, 0, kBigBytes) || small_ != content(kVersions, 1, kSmallBytes)) {
-            violation(what + " restored bytes that differ from version " + std::to_string(kVersions));
+                      std::to_string(kScenarioVersions) + " is intact (a transient I/O error rolled the restart back)");
+          } else if (big_ != content(kScenarioVersions, 0, kBigBytes) || small_ != content(kScenarioVersions, 1, kSmallBytes)) {
+            violation(what + " restored bytes that differ from version " + std::to_string(kScenarioVersions));
           }
         }
         attempt("close", "", [&] { store->close(); });
@@ -445,13 +445,13 @@ class RestartRun : public Checks {
     try {
       big_.assign(kBigBytes, 0);
       small_.assign(kSmallBytes, 0);
-      Store store(kStore, config, env);
+      Store store(kFaultStore, config, env);
       store.protect(0, big_.data(), big_.size(), "big");
       store.protect(1, small_.data(), small_.size(), "small");
       const int restored = store.restart();
-      if (restored != kVersions) {
+      if (restored != kScenarioVersions) {
         violation("after " + what + ", a clean restart(latest) returns version " + std::to_string(restored) +
-                  " instead of " + std::to_string(kVersions));
+                  " instead of " + std::to_string(kScenarioVersions));
       }
       store.close();
     } catch (const std::exception& error) {
@@ -558,7 +558,7 @@ TEST(IoFaultTest, RestartUnderEveryFaultPoint) {
   for (const bool two_levels : {true, false}) {
     TempDir committed;
     commit_versions(committed.path(), two_levels);
-    for (const int target : {kLatest, kVersions}) {
+    for (const int target : {kLatest, kScenarioVersions}) {
       std::map<Op, int> counts;
       const RunStats clean = RestartRun(std::nullopt, violations, committed.path(), two_levels, target).run(&counts);
       EXPECT_EQ(clean.errors, 0);
@@ -629,7 +629,7 @@ TEST(IoFaultTest, InterruptedAndShortSystemCallsAreInvisible) {
                                           {"log.level", "off"}});
   std::vector<std::uint32_t> values(300000);
   {
-    Store store(kStore, config, env);
+    Store store(kFaultStore, config, env);
     store.protect(0, values.data(), values.size() * sizeof values[0], "values");
     for (int version = 1; version <= 5; ++version) {
       for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<std::uint32_t>(version * 1000003u + i);
@@ -639,7 +639,7 @@ TEST(IoFaultTest, InterruptedAndShortSystemCallsAreInvisible) {
   }
   std::vector<std::uint32_t> expected = values;
   std::fill(values.begin(), values.end(), 0u);
-  Store store(kStore, config, env);
+  Store store(kFaultStore, config, env);
   store.protect(0, values.data(), values.size() * sizeof values[0], "values");
   EXPECT_EQ(store.restart(), 5);
   EXPECT_EQ(values, expected);

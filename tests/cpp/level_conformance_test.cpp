@@ -82,6 +82,7 @@
 
 #include "base/log.h"
 #include "base/thread_pool.h"
+#include "base/units.h"
 #include "fake_cuda_lookup.h"
 #include "format/container.h"
 #include "format/file_names.h"
@@ -103,7 +104,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr char kStore[] = "s";
+constexpr char kConformanceStore[] = "s";
 constexpr std::uint64_t kChunk = 32u << 10;     // several chunks per version
 constexpr std::uint64_t kFieldBytes = 96u << 10;  // 3 chunks
 constexpr std::uint64_t kTagBytes = 3000;         // 1 chunk
@@ -147,7 +148,7 @@ class Containers {
  private:
   static std::vector<std::byte> make(int version, int rank, int base) {
     format::Header header;
-    header.store = kStore;
+    header.store = kConformanceStore;
     header.version = version;
     header.rank = static_cast<std::uint32_t>(rank);
     header.base_version = base;
@@ -219,12 +220,12 @@ class DeviceSubject final : public Subject {
     device.backend = backend;
     device.capacity = capacity;
     device.chunk = chunk;
-    level_ = std::make_unique<DeviceLevel>(kStore, 0, device, 0, log_);
+    level_ = std::make_unique<DeviceLevel>(kConformanceStore, 0, device, 0, log_);
   }
   Level& level() override { return *level_; }
 
  private:
-  Logger log_{kStore, LogLevel::kOff};
+  Logger log_{kConformanceStore, LogLevel::kOff};
   std::unique_ptr<DeviceLevel> level_;
 };
 
@@ -246,11 +247,11 @@ class PartnerSubject final : public Subject {
     for (int rank = 0; rank < ranks; ++rank) {
       comms_.push_back(std::make_unique<testing::ThreadComm>(job_, rank));
       locals_.push_back(std::make_unique<DirectoryLevel>(kL2, setup.root + "/node" + std::to_string(job_.node_of(rank)),
-                                                          kStore, rank, 0600, 0, env_of(rank)));
+                                                          kConformanceStore, rank, 0600, 0, env_of(rank)));
       locals_.back()->prepare();
     }
     for (int rank = 0; rank < ranks; ++rank) {
-      copies_.push_back(std::make_unique<PartnerCopies>(PartnerScheme::kPartner, topology, rank, kStore,
+      copies_.push_back(std::make_unique<PartnerCopies>(PartnerScheme::kPartner, topology, rank, kConformanceStore,
                                                         *locals_[rank], 0600, setup.keep, kChunk, env_of(rank), log_));
     }
   }
@@ -275,7 +276,7 @@ class PartnerSubject final : public Subject {
   }
 
  private:
-  Logger log_{kStore, LogLevel::kOff};
+  Logger log_{kConformanceStore, LogLevel::kOff};
   testing::ThreadJob job_;
   int inspected_;
   int owner_ = 0;
@@ -306,8 +307,6 @@ Level::Features features(bool is_volatile, bool node_local, bool collective, boo
   return result;
 }
 
-constexpr std::uint64_t kMiB = 1u << 20;
-
 const LevelKind kLevels[] = {
     // L0 of 2 MiB: about twenty versions before the first one is dropped.
     {"L0_host", kL0, features(true, true, false, true), Eviction::kFirstInFirstOutWhenFull, false, false,
@@ -317,11 +316,11 @@ const LevelKind kLevels[] = {
     // Each version takes whole 2 MiB pieces: 32 MiB hold every case's versions.
     {"L1", kL1, features(true, true, false, false), Eviction::kKeepsNewest, false, false,
      [](const LevelSetup& setup) -> std::unique_ptr<Subject> {
-       return std::make_unique<Plain>(std::make_unique<MemoryLevel>(kStore, 0, 32 * kMiB, setup.keep));
+       return std::make_unique<Plain>(std::make_unique<MemoryLevel>(kConformanceStore, 0, 32 * kMiB, setup.keep));
      }},
     {"L2", kL2, features(false, true, false, false), Eviction::kKeepsNewest, true, false,
      [](const LevelSetup& setup) -> std::unique_ptr<Subject> {
-       auto level = std::make_unique<DirectoryLevel>(kL2, setup.root + "/l2", kStore, 0, 0600, setup.keep, setup.env);
+       auto level = std::make_unique<DirectoryLevel>(kL2, setup.root + "/l2", kConformanceStore, 0, 0600, setup.keep, setup.env);
        level->prepare();
        return std::make_unique<Plain>(std::move(level));
      }},
@@ -333,7 +332,7 @@ const LevelKind kLevels[] = {
      [](const LevelSetup& setup) -> std::unique_ptr<Subject> { return std::make_unique<PartnerSubject>(setup, 4, 2, 2); }},
     {"L4", kL4, features(false, false, false, false), Eviction::kKeepsNewest, true, false,
      [](const LevelSetup& setup) -> std::unique_ptr<Subject> {
-       auto level = std::make_unique<DirectoryLevel>(kL4, setup.root + "/l4", kStore, 0, 0600, setup.keep, setup.env);
+       auto level = std::make_unique<DirectoryLevel>(kL4, setup.root + "/l4", kConformanceStore, 0, 0600, setup.keep, setup.env);
        level->prepare();
        return std::make_unique<Plain>(std::move(level));
      }},
@@ -496,7 +495,7 @@ TEST_P(LevelConformanceTest, AVersionIsInvisibleWhileItsWriteRunsAndWhenTheWrite
 
 TEST_P(LevelConformanceTest, CommitCopyCopiesAVersionOfAnotherLevelExactly) {
   open();
-  DirectoryLevel source(kL2, dir.path() + "/source", kStore, owner(), 0600, 0, Env::posix());
+  DirectoryLevel source(kL2, dir.path() + "/source", kConformanceStore, owner(), 0600, 0, Env::posix());
   source.prepare();
   source.commit(5, containers.writer(5, owner()));
   level().commit_copy(5, *source.open(5));
@@ -508,7 +507,7 @@ TEST_P(LevelConformanceTest, CommitCopyCopiesAVersionOfAnotherLevelExactly) {
 TEST_P(LevelConformanceTest, CommitCopyRefusesADamagedSourceNamingTheChunkAndCommitsNothing) {
   open();
   subject_put(1);
-  DirectoryLevel source(kL2, dir.path() + "/source", kStore, owner(), 0600, 0, Env::posix());
+  DirectoryLevel source(kL2, dir.path() + "/source", kConformanceStore, owner(), 0600, 0, Env::posix());
   source.prepare();
   source.commit(5, containers.writer(5, owner()));
   // Chunk 2 (the field's third) damaged in the middle of its stored bytes.
@@ -534,7 +533,7 @@ TEST_P(LevelConformanceTest, CommitCopyRefusesADamagedSourceNamingTheChunkAndCom
 // identity in its header is what tells.
 TEST_P(LevelConformanceTest, CommitCopyRefusesASourceHoldingAnotherVersion) {
   open();
-  DirectoryLevel source(kL2, dir.path() + "/source", kStore, owner(), 0600, 0, Env::posix());
+  DirectoryLevel source(kL2, dir.path() + "/source", kConformanceStore, owner(), 0600, 0, Env::posix());
   source.prepare();
   source.commit(5, containers.writer(6, owner()));  // version 6's container under version 5's name
   try {
@@ -736,7 +735,7 @@ TEST_P(LevelConformanceTest, IoFaultAtAnyStepOfACommitFailsOnlyThatCommit) {
 TEST_P(LevelConformanceTest, CommitGroupCommitsEveryVersionAndEachReadsBackByteForByte) {
   open();
   subject_put(1);
-  DirectoryLevel source(kL2, dir.path() + "/source", kStore, owner(), 0600, 0, Env::posix());
+  DirectoryLevel source(kL2, dir.path() + "/source", kConformanceStore, owner(), 0600, 0, Env::posix());
   source.prepare();
   source.commit(3, containers.writer(3, owner()));
   const std::unique_ptr<ReadableFile> copied = source.open(3);

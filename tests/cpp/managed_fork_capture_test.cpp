@@ -23,6 +23,7 @@
 
 #include "../sanitized.h"
 #include "capture/fork_capture.h"
+#include "cuda_calls.h"
 #include "cuda_device_buffer.h"
 #include "fake_cuda_lookup.h"
 #include "gpu/cuda_driver.h"
@@ -35,10 +36,6 @@
 
 namespace resurgo::gpu {
 namespace {
-
-const CudaDriver& cuda() { return CudaDriver::instance(); }
-void check(CUresult result, const char* call) { cuda().check(result, call, "test"); }
-
 
 class ManagedForkTest : public ::testing::Test {
  protected:

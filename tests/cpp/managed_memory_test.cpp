@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda_calls.h"
 #include "cuda_device_buffer.h"
 #include "fake_cuda_lookup.h"
 #include "managed_buffer.h"
@@ -27,9 +28,6 @@
 
 namespace resurgo::gpu {
 namespace {
-
-const CudaDriver& cuda() { return CudaDriver::instance(); }
-void check(CUresult result, const char* call) { cuda().check(result, call, "test"); }
 
 using KernelWrite = decltype(&fake_cuda_kernel_write);
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda_calls.h"
 #include "fake_cuda_lookup.h"
 #include "gpu/cuda_driver.h"
 #include "resurgo/resurgo.hpp"
@@ -19,8 +20,6 @@
 
 namespace resurgo::gpu {
 namespace {
-
-const CudaDriver& cuda() { return CudaDriver::instance(); }
 
 class ManagedPrefetchTest : public ::testing::Test {
  protected:

@@ -7,9 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <numeric>
 #include <vector>
 
+#include "every_position.h"
 #include "matrix/bin_message.h"
 #include "matrix/update_queue.h"
 #include "resurgo/errors.hpp"
@@ -19,12 +19,6 @@ namespace {
 
 // Everything on one process: its local array is the column-major matrix.
 BlockCyclic one_process(std::int64_t n) { return BlockCyclic(MatrixLayout{n, n, 4, 4, 1, 1}); }
-
-std::vector<std::size_t> every_position(std::size_t n) {
-  std::vector<std::size_t> positions(n);
-  std::iota(positions.begin(), positions.end(), 0);
-  return positions;
-}
 
 // Values whose sums depend on the order of the additions.
 std::vector<float> awkward_values(std::size_t count) {

@@ -7,20 +7,14 @@
 
 #include <gtest/gtest.h>
 
-#include <numeric>
 #include <vector>
 
+#include "every_position.h"
 #include "matrix/bin_message.h"
 #include "matrix/update_queue.h"
 
 namespace resurgo {
 namespace {
-
-std::vector<std::size_t> every_position(std::size_t n) {
-  std::vector<std::size_t> positions(n);
-  std::iota(positions.begin(), positions.end(), 0);
-  return positions;
-}
 
 std::vector<float> distinct_values(std::size_t count) {
   std::vector<float> values(count);

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <vector>
 
+#include "base/units.h"
 #include "chain_files.h"
 #include "format/container.h"
 #include "resurgo/errors.hpp"
@@ -16,8 +17,6 @@
 
 namespace resurgo {
 namespace {
-
-constexpr std::uint64_t kMiB = 1u << 20;
 
 // A version of `bytes` raw bytes (any content): the level stores what it is given.
 std::function<void(WritableFile&)> raw_bytes(std::uint64_t bytes, std::byte value) {

@@ -8,6 +8,7 @@
 
 #include <vector>
 
+#include "base/units.h"
 #include "core/catalog.h"
 #include "base/log.h"
 #include "base/trace.h"
@@ -19,9 +20,6 @@
 
 namespace resurgo {
 namespace {
-
-constexpr std::uint64_t kMiB = 1u << 20;
-
 
 // A memory level whose commit, when the level is full, lets the eviction
 // thread win the race: it evicts what its keep allows before it reports the
