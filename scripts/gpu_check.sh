@@ -16,6 +16,9 @@
 #                with nvcc and checkpointed (with --fake-driver: its host
 #                analog, compiled with the host compiler, on the fake)
 #   cache        bench/gpu_cache.py --quick, a shorter trace on a GPU
+#   l1_pin       bench/l1_pinned_restore.py: restores out of the memory
+#                level's pieces, pageable, pinned piece by piece, pinned whole
+#                (its table goes into summary.md only: OUTDIR holds 8 files)
 #   late_pin     bench/gpu_late_pin.py --quick
 #
 # and writes at most 8 files into OUTDIR (the device tool returns no more):
@@ -147,7 +150,7 @@ step_build() {
     echo "a dependency above was found outside the prefix"
     return 1
   fi
-  cmake --build "$build" -j"$jobs" --target resurgo resurgo_gpu_tests gpu_driver_probe resurgo_fake_cuda gpu_cache gpu_late_pin
+  cmake --build "$build" -j"$jobs" --target resurgo resurgo_gpu_tests gpu_driver_probe resurgo_fake_cuda gpu_cache gpu_late_pin l1_pinned_restore
 }
 
 # The Python extension for this machine's interpreter, and the package
@@ -236,6 +239,15 @@ step_cache() {
   "$python" "$root/bench/gpu_cache.py" --binary "$build/bench/gpu_cache" $(bench_size) "${shorter[@]}" --out "$work/bench"
 }
 
+# 1 GiB on a GPU, 7 repeats; 16 MiB and 5 against the fake driver.
+step_l1_pin() {
+  program_environment
+  local size=(--mib 1024 --repeats 7)
+  ((fake)) && size=(--fake-driver --mib 16 --repeats 5)
+  "$python" "$root/bench/l1_pinned_restore.py" --binary "$build/bench/l1_pinned_restore" "${size[@]}" \
+    --out "$work/bench/l1_pinned_restore.md"
+}
+
 step_late_pin() {
   program_environment
   # shellcheck disable=SC2046
@@ -312,7 +324,7 @@ summary() {
     echo
   fi
   local report
-  for report in gpu_cache gpu_late_pin crum; do
+  for report in gpu_cache l1_pinned_restore gpu_late_pin crum; do
     [[ -f "$work/bench/$report.md" ]] || continue
     echo "## Figures: $report.md (table rows)"
     echo
@@ -338,7 +350,7 @@ publish() {
     [[ -f "$work/bench/$file" ]] && cp "$work/bench/$file" "$out/$file"
   done
   local plots=()
-  mapfile -t plots < <(cd "$work/bench" && ls gpu_cache.png gpu_late_pin.png crum.png 2>/dev/null)
+  mapfile -t plots < <(cd "$work/bench" && ls gpu_cache.png l1_pinned_restore.png gpu_late_pin.png crum.png 2>/dev/null)
   ((${#plots[@]})) && tar -C "$work/bench" -cf "$out/plots.tar" "${plots[@]}"
   return 0
 }
@@ -382,11 +394,11 @@ run_step() {
 run_step environment 60 "$logs/environment.log"
 run_step prefix 120 "$logs/build.log"
 if [[ " ${failed[*]} " == *" prefix "* ]]; then
-  rows+=("| build, probe, gtest, python, pytest, crum, cache, late_pin | not run: no prefix | | |")
+  rows+=("| build, probe, gtest, python, pytest, crum, cache, l1_pin, late_pin | not run: no prefix | | |")
 else
   run_step build 900 "$logs/build.log"
   if [[ " ${failed[*]} " == *" build "* ]]; then
-    rows+=("| probe, gtest, python, pytest, crum, cache, late_pin | not run: the build failed | | |")
+    rows+=("| probe, gtest, python, pytest, crum, cache, l1_pin, late_pin | not run: the build failed | | |")
   else
     run_step probe 90 "$logs/tests.log"
     run_step gtest 300 "$logs/tests.log"
@@ -398,6 +410,7 @@ else
     fi
     run_step crum 360 "$logs/bench.log"
     run_step cache 420 "$logs/bench.log"
+    run_step l1_pin 180 "$logs/bench.log"
     run_step late_pin 300 "$logs/bench.log"
   fi
 fi

@@ -26,6 +26,7 @@
 
 namespace resurgo {
 
+class MemoryLevel;
 class ThreadPool;
 
 // Extents covering every region whole, read from the application's memory.
@@ -41,6 +42,8 @@ struct CaptureContext {
   std::function<void(bool)> capturing;
   // The route's L0, where device regions go; null without one.
   DeviceLevel* device_level = nullptr;
+  // The route's L1, whose pieces the device capture pins (null: none).
+  MemoryLevel* memory_level = nullptr;
 };
 
 // Where a restart writes the protected regions: into their memory, or (the

@@ -7,7 +7,11 @@
 namespace resurgo {
 
 DeviceCapture::DeviceCapture(std::unique_ptr<Capture> host, const CaptureContext& context)
-    : host_(std::move(host)), config_(context.config), log_(context.log), l0_(context.device_level) {}
+    : host_(std::move(host)),
+      config_(context.config),
+      log_(context.log),
+      l0_(context.device_level),
+      l1_(context.memory_level) {}
 
 DeviceCapture::~DeviceCapture() = default;
 
@@ -48,7 +52,7 @@ void DeviceCapture::check(Region& region, const std::string& store) {
 // `what` in the error when the driver cannot be used.
 std::unique_ptr<DeviceRegions> DeviceCapture::open_device_regions(const Region& region, const std::string& what) {
   try {
-    return std::make_unique<DeviceRegions>(config_, l0_, DeviceRegions::device_of(config_, l0_, region), log_);
+    return std::make_unique<DeviceRegions>(config_, l0_, DeviceRegions::device_of(config_, l0_, region), log_, l1_);
   } catch (const gpu::GpuError& error) {
     throw gpu::GpuError("cannot protect " + what + ": " + error.what() +
                             "; device and managed memory need a usable CUDA driver (device.backend = \"host\" "

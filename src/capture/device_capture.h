@@ -54,6 +54,7 @@ class DeviceCapture final : public Capture {
   const Config& config_;
   const Logger& log_;
   DeviceLevel* const l0_;
+  MemoryLevel* const l1_;  // its pieces pinned once device regions exist
   std::unique_ptr<DeviceRegions> device_;  // from the first device region
   std::vector<void*> capture_streams_;     // handed to device_, now or once it exists
 };

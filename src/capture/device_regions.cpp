@@ -46,10 +46,18 @@ struct DeviceRegions::Staging {
   }
 };
 
-DeviceRegions::DeviceRegions(const Config& config, DeviceLevel* l0, int device, const Logger& log)
-    : config_(config), log_(log), l0_(l0), device_(device), access_(gpu::open_device_access(config.device.backend, device)) {
+DeviceRegions::DeviceRegions(const Config& config, DeviceLevel* l0, int device, const Logger& log, MemoryLevel* l1)
+    : config_(config),
+      log_(log),
+      l0_(l0),
+      l1_(l1),
+      device_(device),
+      access_(gpu::open_device_access(config.device.backend, device)) {
   log_.info("device regions through " + access_->name() +
             (l0_ ? ", L0 device cache on " + l0_->memory_name() : std::string(", no L0 device cache")));
+  if (l1_ && config.device.backend == DeviceBackend::kCuda) {
+    pin_memory_level(*l1_, gpu::open_host_pinner(config.device.backend, device_), log_);
+  }
 }
 
 DeviceRegions::~DeviceRegions() = default;
@@ -268,9 +276,10 @@ DeviceRestart::DeviceRestart(const Registry& registry, DeviceRegions& device, in
     : capture_(device),
       protected_(registry),
       version_(version),
-      from_cache_(version != kLatest && device.hold_cached(version, registry.regions())) {
+      from_cache_(version != kLatest && device.hold_cached(version, registry.regions())),
+      from_l1_(version != kLatest && !from_cache_ ? device.open_in_l1(version, registry.regions()) : nullptr) {
   for (Region region : registry.regions()) {
-    if (copied_by_dma(region.kind) && from_cache_) {
+    if (copied_by_dma(region.kind) && (from_cache_ || from_l1_)) {
       region.restored_elsewhere = true;
     } else if (copied_by_dma(region.kind)) {
       Copy& copy = copies_.emplace_back(Copy{region, std::make_unique_for_overwrite<std::byte[]>(region.bytes)});
@@ -286,6 +295,7 @@ DeviceRestart::~DeviceRestart() {
 
 std::uint64_t DeviceRestart::write_back() {
   if (from_cache_) return capture_.restore_from_l0(version_, protected_.regions());
+  if (from_l1_) capture_.write_back(*from_l1_, protected_.regions());
   for (const Copy& copy : copies_) capture_.write_back(copy.device, copy.host.get());
   return 0;
 }
@@ -322,6 +332,15 @@ std::uint64_t DeviceRegions::restore_from_l0(std::int64_t version, const std::ve
 void DeviceRegions::write_back(const Region& region, const std::byte* host) {
   access_->to_device(region.data, host, region.bytes);
   make_resident(region);
+}
+
+std::unique_ptr<InPlaceDeviceCopy> DeviceRegions::open_in_l1(int version, const std::vector<Region>& regions) {
+  return l1_ ? InPlaceDeviceCopy::open(*l1_, version, regions) : nullptr;
+}
+
+void DeviceRegions::write_back(const InPlaceDeviceCopy& copy, const std::vector<Region>& regions) {
+  copy.write_back(*access_);
+  for (const Region& region : regions) make_resident(region);
 }
 
 // A managed region goes back to the store's device, where its kernels run

@@ -34,6 +34,7 @@
 
 #include "capture/capture.h"
 #include "base/clock.h"
+#include "capture/device_memory_level.h"
 #include "capture/device_staging.h"
 #include "capture/fork_capture.h"
 #include "base/log.h"
@@ -59,7 +60,10 @@ class DeviceRegions {
   // Opens the backend `config.device.backend` names on device `device`, the
   // device of `l0` when there is one (may be null). Throws GpuError when
   // the backend cannot be used (no driver, no such device), saying why.
-  DeviceRegions(const Config& config, DeviceLevel* l0, int device, const Logger& log);
+  // With the CUDA backend, the pieces of `l1` (the route's memory level;
+  // null: none) are pinned from now on (device_memory_level.h); the host
+  // backend's copies are memcpy, which pinning would not speed up.
+  DeviceRegions(const Config& config, DeviceLevel* l0, int device, const Logger& log, MemoryLevel* l1 = nullptr);
   ~DeviceRegions();
   DeviceRegions(const DeviceRegions&) = delete;
   DeviceRegions& operator=(const DeviceRegions&) = delete;
@@ -98,6 +102,11 @@ class DeviceRegions {
   // on return. Either restore then prefetches a managed region to the
   // store's device (make_resident).
   void write_back(const Region& region, const std::byte* host);
+  // The device and managed regions of `regions` for `version`, verified
+  // where L1 holds them; null when it cannot give them (InPlaceDeviceCopy).
+  std::unique_ptr<InPlaceDeviceCopy> open_in_l1(int version, const std::vector<Region>& regions);
+  // Copies them into the regions (then make_resident, as write_back).
+  void write_back(const InPlaceDeviceCopy& copy, const std::vector<Region>& regions);
 
   // The L0 cache's counters and the staging buffer's, where they exist.
   // Application thread only, as take().
@@ -136,6 +145,7 @@ class DeviceRegions {
   const Config& config_;
   const Logger& log_;
   DeviceLevel* const l0_;  // null: none; the route's, which outlives the versions in flight
+  MemoryLevel* const l1_;  // null: none; the route's
   const int device_;
   std::unique_ptr<gpu::DeviceAccess> access_;
   std::vector<void*> capture_streams_;  // CUstreams; none: the whole context
@@ -153,7 +163,9 @@ class DeviceRegions {
 // Restart into device and managed regions ("device regions" below). When
 // L0 still holds `version` with these device regions, restore reads only
 // the other regions (registry() marks the device ones restored elsewhere)
-// and write_back() copies them from L0, device to device. Otherwise
+// and write_back() copies them from L0, device to device. Else, when L1
+// holds an intact copy of them, the same with write_back() copying them
+// host to device straight out of L1's (pinned) pieces. Otherwise
 // restore fills host copies of them, and write_back() copies those to
 // device memory. Either way the device regions change only once the rest
 // of the version was read and verified.
@@ -177,6 +189,7 @@ class DeviceRestart final : public RestartTargets {
   const Registry& protected_;
   const int version_;
   const bool from_cache_;
+  const std::unique_ptr<InPlaceDeviceCopy> from_l1_;  // null: not from L1
   Registry staged_;
   std::vector<Copy> copies_;
 };

@@ -117,6 +117,18 @@ void CudaDeviceAccess::to_device(void* device, const void* host, std::size_t byt
   driver_.check(driver_.cuStreamSynchronize(nullptr), "cuStreamSynchronize", what);
 }
 
+void CudaDeviceAccess::to_device_async(void* device, const void* host, std::size_t bytes) {
+  const CudaContext::Scope scope(context_);
+  driver_.check(driver_.cuMemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(device), host, bytes, nullptr),
+                "cuMemcpyHtoDAsync", std::to_string(bytes) + " bytes back into a device region on " + context_.name());
+}
+
+void CudaDeviceAccess::wait_to_device() {
+  const CudaContext::Scope scope(context_);
+  driver_.check(driver_.cuStreamSynchronize(nullptr), "cuStreamSynchronize",
+                "the copies back into device regions on " + context_.name());
+}
+
 void CudaDeviceAccess::prefetch_to_device(void* managed, std::size_t bytes) {
   if (driver_.cuMemPrefetchAsync == nullptr) {
     throw GpuError("the driver (CUDA " + std::to_string(driver_.version()) + ") lacks the cuMemPrefetchAsync variant "

@@ -26,6 +26,12 @@ class CudaDeviceAccess final : public DeviceAccess {
   // cuMemcpyHtoD from pageable memory returns once the bytes are staged, not
   // once they reached the device: the null stream is synchronised too.
   void to_device(void* device, const void* host, std::size_t bytes) override;
+  // cuMemcpyHtoDAsync on the legacy null stream (ordered with the
+  // application's work on blocking streams, as to_device's copies are);
+  // wait_to_device synchronises that stream. Asynchronous only from pinned
+  // memory: from pageable memory the driver stages the bytes first.
+  void to_device_async(void* device, const void* host, std::size_t bytes) override;
+  void wait_to_device() override;
   // cuMemPrefetchAsync on the legacy null stream, which orders it before
   // the application's work on blocking streams; not waited for.
   void prefetch_to_device(void* managed, std::size_t bytes) override;

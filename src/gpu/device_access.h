@@ -48,6 +48,13 @@ class DeviceAccess {
   // GpuError naming the copy.
   virtual void to_host(void* host, const void* device, std::size_t bytes) = 0;
   virtual void to_device(void* device, const void* host, std::size_t bytes) = 0;
+  // A host-to-device copy that may still run when it returns (restart from
+  // pinned pieces of L1: the copies of all spans are queued, then waited for
+  // once). `host` must not change until wait_to_device() returned. Throws
+  // GpuError naming the copy when the driver refuses it. Default: to_device.
+  virtual void to_device_async(void* device, const void* host, std::size_t bytes) { to_device(device, host, bytes); }
+  // Waits for every to_device_async copy; throws GpuError when one failed.
+  virtual void wait_to_device() {}
   // Starts moving the `bytes` of managed memory at `managed` to this
   // device (restart: the copy back may leave pages on the host, where the
   // application's kernels would fault them over one at a time). Throws

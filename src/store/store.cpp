@@ -40,7 +40,7 @@ Store::Impl::Impl(const std::string& store_name, const Config& store_config, std
   scheduler_ =
       std::make_unique<Scheduler>(route_.scheduled(), config.pipeline, *pool_, catalog_, log_, trace_, config.delta);
   capture_ = make_capture(CaptureContext{config, *pool_, log_, [this](bool on) { scheduler_->set_capturing(on); },
-                                         route_.device()});
+                                         route_.device(), &route_.memory()});
   // Made at open, idle until the first prefetch(): the listeners below run
   // on pipeline threads and may not race with its creation.
   prefetcher_ = std::make_unique<Prefetcher>(
@@ -84,6 +84,7 @@ void Store::Impl::close() {
   route_.memory().on_space_freed(nullptr);
   prefetcher_.reset();
   capture_.reset();
+  route_.memory().unpin_pieces();  // registered by the device capture, if any
   route_.close();
   closed_ = true;
   if (trace_.enabled()) trace_.write(*env_);

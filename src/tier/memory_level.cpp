@@ -5,9 +5,12 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 
+#include "base/checksum.h"
 #include "format/file_names.h"
 #include "base/units.h"
+#include "gpu/host_pinner.h"
 #include "format/container.h"
 #include "resurgo/errors.hpp"
 #include "tier/directory_level.h"
@@ -33,12 +36,83 @@ class MemoryFull : public StorageError {
   MemoryFull() : StorageError("the memory level is full") {}
 };
 
+// The pieces pinned through the level's PiecePinner, by address: a piece
+// keeps its address from its allocation to the pool's end, which unpins
+// first.
+class PinnedPieces {
+ public:
+  void set(MemoryLevel::PiecePinner pinner) {
+    std::lock_guard lock(mutex_);
+    if (!pinner_.pin && !stopped_) pinner_ = std::move(pinner);
+  }
+
+  // Pins those of `pieces` (written, so touched) not pinned yet, until the
+  // pinner first fails. Outside the lock: a registration takes time.
+  void pin(const std::vector<Piece>& pieces) {
+    MemoryLevel::PiecePinner pinner;
+    {
+      std::lock_guard lock(mutex_);
+      if (failed_ || stopped_ || !pinner_.pin) return;
+      pinner = pinner_;
+    }
+    for (const Piece& piece : pieces) {
+      {
+        std::lock_guard lock(mutex_);
+        if (pinned_.count(piece.get()) != 0) continue;
+      }
+      const bool pinned = pinner.pin(piece.get(), kPieceBytes);
+      std::unique_lock lock(mutex_);
+      if (pinned && stopped_) {
+        lock.unlock();
+        pinner.unpin(piece.get(), kPieceBytes);
+        return;
+      }
+      if (!pinned) {
+        failed_ = true;
+        return;
+      }
+      pinned_.insert(piece.get());
+    }
+  }
+
+  // Unpins every piece and pins no more; lets the pinner go.
+  void stop() {
+    std::set<std::byte*> pinned;
+    MemoryLevel::PiecePinner pinner;
+    {
+      std::lock_guard lock(mutex_);
+      stopped_ = true;
+      pinned.swap(pinned_);
+      std::swap(pinner, pinner_);
+    }
+    for (std::byte* piece : pinned) pinner.unpin(piece, kPieceBytes);
+  }
+
+  std::uint64_t count() {
+    std::lock_guard lock(mutex_);
+    return pinned_.size();
+  }
+
+ private:
+  std::mutex mutex_;
+  MemoryLevel::PiecePinner pinner_;  // none: pieces stay pageable
+  bool failed_ = false;
+  bool stopped_ = false;
+  std::set<std::byte*> pinned_;
+};
+
 }  // namespace
 
 class MemoryLevel::PiecePool {
  public:
   PiecePool(std::string store, std::uint64_t capacity)
       : store_(std::move(store)), pieces_(std::max<std::uint64_t>(1, capacity / kPieceBytes)) {}
+  // Every piece is back here (each image holds the pool): unpinned before freed.
+  ~PiecePool() { pins.stop(); }
+  PiecePool(const PiecePool&) = delete;
+  PiecePool& operator=(const PiecePool&) = delete;
+
+  PinnedPieces pins;
 
   std::uint64_t capacity() const { return pieces_ * kPieceBytes; }
   std::uint64_t free_bytes() {
@@ -121,19 +195,17 @@ class MemoryLevel::Image {
     }
   }
 
-  void read(std::uint64_t offset, std::byte* data, std::uint64_t bytes) const {
+  // The version is written: its pieces are touched, and may be pinned.
+  void written() { pool_->pins.pin(pieces_); }
+
+  void for_each_span(std::uint64_t offset, std::uint64_t bytes, const Reader::Span& span) const {
     if (offset > size_ || bytes > size_ - offset) {
       throw StorageError("read of " + std::to_string(bytes) + " bytes at offset " + std::to_string(offset) + " of '" +
                          path_ + "' goes past its end (" + std::to_string(size_) + " bytes)");
     }
-    while (bytes > 0) {
-      const std::uint64_t within = offset % kPieceBytes;
-      const std::uint64_t part = std::min(bytes, kPieceBytes - within);
-      std::memcpy(data, pieces_[offset / kPieceBytes].get() + within, part);
-      offset += part;
-      data += part;
-      bytes -= part;
-    }
+    gpu::for_each_pin_piece(offset, bytes, kPieceBytes, [&](std::uint64_t done, std::uint64_t length) {
+      span(pieces_[(offset + done) / kPieceBytes].get() + (offset + done) % kPieceBytes, length);
+    });
   }
 
  private:
@@ -142,6 +214,27 @@ class MemoryLevel::Image {
   std::vector<Piece> pieces_;
   std::uint64_t size_ = 0;
 };
+
+void MemoryLevel::Reader::read_at(std::uint64_t offset, void* data, std::size_t bytes) const {
+  auto* out = static_cast<std::byte*>(data);
+  image_->for_each_span(offset, bytes, [&](const std::byte* span, std::uint64_t length) {
+    std::memcpy(out, span, length);
+    out += length;
+  });
+}
+
+std::uint64_t MemoryLevel::Reader::size() const { return image_->size(); }
+const std::string& MemoryLevel::Reader::path() const { return image_->path(); }
+
+void MemoryLevel::Reader::for_each_span(std::uint64_t offset, std::uint64_t bytes, const Span& span) const {
+  image_->for_each_span(offset, bytes, span);
+}
+
+std::uint64_t MemoryLevel::Reader::checksum(std::uint64_t offset, std::uint64_t bytes) const {
+  PartsChecksum parts;
+  image_->for_each_span(offset, bytes, [&](const std::byte* span, std::uint64_t length) { parts.update(span, length); });
+  return parts.digest();
+}
 
 namespace {
 
@@ -157,19 +250,6 @@ class ImageWriter final : public WritableFile {
 
  private:
   MemoryLevel::Image& image_;
-};
-
-class ImageReader final : public ReadableFile {
- public:
-  explicit ImageReader(std::shared_ptr<const MemoryLevel::Image> image) : image_(std::move(image)) {}
-  void read_at(std::uint64_t offset, void* data, std::size_t bytes) const override {
-    image_->read(offset, static_cast<std::byte*>(data), bytes);
-  }
-  std::uint64_t size() const override { return image_->size(); }
-  const std::string& path() const override { return image_->path(); }
-
- private:
-  std::shared_ptr<const MemoryLevel::Image> image_;
 };
 
 }  // namespace
@@ -196,6 +276,9 @@ std::uint64_t MemoryLevel::footprint(std::uint64_t file_bytes) const {
   return (file_bytes + kPieceBytes - 1) / kPieceBytes * kPieceBytes;
 }
 void MemoryLevel::on_space_freed(std::function<void()> listener) { pool_->set_listener(std::move(listener)); }
+void MemoryLevel::pin_pieces(PiecePinner pinner) { pool_->pins.set(std::move(pinner)); }
+void MemoryLevel::unpin_pieces() { pool_->pins.stop(); }
+std::uint64_t MemoryLevel::pinned_bytes() const { return pool_->pins.count() * kPieceBytes; }
 
 void MemoryLevel::commit(int version, const std::function<void(WritableFile&)>& write) {
   const std::string path = "memory:" + store_ + "/" + format::container_file_name(version, rank_);
@@ -210,6 +293,7 @@ void MemoryLevel::commit(int version, const std::function<void(WritableFile&)>& 
                        store_ + "': its capacity of " + size_text(pool_->capacity()) + " is held by versions [" +
                        held + "]; raise memory.capacity, lower memory.keep, or discard consumed versions");
   }
+  image->written();
   std::lock_guard lock(mutex_);
   images_[version] = std::move(image);
 }
@@ -238,7 +322,13 @@ std::unique_ptr<ReadableFile> MemoryLevel::open(int version) {
   if (found == images_.end()) {
     throw NotFoundError("version " + std::to_string(version) + " of store '" + store_ + "' is not in memory (L1)");
   }
-  return std::make_unique<ImageReader>(found->second);
+  return std::make_unique<Reader>(found->second);
+}
+
+std::unique_ptr<MemoryLevel::Reader> MemoryLevel::open_in_place(int version) {
+  std::lock_guard lock(mutex_);
+  const auto found = images_.find(version);
+  return found == images_.end() ? nullptr : std::make_unique<Reader>(found->second);
 }
 
 void MemoryLevel::quarantine(int version) { remove(version); }

@@ -11,6 +11,17 @@
 // bandwidth of writes to touched ones).
 // Readers hold a version's pieces until they finish, so removing a version
 // while restore reads it is safe.
+//
+// Pinned pieces (docs/gpu.md, "Pinned versions in memory"): a store with
+// device or managed regions restores them host to device, and a copy out of
+// pageable memory runs at a fraction of the bandwidth of one out of pinned
+// memory. The device capture hands the level a PiecePinner; from then on a
+// piece is pinned once a version was written into it (touched first, then
+// pinned: the gpu-cache-allocation paper, section IV-B, pins pages that are
+// there already) and stays pinned, reused as it is, until the level is
+// destroyed or unpin_pieces() is called. Each piece is its own
+// registration, so a copy out of the level is cut at piece bounds
+// (Reader::for_each_span). The level knows no driver.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +40,16 @@ class MemoryLevel final : public Level {
  public:
   class Image;
   class PiecePool;
+  class Reader;
+
+  // Pins pieces for a device driver; set by the device capture.
+  struct PiecePinner {
+    // Pins [data, data + bytes); false when it cannot (it says why itself):
+    // the level then pins no more pieces and they stay pageable.
+    std::function<bool(void* data, std::size_t bytes)> pin;
+    // Undoes one pin() that returned true; must not throw.
+    std::function<void(void* data, std::size_t bytes)> unpin;
+  };
 
   // `capacity` bytes (rounded down to whole pieces, at least one).
   MemoryLevel(const std::string& store, int rank, std::uint64_t capacity, int keep);
@@ -61,6 +82,19 @@ class MemoryLevel final : public Level {
   // Called (without locks held) whenever memory returns to the pool.
   void on_space_freed(std::function<void()> listener);
 
+  // Pins the pieces of each version committed from now on, once written
+  // (see above). Set once; a later call is ignored.
+  void pin_pieces(PiecePinner pinner);
+  // Unpins every piece and pins no more, letting the pinner go (the
+  // store's close: the driver's context goes with it). Versions stay
+  // readable, from pageable pieces.
+  void unpin_pieces();
+  // Bytes of pieces pinned now.
+  std::uint64_t pinned_bytes() const;
+  // The version's bytes where they lie, for a copy that reads them there;
+  // null when the level does not hold it.
+  std::unique_ptr<Reader> open_in_place(int version);
+
  private:
   std::string store_;
   int rank_;
@@ -68,6 +102,30 @@ class MemoryLevel final : public Level {
   std::shared_ptr<PiecePool> pool_;
   mutable std::mutex mutex_;
   std::map<int, std::shared_ptr<const Image>> images_;
+};
+
+// One version held in the level, read in place: a host-to-device copy
+// reads the pieces themselves, span by span, never across a piece bound
+// (a copy over two registrations is refused by the CUDA driver:
+// gpu/host_pinner.h, for_each_pin_piece). The version's pieces are held
+// (and are never written again) while the reader lives.
+class MemoryLevel::Reader final : public ReadableFile {
+ public:
+  explicit Reader(std::shared_ptr<const Image> image) : image_(std::move(image)) {}
+  void read_at(std::uint64_t offset, void* data, std::size_t bytes) const override;
+  std::uint64_t size() const override;
+  const std::string& path() const override;
+
+  using Span = std::function<void(const std::byte* data, std::uint64_t bytes)>;
+  // Calls `span` for each part of [offset, offset + bytes) that lies in one
+  // piece, in order. StorageError for a range past the end.
+  void for_each_span(std::uint64_t offset, std::uint64_t bytes, const Span& span) const;
+  // The checksum (base/checksum.h's XXH3) of [offset, offset + bytes),
+  // computed where the bytes lie. StorageError for a range past the end.
+  std::uint64_t checksum(std::uint64_t offset, std::uint64_t bytes) const;
+
+ private:
+  std::shared_ptr<const Image> image_;
 };
 
 }  // namespace resurgo

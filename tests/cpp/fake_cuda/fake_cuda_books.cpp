@@ -210,7 +210,9 @@ CUresult Driver::copy_pieces(Side target, Side source, std::size_t bytes, int de
     return device_pieces(side.address, bytes, write, device, out);
   };
   if (const CUresult r = pieces(target, true, to); r != CUDA_SUCCESS) return r;
-  return pieces(source, false, from);
+  if (const CUresult r = pieces(source, false, from); r != CUDA_SUCCESS) return r;
+  if (source.host && !target.host && bytes > 0) ++host_to_device_copies[registered ? 1 : 0];
+  return CUDA_SUCCESS;
 }
 
 Owned<Stream> Driver::stream(CUstream handle) {
@@ -375,6 +377,7 @@ FAKE_CUDA_EXPORT uint64_t fake_cuda_reset(FakeCudaCounters* leaked) {
   fake_cuda::release_host_register(d);
   d.version = CUDA_VERSION;
   d.largest_registration = 0;
+  d.host_to_device_copies = {};
   d.kernel_writes.clear();
   fake_cuda::async_failures.store(0, std::memory_order_relaxed);
   fake_cuda::streams_held.store(false, std::memory_order_relaxed);
@@ -510,6 +513,12 @@ FAKE_CUDA_EXPORT uint64_t fake_cuda_calls(const char* entry_point) {
   std::lock_guard lock(d.mutex);
   const auto it = d.calls.find(std::string_view(entry_point));
   return it == d.calls.end() ? 0 : it->second;
+}
+
+FAKE_CUDA_EXPORT uint64_t fake_cuda_host_to_device_copies(int registered) {
+  fake_cuda::Driver& d = fake_cuda::driver();
+  std::lock_guard lock(d.mutex);
+  return d.host_to_device_copies[registered != 0 ? 1 : 0];
 }
 
 FAKE_CUDA_EXPORT uint64_t fake_cuda_resolved_with(const char* entry_point, uint64_t flags) {

@@ -155,6 +155,9 @@ struct Driver {
   bool copies_across_registrations = false;
   RegisterHold register_hold;
   std::uint64_t largest_registration = 0;
+  // Successful host-to-device copies since the last reset, by where their
+  // host side lay: [0] pageable, [1] memory CUDA knows (registered, pinned).
+  std::array<std::uint64_t, 2> host_to_device_copies{};
   std::uint32_t copy_delay_us = kDefaultCopyDelayUs;
   std::map<std::uintptr_t, Range> ranges;
   // cuMemHostRegister calls under way: not registered yet, but a second

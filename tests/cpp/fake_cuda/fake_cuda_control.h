@@ -150,6 +150,12 @@ uint64_t fake_cuda_forked_child_calls(void);
 /* Calls of `entry_point` since the last reset, failed ones included. */
 uint64_t fake_cuda_calls(const char* entry_point);
 
+/* Host-to-device copies (cuMemcpyHtoD and cuMemcpyHtoDAsync) accepted since
+ * the last reset whose host side lay wholly in memory CUDA knows (registered
+ * or pinned: `registered` not 0) or wholly in pageable memory (0): a test
+ * sees which memory a restore copied from. */
+uint64_t fake_cuda_host_to_device_copies(int registered);
+
 /* How many times since the last reset cuGetProcAddress handed out
  * `entry_point` (a base name) when asked with exactly `flags`
  * (CU_GET_PROC_ADDRESS_DEFAULT, _LEGACY_STREAM or
