@@ -56,6 +56,7 @@
 #include "gpu/device_access.h"
 #include "gpu/host_pinner.h"
 #include "gpu/late_pin_buffer.h"
+#include "option_pairs.h"
 #include "piece_pinner.h"
 #ifdef RESURGO_HAVE_CUDA_HEADERS
 #include "gpu/cuda_context.h"
@@ -94,10 +95,7 @@ struct Options {
 
 Options parse(int argc, char** argv) {
   Options opt;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    if (i + 1 >= argc) usage("missing value after " + std::string(arg));
-    const std::string value = argv[++i];
+  for (const auto& [arg, value] : option_pairs(argc, argv, usage)) {
     if (arg == "--backend") opt.backend = value;
     else if (arg == "--mode") opt.mode = value;
     else if (arg == "--method") opt.method = value;

@@ -26,6 +26,7 @@
 
 #ifdef RESURGO_HAVE_CUDA_HEADERS
 #include "gpu/cuda_driver.h"
+#include "option_pairs.h"
 #endif
 
 namespace {
@@ -46,10 +47,7 @@ struct Options {
 
 Options parse(int argc, char** argv) {
   Options opt;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    if (i + 1 >= argc) usage("missing value after " + std::string(arg));
-    const std::string value = argv[++i];
+  for (const auto& [arg, value] : option_pairs(argc, argv, usage)) {
     if (arg == "--mib") opt.bytes = std::stoull(value) * kMiB;
     else if (arg == "--piece-mib") opt.piece = std::stoull(value) * kMiB;
     else if (arg == "--repeats") opt.repeats = std::stoi(value);

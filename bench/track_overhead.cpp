@@ -37,6 +37,7 @@
 #include <string_view>
 #include <vector>
 
+#include "option_pairs.h"
 #include "track/hash_tracker.h"
 #include "track/mprotect_tracker.h"
 #include "track/soft_dirty_tracker.h"
@@ -71,10 +72,7 @@ struct Options {
 
 Options parse(int argc, char** argv) {
   Options opt;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    if (i + 1 >= argc) usage("missing value after " + std::string(arg));
-    const std::string value = argv[++i];
+  for (const auto& [arg, value] : option_pairs(argc, argv, usage)) {
     char* end = nullptr;
     if (arg == "--method") {
       opt.method = value;
