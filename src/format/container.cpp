@@ -250,7 +250,9 @@ T load(const std::byte* p) {
 
 
 ContainerWriter::ContainerWriter(WritableFile& file, const Header& header)
-    : file_(file), header_bytes_(serialize_header(header)) {
+    : file_(file),
+      header_bytes_(serialize_header(header)),
+      gathers_(dynamic_cast<const AppendsInMemory*>(&file) == nullptr) {
   file_.append(header_bytes_.data(), header_bytes_.size());
   position_ = header_bytes_.size();
 }
@@ -261,7 +263,7 @@ void ContainerWriter::add_chunk(ChunkRecord record, const void* stored_bytes) {
   ByteWriter out(pending_);
   put_record(out, record);
   record.file_offset = position_ + kChunkRecordBytes;
-  if (record.stored_length < kGatherBelow) {
+  if (gathers_ && record.stored_length < kGatherBelow) {
     out.put_bytes(stored_bytes, record.stored_length);
     if (pending_.size() >= kGatherUpTo) flush();
   } else {

@@ -80,10 +80,19 @@ struct Container {
   std::uint64_t checksum = 0;  // of header and index, from the footer: identifies the file's content
 };
 
+// A WritableFile whose append is a copy into memory, not a system call
+// (the memory level's): ContainerWriter appends its chunks as they are,
+// since gathering them first would only add a copy.
+class AppendsInMemory {
+ protected:
+  ~AppendsInMemory() = default;
+};
+
 // Streams one container into `file`. Call add_chunk for the chunks of every
 // region (any order), then finish(). Does not sync or close the file. Small
 // chunks (a delta's blocks) are gathered and written a MiB at a time: two
-// system calls per 4 KiB block cost more than writing it.
+// system calls per 4 KiB block cost more than writing it. A file that
+// AppendsInMemory gets each record and chunk appended as it comes.
 class ContainerWriter {
  public:
   ContainerWriter(WritableFile& file, const Header& header);
@@ -100,6 +109,7 @@ class ContainerWriter {
   std::vector<ChunkRecord> chunks_;
   std::vector<std::byte> pending_;  // records and small chunks not written yet
   std::uint64_t position_ = 0;
+  bool gathers_;
   bool finished_ = false;
 };
 

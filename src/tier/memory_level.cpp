@@ -238,7 +238,7 @@ std::uint64_t MemoryLevel::Reader::checksum(std::uint64_t offset, std::uint64_t 
 
 namespace {
 
-class ImageWriter final : public WritableFile {
+class ImageWriter final : public WritableFile, public format::AppendsInMemory {
  public:
   explicit ImageWriter(MemoryLevel::Image& image) : image_(image) {}
   void append(const void* data, std::size_t bytes) override {

@@ -21,6 +21,7 @@
 #include "base/thread_pool.h"
 #include "format/version_writer.h"
 #include "resurgo/errors.hpp"
+#include "tier/memory_level.h"
 #include "test_util.h"
 
 // The largest single allocation this thread made while `probing_allocations`
@@ -1130,6 +1131,113 @@ TEST_P(FormatUndecodable, IsCorruption) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Format, FormatUndecodable, ::testing::Values(Codec::kLz4, Codec::kZstd));
+
+// ContainerWriter into a file that AppendsInMemory (the memory level's):
+// chunks are appended from where they lie, not gathered into a buffer
+// first (one copy fewer per small chunk), and the container is the same
+// bytes as one written with gathering; damage is still found at read.
+
+// Keeps the bytes and where each append read them from.
+class GatherRecordingFile : public WritableFile {
+ public:
+  void append(const void* data, std::size_t bytes) override {
+    const auto* from = static_cast<const std::byte*>(data);
+    sources.push_back({from, bytes});
+    contents.insert(contents.end(), from, from + bytes);
+  }
+  void sync() override {}
+  void close() override {}
+  const std::string& path() const override { return path_; }
+
+  struct Append {
+    const std::byte* data;
+    std::size_t bytes;
+  };
+  std::vector<Append> sources;
+  std::vector<std::byte> contents;
+
+ private:
+  std::string path_ = "recording";
+};
+
+class GatherInMemoryFile final : public GatherRecordingFile, public format::AppendsInMemory {};
+
+// One region in chunks of 4 KiB and 64 KiB, which a file's writer gathers,
+// and 300 KiB, which it appends as they are.
+struct GatherChunks {
+  GatherChunks() : data(kSizes[0] + kSizes[1] + kSizes[2]) {
+    for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<std::byte>(i * 131 % 251);
+    header.store = "s";
+    header.version = 1;
+    header.chunk_size = kSizes[2];
+    header.regions.push_back({0, "u", format::RegionKind::kHost, data.size(), "", {}});
+  }
+
+  // `damaged`: the chunk (index) whose bytes change after their checksum is taken.
+  void write(WritableFile& file, int damaged = -1) {
+    format::ContainerWriter writer(file, header);
+    std::uint64_t offset = 0;
+    for (int i = 0; i < 3; ++i) {
+      const std::uint64_t sum = format::checksum(data.data() + offset, kSizes[i]);
+      if (i == damaged) data[offset + kSizes[i] / 2] ^= std::byte{0x10};
+      writer.add_chunk({0, offset, kSizes[i], kSizes[i], Codec::kNone, sum, 0}, data.data() + offset);
+      offset += kSizes[i];
+    }
+    writer.finish();
+  }
+
+  static constexpr std::uint64_t kSizes[3] = {4u << 10, 64u << 10, 300u << 10};
+  std::vector<std::byte> data;
+  format::Header header;
+};
+
+bool gather_appended_from(const GatherRecordingFile& file, const std::byte* data, std::size_t bytes) {
+  for (const auto& append : file.sources) {
+    if (append.data == data && append.bytes == bytes) return true;
+  }
+  return false;
+}
+
+TEST(ContainerInMemory, AppendsEachChunkFromWhereItLiesAndWritesTheSameBytes) {
+  GatherChunks chunks;
+  GatherRecordingFile gathered;
+  chunks.write(gathered);
+  GatherInMemoryFile direct;
+  chunks.write(direct);
+  EXPECT_EQ(direct.contents, gathered.contents);
+  std::uint64_t offset = 0;
+  for (std::uint64_t bytes : GatherChunks::kSizes) {
+    EXPECT_TRUE(gather_appended_from(direct, chunks.data.data() + offset, bytes)) << "chunk of " << bytes << " bytes";
+    offset += bytes;
+  }
+  // A file's writer gathers the small chunks: one system call per MiB.
+  EXPECT_FALSE(gather_appended_from(gathered, chunks.data.data(), GatherChunks::kSizes[0]));
+  EXPECT_FALSE(gather_appended_from(gathered, chunks.data.data() + GatherChunks::kSizes[0], GatherChunks::kSizes[1]));
+}
+
+TEST(ContainerInMemory, MemoryLevelReadsBackEveryChunkAndFindsADamagedOne) {
+  for (int damaged : {-1, 0, 1, 2}) {
+    SCOPED_TRACE("damaged chunk " + std::to_string(damaged));
+    GatherChunks chunks;
+    const std::vector<std::byte> original = chunks.data;
+    MemoryLevel level("s", 0, 8u << 20, 2);
+    level.commit(1, [&](WritableFile& file) { chunks.write(file, damaged); });
+    const auto file = level.open(1);
+    const format::Container container = format::read_container(*file);
+    ASSERT_EQ(container.chunks.size(), 3u);
+    std::vector<std::byte> scratch;
+    for (std::size_t i = 0; i < container.chunks.size(); ++i) {
+      const format::ChunkRecord& chunk = container.chunks[i];
+      std::vector<std::byte> back(chunk.raw_length);
+      if (static_cast<int>(i) == damaged) {
+        EXPECT_THROW(format::read_chunk(*file, container, chunk, back.data(), scratch), CorruptionError);
+        continue;
+      }
+      format::read_chunk(*file, container, chunk, back.data(), scratch);
+      EXPECT_EQ(std::memcmp(back.data(), original.data() + chunk.offset, back.size()), 0) << "chunk " << i;
+    }
+  }
+}
 
 }  // namespace
 }  // namespace resurgo
