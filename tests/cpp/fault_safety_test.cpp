@@ -389,7 +389,7 @@ TEST(FaultSafetyTermination, AForkedChildNeitherSignalsNorStopsTheParentsWatcher
 
 // ------------------------------------------------------- mprotect tracker
 
-using track::Mapping;
+using track::PageMapping;
 using track::MappingCount;
 using track::pages_of;
 
@@ -403,7 +403,7 @@ TEST(FaultSafetyMprotect, AReplacedHandlerIsNoticedAtCollectAndTheRegionMovesToH
   const int status = run_child([] {
     const Logger log("t", LogLevel::kOff);
     const auto tracker = track::open_tracker(TrackMethod::kMprotect, log);
-    Mapping memory(4);
+    PageMapping memory(4);
     tracker->watch(1, memory.base(), memory.bytes());
     tracker->collect(1, 1);  // write-protects the pages
     *memory.page(0) = std::byte{1};
@@ -416,7 +416,7 @@ TEST(FaultSafetyMprotect, AReplacedHandlerIsNoticedAtCollectAndTheRegionMovesToH
     child_check(tracker->method_of(1) == TrackMethod::kHash, 4, "moved to hash");
     *memory.page(2) = std::byte{1};  // no fault: the page is writable again
     child_check(tracker->collect(1, 1) == pages_of(4, {2}), 5, "tracked by hash");
-    Mapping later(1);
+    PageMapping later(1);
     tracker->watch(2, later.base(), later.bytes());  // never protected again
     child_check(tracker->method_of(2) == TrackMethod::kHash, 6, "a new region is hashed");
   });
@@ -442,7 +442,7 @@ TEST(FaultSafetyMprotect, AnIgnoredSignalSentByRaiseStaysIgnored) {
 // mappings in use and half the limit.
 TEST(FaultSafetyMprotect, TheMappingBudgetCountsTheMappingsInUse) {
   const std::size_t page = track::page_size();
-  Mapping memory(401);  // never touched: address space only
+  PageMapping memory(401);  // never touched: address space only
   auto tracker = track::make_mprotect_tracker([] { return MappingCount{1000, 100}; });  // 400 pages left
   tracker->watch(1, memory.base(), 400 * page);
   try {
@@ -465,8 +465,8 @@ TEST(FaultSafetyMprotect, TheMappingBudgetCountsTheMappingsInUse) {
 TEST(FaultSafetyMprotect, RegionsPastTheBudgetAreHashedWithOneWarning) {
   const MappingCount mappings = track::count_mappings();
   const std::size_t pages = mappings.limit / 2 + 1;
-  Mapping first(pages);  // address space only
-  Mapping second(pages);
+  PageMapping first(pages);  // address space only
+  PageMapping second(pages);
   const Logger log("t", LogLevel::kInfo);
   const auto tracker = track::open_tracker(TrackMethod::kMprotect, log);
   ::testing::internal::CaptureStderr();

@@ -21,7 +21,7 @@ class HashTrackerTest : public ::testing::Test {
 };
 
 TEST_F(HashTrackerTest, FirstCollectReportsEveryPageThenOnlyTheWrittenOnes) {
-  Mapping memory(8);
+  PageMapping memory(8);
   tracker_->watch(1, memory.page(0), 8 * page_size());
   EXPECT_EQ(tracker_->method(), Method::kHash);
   EXPECT_EQ(tracker_->collect(1, 1), every_page(8));
@@ -33,7 +33,7 @@ TEST_F(HashTrackerTest, FirstCollectReportsEveryPageThenOnlyTheWrittenOnes) {
 }
 
 TEST_F(HashTrackerTest, BlocksOfFourPagesAreReportedWhole) {
-  Mapping memory(16);
+  PageMapping memory(16);
   tracker_->watch(1, memory.page(0), 16 * page_size());
   tracker_->collect(1, 4);
   *memory.page(5) = std::byte{1};
@@ -42,7 +42,7 @@ TEST_F(HashTrackerTest, BlocksOfFourPagesAreReportedWhole) {
 }
 
 TEST_F(HashTrackerTest, ANewBlockSizeAppliesFromTheNextInterval) {
-  Mapping memory(8);
+  PageMapping memory(8);
   tracker_->watch(1, memory.page(0), 8 * page_size());
   tracker_->collect(1, 1);
   *memory.page(6) = std::byte{1};
@@ -56,7 +56,7 @@ TEST_F(HashTrackerTest, ANewBlockSizeAppliesFromTheNextInterval) {
 }
 
 TEST_F(HashTrackerTest, AWriteThatRestoresTheBytesIsNotReported) {
-  Mapping memory(4);
+  PageMapping memory(4);
   tracker_->watch(1, memory.page(0), 4 * page_size());
   tracker_->collect(1, 1);
   *memory.page(2) = std::byte{7};
@@ -66,7 +66,7 @@ TEST_F(HashTrackerTest, AWriteThatRestoresTheBytesIsNotReported) {
 }
 
 TEST_F(HashTrackerTest, ARegionOfOneByteHashesOnlyThatByte) {
-  Mapping memory(1);
+  PageMapping memory(1);
   std::byte* byte = memory.page(0) + 100;
   tracker_->watch(1, byte, 1);
   EXPECT_EQ(tracker_->collect(1, 4), every_page(1));
@@ -78,7 +78,7 @@ TEST_F(HashTrackerTest, ARegionOfOneByteHashesOnlyThatByte) {
 }
 
 TEST_F(HashTrackerTest, TheLastBlockIsClippedToTheRegionsPages) {
-  Mapping memory(12);
+  PageMapping memory(12);
   tracker_->watch(1, memory.page(0), 10 * page_size());  // blocks 0-3, 4-7, 8-9
   tracker_->collect(1, 4);
   *memory.page(9) = std::byte{1};
@@ -87,7 +87,7 @@ TEST_F(HashTrackerTest, TheLastBlockIsClippedToTheRegionsPages) {
 }
 
 TEST_F(HashTrackerTest, ARegionOffPageBoundariesCountsThePagesItTouches) {
-  Mapping memory(5);
+  PageMapping memory(5);
   std::byte* base = memory.page(0) + 100;
   tracker_->watch(1, base, 3 * page_size());  // touches pages 0 to 3
   EXPECT_EQ(tracker_->collect(1, 1), every_page(4));
@@ -100,8 +100,8 @@ TEST_F(HashTrackerTest, ARegionOffPageBoundariesCountsThePagesItTouches) {
 }
 
 TEST_F(HashTrackerTest, TwoRegionsAreTrackedApart) {
-  Mapping first(4);
-  Mapping second(6);
+  PageMapping first(4);
+  PageMapping second(6);
   tracker_->watch(1, first.page(0), 4 * page_size());
   tracker_->watch(2, second.page(0), 6 * page_size());
   tracker_->collect(1, 1);
@@ -113,7 +113,7 @@ TEST_F(HashTrackerTest, TwoRegionsAreTrackedApart) {
 }
 
 TEST_F(HashTrackerTest, WritesFromAnotherThreadAreReported) {
-  Mapping memory(8);
+  PageMapping memory(8);
   tracker_->watch(1, memory.page(0), 8 * page_size());
   tracker_->collect(1, 1);
   std::thread writer([&] {
@@ -125,7 +125,7 @@ TEST_F(HashTrackerTest, WritesFromAnotherThreadAreReported) {
 }
 
 TEST_F(HashTrackerTest, UnwatchLeavesTheMemoryAsItWasAndForgetsTheRegion) {
-  Mapping memory(2);
+  PageMapping memory(2);
   std::memset(memory.page(0), 0x5a, 2 * page_size());
   tracker_->watch(1, memory.page(0), 2 * page_size());
   tracker_->collect(1, 1);
@@ -140,7 +140,7 @@ TEST_F(HashTrackerTest, UnwatchLeavesTheMemoryAsItWasAndForgetsTheRegion) {
 }
 
 TEST_F(HashTrackerTest, RejectsBadArguments) {
-  Mapping memory(1);
+  PageMapping memory(1);
   tracker_->watch(1, memory.page(0), page_size());
   EXPECT_THROW(tracker_->watch(1, memory.page(0), page_size()), InvalidArgumentError);
   EXPECT_THROW(tracker_->watch(2, memory.page(0), 0), InvalidArgumentError);

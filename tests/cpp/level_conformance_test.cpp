@@ -105,7 +105,7 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr char kConformanceStore[] = "s";
-constexpr std::uint64_t kChunk = 32u << 10;     // several chunks per version
+constexpr std::uint64_t kConformanceChunk = 32u << 10;     // several chunks per version
 constexpr std::uint64_t kFieldBytes = 96u << 10;  // 3 chunks
 constexpr std::uint64_t kTagBytes = 3000;         // 1 chunk
 
@@ -152,7 +152,7 @@ class Containers {
     header.version = version;
     header.rank = static_cast<std::uint32_t>(rank);
     header.base_version = base;
-    header.chunk_size = kChunk;
+    header.chunk_size = kConformanceChunk;
     header.regions = {{0, "field", format::RegionKind::kHost, kFieldBytes, "float64", {12, 1024}},
                       {1, "tags", format::RegionKind::kHost, kTagBytes, "uint8", {3000}}};
     const std::string metadata = "version " + std::to_string(version) + " of rank " + std::to_string(rank);
@@ -164,10 +164,10 @@ class Containers {
     if (base < 0) {
       extents = {{0, 0, kFieldBytes, field.data()}, {1, 0, kTagBytes, tags.data()}};
     } else {
-      extents = {{0, kChunk, kChunk / 2, field.data() + kChunk}};
+      extents = {{0, kConformanceChunk, kConformanceChunk / 2, field.data() + kConformanceChunk}};
     }
     Config::Pipeline pipeline;
-    pipeline.chunk_size = kChunk;
+    pipeline.chunk_size = kConformanceChunk;
     ThreadPool pool(0);
     BytesFile file("memory");
     write_extents(file, header, extents, pipeline, pool);
@@ -252,7 +252,7 @@ class PartnerSubject final : public Subject {
     }
     for (int rank = 0; rank < ranks; ++rank) {
       copies_.push_back(std::make_unique<PartnerCopies>(PartnerScheme::kPartner, topology, rank, kConformanceStore,
-                                                        *locals_[rank], 0600, setup.keep, kChunk, env_of(rank), log_));
+                                                        *locals_[rank], 0600, setup.keep, kConformanceChunk, env_of(rank), log_));
     }
   }
   Level& level() override { return copies_[inspected_]->level(); }
@@ -512,7 +512,7 @@ TEST_P(LevelConformanceTest, CommitCopyRefusesADamagedSourceNamingTheChunkAndCom
   source.commit(5, containers.writer(5, owner()));
   // Chunk 2 (the field's third) damaged in the middle of its stored bytes.
   const std::vector<std::byte>& good = expected(5);
-  flip_bit(source.path(5), Containers::chunk_data_offset(good, 2) + kChunk / 2, 3);
+  flip_bit(source.path(5), Containers::chunk_data_offset(good, 2) + kConformanceChunk / 2, 3);
   try {
     level().commit_copy(5, *source.open(5));
     ADD_FAILURE() << "a damaged source was copied";

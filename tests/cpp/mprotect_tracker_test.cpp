@@ -54,7 +54,7 @@ bool kernel_can_write(std::byte* at) {
 }
 
 TEST(MprotectTrackerTest, FirstCollectReportsEveryPageThenOnlyWrittenOnes) {
-  Mapping memory(8);
+  PageMapping memory(8);
   auto tracker = make_mprotect_tracker();
   EXPECT_EQ(tracker->method(), Method::kMprotect);
   tracker->watch(1, memory.page(0), memory.bytes());
@@ -70,7 +70,7 @@ TEST(MprotectTrackerTest, FirstCollectReportsEveryPageThenOnlyWrittenOnes) {
 }
 
 TEST(MprotectTrackerTest, UnalignedRegionReportsEveryPageItTouches) {
-  Mapping memory(5);
+  PageMapping memory(5);
   std::byte* base = memory.page(0) + 100;
   const std::size_t bytes = 3 * kPage;  // ends 100 bytes into page 3
   auto tracker = make_mprotect_tracker();
@@ -84,7 +84,7 @@ TEST(MprotectTrackerTest, UnalignedRegionReportsEveryPageItTouches) {
 }
 
 TEST(MprotectTrackerTest, BlocksAreReportedWholeAndClippedToTheRegion) {
-  Mapping memory(10);
+  PageMapping memory(10);
   auto tracker = make_mprotect_tracker();
   tracker->watch(1, memory.page(0), memory.bytes());
   EXPECT_EQ(tracker->collect(1, 4), every_page(10));  // blocks {0-3} {4-7} {8-9}
@@ -104,7 +104,7 @@ TEST(MprotectTrackerTest, BlocksAreReportedWholeAndClippedToTheRegion) {
 }
 
 TEST(MprotectTrackerTest, TwoRegionsOfOneTrackerAreTrackedApart) {
-  Mapping memory(6);
+  PageMapping memory(6);
   auto tracker = make_mprotect_tracker();
   tracker->watch(1, memory.page(0), 3 * kPage);
   tracker->watch(2, memory.page(3), 3 * kPage);
@@ -120,7 +120,7 @@ TEST(MprotectTrackerTest, TwoRegionsOfOneTrackerAreTrackedApart) {
 // Region A ends and region B begins on page 2 of the mapping; they belong to
 // two trackers (two stores) served by the one handler.
 TEST(MprotectTrackerTest, RegionsSharingAPageAreBothMarked) {
-  Mapping memory(4);
+  PageMapping memory(4);
   std::byte* split = memory.page(2) + 100;
   auto tracker_a = make_mprotect_tracker();
   auto tracker_b = make_mprotect_tracker();
@@ -151,7 +151,7 @@ TEST(MprotectTrackerTest, RegionsSharingAPageAreBothMarked) {
 TEST(MprotectTrackerTest, FourThreadsWritingDisjointPagesAreAllReported) {
   constexpr std::size_t kPages = 64;
   constexpr std::size_t kThreads = 4;
-  Mapping memory(kPages);
+  PageMapping memory(kPages);
   auto tracker = make_mprotect_tracker();
   tracker->watch(1, memory.page(0), memory.bytes());
   EXPECT_EQ(tracker->collect(1, 1), every_page(kPages));
@@ -185,7 +185,7 @@ TEST(MprotectTrackerTest, FourThreadsWritingDisjointPagesAreAllReported) {
 TEST(MprotectTrackerTest, CollectsDuringWritesLoseNoWrite) {
   constexpr std::size_t kPages = 256;
   constexpr std::size_t kThreads = 4;
-  Mapping memory(kPages);
+  PageMapping memory(kPages);
   auto tracker = make_mprotect_tracker();
   tracker->watch(1, memory.page(0), memory.bytes());
   tracker->collect(1, 1);
@@ -220,7 +220,7 @@ TEST(MprotectTrackerTest, CollectsDuringWritesLoseNoWrite) {
 }
 
 TEST(MprotectTrackerTest, UnwatchGivesTheMemoryBackAsItWas) {
-  Mapping memory(4);
+  PageMapping memory(4);
   for (std::size_t page = 0; page < 4; ++page) write_byte(memory.page(page), 10);
   auto tracker = make_mprotect_tracker();
   tracker->watch(1, memory.page(0), memory.bytes());
@@ -241,7 +241,7 @@ TEST(MprotectTrackerTest, UnwatchGivesTheMemoryBackAsItWas) {
 }
 
 TEST(MprotectTrackerTest, SystemCallsIntoAProtectedPageFailWithEfault) {
-  Mapping memory(2);
+  PageMapping memory(2);
   auto tracker = make_mprotect_tracker();
   tracker->watch(1, memory.page(0), memory.bytes());
   tracker->collect(1, 1);
@@ -263,7 +263,7 @@ TEST(MprotectTrackerTest, SystemCallsIntoAProtectedPageFailWithEfault) {
 }
 
 TEST(MprotectTrackerTest, RejectsBadArguments) {
-  Mapping memory(1);
+  PageMapping memory(1);
   auto tracker = make_mprotect_tracker();
   EXPECT_THROW(tracker->watch(1, memory.page(0), 0), InvalidArgumentError);
   tracker->watch(1, memory.page(0), memory.bytes());
@@ -282,7 +282,7 @@ TEST(MprotectTrackerTest, RejectsBadArguments) {
 TEST(MprotectTrackerTest, PagesBeyondHalfOfMaxMapCountAreUnavailable) {
   const std::size_t max_map_count = count_mappings().limit;
   const std::size_t pages = max_map_count - max_map_count / 2 + 1;
-  Mapping memory(pages);  // never touched: only address space
+  PageMapping memory(pages);  // never touched: only address space
   auto tracker = make_mprotect_tracker([=] { return MappingCount{max_map_count, 0}; });
   const std::string message = message_of<Unavailable>([&] { tracker->watch(6, memory.base(), memory.bytes()); });
   EXPECT_NE(message.find("region 6 ["), std::string::npos) << message;
@@ -296,7 +296,7 @@ TEST(MprotectTrackerTest, PagesBeyondHalfOfMaxMapCountAreUnavailable) {
 TEST(MprotectTrackerTest, UnmappedMemoryIsUnavailable) {
   std::byte* gone;
   {
-    Mapping memory(2);
+    PageMapping memory(2);
     gone = memory.page(0);
   }
   auto tracker = make_mprotect_tracker();
@@ -344,7 +344,7 @@ const int kUnrelatedSegfaultEnd = kAddressSanitized ? -1 : kThreadSanitized ? -6
 
 // Writes a tracked page (which must not end the child), then `fault()`.
 void tracked_write_then(const std::function<void()>& fault) {
-  Mapping tracked(1);
+  PageMapping tracked(1);
   auto tracker = make_mprotect_tracker();
   tracker->watch(1, tracked.page(0), tracked.bytes());
   tracker->collect(1, 1);
@@ -366,7 +366,7 @@ TEST(MprotectTrackerTest, TheHandlerWritesNothingInTheHeapPagesARegionShares) {
   EXPECT_EQ(child_termination_signal([] {
               const auto page_of = [](const void* at) { return reinterpret_cast<std::uintptr_t>(at) / kPage; };
               auto tracker = make_mprotect_tracker();
-              Mapping warm_up(1);  // the first watch reads the system's limits, allocating as it goes
+              PageMapping warm_up(1);  // the first watch reads the system's limits, allocating as it goes
               tracker->watch(2, warm_up.page(0), kPage);
               tracker->unwatch(2);
               auto* region = static_cast<std::byte*>(std::malloc(16));
@@ -388,7 +388,7 @@ TEST(MprotectTrackerTest, TheHandlerWritesNothingInTheHeapPagesARegionShares) {
 TEST(MprotectTrackerTest, AnUnrelatedSegfaultStillEndsTheProcess) {
   EXPECT_EQ(child_termination_signal([] {
               tracked_write_then([] {
-                Mapping read_only(1, PROT_READ);
+                PageMapping read_only(1, PROT_READ);
                 write_byte(read_only.page(0), 1);
               });
             }),
@@ -400,7 +400,7 @@ TEST(MprotectTrackerTest, AnUnrelatedSegfaultStillEndsTheProcess) {
   // A read of a watched page the application made inaccessible itself is not
   // a write the tracker can let through.
   EXPECT_EQ(child_termination_signal([] {
-              Mapping memory(1);
+              PageMapping memory(1);
               auto tracker = make_mprotect_tracker();
               tracker->watch(1, memory.page(0), memory.bytes());
               tracker->collect(1, 1);
@@ -429,7 +429,7 @@ TEST(MprotectTrackerTest, ChainsToTheHandlerInstalledBefore) {
         sigemptyset(&earlier.sa_mask);
         ::sigaction(SIGSEGV, &earlier, nullptr);
         tracked_write_then([] {
-          Mapping read_only(1, PROT_READ);
+          PageMapping read_only(1, PROT_READ);
           g_expected_fault_address = read_only.page(0);
           write_byte(read_only.page(0), 1);
         });

@@ -22,8 +22,8 @@ namespace {
 
 // Small pages only: a transparent huge page has one soft-dirty bit for all
 // its pages.
-struct SmallPageMapping : Mapping {
-  explicit SmallPageMapping(std::size_t pages) : Mapping(pages) { ::madvise(base(), bytes(), MADV_NOHUGEPAGE); }
+struct SmallPageMapping : PageMapping {
+  explicit SmallPageMapping(std::size_t pages) : PageMapping(pages) { ::madvise(base(), bytes(), MADV_NOHUGEPAGE); }
 };
 
 // The process's soft-dirty bits as a set of page numbers, set by write().

@@ -16,18 +16,18 @@ namespace resurgo::track {
 // Whole pages mapped with `protection` and `flags` (anonymous private memory
 // unless told otherwise; MAP_SHARED with a descriptor maps a file), unmapped
 // on destruction.
-class Mapping {
+class PageMapping {
  public:
-  explicit Mapping(std::size_t pages, int protection = PROT_READ | PROT_WRITE,
+  explicit PageMapping(std::size_t pages, int protection = PROT_READ | PROT_WRITE,
                    int flags = MAP_PRIVATE | MAP_ANONYMOUS, int fd = -1)
       : bytes_(pages * page_size()) {
     void* memory = ::mmap(nullptr, bytes_, protection, flags, fd, 0);
     if (memory == MAP_FAILED) throw std::system_error(errno, std::generic_category(), "mmap");
     base_ = static_cast<std::byte*>(memory);
   }
-  ~Mapping() { ::munmap(base_, bytes_); }
-  Mapping(const Mapping&) = delete;
-  Mapping& operator=(const Mapping&) = delete;
+  ~PageMapping() { ::munmap(base_, bytes_); }
+  PageMapping(const PageMapping&) = delete;
+  PageMapping& operator=(const PageMapping&) = delete;
 
   std::byte* base() const { return base_; }
   std::size_t bytes() const { return bytes_; }

@@ -50,7 +50,7 @@ TEST_P(TrackerConformance, IsTheMethodAsked) {
 }
 
 TEST_P(TrackerConformance, FirstCollectReportsEveryPageThenOnlyWhatWasWritten) {
-  Mapping memory(64);
+  PageMapping memory(64);
   Tracker* tracker = tracker_.get();
   tracker->watch(1, memory.base(), memory.bytes());
   PageSet all(64);
@@ -64,7 +64,7 @@ TEST_P(TrackerConformance, FirstCollectReportsEveryPageThenOnlyWhatWasWritten) {
 }
 
 TEST_P(TrackerConformance, RegionOffPageBoundariesCountsThePagesItTouches) {
-  Mapping memory(10);
+  PageMapping memory(10);
   std::byte* base = memory.page(1) + 100;         // starts inside page 1 of the mapping
   const std::size_t bytes = 4 * page_size();       // ends inside page 5: 5 pages touched
   Tracker* tracker = tracker_.get();
@@ -76,7 +76,7 @@ TEST_P(TrackerConformance, RegionOffPageBoundariesCountsThePagesItTouches) {
 }
 
 TEST_P(TrackerConformance, RegionsAreTrackedApart) {
-  Mapping memory(32);
+  PageMapping memory(32);
   Tracker* tracker = tracker_.get();
   tracker->watch(1, memory.page(0), 16 * page_size());
   tracker->watch(2, memory.page(16), 16 * page_size());
@@ -90,7 +90,7 @@ TEST_P(TrackerConformance, RegionsAreTrackedApart) {
 }
 
 TEST_P(TrackerConformance, WritesFromOtherThreadsAreSeen) {
-  Mapping memory(256);
+  PageMapping memory(256);
   Tracker* tracker = tracker_.get();
   tracker->watch(1, memory.base(), memory.bytes());
   tracker->collect(1, 1);
@@ -109,7 +109,7 @@ TEST_P(TrackerConformance, WritesFromOtherThreadsAreSeen) {
 // With blocks of k pages a method reports at least the written pages and at
 // most the whole blocks that hold them.
 TEST_P(TrackerConformance, BlocksBoundWhatIsReported) {
-  Mapping memory(64);
+  PageMapping memory(64);
   Tracker* tracker = tracker_.get();
   tracker->watch(1, memory.base(), memory.bytes());
   tracker->collect(1, 4);
@@ -130,7 +130,7 @@ TEST_P(TrackerConformance, BlocksBoundWhatIsReported) {
 }
 
 TEST_P(TrackerConformance, UnwatchGivesTheMemoryBackAsItWas) {
-  Mapping memory(8);
+  PageMapping memory(8);
   std::memset(memory.base(), 0x5a, memory.bytes());
   Tracker* tracker = tracker_.get();
   tracker->watch(1, memory.base(), memory.bytes());
@@ -157,7 +157,7 @@ TEST_P(TrackerConformance, FileBackedMemoryIsTracked) {
   ASSERT_GE(fd, 0);
   ASSERT_EQ(::ftruncate(fd, static_cast<off_t>(16 * page_size())), 0);
   {
-    Mapping memory(16, PROT_READ | PROT_WRITE, MAP_SHARED, fd);
+    PageMapping memory(16, PROT_READ | PROT_WRITE, MAP_SHARED, fd);
     Tracker* tracker = tracker_.get();
     tracker->watch(1, memory.base(), memory.bytes());
     tracker->collect(1, 1);
@@ -169,7 +169,7 @@ TEST_P(TrackerConformance, FileBackedMemoryIsTracked) {
 }
 
 TEST_P(TrackerConformance, WatchingAnIdTwiceIsRefused) {
-  Mapping memory(4);
+  PageMapping memory(4);
   Tracker* tracker = tracker_.get();
   tracker->watch(1, memory.base(), memory.bytes());
   EXPECT_THROW(tracker->watch(1, memory.base(), memory.bytes()), InvalidArgumentError);

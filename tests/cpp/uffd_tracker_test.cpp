@@ -45,7 +45,7 @@ using resurgo::InvalidArgumentError;
 using resurgo::track::make_uffd_tracker;
 using resurgo::track::Method;
 using resurgo::track::page_size;
-using resurgo::track::Mapping;
+using resurgo::track::PageMapping;
 using resurgo::track::PageSet;
 using resurgo::track::every_page;
 using resurgo::track::pages_of;
@@ -108,7 +108,7 @@ class UffdTrackerTest : public ::testing::Test {
 };
 
 TEST_F(UffdTrackerTest, FirstCollectReportsEveryPageThenNothingWithoutWrites) {
-  Mapping memory(8);
+  PageMapping memory(8);
   memory.fill(std::byte{1});
   EXPECT_EQ(tracker->method(), Method::kUffd);
   tracker->watch(1, memory.base(), memory.bytes());
@@ -118,7 +118,7 @@ TEST_F(UffdTrackerTest, FirstCollectReportsEveryPageThenNothingWithoutWrites) {
 }
 
 TEST_F(UffdTrackerTest, ReportsExactlyTheWrittenPagesNotTheReadOnes) {
-  Mapping memory(16);
+  PageMapping memory(16);
   memory.fill(std::byte{1});
   watch_and_start(1, memory.base(), memory.bytes());
   for (std::size_t page = 0; page < 16; ++page) EXPECT_EQ(read_byte(memory.page(page)), std::byte{1});
@@ -132,7 +132,7 @@ TEST_F(UffdTrackerTest, ReportsExactlyTheWrittenPagesNotTheReadOnes) {
 }
 
 TEST_F(UffdTrackerTest, PagesNeverPopulatedAreTrackedFromTheirFirstWrite) {
-  Mapping memory(16);  // never touched before watch: no page table entries yet
+  PageMapping memory(16);  // never touched before watch: no page table entries yet
   watch_and_start(1, memory.base(), memory.bytes());
   EXPECT_EQ(read_byte(memory.page(2)), std::byte{0});
   EXPECT_EQ(read_byte(memory.page(3)), std::byte{0});
@@ -143,7 +143,7 @@ TEST_F(UffdTrackerTest, PagesNeverPopulatedAreTrackedFromTheirFirstWrite) {
 }
 
 TEST_F(UffdTrackerTest, RegionOffPageBoundariesCountsEveryPageItTouches) {
-  Mapping memory(8);
+  PageMapping memory(8);
   memory.fill(std::byte{1});
   std::byte* base = memory.page(1) + 100;
   const std::size_t bytes = 3 * page_size();  // ends 100 bytes into page 4: 4 pages
@@ -159,7 +159,7 @@ TEST_F(UffdTrackerTest, RegionOffPageBoundariesCountsEveryPageItTouches) {
 }
 
 TEST_F(UffdTrackerTest, TwoRegionsSharingAPageBothSeeItsWrites) {
-  Mapping memory(4);
+  PageMapping memory(4);
   memory.fill(std::byte{1});
   std::byte* shared = memory.page(1);
   const std::size_t half = page_size() / 2;
@@ -178,7 +178,7 @@ TEST_F(UffdTrackerTest, TwoRegionsSharingAPageBothSeeItsWrites) {
 }
 
 TEST_F(UffdTrackerTest, WatchingANeighbourKeepsTheWriteTheOtherHasNotCollected) {
-  Mapping memory(4);
+  PageMapping memory(4);
   memory.fill(std::byte{1});
   const std::size_t half = page_size() / 2;
   watch_and_start(1, memory.base(), page_size() + half);
@@ -190,7 +190,7 @@ TEST_F(UffdTrackerTest, WatchingANeighbourKeepsTheWriteTheOtherHasNotCollected) 
 }
 
 TEST_F(UffdTrackerTest, UnwatchKeepsTheSharedPageTrackedForTheNeighbour) {
-  Mapping memory(4);
+  PageMapping memory(4);
   memory.fill(std::byte{1});
   const std::size_t half = page_size() / 2;
   watch_and_start(1, memory.base(), page_size() + half);
@@ -204,7 +204,7 @@ TEST_F(UffdTrackerTest, UnwatchKeepsTheSharedPageTrackedForTheNeighbour) {
 }
 
 TEST_F(UffdTrackerTest, WritesFromAnotherThread) {
-  Mapping memory(64);
+  PageMapping memory(64);
   memory.fill(std::byte{1});
   watch_and_start(1, memory.base(), memory.bytes());
   std::thread writer([&] {
@@ -217,7 +217,7 @@ TEST_F(UffdTrackerTest, WritesFromAnotherThread) {
 }
 
 TEST_F(UffdTrackerTest, WritesRacingWithCollectAreReportedAndOnlyThem) {
-  Mapping memory(256);
+  PageMapping memory(256);
   memory.fill(std::byte{1});
   watch_and_start(1, memory.base(), memory.bytes());
   std::atomic<bool> stop{false};
@@ -240,7 +240,7 @@ TEST_F(UffdTrackerTest, WritesRacingWithCollectAreReportedAndOnlyThem) {
 }
 
 TEST_F(UffdTrackerTest, WritesByTheKernelIntoTheRegionAreReported) {
-  Mapping memory(8);
+  PageMapping memory(8);
   memory.fill(std::byte{1});
   watch_and_start(1, memory.base(), memory.bytes());
   int pipe_ends[2];
@@ -254,7 +254,7 @@ TEST_F(UffdTrackerTest, WritesByTheKernelIntoTheRegionAreReported) {
 }
 
 TEST_F(UffdTrackerTest, BlockPagesAboveOneStillReportsPages) {
-  Mapping memory(32);
+  PageMapping memory(32);
   memory.fill(std::byte{1});
   tracker->watch(1, memory.base(), memory.bytes());
   EXPECT_EQ(tracker->collect(1, 8), every_page(32));
@@ -264,7 +264,7 @@ TEST_F(UffdTrackerTest, BlockPagesAboveOneStillReportsPages) {
 }
 
 TEST_F(UffdTrackerTest, BlockPagesNotAPowerOfTwoIsRejected) {
-  Mapping memory(4);
+  PageMapping memory(4);
   tracker->watch(1, memory.base(), memory.bytes());
   EXPECT_THROW(tracker->collect(1, 0), InvalidArgumentError);
   EXPECT_THROW(tracker->collect(1, 3), InvalidArgumentError);
@@ -273,7 +273,7 @@ TEST_F(UffdTrackerTest, BlockPagesNotAPowerOfTwoIsRejected) {
 }
 
 TEST_F(UffdTrackerTest, IdsAndArgumentsAreChecked) {
-  Mapping memory(4);
+  PageMapping memory(4);
   tracker->watch(1, memory.base(), page_size());
   EXPECT_THROW(tracker->watch(1, memory.page(2), page_size()), InvalidArgumentError);
   EXPECT_THROW(tracker->watch(2, memory.base(), 0), InvalidArgumentError);
@@ -282,7 +282,7 @@ TEST_F(UffdTrackerTest, IdsAndArgumentsAreChecked) {
 }
 
 TEST_F(UffdTrackerTest, MemoryNotAllMappedIsRejected) {
-  Mapping memory(3);
+  PageMapping memory(3);
   ASSERT_EQ(::munmap(memory.page(1), page_size()), 0);
   EXPECT_THROW(tracker->watch(1, memory.base(), memory.bytes()), InvalidArgumentError);
   ASSERT_EQ(::mmap(memory.page(1), page_size(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0),
@@ -290,7 +290,7 @@ TEST_F(UffdTrackerTest, MemoryNotAllMappedIsRejected) {
 }
 
 TEST_F(UffdTrackerTest, UnwatchGivesTheMemoryBackAsItWas) {
-  Mapping memory(8);
+  PageMapping memory(8);
   for (std::size_t page = 0; page < 8; ++page) std::memset(memory.page(page), static_cast<int>(page), page_size());
   EXPECT_EQ(vm_flags_at(memory.base()).find(" uw"), std::string::npos);
   watch_and_start(1, memory.base(), memory.bytes());
@@ -313,7 +313,7 @@ TEST_F(UffdTrackerTest, UnwatchGivesTheMemoryBackAsItWas) {
 // The application may free tracked memory before it unwatches it, and then
 // map new memory at the same address.
 TEST_F(UffdTrackerTest, UnwatchAfterTheMemoryWasUnmappedFreesItsAddresses) {
-  Mapping memory(4);
+  PageMapping memory(4);
   memory.fill(std::byte{1});
   watch_and_start(1, memory.base(), memory.bytes());
   ASSERT_EQ(::munmap(memory.base(), memory.bytes()), 0);
@@ -328,7 +328,7 @@ TEST_F(UffdTrackerTest, UnwatchAfterTheMemoryWasUnmappedFreesItsAddresses) {
 }
 
 TEST_F(UffdTrackerTest, CollectOfMemoryMappedAgainWithoutUnwatchThrows) {
-  Mapping memory(4);
+  PageMapping memory(4);
   watch_and_start(1, memory.base(), memory.bytes());
   ASSERT_EQ(::mmap(memory.base(), memory.bytes(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0),
             static_cast<void*>(memory.base()));
@@ -336,13 +336,13 @@ TEST_F(UffdTrackerTest, CollectOfMemoryMappedAgainWithoutUnwatchThrows) {
 }
 
 TEST_F(UffdTrackerTest, SharedMappingsAreUnavailableNamingTheRegion) {
-  Mapping anonymous_shared(4, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS);
+  PageMapping anonymous_shared(4, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS);
   const int file = ::memfd_create("uffd_tracker_test", MFD_CLOEXEC);
   ASSERT_GE(file, 0);
   ASSERT_EQ(::ftruncate(file, static_cast<off_t>(4 * page_size())), 0);
-  Mapping file_shared(4, PROT_READ | PROT_WRITE, MAP_SHARED, file);
+  PageMapping file_shared(4, PROT_READ | PROT_WRITE, MAP_SHARED, file);
   ::close(file);
-  for (const Mapping* memory : {&anonymous_shared, &file_shared}) {
+  for (const PageMapping* memory : {&anonymous_shared, &file_shared}) {
     try {
       tracker->watch(7, memory->base(), memory->bytes());
       ADD_FAILURE() << "watch of a shared mapping did not throw";
@@ -369,7 +369,7 @@ TEST_F(UffdTrackerTest, HugetlbMemoryIsUnavailable) {
 // mode asks for them), a write still reports its page only.
 TEST_F(UffdTrackerTest, TransparentHugePagesReportOnlyTheWrittenPages) {
   const std::size_t huge_pages = 2 * 1024 * 1024 / page_size();
-  Mapping memory(3 * huge_pages);
+  PageMapping memory(3 * huge_pages);
   const std::uintptr_t huge_bytes = huge_pages * page_size();
   auto* aligned = reinterpret_cast<std::byte*>((reinterpret_cast<std::uintptr_t>(memory.base()) + huge_bytes - 1) /
                                                huge_bytes * huge_bytes);
@@ -384,7 +384,7 @@ TEST_F(UffdTrackerTest, TransparentHugePagesReportOnlyTheWrittenPages) {
 }
 
 TEST_F(UffdTrackerTest, MemoryAnotherTrackerWatchesIsUnavailable) {
-  Mapping memory(4);
+  PageMapping memory(4);
   tracker->watch(1, memory.base(), memory.bytes());
   const std::unique_ptr<Tracker> other = make_uffd_tracker();
   EXPECT_THROW(other->watch(1, memory.page(1), page_size()), Unavailable);
@@ -394,7 +394,7 @@ TEST_F(UffdTrackerTest, MemoryAnotherTrackerWatchesIsUnavailable) {
 }
 
 TEST_F(UffdTrackerTest, ParentKeepsTrackingAcrossAForkWhoseChildWrites) {
-  Mapping memory(8);
+  PageMapping memory(8);
   memory.fill(std::byte{1});
   watch_and_start(1, memory.base(), memory.bytes());
   const pid_t child = ::fork();
@@ -418,7 +418,7 @@ TEST_F(UffdTrackerTest, ParentKeepsTrackingAcrossAForkWhoseChildWrites) {
 // several times per collect, and the second round shows the first re-armed.
 TEST_F(UffdTrackerTest, TenThousandPagesInPseudoRandomOrderThenADifferentSubset) {
   const std::size_t pages = 16384;
-  Mapping memory(pages);
+  PageMapping memory(pages);
   memory.fill(std::byte{1});
   watch_and_start(1, memory.base(), memory.bytes());
   std::vector<std::size_t> order(pages);
