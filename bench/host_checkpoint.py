@@ -55,7 +55,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -354,14 +354,51 @@ def run_child(program: str, *args: str) -> dict:
     return json.loads(done.stdout.splitlines()[-1])
 
 
+def startup_config(where: Path) -> dict:
+    return dict(local_path=str(where / "l2"), persistent_path=str(where / "l4"), persistent_every=0,
+                local_keep=2)
+
+
+def first_checkpoints(state: np.ndarray, name: str, where: Path, every: int,
+                      made: bool) -> Tuple[float, List[float], List[float]]:
+    """Opens a store in `where` (its L2 directory made beforehand when
+    `made`: the route then prepares it at open, not at the first checkpoint),
+    protects the state, takes FIRST_CHECKPOINTS checkpoints after `every`
+    compute steps each. Returns open + protect, each checkpoint's blocking,
+    and the first touch the first two reported."""
+    config = startup_config(where)
+    if made:
+        (where / "l2" / name).mkdir(mode=0o700, parents=True)
+        (where / "l2").chmod(0o700)
+    t0 = time.perf_counter()
+    store = resurgo.Store(name, **config)
+    store.protect("state", state)
+    opened = time.perf_counter() - t0
+    blocked = []
+    try:
+        for v in range(FIRST_CHECKPOINTS):
+            for _ in range(every):
+                compute_step(state)
+            blocked.append(timed(lambda: store.checkpoint(v)))
+            store.wait(v, level=2)  # no backpressure: the later ones are the copy alone
+        touch = [row.first_touch_seconds for row in store.stats()[:2]]
+    finally:
+        store.close()
+    return opened, blocked, touch
+
+
 def bench_startup(state: np.ndarray, repeats: int, work: Path, interval: float,
                   series: Dict[str, Series], notes: List[str]) -> Dict[str, Series]:
     """The fixed costs of a short run: open + protect, the blocking of the
     first checkpoints after open (the staging buffer's pages are new), and
     a restarted process's open + restart against a hand-written read.
-    Returns the per-repeat ratios of the first checkpoints to a later one."""
+    Returns the per-repeat ratios of the first checkpoints to a later one
+    (keys 1 and 2), and of the first to the later one in a store whose L2
+    directory was there at open (key "made"), the two stores' runs taking
+    turns in each repeat."""
     nbytes = state.nbytes
     tag = human(nbytes)
+    name = f"startup-{tag}"
     step_s = statistics.median(timed(lambda: compute_step(state)) for _ in range(3))
     every = max(1, int(round(interval / step_s)))
     opened = series["rsg_open"] = Series("Resurgo open + protect (hand-written: nothing)", "resurgo", 0)
@@ -369,41 +406,37 @@ def bench_startup(state: np.ndarray, repeats: int, work: Path, interval: float,
     for k in (1, 2, FIRST_CHECKPOINTS):
         nth.append(series.setdefault(f"rsg_ckpt{k}", Series(f"Resurgo checkpoint {k} after open, blocking",
                                                             "resurgo")))
+    made_first = series.setdefault("rsg_ckpt1_made", Series(
+        "Resurgo checkpoint 1 after open, blocking, L2 directory there at open", "resurgo"))
     ratios = {k: Series(f"checkpoint {k} / checkpoint {FIRST_CHECKPOINTS} blocking") for k in (1, 2)}
+    ratios["made"] = Series(f"checkpoint 1 / checkpoint {FIRST_CHECKPOINTS} blocking, L2 directory there at open")
     touch: List[float] = []
-    last_store = None
     for r in range(repeats):
-        where = work / f"startup{r}"
-        config = dict(local_path=str(where / "l2"), persistent_path=str(where / "l4"),
-                      persistent_every=0, local_keep=2)
-        t0 = time.perf_counter()
-        store = resurgo.Store(f"startup-{tag}", **config)
-        store.protect("state", state)
-        opened.times.append(time.perf_counter() - t0)
-        blocked = []
-        try:
-            for v in range(FIRST_CHECKPOINTS):
-                for _ in range(every):
-                    compute_step(state)
-                blocked.append(timed(lambda: store.checkpoint(v)))
-                store.wait(v, level=2)  # no backpressure: the later ones are the copy alone
-            touch += [row.first_touch_seconds for row in store.stats()[:2]]
-        finally:
-            store.close()
-        for s, b in zip(nth, (blocked[0], blocked[1], blocked[-1])):
-            s.times.append(b)
-        for k in (1, 2):
-            ratios[k].times.append(blocked[k - 1] / blocked[-1])
-        log(f"[{tag}] open + protect {fmt_time(opened.times[-1])}; checkpoints after open blocked "
-            + ", ".join(fmt_time(b) for b in blocked))
-        last_store = (f"startup-{tag}", config)
+        for made in ((False, True) if r % 2 == 0 else (True, False)):
+            where = work / f"startup{r}{'-made' if made else ''}"
+            open_s, blocked, first_touch = first_checkpoints(state, name, where, every, made)
+            if made:
+                made_first.times.append(blocked[0])
+                ratios["made"].times.append(blocked[0] / blocked[-1])
+                continue
+            opened.times.append(open_s)
+            touch += first_touch
+            for s, b in zip(nth, (blocked[0], blocked[1], blocked[-1])):
+                s.times.append(b)
+            for k in (1, 2):
+                ratios[k].times.append(blocked[k - 1] / blocked[-1])
+            log(f"[{tag}] open + protect {fmt_time(open_s)}; checkpoints after open blocked "
+                + ", ".join(fmt_time(b) for b in blocked))
+        log(f"[{tag}] L2 directory there at open: checkpoint 1 blocked {fmt_time(made_first.times[-1])}")
     notes.append(f"First checkpoints after open: a fresh store (default `buffer.capacity`, L2 only), "
                  f"{every} compute steps ({fmt_time(every * step_s)}, for --slowdown-interval "
                  f"{interval:g} s) before each checkpoint, each waited for at L2 "
                  "before the next interval so that none waits for the previous one; first touch "
                  "reported by the first two: median " + fmt_time(statistics.median(touch)) +
-                 f", max {fmt_time(max(touch))}.")
-    restarted_by_hand(state, repeats, last_store, series, notes)
+                 f", max {fmt_time(max(touch))}. The same in a store whose L2 directory was made before "
+                 "open (the route prepares a missing one at the first checkpoint that goes there, on the "
+                 "application's thread), the two taking turns in each repeat.")
+    restarted_by_hand(state, repeats, (name, startup_config(work / f"startup{repeats - 1}")), series, notes)
     return ratios
 
 
@@ -623,6 +656,8 @@ TARGETS = {
                        "<=", START_TARGETS["first_vs_later"]),
     "ckpt2_vs_later": (f"checkpoint 2 / checkpoint {FIRST_CHECKPOINTS} after open, blocking (per repeat)",
                        "<=", START_TARGETS["first_vs_later"]),
+    "ckpt1_made_vs_later": (f"checkpoint 1 / checkpoint {FIRST_CHECKPOINTS} after open, L2 directory there "
+                            "at open, blocking (per repeat)", None, None),
     "reopen_vs_hand": ("restarted process: Resurgo open + restart / hand-written read + XXH3 (page cache)",
                        "<=", START_TARGETS["restart_vs_hand"]),
 }
@@ -647,6 +682,7 @@ def ratios(result: dict) -> Dict[str, tuple]:
     out["open_vs_memcpy"] = (s["rsg_open"].median / s["memcpy"].median, "")
     out["ckpt1_vs_later"] = (result["startup"][1].median, "")
     out["ckpt2_vs_later"] = (result["startup"][2].median, "")
+    out["ckpt1_made_vs_later"] = (result["startup"]["made"].median, "")
     out["reopen_vs_hand"] = (s["rsg_reopen"].median / s["hand_read"].median, "")
     return out
 
