@@ -124,7 +124,7 @@ test: test-suite test-asan test-tsan
 GPU_CHECK_OUT := build/gpu-check/out
 # The check's build tree two folders below the clone, as build/cpp is: ccache
 # writes the include paths relative to the build tree, so the library's
-# batches that include no dependency of the check's prefix (most of them)
+# batches that include no dependency of the check's prefix
 # are build/cpp's objects (bench/results/ci_time.md measures the gain).
 GPU_CHECK_BUILD := build/gpu-check-build
 
