@@ -16,8 +16,7 @@
 #include <vector>
 
 #include "base/units.h"
-#include "cuda_device_buffer.h"
-#include "fake_cuda_lookup.h"
+#include "fake_device_test.h"
 #include "resurgo/errors.hpp"
 #include "resurgo/resurgo.hpp"
 #include "test_util.h"
@@ -25,28 +24,13 @@
 namespace resurgo {
 namespace {
 
-using gpu::fake;
-using gpu::FakeControl;
 
 constexpr std::size_t kDeviceBytes = kMiB;
 
-const gpu::CudaDriver& cuda() { return gpu::CudaDriver::instance(); }
+using gpu::cuda;
 
-class FakeCudaDevicePrefetchTest : public ::testing::Test {
+class FakeCudaDevicePrefetchTest : public testing::FakeDeviceTest<kDeviceBytes> {
  protected:
-  void SetUp() override {
-    if (!fake().control) GTEST_SKIP() << fake().why_not;
-    ASSERT_TRUE(cuda().available()) << cuda().why_unavailable();
-    ASSERT_EQ(gpu::start_fake_turn(context_), "");
-    device_ = std::make_unique<testing::CudaDeviceBuffer>(kDeviceBytes);
-  }
-  void TearDown() override {
-    if (!fake().control) return;
-    device_.reset();
-    EXPECT_EQ(gpu::finish_fake_turn(context_), "");
-  }
-  static const FakeControl& control() { return *fake().control; }
-
   Config config() {
     return Config::load("", {{"local.path", dir_.path() + "/l2"},
                              {"local.keep", "0"},
@@ -85,8 +69,6 @@ class FakeCudaDevicePrefetchTest : public ::testing::Test {
   static DeviceCacheStats l0(Store& store) { return store.device_stats().cache.value_or(DeviceCacheStats{}); }
 
   TempDir dir_;
-  CUcontext context_ = nullptr;
-  std::unique_ptr<testing::CudaDeviceBuffer> device_;
   std::vector<unsigned char> host_ = std::vector<unsigned char>(4096);
 };
 

@@ -28,8 +28,7 @@
 #include "test_util.h"
 #include "tier/memory_level.h"
 #ifdef RESURGO_HAVE_CUDA_HEADERS
-#include "cuda_device_buffer.h"
-#include "fake_cuda_lookup.h"
+#include "fake_device_test.h"
 #endif
 
 namespace resurgo {
@@ -220,27 +219,18 @@ TEST_F(InPlaceDeviceCopyTest, ARegionSizedOtherwiseIsLeftToTheRestoresMismatchEr
 
 #ifdef RESURGO_HAVE_CUDA_HEADERS
 
-using gpu::fake;
-using gpu::FakeControl;
 
 // 3 MiB: every version's device region straddles two of L1's 2 MiB pieces.
 constexpr std::size_t kDeviceBytes = 3u << 20;
 
-class FakeCudaPinnedMemoryLevelTest : public ::testing::Test {
+class FakeCudaPinnedMemoryLevelTest : public testing::FakeDeviceTest<kDeviceBytes> {
  protected:
   void SetUp() override {
-    if (!fake().control) GTEST_SKIP() << fake().why_not;
-    ASSERT_EQ(gpu::start_fake_turn(context_), "");
+    FakeDeviceTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
     host_to_device_ = gpu::fake_function<decltype(&fake_cuda_host_to_device_copies)>("fake_cuda_host_to_device_copies");
     ASSERT_NE(host_to_device_, nullptr) << "an older build of the fake driver";
-    device_ = std::make_unique<testing::CudaDeviceBuffer>(kDeviceBytes);
   }
-  void TearDown() override {
-    if (!fake().control) return;
-    device_.reset();
-    EXPECT_EQ(gpu::finish_fake_turn(context_), "");
-  }
-  static const FakeControl& control() { return *fake().control; }
   static FakeCudaCounters counters() {
     FakeCudaCounters c{};
     control().counters(&c);
@@ -282,9 +272,7 @@ class FakeCudaPinnedMemoryLevelTest : public ::testing::Test {
   }
 
   TempDir dir_;
-  CUcontext context_ = nullptr;
   decltype(&fake_cuda_host_to_device_copies) host_to_device_ = nullptr;
-  std::unique_ptr<testing::CudaDeviceBuffer> device_;
   std::vector<unsigned char> host_ = std::vector<unsigned char>(4096);
 };
 
