@@ -52,6 +52,8 @@ class FileLock {
 // above it that is not root's (or sticky, as /tmp), and every file read.
 struct DirectoryRules {
   // Create the directory, and those above it, when missing (mode 0700).
+  // Their entries in their parents become durable at the directory's first
+  // sync(), not at open: nothing in it needs them before.
   bool create = true;
   // A directory shared with the members of its group (a project directory
   // of mode 2770): directories writable by their group are accepted, and
@@ -88,7 +90,9 @@ class Directory {
   // does (`from` is left in place). For files that are written once.
   virtual bool rename_new(const std::string& from, const std::string& to) = 0;
   virtual void remove(const std::string& name) = 0;  // missing file is fine
-  virtual void sync() = 0;                             // fsync of the directory
+  // fsync of the directory (and, the first time, of the parents of the
+  // directories open_directory made for it: DirectoryRules::create).
+  virtual void sync() = 0;
   virtual std::vector<std::string> list() = 0;
   virtual bool exists(const std::string& name) = 0;
   // Exclusive advisory lock on `name` (created if missing, never through a

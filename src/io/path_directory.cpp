@@ -4,6 +4,7 @@
 // Env's own directories do (posix_directory.h). Env::open_positional's
 // default, which such a Directory may reach, refuses here too.
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -20,29 +21,26 @@ std::string parent_directory(const std::string& path) {
   return slash == 0 ? "/" : path.substr(0, slash);
 }
 
-// A directory's entry lives in its parent, so fsyncing the directory after
-// a commit does not make the directory itself durable: each one created
-// here has its parent synced, or a power loss could take it away with every
-// version committed in it (power-loss campaign, POSIX semantics).
-void create_durably(Env& env, const std::string& path) {
+// Creates what is missing of `path` and returns the directories created,
+// outermost first. A directory's entry lives in its parent, so fsyncing the
+// directory after a commit does not make the directory itself durable: each
+// one created here has its parent synced by the directory's first sync()
+// (below), or a power loss could take it away with every version committed
+// in it (power-loss campaign, POSIX semantics).
+std::vector<std::string> create_missing(Env& env, const std::string& path) {
   std::vector<std::string> missing;
   for (std::string dir = path; dir != "/" && dir != "." && !env.exists(dir); dir = parent_directory(dir)) {
-    missing.push_back(dir);
+    missing.insert(missing.begin(), dir);
   }
   env.create_dirs(path);
-  for (auto created = missing.rbegin(); created != missing.rend(); ++created) {
-    try {
-      env.sync_dir(parent_directory(*created));
-    } catch (const StorageError& error) {
-      throw StorageError("cannot make the new directory '" + *created + "' durable: " + error.what());
-    }
-  }
+  return missing;
 }
 
 // The Env must outlive the directory (a store holds both).
 class PathDirectory final : public Directory {
  public:
-  PathDirectory(Env& env, std::string path) : env_(env), path_(std::move(path)) {}
+  PathDirectory(Env& env, std::string path, std::vector<std::string> made)
+      : env_(env), path_(std::move(path)), made_(std::move(made)) {}
 
   const std::string& path() const override { return path_; }
   std::unique_ptr<WritableFile> create(const std::string& name, unsigned mode) override {
@@ -59,7 +57,14 @@ class PathDirectory final : public Directory {
     return true;
   }
   void remove(const std::string& name) override { env_.remove(join(name)); }
-  void sync() override { env_.sync_dir(path_); }
+  // The parents of the directories made for this one first: their entries
+  // need to be durable only once something in this directory is, and
+  // syncing them here keeps them off open's path (a store prepares its
+  // directory on its first checkpoint's path).
+  void sync() override {
+    sync_made_parents();
+    env_.sync_dir(path_);
+  }
   std::vector<std::string> list() override { return env_.list_dir(path_); }
   bool exists(const std::string& name) override { return env_.exists(join(name)); }
   std::unique_ptr<FileLock> lock(const std::string& name) override { return env_.lock(join(name)); }
@@ -67,19 +72,29 @@ class PathDirectory final : public Directory {
  private:
   std::string join(const std::string& name) const { return path_ + "/" + name; }
 
+  void sync_made_parents() {
+    std::lock_guard guard(made_mutex_);
+    while (!made_.empty()) {
+      try {
+        env_.sync_dir(parent_directory(made_.front()));
+      } catch (const StorageError& error) {
+        throw StorageError("cannot make the new directory '" + made_.front() + "' durable: " + error.what());
+      }
+      made_.erase(made_.begin());
+    }
+  }
+
   Env& env_;
   std::string path_;
+  std::mutex made_mutex_;
+  std::vector<std::string> made_;  // made by open_directory, parents not synced yet
 };
 
 }  // namespace
 
 std::unique_ptr<Directory> Env::open_directory(const std::string& path, const DirectoryRules& rules) {
-  if (rules.create) {
-    create_durably(*this, path);
-  } else if (!exists(path)) {
-    throw NotFoundError("no directory '" + path + "'");
-  }
-  return std::make_unique<PathDirectory>(*this, path);
+  if (!rules.create && !exists(path)) throw NotFoundError("no directory '" + path + "'");
+  return std::make_unique<PathDirectory>(*this, path, rules.create ? create_missing(*this, path) : std::vector<std::string>{});
 }
 
 std::unique_ptr<PositionalFile> Env::open_positional(const std::string& path) {

@@ -12,6 +12,7 @@
 #include <climits>
 #include <cstdio>
 #include <deque>
+#include <mutex>
 
 #include "io/posix_files.h"
 #include "resurgo/errors.hpp"
@@ -108,6 +109,47 @@ std::deque<std::string> components_of(const std::string& path) {
   return parts;
 }
 
+// The parents of directories made on the way, held open until their first
+// sync makes the new entries durable. Thread-safe: a level's workers sync
+// its directory concurrently.
+class UnsyncedParents {
+ public:
+  UnsyncedParents() = default;
+  UnsyncedParents(UnsyncedParents&& other) noexcept : parents_(std::move(other.parents_)) {}
+  ~UnsyncedParents() {
+    for (const Parent& parent : parents_) ::close(parent.fd);
+  }
+
+  void add(int fd, std::string made) { parents_.push_back({fd, std::move(made)}); }
+  // A parent whose sync fails stays, and the next sync tries it again.
+  void sync(const SystemCalls& calls) {
+    std::lock_guard guard(mutex_);
+    while (!parents_.empty()) {
+      const Parent& parent = parents_.front();
+      try {
+        sync_directory(parent.fd, parent_of(parent.made), calls);
+      } catch (const StorageError& error) {
+        throw StorageError("cannot make the new directory '" + parent.made + "' durable: " + error.what());
+      }
+      ::close(parent.fd);
+      parents_.erase(parents_.begin());
+    }
+  }
+
+ private:
+  struct Parent {
+    int fd;
+    std::string made;  // the directory made in it
+  };
+  static std::string parent_of(const std::string& path) {
+    const std::size_t slash = path.rfind('/');
+    return slash == 0 || slash == std::string::npos ? "/" : path.substr(0, slash);
+  }
+
+  std::mutex mutex_;
+  std::vector<Parent> parents_;
+};
+
 // The walk from "/" to the directory: a stack of O_PATH descriptors, each
 // checked when it was opened.
 class PathWalk {
@@ -116,6 +158,9 @@ class PathWalk {
   ~PathWalk() {
     for (const int fd : stack_) ::close(fd);
   }
+
+  // The parents of the directories the walk made, for the directory to sync.
+  UnsyncedParents take_made() { return std::move(made_); }
 
   // The directory, opened for reading, after the whole walk.
   int open() {
@@ -180,17 +225,12 @@ class PathWalk {
       if (errno == EEXIST) return;
       fail("create directory", path, errno);
     }
-    // The new entry lives in its parent: without this a power loss could
-    // take the directory away with every version committed in it.
+    // The new entry lives in its parent: the directory's first sync()
+    // syncs the parent, or a power loss could take the directory away with
+    // every version committed in it.
     const int parent = ::openat(stack_.back(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (parent < 0) fail("open directory", walked_.empty() ? "/" : walked_, errno);
-    try {
-      sync_directory(parent, walked_.empty() ? "/" : walked_, SystemCalls{});
-    } catch (...) {
-      ::close(parent);
-      throw;
-    }
-    ::close(parent);
+    made_.add(parent, path);
   }
 
   void push(int fd, const std::string& name, bool above = true) {
@@ -233,12 +273,13 @@ class PathWalk {
   std::vector<int> stack_;
   std::string walked_;
   int links_ = 0;
+  UnsyncedParents made_;  // of the directories the walk made
 };
 
 class PosixDirectory final : public Directory {
  public:
-  PosixDirectory(int fd, std::string path, const DirectoryRules& rules, const SystemCalls& calls)
-      : fd_(fd), path_(std::move(path)), rules_(rules), calls_(calls) {
+  PosixDirectory(int fd, std::string path, const DirectoryRules& rules, const SystemCalls& calls, UnsyncedParents made)
+      : fd_(fd), path_(std::move(path)), rules_(rules), calls_(calls), made_(std::move(made)) {
     struct stat status {};
     ::fstat(fd_, &status);
     group_ = status.st_gid;
@@ -284,7 +325,14 @@ class PosixDirectory final : public Directory {
   void remove(const std::string& name) override {
     if (::unlinkat(fd_, name.c_str(), 0) != 0 && errno != ENOENT) fail("remove", join(name), errno);
   }
-  void sync() override { sync_directory(fd_, path_, calls_); }
+  // The parents of the directories made for this one first: their entries
+  // need to be durable only once something in this directory is, and
+  // syncing them here keeps them off open's path (a store prepares its
+  // directory on its first checkpoint's path).
+  void sync() override {
+    made_.sync(calls_);
+    sync_directory(fd_, path_, calls_);
+  }
   std::vector<std::string> list() override {
     const int fd = ::openat(fd_, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) fail("list directory", path_, errno);
@@ -306,14 +354,16 @@ class PosixDirectory final : public Directory {
   DirectoryRules rules_;
   gid_t group_ = 0;
   SystemCalls calls_;
+  UnsyncedParents made_;
 };
 
 }  // namespace
 
 std::unique_ptr<Directory> open_posix_directory(const std::string& path, const DirectoryRules& rules,
                                                 const SystemCalls& calls) {
-  const int fd = PathWalk(path, rules).open();
-  return std::make_unique<PosixDirectory>(fd, path, rules, calls);
+  PathWalk walk(path, rules);
+  const int fd = walk.open();
+  return std::make_unique<PosixDirectory>(fd, path, rules, calls, walk.take_made());
 }
 
 }  // namespace resurgo

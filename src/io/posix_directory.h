@@ -17,7 +17,8 @@ namespace resurgo {
 // component at a time without following links blindly (a link is resolved
 // only when you or root made it, in a directory that passed the checks, as
 // /var/run -> /run), creating what is missing when rules.create (mode 0700,
-// each new directory made durable in its parent), and refuses, naming the
+// each new directory made durable in its parent by the returned directory's
+// first sync()), and refuses, naming the
 // directory and what to do:
 //  - a directory above it that another user could change: not owned by you
 //    or root, or writable by others (or by its group, unless

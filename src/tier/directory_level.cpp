@@ -471,7 +471,11 @@ format::StoreId DirectoryLevel::adopt_identity(const format::StoreId& id) {
     directory.remove(temporary);
     return *identity();
   }
-  directory.sync();
+  // The name is not synced here: it needs to be durable only with the first
+  // version that carries the identity, whose commit syncs this directory
+  // (after the rename). Before, a power loss that takes it away leaves a
+  // directory without versions, which draws an identity again. Its bytes
+  // are synced above, so the name never survives without them.
   return id;
 }
 
