@@ -9,7 +9,14 @@ than the tolerance whose medians each lie inside the other run's min–max
 a change) is told apart from one outside.
 
     .venv/bin/python bench/compare_ratios.py BEFORE.md AFTER.md --section TITLE [--section TITLE...]
-        [--label TEXT] [--out TABLE.md] [--plot OUT.png]
+        [--again BEFORE_AGAIN.md] [--label TEXT] [--out TABLE.md] [--plot OUT.png]
+
+With --again (the before build measured once more, after the after build:
+before, after, before again), "before" is the mean of the two before runs,
+so that a drift of the machine during the three runs cancels to first
+order, and the two before runs' difference is the same build's own
+variation between runs: a change larger than the tolerance but smaller than
+that variation is marked as such (this machine cannot tell it from noise).
 
 Prints (or appends to --out) a Markdown table; --plot draws after / before
 per row with the tolerance band.
@@ -79,10 +86,37 @@ def section_tables(path: Path, title: str) -> Dict[Tuple[str, str], Cell]:
     return cells
 
 
-def verdict(before: Cell, after: Cell) -> str:
-    change = after.median / before.median - 1 if before.median else 0.0
+@dataclass
+class Row:
+    title: str
+    name: str
+    before: Cell
+    after: Cell
+    again: Optional[Cell] = None  # the before build's second run
+
+
+def reference(row: Row) -> float:
+    return row.before.median if row.again is None else (row.before.median + row.again.median) / 2
+
+
+def own_variation(row: Row) -> Optional[float]:
+    """|before again / before - 1|: how much one build's ratio moved between two runs."""
+    if row.again is None or not row.before.median:
+        return None
+    return abs(row.again.median / row.before.median - 1)
+
+
+def verdict(row: Row) -> str:
+    before, after = row.before, row.after
+    base = reference(row)
+    change = after.median / base - 1 if base else 0.0
     if abs(change) <= TOLERANCE:
         return "within 5 %"
+    variation = own_variation(row)
+    if variation is not None:
+        if abs(change) <= variation:
+            return "outside 5 %, within the before build's own variation between runs"
+        return "outside 5 %"
     within_each_other = all(
         other.spread[0] <= cell.median <= other.spread[1]
         for cell, other in ((after, before), (before, after)) if other.spread)
@@ -91,34 +125,47 @@ def verdict(before: Cell, after: Cell) -> str:
     return "outside 5 %"
 
 
-def compare(before_path: Path, after_path: Path, titles: List[str]) -> List[Tuple[str, str, Cell, Cell]]:
+def compare(before_path: Path, after_path: Path, titles: List[str], again_path: Optional[Path]) -> List[Row]:
     rows = []
     for title in titles:
         before = section_tables(before_path, title)
         after = section_tables(after_path, title)
+        again = section_tables(again_path, title) if again_path else {}
         for key, cell in before.items():
-            if key in after:
-                rows.append((title, f"{key[0]} — {key[1]}", cell, after[key]))
+            if key in after and (again_path is None or key in again):
+                rows.append(Row(title, f"{key[0]} — {key[1]}", cell, after[key], again.get(key)))
     return rows
 
 
-def table(rows, label: str) -> List[str]:
-    lines = [f"### {label}", "", "| section | ratio | before | after | after / before | |",
-             "|---|---|---:|---:|---:|---|"]
-    for title, name, before, after in rows:
-        quotient = after.median / before.median if before.median else float("nan")
-        lines.append(f"| {title} | {name} | {before.median:g} | {after.median:g} | {quotient:.3f} | "
-                     f"{verdict(before, after)} |")
-    within = sum(1 for _, _, b, a in rows if verdict(b, a) == "within 5 %")
-    lines += ["", f"{within} of {len(rows)} ratios within 5 %.", ""]
+def table(rows: List[Row], label: str) -> List[str]:
+    with_again = any(row.again is not None for row in rows)
+    again_header = " before again | before again / before |" if with_again else ""
+    quotient_header = "after / mean of the before runs" if with_again else "after / before"
+    lines = [f"### {label}", "", f"| section | ratio | before |{again_header} after | {quotient_header} | |",
+             "|---|---|---:|" + ("---:|---:|" if with_again else "") + "---:|---:|---|"]
+    for row in rows:
+        base = reference(row)
+        quotient = row.after.median / base if base else float("nan")
+        again = (f" {row.again.median:g} | {row.again.median / row.before.median:.3f} |"
+                 if row.again is not None and row.before.median else "")
+        lines.append(f"| {row.title} | {row.name} | {row.before.median:g} |{again} {row.after.median:g} | "
+                     f"{quotient:.3f} | {verdict(row)} |")
+    verdicts = [verdict(row) for row in rows]
+    within = verdicts.count("within 5 %")
+    lines += ["", f"{within} of {len(rows)} ratios within 5 %."]
+    if with_again:
+        noise = sum(1 for v in verdicts if "own variation" in v)
+        lines[-1] += (f" {noise} more moved by more than 5 % but less than the before build's own ratio moved "
+                      f"between its two runs; {len(rows) - within - noise} moved by more than both.")
+    lines.append("")
     return lines
 
 
 def plot(rows, label: str, out: Path) -> None:
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(9, 1.5 + 0.28 * len(rows)))
-    quotients = [a.median / b.median if b.median else 1.0 for _, _, b, a in rows]
-    names = [name if len(name) < 70 else name[:67] + "..." for _, name, _, _ in rows]
+    quotients = [row.after.median / reference(row) if reference(row) else 1.0 for row in rows]
+    names = [row.name if len(row.name) < 70 else row.name[:67] + "..." for row in rows]
     ax.barh(range(len(rows)), [q - 1 for q in quotients], left=1, color="tab:blue")
     ax.axvspan(1 - TOLERANCE, 1 + TOLERANCE, color="tab:green", alpha=0.15, label="±5 %")
     ax.axvline(1, color="black", linewidth=0.8)
@@ -136,11 +183,12 @@ def main() -> None:
     ap.add_argument("before", type=Path)
     ap.add_argument("after", type=Path)
     ap.add_argument("--section", action="append", required=True, help="a heading whose tables hold ratios")
+    ap.add_argument("--again", type=Path, help="the before build's results once more, measured after the after build")
     ap.add_argument("--label", default="", help="what is compared (a heading for the table)")
     ap.add_argument("--out", type=Path, help="append the table to this file instead of printing it")
     ap.add_argument("--plot", type=Path, help="draw after / before per ratio into this PNG")
     args = ap.parse_args()
-    rows = compare(args.before, args.after, args.section)
+    rows = compare(args.before, args.after, args.section, args.again)
     if not rows:
         sys.exit("compare_ratios.py: no ratio is in both files' sections")
     label = args.label or f"{args.before} → {args.after}"
