@@ -3,11 +3,17 @@
 # the C++ driver of bench/small_checkpoints.py, checkpoint and restart back
 # to back: the memory route at 4 KiB, 64 KiB, 256 KiB and 1 MiB, the L2 route
 # at 4 KiB and 256 KiB. Writes the self time (all threads of the process) by
-# library and the top symbols to bench/results/small_checkpoints_profile.md.
+# library and the top symbols to bench/results/small_checkpoints_profile.md,
+# and per case the kernel's counts per call (perf stat: page faults, context
+# switches), from two runs of CALLS and CALLS/10 calls, so that the
+# process's start cancels out: a version written into fresh pages would
+# show about 256 faults per MiB.
 #
 #   bash bench/profile_small_checkpoints.sh [BINARY] [OUT.md] [LABEL]
+#   CASES="memory:1048576 memory:262144" bash bench/profile_small_checkpoints.sh ...
 #
-# LABEL says which build BINARY is (default: this checkout's commit).
+# LABEL says which build BINARY is (default: this checkout's commit); CASES
+# lists ROUTE:BYTES cases (default: the six above).
 # Needs perf (Debian: linux-perf) and kernel.perf_event_paranoid <= 2 (or root).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -16,6 +22,7 @@ out=${2:-bench/results/small_checkpoints_profile.md}
 label=${3:-git $(git rev-parse --short HEAD)}
 calls=${CALLS:-5000}
 top=${TOP:-15}
+cases=${CASES:-memory:4096 memory:65536 memory:262144 memory:1048576 L2:4096 L2:262144}
 command -v perf >/dev/null || { echo "profile_small_checkpoints.sh: perf not found (apt-get install linux-perf)" >&2; exit 1; }
 [[ -x $binary ]] || { echo "profile_small_checkpoints.sh: $binary not found; cmake --build build/cpp --target small_checkpoints" >&2; exit 1; }
 work=$(mktemp -d)
@@ -24,6 +31,20 @@ table() {
   awk -v top="$1" 'NF >= 2 && $1 ~ /%$/ && ++n <= top { pct=$1; $1=""; sub(/^ +/, ""); sub(/( +-)+ *$/, ""); gsub(/\|/, "\\|"); print "| " pct " | `" $0 "` |" }'
 }
 trap 'rm -rf "$work"' EXIT
+# The count of software event $1 (perf stat -x, CSV) in a run of $2 calls of the case.
+count() {
+  mkdir -p "$work/dir"
+  perf stat -x, -e "$1" -o "$work/stat.csv" "$binary" --bytes "$bytes" --route "$route" --calls "$2" \
+    --step-us 0 --dir "$work/dir" >/dev/null 2>&1
+  rm -rf "$work/dir"
+  awk -F, -v event="$1" '$3 == event { print $1 }' "$work/stat.csv"
+}
+# Per checkpoint-and-restart pair: (count at CALLS - count at CALLS/10) / (0.9 CALLS).
+per_call() {
+  local many few
+  many=$(count "$1" "$calls") few=$(count "$1" $((calls / 10)))
+  awk -v many="$many" -v few="$few" -v calls="$calls" 'BEGIN { printf "%.3f", (many - few) / (calls - int(calls / 10)) }'
+}
 
 {
   echo "# Where a small checkpoint's time goes: perf profile"
@@ -36,7 +57,7 @@ trap 'rm -rf "$work"' EXIT
   echo "(libxxhash: the chunks' checksums; libc's memmove: the copies, the driver's own included)."
   echo
   echo "Load average (1 min) at the start: $(cut -d' ' -f1 /proc/loadavg) on $(nproc) cores (above about 1, other jobs shared the machine)."
-  for case in memory:4096 memory:65536 memory:262144 memory:1048576 L2:4096 L2:262144; do
+  for case in $cases; do
     route=${case%%:*} bytes=${case#*:}
     mkdir -p "$work/dir"
     perf record -q -g -o "$work/perf.data" "$binary" --bytes "$bytes" --route "$route" --calls "$calls" \
@@ -46,6 +67,8 @@ trap 'rm -rf "$work"' EXIT
     echo "## route $route, $bytes bytes"
     echo
     echo "Driver output (per-call medians, seconds): \`$(cat "$work/run.json")\`"
+    echo
+    echo "Per checkpoint and restart (perf stat): $(per_call page-faults) page faults, $(per_call context-switches) context switches, $(per_call cpu-migrations) CPU migrations."
     echo
     echo "| self % | library |"
     echo "|---:|---|"

@@ -425,8 +425,12 @@ void check_stored(const ReadableFile& file, const Container& container, const Ch
 // Reads the stored bytes of `chunk` into `stored`, hashing each piece right
 // after reading it, while it is still in the CPU cache: that saves a second
 // pass over memory, and restore then costs about one copy out of the page
-// cache. Returns their checksum.
+// cache. A file that ReadsHashed copies and hashes in one pass itself.
+// Returns their checksum.
 std::uint64_t read_hashed(const ReadableFile& file, const ChunkRecord& chunk, std::byte* stored) {
+  if (const auto* in_memory = dynamic_cast<const ReadsHashed*>(&file)) {
+    return in_memory->read_hashed_at(chunk.file_offset, stored, chunk.stored_length);
+  }
   constexpr std::uint64_t kPiece = 256u << 10;
   if (chunk.stored_length <= kPiece) {  // one piece: no streaming state to allocate
     file.read_at(chunk.file_offset, stored, chunk.stored_length);

@@ -88,6 +88,18 @@ class AppendsInMemory {
   ~AppendsInMemory() = default;
 };
 
+// A ReadableFile that reads out of memory (the memory level's): it copies
+// bytes and computes their checksum in one pass, and a chunk read from it
+// is verified that way, not by a read then a checksum pass over the copy.
+class ReadsHashed {
+ public:
+  // Reads [offset, offset + bytes) into `data`; returns checksum() of them.
+  virtual std::uint64_t read_hashed_at(std::uint64_t offset, void* data, std::size_t bytes) const = 0;
+
+ protected:
+  ~ReadsHashed() = default;
+};
+
 // Streams one container into `file`. Call add_chunk for the chunks of every
 // region (any order), then finish(). Does not sync or close the file. Small
 // chunks (a delta's blocks) are gathered and written a MiB at a time: two

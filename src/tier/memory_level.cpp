@@ -8,6 +8,7 @@
 #include <set>
 
 #include "base/checksum.h"
+#include "base/copy_checksum.h"
 #include "format/file_names.h"
 #include "base/units.h"
 #include "gpu/host_pinner.h"
@@ -199,16 +200,28 @@ class MemoryLevel::Image {
   void written() { pool_->pins.pin(pieces_); }
 
   void for_each_span(std::uint64_t offset, std::uint64_t bytes, const Reader::Span& span) const {
-    if (offset > size_ || bytes > size_ - offset) {
-      throw StorageError("read of " + std::to_string(bytes) + " bytes at offset " + std::to_string(offset) + " of '" +
-                         path_ + "' goes past its end (" + std::to_string(size_) + " bytes)");
-    }
+    check_range(offset, bytes);
     gpu::for_each_pin_piece(offset, bytes, kPieceBytes, [&](std::uint64_t done, std::uint64_t length) {
       span(pieces_[(offset + done) / kPieceBytes].get() + (offset + done) % kPieceBytes, length);
     });
   }
 
+  // Where [offset, offset + bytes) lies when it lies in one piece; null when
+  // it crosses a piece bound.
+  const std::byte* in_one_piece(std::uint64_t offset, std::uint64_t bytes) const {
+    check_range(offset, bytes);
+    if (bytes == 0 || offset / kPieceBytes != (offset + bytes - 1) / kPieceBytes) return nullptr;
+    return pieces_[offset / kPieceBytes].get() + offset % kPieceBytes;
+  }
+
  private:
+  void check_range(std::uint64_t offset, std::uint64_t bytes) const {
+    if (offset > size_ || bytes > size_ - offset) {
+      throw StorageError("read of " + std::to_string(bytes) + " bytes at offset " + std::to_string(offset) + " of '" +
+                         path_ + "' goes past its end (" + std::to_string(size_) + " bytes)");
+    }
+  }
+
   std::shared_ptr<PiecePool> pool_;
   std::string path_;
   std::vector<Piece> pieces_;
@@ -221,6 +234,12 @@ void MemoryLevel::Reader::read_at(std::uint64_t offset, void* data, std::size_t 
     std::memcpy(out, span, length);
     out += length;
   });
+}
+
+std::uint64_t MemoryLevel::Reader::read_hashed_at(std::uint64_t offset, void* data, std::size_t bytes) const {
+  if (const std::byte* span = image_->in_one_piece(offset, bytes)) return copy_checksum(data, span, bytes);
+  read_at(offset, data, bytes);
+  return resurgo::checksum(data, bytes);
 }
 
 std::uint64_t MemoryLevel::Reader::size() const { return image_->size(); }

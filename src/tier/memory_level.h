@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "format/container.h"
 #include "tier/level.h"
 
 namespace resurgo {
@@ -109,10 +110,15 @@ class MemoryLevel final : public Level {
 // (a copy over two registrations is refused by the CUDA driver:
 // gpu/host_pinner.h, for_each_pin_piece). The version's pieces are held
 // (and are never written again) while the reader lives.
-class MemoryLevel::Reader final : public ReadableFile {
+// A chunk restored from here is copied and checksummed in one pass
+// (format::ReadsHashed).
+class MemoryLevel::Reader final : public ReadableFile, public format::ReadsHashed {
  public:
   explicit Reader(std::shared_ptr<const Image> image) : image_(std::move(image)) {}
   void read_at(std::uint64_t offset, void* data, std::size_t bytes) const override;
+  // In one pass (base/copy_checksum.h) when the range lies in one piece; a
+  // range across pieces is read, then checksummed.
+  std::uint64_t read_hashed_at(std::uint64_t offset, void* data, std::size_t bytes) const override;
   std::uint64_t size() const override;
   const std::string& path() const override;
 

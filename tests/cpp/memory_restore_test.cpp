@@ -32,8 +32,10 @@ std::vector<std::byte> pattern(std::uint64_t bytes, int seed) {
 class MemoryRestoreTest : public ::testing::TestWithParam<std::uint64_t> {
  protected:
   // A version of one region "u" in chunks of `chunk_bytes`; the chunk at
-  // `damaged` (if any) has a byte changed after its checksum was taken.
-  void commit(int version, const std::vector<std::byte>& data, std::uint64_t chunk_bytes, std::int64_t damaged = -1) {
+  // `damaged` (if any) has a byte changed after its checksum was taken: its
+  // byte `at`, or its middle one.
+  void commit(int version, const std::vector<std::byte>& data, std::uint64_t chunk_bytes, std::int64_t damaged = -1,
+              std::int64_t at = -1) {
     format::Header header;
     header.store = "s";
     header.store_id = id_;
@@ -46,7 +48,7 @@ class MemoryRestoreTest : public ::testing::TestWithParam<std::uint64_t> {
         const std::uint64_t bytes = std::min(chunk_bytes, data.size() - offset);
         std::vector<std::byte> stored(data.begin() + offset, data.begin() + offset + bytes);
         const std::uint64_t sum = checksum(stored.data(), stored.size());
-        if (static_cast<std::int64_t>(offset) == damaged) stored[bytes / 2] ^= std::byte{0x20};
+        if (static_cast<std::int64_t>(offset) == damaged) stored[at < 0 ? bytes / 2 : at] ^= std::byte{0x20};
         writer.add_chunk({0, offset, bytes, bytes, Codec::kNone, sum, 0}, stored.data());
       }
       writer.finish();
@@ -95,6 +97,19 @@ TEST_P(MemoryRestoreTest, ADamagedChunkInMemoryIsRefusedAtRestore) {
     FAIL() << "a damaged chunk in memory was restored";
   } catch (const CorruptionError& error) {
     EXPECT_NE(std::string(error.what()).find("region 'u'"), std::string::npos) << error.what();
+  }
+}
+
+// The one-pass copy and checksum (base/copy_checksum.h) sees every byte:
+// the first, the last, and one in the last stripe, which XXH3 hashes twice.
+TEST_P(MemoryRestoreTest, ADamagedFirstOrLastByteInMemoryIsRefusedAtRestore) {
+  const std::uint64_t chunk = GetParam();
+  const auto bytes = static_cast<std::int64_t>(chunk);
+  for (const std::int64_t at : {std::int64_t{0}, bytes - 40, bytes - 1}) {
+    commit(1, pattern(chunk, 5), chunk, 0, at);
+    std::vector<std::byte> region(chunk);
+    EXPECT_THROW(restore(region, 1), CorruptionError) << "byte " << at;
+    memory_.remove(1);
   }
 }
 
