@@ -26,6 +26,9 @@ Writes bench/results/incremental.md and .png (see --out).
     .venv/bin/python bench/incremental.py --smoke --repeats 1 --size 16MiB --intervals 3
     .venv/bin/python bench/incremental.py --section compaction  # only compaction's cost (a few minutes):
                                                                 # replaces its section of incremental.md
+    .venv/bin/python bench/incremental.py --section compaction --before-binary /tmp/old/build/cpp/bench/incremental \
+        --out bench/results/compaction_stream   # the same, against another build (the code before a change),
+                                                # taking turns with it in every repeat
 """
 
 from __future__ import annotations
@@ -330,6 +333,10 @@ def main() -> None:
                     help="state size of the compaction runs (default 128MiB)")
     ap.add_argument("--compaction-deltas", type=int, default=3,
                     help="deltas in the chain compacted (default 3; compact_after = this - 1)")
+    ap.add_argument("--before-binary", type=Path, default=None,
+                    help="with --section compaction: another build of the incremental program (the code before a "
+                         "change), run in every repeat too, the two in an order alternated at each repeat; the "
+                         "section then compares them")
     add_common_args(ap, NAME, "target directory (node-local disk, not tmpfs); default: a fresh directory "
                               "under /tmp")
     args = ap.parse_args()
@@ -349,6 +356,8 @@ def main() -> None:
     if not binary.is_file():
         sys.exit(f"{SCRIPT}: {args.binary} not found. Build it first:  make build\n"
                  "(or: cmake --build build/cpp --target incremental), or name it with --binary")
+    if args.before_binary is not None and (args.section != "compaction" or not args.before_binary.is_file()):
+        ap.error("--before-binary takes --section compaction and an existing program")
 
     created = args.dir is None
     root = Path(tempfile.mkdtemp(prefix="resurgo-bench-", dir="/tmp")) if created else args.dir
@@ -368,12 +377,13 @@ def main() -> None:
         started = time.perf_counter()
         driver = Driver(binary, root)
         if args.section == "compaction":
-            compaction = run_compaction(args, driver)
-            write_compaction_only(args, binary, root, compaction, time.perf_counter() - started)
+            before = Driver(args.before_binary.resolve(), root / "before") if args.before_binary else None
+            compaction, compaction_before = run_compaction(args, driver, before)
+            write_compaction_only(args, binary, root, compaction, time.perf_counter() - started, compaction_before)
             return
         available, notes = probe(driver, methods, size_for)
         res = run_all(args, driver, available, size, msize)
-        compaction = run_compaction(args, driver)
+        compaction, _ = run_compaction(args, driver)
         elapsed = time.perf_counter() - started
         write_report(args, binary, root, res, available, notes, size, msize, elapsed, compaction)
     finally:
@@ -452,28 +462,70 @@ class CompactionRuns:
         }
 
 
-def run_compaction(args, driver: Driver) -> CompactionRuns:
+def run_compaction(args, driver: Driver,
+                   before: Optional[Driver] = None) -> Tuple[CompactionRuns, Optional[CompactionRuns]]:
+    """The runs of `driver` and, when given, of `before`: one process of
+    each per repeat, which of the two goes first alternated at each repeat
+    (and, within a process, whether the baseline loop goes first)."""
     runs = CompactionRuns(args.compaction_size, args.compaction_deltas)
+    before_runs = CompactionRuns(args.compaction_size, args.compaction_deltas) if before else None
+    turns = [(driver, runs)] + ([(before, before_runs)] if before else [])
     runs.load.append(os.getloadavg()[0])
     for r in range(args.repeats):
-        t0 = time.perf_counter()
-        extra = ("--compaction-cost",) + (("--baseline-first",) if r % 2 else ())
-        _, rows, _ = driver.run(args.compaction_size, "delta", [COMPACTION_PATTERN], args.compaction_deltas,
-                                extra=extra)
-        by_kind = {row["compacting"]: row for row in rows if row["kind"] == "compaction"}
-        runs.pairs.append((by_kind[True], by_kind[False]))
-        log(f"repeat {r + 1}/{args.repeats}: compaction of {human(args.compaction_size)} "
-            f"({time.perf_counter() - t0:.1f} s)")
-    runs.load.append(os.getloadavg()[0])
-    return runs
+        for program, into in (turns if r % 2 == 0 else turns[::-1]):
+            t0 = time.perf_counter()
+            extra = ("--compaction-cost",) + (("--baseline-first",) if (r // len(turns)) % 2 else ())
+            _, rows, _ = program.run(args.compaction_size, "delta", [COMPACTION_PATTERN], args.compaction_deltas,
+                                     extra=extra)
+            by_kind = {row["compacting"]: row for row in rows if row["kind"] == "compaction"}
+            into.pairs.append((by_kind[True], by_kind[False]))
+            into.load.append(os.getloadavg()[0])
+            log(f"repeat {r + 1}/{args.repeats}: compaction of {human(args.compaction_size)} by "
+                f"{program.binary} ({time.perf_counter() - t0:.1f} s)")
+    return runs, before_runs
 
 
-def compaction_section(runs: CompactionRuns, repeats: int, elapsed: Optional[float] = None) -> List[str]:
+def compaction_rows(runs: CompactionRuns) -> List[Tuple[str, str]]:
+    """(quantity, 'median [min–max]') of the section's table."""
     s = runs.series()
     gib = runs.size / GiB
     slowdown = s["slowdown"]
     ok = slowdown.median <= TARGET_COMPACTION_SLOWDOWN if slowdown.times else None
-    load = " and ".join(f"{value:.2f}" for value in runs.load)
+    return [
+        ("compaction's wall time (newest version durable → compacted file in place)", s["wall"].cell()),
+        ("its CPU: the eviction thread's CPU time meanwhile (`/proc/self/task/*/schedstat`)",
+         s["eviction_cpu"].cell()),
+        ("the same per GiB of state", series("", [v / gib for v in s["eviction_cpu"].times]).cell()),
+        ("CPU of every thread but the application's meanwhile", s["background_cpu"].cell()),
+        ("the same during the baseline's loop (no compaction)", s["baseline_background_cpu"].cell()),
+        ("application loop, time per slice while the compaction runs",
+         f"{s['slice_with'].cell()} ({s['slices'].cell(lambda v: f'{v:.0f}')} slices)"),
+        ("application loop, time per slice with nothing in the background", s["slice_without"].cell()),
+        (f"**slowdown while compacting** (per-slice time with / without, per repeat) ≤ {TARGET_COMPACTION_SLOWDOWN}",
+         f"{slowdown.cell(fmt_ratio)} ({verdict(ok)})"),
+        ("application time lost in all (time of the slices while compacting − as many slices at the baseline's "
+         "time per slice, per repeat)", s["lost"].cell()),
+        ("application thread's CPU time per slice while compacting", s["cpu_with"].cell()),
+        ("the same with nothing in the background", s["cpu_without"].cell()),
+        ("the same, with / without, per repeat (contention for memory and caches, without the time the thread "
+         "waited for a core)", s["cpu_slowdown"].cell(fmt_ratio)),
+    ]
+
+
+def comparison_rows(runs: CompactionRuns, before: CompactionRuns) -> List[Tuple[str, str]]:
+    """Ratios of this program's figures to the --before-binary's, repeat by
+    repeat (the two ran in the same repeat, one after the other)."""
+    s, b = runs.series(), before.series()
+
+    def ratio(key: str) -> str:
+        return series("", [x / y for x, y in zip(s[key].times, b[key].times)]).cell(fmt_ratio)
+    return [("compaction's wall time, this build / before (per repeat)", ratio("wall")),
+            ("its CPU (eviction thread), this build / before (per repeat)", ratio("eviction_cpu")),
+            ("slowdown while compacting, this build / before (per repeat)", ratio("slowdown"))]
+
+
+def compaction_section(runs: CompactionRuns, repeats: int, elapsed: Optional[float] = None,
+                       before: Optional[CompactionRuns] = None, before_name: str = "") -> List[str]:
     lines = [COMPACTION_HEADING, "",
              f"A chain of one full version and {runs.deltas} deltas ({pattern_label(COMPACTION_PATTERN)} per "
              f"interval) of a {human(runs.size)} state, `delta.compact_after = {runs.deltas - 1}`: once the newest "
@@ -483,37 +535,31 @@ def compaction_section(runs: CompactionRuns, repeats: int, elapsed: Optional[flo
              "until the full version is in place of the delta (the file grows to the state's size). The "
              "baseline is the same chain without compaction, then 1,000 slices of the same loop with nothing in the background. One process per "
              "repeat runs both, in an order alternated at each repeat "
-             f"(bench/incremental.cpp `--compaction-cost`); median [min–max] of {repeats} repeats.", "",
-             f"Load average (1 min) at the start and the end of these runs: {load} on "
-             f"{os.cpu_count()} cores (the VM is shared: the loop's times carry that noise).", "",
-             "| quantity | median [min–max] |", "|---|---:|",
-             f"| compaction's wall time (newest version durable → compacted file in place) | {s['wall'].cell()} |",
-             f"| its CPU: the eviction thread's CPU time meanwhile (`/proc/self/task/*/schedstat`) | "
-             f"{s['eviction_cpu'].cell()} |",
-             f"| the same per GiB of state | "
-             f"{series('', [v / gib for v in s['eviction_cpu'].times]).cell()} |",
-             f"| CPU of every thread but the application's meanwhile | {s['background_cpu'].cell()} |",
-             f"| the same during the baseline's loop (no compaction) | {s['baseline_background_cpu'].cell()} |",
-             f"| application loop, time per slice while the compaction runs | {s['slice_with'].cell()} "
-             f"({s['slices'].cell(lambda v: f'{v:.0f}')} slices) |",
-             f"| application loop, time per slice with nothing in the background | {s['slice_without'].cell()} |",
-             f"| **slowdown while compacting** (per-slice time with / without, per repeat) ≤ "
-             f"{TARGET_COMPACTION_SLOWDOWN} | {slowdown.cell(fmt_ratio)} ({verdict(ok)}) |",
-             f"| application time lost in all (time of the slices while compacting − as many slices at the "
-             f"baseline's time per slice, per repeat) | {s['lost'].cell()} |",
-             f"| application thread's CPU time per slice while compacting | {s['cpu_with'].cell()} |",
-             f"| the same with nothing in the background | {s['cpu_without'].cell()} |",
-             f"| the same, with / without, per repeat (contention for memory and caches, without the time the "
-             f"thread waited for a core) | {s['cpu_slowdown'].cell(fmt_ratio)} |", "",
-             "The wall-time ratio is the target's measure; on this shared VM it also carries the other "
-             "processes' load, which changes between the two windows (seconds apart): the CPU-time ratio leaves "
-             "out the time the application thread waited for a core.", ""]
+             f"(bench/incremental.cpp `--compaction-cost`); median [min–max] of {repeats} repeats.", ""]
+    loads = runs.load + (before.load if before else [])
+    lines += [f"Load average (1 min) at the start and after each run: {min(loads):.2f}–{max(loads):.2f}, median "
+              f"{statistics.median(loads):.2f}, on {os.cpu_count()} cores (the VM is shared: the loop's times carry "
+              "that noise).", ""]
+    rows = compaction_rows(runs)
+    if before is None:
+        lines += ["| quantity | median [min–max] |", "|---|---:|"] + [f"| {q} | {v} |" for q, v in rows]
+    else:
+        lines += [f"Each repeat ran this build and the one before (`{before_name}`), one process each, which "
+                  "of the two first alternated at each repeat.", "",
+                  "| quantity | this build | before |", "|---|---:|---:|"]
+        lines += [f"| {q} | {v} | {w} |" for (q, v), (_, w) in zip(rows, compaction_rows(before))]
+        lines += [f"| {q} | {v} | |" for q, v in comparison_rows(runs, before)]
+    lines += ["",
+              "The wall-time ratio is the target's measure; on this shared VM it also carries the other "
+              "processes' load, which changes between the two windows (seconds apart): the CPU-time ratio leaves "
+              "out the time the application thread waited for a core.", ""]
     if elapsed is not None:
         lines += [f"These runs took {elapsed:.0f} s.", ""]
     return lines
 
 
-def write_compaction_only(args, binary: Path, root: Path, runs: CompactionRuns, elapsed: float) -> None:
+def write_compaction_only(args, binary: Path, root: Path, runs: CompactionRuns, elapsed: float,
+                          before: Optional[CompactionRuns] = None) -> None:
     """Replaces the compaction section of incremental.md (the rest of the file
     is another run's), or starts a file with it."""
     args.out.mkdir(parents=True, exist_ok=True)
@@ -521,13 +567,16 @@ def write_compaction_only(args, binary: Path, root: Path, runs: CompactionRuns, 
     machine = machine_description(root)
     machine.pop("NumPy", None)
     machine["program"] = f"{binary} ({build_type(binary)})"
-    section = compaction_section(runs, args.repeats, elapsed)
+    if args.before_binary:
+        machine["program before"] = f"{args.before_binary} ({build_type(args.before_binary)})"
+    section = compaction_section(runs, args.repeats, elapsed, before, str(args.before_binary))
     section[1:1] = ["", f"Generated by `bench/{SCRIPT} {' '.join(args.argv)}` on {machine.get('date', '?')}"
                     f"{' (SMOKE RUN, not a result)' if args.smoke else ''}: this section only; the rest of this file "
                     "comes from the run named at its top. Its machine:", "", "| | |", "|---|---|"] \
         + [f"| {k} | {v} |" for k, v in machine.items()]
     text = md.read_text() if md.exists() else "\n".join(
-        report_header("Incremental checkpoints: tracking, delta versus full, chains, granularity", SCRIPT, args))
+        report_header("Incremental checkpoints: tracking, delta versus full, chains, granularity", SCRIPT, args)
+        + ["", ""])
     md.write_text(replace_section(text, COMPACTION_HEADING, section))
     log(f"wrote {md}")
     plot_compaction(args, runs)

@@ -29,7 +29,7 @@ std::vector<EncodedChunk> plan_chunks(const format::Header& header, const std::v
       chunk.record.region = extent.region;
       chunk.record.offset = extent.offset + done;
       chunk.record.raw_length = std::min(chunk_size, extent.bytes - done);
-      chunk.raw = extent.source + done;
+      chunk.raw = extent.source == nullptr ? nullptr : extent.source + done;  // null: filled when written
       chunk.element_size = element_size;
       chunks.push_back(std::move(chunk));
     }
@@ -49,21 +49,45 @@ void encode(EncodedChunk& chunk, const Config::Pipeline& pipeline) {
   record.checksum = format::checksum(stored, record.stored_length);
 }
 
-}  // namespace
+// Chunks encoded together: a window of a few full chunks' worth of bytes,
+// encoded in parallel, then written in order, which bounds the memory held
+// by compressed chunks; a delta's small blocks then share one window (a
+// window per few 4 KiB blocks cost more in wake-ups than the blocks). A pool
+// without workers encodes one chunk at a time anyway: its window is one
+// chunk, written while its bytes are still in the CPU cache.
+std::uint64_t window_bytes(const ThreadPool& pool, std::uint64_t chunk_size) {
+  const int chunks = pool.size() == 0 ? 1 : 2 * (pool.size() + 1);
+  return static_cast<std::uint64_t>(chunks) * chunk_size;
+}
 
-std::uint64_t write_extents(WritableFile& file, const format::Header& header, const std::vector<Extent>& extents,
-                            const Config::Pipeline& pipeline, ThreadPool& pool, WriteResult* result) {
-  std::vector<EncodedChunk> chunks = plan_chunks(header, extents, pipeline.chunk_size);
+// Fills the chunks [begin, end) of a filled version into `buffers`, one per
+// chunk of the window, reused from window to window: a fresh buffer per chunk
+// would be fresh pages, which the kernel zeroes, a pass over memory each.
+void fill_window(std::vector<EncodedChunk>& chunks, std::size_t begin, std::size_t end, const FillChunk& fill,
+                 std::vector<std::vector<std::byte>>& buffers) {
+  if (buffers.size() < end - begin) buffers.resize(end - begin);
+  for (std::size_t i = begin; i < end; ++i) {
+    format::ChunkRecord& record = chunks[i].record;
+    std::vector<std::byte>& buffer = buffers[i - begin];
+    if (buffer.size() < record.raw_length) buffer.resize(record.raw_length);
+    fill(record.region, record.offset, record.raw_length, buffer.data());
+    chunks[i].raw = buffer.data();
+  }
+}
+
+// Encodes and writes `chunks` in order; those without bytes (raw null)
+// are filled by `fill` first, window by window.
+std::uint64_t write_chunks(WritableFile& file, const format::Header& header, std::vector<EncodedChunk>& chunks,
+                           const Config::Pipeline& pipeline, ThreadPool& pool, const FillChunk& fill,
+                           WriteResult* result) {
   std::uint64_t early_aborts = 0;
   format::ContainerWriter writer(file, header);
-  // A window of chunks is encoded in parallel, then written in order. The
-  // window holds a few full chunks' worth of bytes, which bounds the memory
-  // held by compressed chunks; a delta's small blocks then share one window
-  // (a window per few 4 KiB blocks cost more in wake-ups than the blocks).
-  const std::uint64_t window_bytes = static_cast<std::uint64_t>(std::max(2, 2 * (pool.size() + 1))) * pipeline.chunk_size;
+  const std::uint64_t window = window_bytes(pool, pipeline.chunk_size);
+  std::vector<std::vector<std::byte>> filled;
   for (std::size_t begin = 0; begin < chunks.size();) {
     std::size_t end = begin;
-    for (std::uint64_t bytes = 0; end < chunks.size() && bytes < window_bytes; ++end) bytes += chunks[end].record.raw_length;
+    for (std::uint64_t bytes = 0; end < chunks.size() && bytes < window; ++end) bytes += chunks[end].record.raw_length;
+    if (fill) fill_window(chunks, begin, end, fill, filled);
     pool.parallel_for(end - begin, [&](std::size_t i) { encode(chunks[begin + i], pipeline); });
     for (std::size_t i = begin; i < end; ++i) {
       EncodedChunk& chunk = chunks[i];
@@ -79,13 +103,34 @@ std::uint64_t write_extents(WritableFile& file, const format::Header& header, co
   return writer.bytes_written();
 }
 
-std::uint64_t write_version(WritableFile& file, const format::Header& header, const std::vector<const std::byte*>& sources,
-                            const Config::Pipeline& pipeline, ThreadPool& pool, WriteResult* result) {
+// One extent per region of a full version, each from sources[r] (null for
+// a version filled chunk by chunk).
+std::vector<Extent> whole_regions(const format::Header& header, const std::vector<const std::byte*>& sources) {
   std::vector<Extent> extents;
   for (std::uint32_t r = 0; r < header.regions.size(); ++r) {
     if (header.regions[r].bytes > 0) extents.push_back({r, 0, header.regions[r].bytes, sources[r]});
   }
-  return write_extents(file, header, extents, pipeline, pool, result);
+  return extents;
+}
+
+}  // namespace
+
+std::uint64_t write_extents(WritableFile& file, const format::Header& header, const std::vector<Extent>& extents,
+                            const Config::Pipeline& pipeline, ThreadPool& pool, WriteResult* result) {
+  std::vector<EncodedChunk> chunks = plan_chunks(header, extents, pipeline.chunk_size);
+  return write_chunks(file, header, chunks, pipeline, pool, nullptr, result);
+}
+
+std::uint64_t write_version(WritableFile& file, const format::Header& header, const std::vector<const std::byte*>& sources,
+                            const Config::Pipeline& pipeline, ThreadPool& pool, WriteResult* result) {
+  return write_extents(file, header, whole_regions(header, sources), pipeline, pool, result);
+}
+
+std::uint64_t write_version(WritableFile& file, const format::Header& header, const FillChunk& fill,
+                            const Config::Pipeline& pipeline, ThreadPool& pool, WriteResult* result) {
+  const std::vector<const std::byte*> unfilled(header.regions.size(), nullptr);
+  std::vector<EncodedChunk> chunks = plan_chunks(header, whole_regions(header, unfilled), pipeline.chunk_size);
+  return write_chunks(file, header, chunks, pipeline, pool, fill, result);
 }
 
 }  // namespace resurgo

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <vector>
 
 #include "format/extent.h"
@@ -30,6 +31,19 @@ std::uint64_t write_extents(WritableFile& file, const format::Header& header, co
 
 // A full version: sources[i] holds header.regions[i].bytes bytes.
 std::uint64_t write_version(WritableFile& file, const format::Header& header, const std::vector<const std::byte*>& sources,
+                            const Config::Pipeline& pipeline, ThreadPool& pool, WriteResult* result = nullptr);
+
+// Puts the `bytes` bytes of region `region` from `offset` into `destination`.
+using FillChunk =
+    std::function<void(std::uint32_t region, std::uint64_t offset, std::uint64_t bytes, std::byte* destination)>;
+
+// A full version whose bytes no buffer holds whole (a compacted chain's):
+// `fill` produces each chunk just before it is checksummed, compressed and
+// written, so that its bytes are still in the CPU cache then. It is called
+// on the calling thread, once per chunk, in file order: regions in order,
+// ascending offsets. The writer holds one window of chunks at a time (one
+// chunk with a pool without workers), never the whole version.
+std::uint64_t write_version(WritableFile& file, const format::Header& header, const FillChunk& fill,
                             const Config::Pipeline& pipeline, ThreadPool& pool, WriteResult* result = nullptr);
 
 }  // namespace resurgo

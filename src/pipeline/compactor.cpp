@@ -1,13 +1,12 @@
 #include "pipeline/compactor.h"
 
-#include <cstdlib>
-#include <memory>
 #include <string>
 #include <vector>
 
 #include "base/crash_point.h"
 #include "base/printable.h"
 #include "base/thread_pool.h"
+#include "format/chain_merge.h"
 #include "format/container.h"
 #include "format/version_writer.h"
 #include "resurgo/errors.hpp"
@@ -15,33 +14,6 @@
 namespace resurgo {
 
 namespace {
-
-// One region's merged bytes. calloc, not a zero-filled vector: a large
-// region is a fresh mapping, which the kernel hands over zeroed, and glibc's
-// calloc then skips the memset, a pass over the whole state that a vector
-// adds to the memory traffic compaction shares with the application
-// (bench/results/incremental.md, "Compaction's own cost").
-struct FreeBytes {
-  void operator()(std::byte* bytes) const { std::free(bytes); }
-};
-using RegionBytes = std::unique_ptr<std::byte[], FreeBytes>;
-
-RegionBytes zeroed_bytes(const format::RegionEntry& entry) {
-  RegionBytes region(static_cast<std::byte*>(std::calloc(entry.bytes == 0 ? 1 : entry.bytes, 1)));
-  if (!region) {
-    throw StorageError("out of memory for the " + std::to_string(entry.bytes) + " bytes of region '" +
-                       printable(entry.label) + "' (a compaction holds the whole state once); free memory "
-                       "or set delta.compact_after = 0");
-  }
-  return region;
-}
-
-// One version of a chain, its file held open while the chain is merged: an
-// eviction or a newer compaction may rename or remove the name meanwhile.
-struct Link {
-  std::unique_ptr<ReadableFile> file;
-  format::Container container;
-};
 
 int chain_deltas(Level& level, int version, const KnownBases& known_bases) {
   int deltas = 0;
@@ -54,10 +26,10 @@ int chain_deltas(Level& level, int version, const KnownBases& known_bases) {
 // The chain of `version` on `level`, newest first, down to its full version.
 // Each link is checked as restore checks it: its own version, the store and
 // rank of the newest link, the same region table.
-std::vector<Link> read_chain(Level& level, int version) {
-  std::vector<Link> chain;
+std::vector<format::ChainLink> read_chain(Level& level, int version) {
+  std::vector<format::ChainLink> chain;
   for (int next = version;;) {
-    Link link{level.open(next), {}};
+    format::ChainLink link{level.open(next), {}};
     link.container = format::read_container(*link.file);
     const format::Header& header = link.container.header;
     const std::string& path = link.file->path();
@@ -80,28 +52,6 @@ std::vector<Link> read_chain(Level& level, int version) {
   }
 }
 
-std::uint64_t state_bytes(const format::Header& header) {
-  std::uint64_t bytes = 0;
-  for (const format::RegionEntry& region : header.regions) bytes += region.bytes;
-  return bytes;
-}
-
-// Every byte of the newest version: the full version's, then each delta's
-// over them, oldest first. Every chunk's checksum is verified on the way.
-std::vector<RegionBytes> merge(const std::vector<Link>& chain) {
-  std::vector<RegionBytes> regions;
-  for (const format::RegionEntry& region : chain.front().container.header.regions) {
-    regions.push_back(zeroed_bytes(region));
-  }
-  std::vector<std::byte> scratch;
-  for (auto link = chain.rbegin(); link != chain.rend(); ++link) {
-    for (const format::ChunkRecord& chunk : link->container.chunks) {
-      format::read_chunk(*link->file, link->container, chunk, regions[chunk.region].get() + chunk.offset, scratch);
-    }
-  }
-  return regions;
-}
-
 }  // namespace
 
 bool compactable(const Level& level) {
@@ -109,33 +59,34 @@ bool compactable(const Level& level) {
   return !features.is_volatile && !features.device && !features.collective;
 }
 
-Compaction compact_version(Level& level, int version, int compact_after, std::uint64_t max_bytes,
-                           const KnownBases& known_bases, const Config::Pipeline& pipeline) {
+Compaction compact_version(Level& level, int version, int compact_after, const KnownBases& known_bases,
+                           const Config::Pipeline& pipeline) {
   Compaction result;
   result.deltas = chain_deltas(level, version, known_bases);
   result.full = result.deltas == 0;
   if (result.deltas <= compact_after) return result;
   // The files decide: the copy here may be full already (copied from a
   // level that compacted it) though the version was captured as a delta.
-  const std::vector<Link> chain = read_chain(level, version);
+  const std::vector<format::ChainLink> chain = read_chain(level, version);
   result.deltas = static_cast<int>(chain.size()) - 1;
   result.full = result.deltas == 0;
+  if (result.deltas <= compact_after) return result;
   format::Header header = chain.front().container.header;
-  result.too_large = state_bytes(header) > max_bytes;
-  if (result.deltas <= compact_after || result.too_large) return result;
-  const std::vector<RegionBytes> regions = merge(chain);
-  RESURGO_CRASH_POINT("compact.merged", level.number());
   header.base_version = -1;
   header.chunk_size = pipeline.chunk_size;
-  std::vector<const std::byte*> sources;
-  for (const RegionBytes& region : regions) sources.push_back(region.get());
-  // A pool without workers: every chunk is checksummed (and compressed) on
-  // this thread, whose priority the Scheduler lowered. The pipeline's
-  // workers run at the application's priority: lent to a compaction, they
-  // would compete with it at that priority for a core.
+  // A pool without workers: every chunk is merged, checksummed (and
+  // compressed) on this thread, whose priority the Scheduler lowered, one
+  // at a time. The pipeline's workers run at the application's priority:
+  // lent to a compaction, they would compete with it at that priority for a core.
   ThreadPool this_thread_only(0);
   level.commit(version, [&](WritableFile& file) {
-    result.stored_bytes = write_version(file, header, sources, pipeline, this_thread_only);
+    format::ChainMerge merge(chain);
+    const FillChunk fill = [&](std::uint32_t region, std::uint64_t offset, std::uint64_t bytes, std::byte* into) {
+      merge.fill(region, offset, bytes, into);
+    };
+    result.stored_bytes = write_version(file, header, fill, pipeline, this_thread_only);
+    merge.check_complete();
+    RESURGO_CRASH_POINT("compact.merged", level.number());  // the whole chain in the temporary, not yet synced
   });
   result.full = result.rewritten = true;
   return result;

@@ -23,19 +23,19 @@ bool compactable(const Level& level);
 struct Compaction {
   int deltas = 0;         // in the chain on the level before compaction
   bool full = false;      // the version is a full version on the level now
-  bool rewritten = false;  // compaction committed it (else it was full already, or left as it was)
-  bool too_large = false;  // left as it was: its state does not fit in the memory allowed
+  bool rewritten = false;  // compaction committed it (else it was full already, or its chain short enough)
   std::uint64_t stored_bytes = 0;  // of the full version written
 };
 
 // Rewrites `version` on `level` as a full version when its chain there holds
-// more than `compact_after` deltas and its state fits in `max_bytes` (the
-// merged regions are held in memory while they are written). `known_bases`
+// more than `compact_after` deltas. The chain is merged one output chunk
+// (pipeline.chunk_size) at a time, as it is written (format/chain_merge.h):
+// a compaction holds a few chunks, never the whole state. `known_bases`
 // counts the chain without reading files where it can. All of the work runs
 // on the calling thread (the Scheduler lowers its priority), none on the
 // pipeline's workers. Throws Error when a link cannot be read or the commit
 // fails: the delta is then as it was.
-Compaction compact_version(Level& level, int version, int compact_after, std::uint64_t max_bytes,
-                           const KnownBases& known_bases, const Config::Pipeline& pipeline);
+Compaction compact_version(Level& level, int version, int compact_after, const KnownBases& known_bases,
+                           const Config::Pipeline& pipeline);
 
 }  // namespace resurgo

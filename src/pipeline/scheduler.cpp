@@ -39,7 +39,6 @@ Scheduler::Scheduler(std::vector<Step> steps, const Config::Pipeline& pipeline, 
     : steps_(std::move(steps)),
       pipeline_(pipeline),
       compact_after_(delta.compact_after),
-      compaction_max_bytes_(quarter_of_physical_memory()),
       pool_(pool),
       catalog_(catalog),
       log_(log),
@@ -465,18 +464,12 @@ void Scheduler::compact(const CompactionTask& task) {
   TraceSpan span(trace_, "compact L" + std::to_string(level.number()), task.version);
   const Clock::time_point started = Clock::now();
   try {
-    const Compaction done = compact_version(level, task.version, compact_after_, compaction_max_bytes_,
-                                            known_bases(level), pipeline_);
+    const Compaction done = compact_version(level, task.version, compact_after_, known_bases(level), pipeline_);
     if (done.full) catalog_.compacted(task.version, level.number());
     if (done.rewritten) {
       log_.debug([&] {
         return where + " compacted: " + std::to_string(done.deltas) + " deltas merged into a full version (" +
                size_text(done.stored_bytes) + " stored in " + std::to_string(seconds_since(started)) + " s)";
-      });
-    } else if (done.too_large) {
-      log_.debug([&] {
-        return where + " not compacted: its state exceeds the " + size_text(compaction_max_bytes_) +
-               " a compaction may hold in memory (a quarter of physical memory)";
       });
     }
   } catch (const Error& error) {

@@ -121,7 +121,6 @@ class Scheduler {
   std::vector<Step> steps_;
   Config::Pipeline pipeline_;
   int compact_after_ = 0;
-  std::uint64_t compaction_max_bytes_ = 0;  // the state a compaction may hold in memory
   ThreadPool& pool_;
   Catalog& catalog_;
   const Logger& log_;
