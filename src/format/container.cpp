@@ -252,7 +252,7 @@ T load(const std::byte* p) {
 ContainerWriter::ContainerWriter(WritableFile& file, const Header& header)
     : file_(file),
       header_bytes_(serialize_header(header)),
-      gathers_(dynamic_cast<const AppendsInMemory*>(&file) == nullptr) {
+      in_memory_(dynamic_cast<AppendsInMemory*>(&file)) {
   file_.append(header_bytes_.data(), header_bytes_.size());
   position_ = header_bytes_.size();
 }
@@ -263,13 +263,31 @@ void ContainerWriter::add_chunk(ChunkRecord record, const void* stored_bytes) {
   ByteWriter out(pending_);
   put_record(out, record);
   record.file_offset = position_ + kChunkRecordBytes;
-  if (gathers_ && record.stored_length < kGatherBelow) {
+  if (in_memory_ == nullptr && record.stored_length < kGatherBelow) {
     out.put_bytes(stored_bytes, record.stored_length);
     if (pending_.size() >= kGatherUpTo) flush();
   } else {
     flush();
     file_.append(stored_bytes, record.stored_length);
   }
+  position_ = record.file_offset + record.stored_length;
+  chunks_.push_back(record);
+}
+
+void ContainerWriter::add_raw_chunk(ChunkRecord record, const void* raw) {
+  if (in_memory_ == nullptr) {
+    record.checksum = checksum(raw, record.stored_length);
+    add_chunk(record, raw);
+    return;
+  }
+  flush();
+  const std::uint64_t checksum_at = position_ + kChunkRecordBytes - sizeof record.checksum;  // the record's last field
+  ByteWriter out(pending_);
+  put_record(out, record);  // its checksum written below, once known
+  flush();
+  record.file_offset = position_ + kChunkRecordBytes;
+  record.checksum = in_memory_->append_hashed(raw, record.stored_length);
+  in_memory_->overwrite_appended(checksum_at, &record.checksum, sizeof record.checksum);
   position_ = record.file_offset + record.stored_length;
   chunks_.push_back(record);
 }

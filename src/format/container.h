@@ -82,8 +82,17 @@ struct Container {
 
 // A WritableFile whose append is a copy into memory, not a system call
 // (the memory level's): ContainerWriter appends its chunks as they are,
-// since gathering them first would only add a copy.
+// since gathering them first would only add a copy, and computes a raw
+// chunk's checksum in the pass that copies it (append_hashed), writing it
+// into the chunk's record afterwards (overwrite_appended): such a file is
+// read by no one before it is complete.
 class AppendsInMemory {
+ public:
+  // Appends the bytes and returns checksum() of them, in one pass where it can.
+  virtual std::uint64_t append_hashed(const void* data, std::size_t bytes) = 0;
+  // Overwrites [offset, offset + bytes), appended already.
+  virtual void overwrite_appended(std::uint64_t offset, const void* data, std::size_t bytes) = 0;
+
  protected:
   ~AppendsInMemory() = default;
 };
@@ -110,6 +119,12 @@ class ContainerWriter {
   ContainerWriter(WritableFile& file, const Header& header);
   // `record`'s file_offset is filled in by the writer.
   void add_chunk(ChunkRecord record, const void* stored_bytes);
+  // An uncompressed chunk whose checksum is not known yet: the writer
+  // computes it, in one pass with its copy where the file AppendsInMemory.
+  void add_raw_chunk(ChunkRecord record, const void* raw);
+  // Whether add_raw_chunk computes checksums where add_chunk's caller would
+  // spend a pass of its own.
+  bool hashes_while_appending() const { return in_memory_ != nullptr; }
   void finish();
   std::uint64_t bytes_written() const { return position_; }
 
@@ -121,7 +136,7 @@ class ContainerWriter {
   std::vector<ChunkRecord> chunks_;
   std::vector<std::byte> pending_;  // records and small chunks not written yet
   std::uint64_t position_ = 0;
-  bool gathers_;
+  AppendsInMemory* in_memory_;  // null: gathers small chunks
   bool finished_ = false;
 };
 

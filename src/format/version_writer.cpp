@@ -37,7 +37,9 @@ std::vector<EncodedChunk> plan_chunks(const format::Header& header, const std::v
   return chunks;
 }
 
-void encode(EncodedChunk& chunk, const Config::Pipeline& pipeline) {
+// A raw chunk's checksum is left to the writer when it computes it in the
+// pass that copies the chunk (ContainerWriter::hashes_while_appending).
+void encode(EncodedChunk& chunk, const Config::Pipeline& pipeline, bool hash_raw) {
   format::ChunkRecord& record = chunk.record;
   const format::EncodeParams params{pipeline.compress, pipeline.compress_level, pipeline.shuffle, chunk.element_size};
   chunk.early_abort = params.codec != Codec::kNone && !sample_compresses(params, chunk.raw, record.raw_length);
@@ -46,7 +48,7 @@ void encode(EncodedChunk& chunk, const Config::Pipeline& pipeline) {
   record.codec = compressed ? pipeline.compress : Codec::kNone;
   const std::byte* stored = compressed ? chunk.compressed.data() : chunk.raw;
   record.stored_length = compressed ? chunk.compressed.size() : record.raw_length;
-  record.checksum = format::checksum(stored, record.stored_length);
+  record.checksum = compressed || hash_raw ? format::checksum(stored, record.stored_length) : 0;
 }
 
 // Chunks encoded together: a window of a few full chunks' worth of bytes,
@@ -82,16 +84,21 @@ std::uint64_t write_chunks(WritableFile& file, const format::Header& header, std
                            WriteResult* result) {
   std::uint64_t early_aborts = 0;
   format::ContainerWriter writer(file, header);
+  const bool hash_raw = !writer.hashes_while_appending();
   const std::uint64_t window = window_bytes(pool, pipeline.chunk_size);
   std::vector<std::vector<std::byte>> filled;
   for (std::size_t begin = 0; begin < chunks.size();) {
     std::size_t end = begin;
     for (std::uint64_t bytes = 0; end < chunks.size() && bytes < window; ++end) bytes += chunks[end].record.raw_length;
     if (fill) fill_window(chunks, begin, end, fill, filled);
-    pool.parallel_for(end - begin, [&](std::size_t i) { encode(chunks[begin + i], pipeline); });
+    pool.parallel_for(end - begin, [&](std::size_t i) { encode(chunks[begin + i], pipeline, hash_raw); });
     for (std::size_t i = begin; i < end; ++i) {
       EncodedChunk& chunk = chunks[i];
-      writer.add_chunk(chunk.record, chunk.record.codec == Codec::kNone ? chunk.raw : chunk.compressed.data());
+      if (chunk.record.codec == Codec::kNone && !hash_raw) {
+        writer.add_raw_chunk(chunk.record, chunk.raw);
+      } else {
+        writer.add_chunk(chunk.record, chunk.record.codec == Codec::kNone ? chunk.raw : chunk.compressed.data());
+      }
       std::vector<std::byte>().swap(chunk.compressed);
       early_aborts += chunk.early_abort ? 1 : 0;
       RESURGO_CRASH_POINT("write.chunk", 0);

@@ -182,18 +182,33 @@ class MemoryLevel::Image {
   // Throws MemoryFull when the pool is exhausted.
   void append(const std::byte* data, std::uint64_t bytes) {
     while (bytes > 0) {
-      const std::uint64_t used = size_ % kPieceBytes;
-      if (used == 0) {
-        Piece piece = pool_->take();
-        if (!piece) throw MemoryFull();
-        pieces_.push_back(std::move(piece));
-      }
-      const std::uint64_t part = std::min(bytes, kPieceBytes - used);
-      std::memcpy(pieces_.back().get() + used, data, part);
+      const std::uint64_t part = std::min(bytes, kPieceBytes - size_ % kPieceBytes);
+      std::memcpy(next_byte(), data, part);
       size_ += part;
       data += part;
       bytes -= part;
     }
+  }
+
+  // append() in one pass with the checksum (base/copy_checksum.h) when the
+  // bytes fit in the current piece or a fresh one; across a piece bound, an
+  // append then the checksum of the source.
+  std::uint64_t append_hashed(const std::byte* data, std::uint64_t bytes) {
+    const std::uint64_t used = size_ % kPieceBytes;
+    if (bytes == 0 || bytes > kPieceBytes - used) {
+      append(data, bytes);
+      return checksum(data, bytes);
+    }
+    const std::uint64_t sum = copy_checksum(next_byte(), data, bytes);
+    size_ += bytes;
+    return sum;
+  }
+
+  void overwrite(std::uint64_t offset, const std::byte* data, std::uint64_t bytes) {
+    check_range(offset, bytes);
+    gpu::for_each_pin_piece(offset, bytes, kPieceBytes, [&](std::uint64_t done, std::uint64_t length) {
+      std::memcpy(pieces_[(offset + done) / kPieceBytes].get() + (offset + done) % kPieceBytes, data + done, length);
+    });
   }
 
   // The version is written: its pieces are touched, and may be pinned.
@@ -215,6 +230,18 @@ class MemoryLevel::Image {
   }
 
  private:
+  // Where the next appended byte goes, in a piece taken from the pool when
+  // the last one is full. Throws MemoryFull when the pool is exhausted.
+  std::byte* next_byte() {
+    const std::uint64_t used = size_ % kPieceBytes;
+    if (used == 0) {
+      Piece piece = pool_->take();
+      if (!piece) throw MemoryFull();
+      pieces_.push_back(std::move(piece));
+    }
+    return pieces_.back().get() + used;
+  }
+
   void check_range(std::uint64_t offset, std::uint64_t bytes) const {
     if (offset > size_ || bytes > size_ - offset) {
       throw StorageError("read of " + std::to_string(bytes) + " bytes at offset " + std::to_string(offset) + " of '" +
@@ -262,6 +289,12 @@ class ImageWriter final : public WritableFile, public format::AppendsInMemory {
   explicit ImageWriter(MemoryLevel::Image& image) : image_(image) {}
   void append(const void* data, std::size_t bytes) override {
     image_.append(static_cast<const std::byte*>(data), bytes);
+  }
+  std::uint64_t append_hashed(const void* data, std::size_t bytes) override {
+    return image_.append_hashed(static_cast<const std::byte*>(data), bytes);
+  }
+  void overwrite_appended(std::uint64_t offset, const void* data, std::size_t bytes) override {
+    image_.overwrite(offset, static_cast<const std::byte*>(data), bytes);
   }
   void sync() override {}
   void close() override {}

@@ -1160,7 +1160,16 @@ class GatherRecordingFile : public WritableFile {
   std::string path_ = "recording";
 };
 
-class GatherInMemoryFile final : public GatherRecordingFile, public format::AppendsInMemory {};
+class GatherInMemoryFile final : public GatherRecordingFile, public format::AppendsInMemory {
+ public:
+  std::uint64_t append_hashed(const void* data, std::size_t bytes) override {
+    append(data, bytes);
+    return format::checksum(data, bytes);
+  }
+  void overwrite_appended(std::uint64_t offset, const void* data, std::size_t bytes) override {
+    std::memcpy(contents.data() + offset, data, bytes);
+  }
+};
 
 // One region in chunks of 4 KiB and 64 KiB, which a file's writer gathers,
 // and 300 KiB, which it appends as they are.
@@ -1213,6 +1222,27 @@ TEST(ContainerInMemory, AppendsEachChunkFromWhereItLiesAndWritesTheSameBytes) {
   // A file's writer gathers the small chunks: one system call per MiB.
   EXPECT_FALSE(gather_appended_from(gathered, chunks.data.data(), GatherChunks::kSizes[0]));
   EXPECT_FALSE(gather_appended_from(gathered, chunks.data.data() + GatherChunks::kSizes[0], GatherChunks::kSizes[1]));
+}
+
+// add_raw_chunk computes the checksum itself (in memory: while it appends,
+// then writes it into the record) and writes the bytes add_chunk does.
+TEST(ContainerInMemory, ARawChunkHashedByTheWriterWritesTheSameBytes) {
+  GatherChunks chunks;
+  GatherInMemoryFile given;
+  chunks.write(given);
+  GatherInMemoryFile in_memory;
+  GatherRecordingFile in_a_file;
+  for (WritableFile* file : std::initializer_list<WritableFile*>{&in_memory, &in_a_file}) {
+    format::ContainerWriter writer(*file, chunks.header);
+    std::uint64_t offset = 0;
+    for (std::uint64_t bytes : GatherChunks::kSizes) {
+      writer.add_raw_chunk({0, offset, bytes, bytes, Codec::kNone, 0, 0}, chunks.data.data() + offset);
+      offset += bytes;
+    }
+    writer.finish();
+  }
+  EXPECT_EQ(in_memory.contents, given.contents);
+  EXPECT_EQ(in_a_file.contents, given.contents);
 }
 
 TEST(ContainerInMemory, MemoryLevelReadsBackEveryChunkAndFindsADamagedOne) {
