@@ -1,20 +1,37 @@
 """Adjoint checkpointing benchmark: the misfit gradient of the wave example
 (examples/adjoint_wave) with its checkpoints in NumPy memory, pyrevolve's
 storages, checkpoint_schedules with a dict or raw files, and Resurgo with and
-without schedule-driven prefetch. Writes results/adjoint.md and .png.
+without schedule-driven prefetch. Writes results/adjoint.md and .png (--name
+sets the name).
 
     .venv/bin/python bench/adjoint.py                      # 64 MiB and 512 MiB per checkpoint
     .venv/bin/python bench/adjoint.py --sizes 64MiB --rows resurgo_prefetch,cs_dict
     .venv/bin/python bench/adjoint.py --smoke --repeats 2 --sizes 4MiB --steps 40 --snapshots 6 \\
         --ram-snapshots 2 --disk-snapshots 4
+    .venv/bin/python bench/adjoint.py --name adjoint_small --sizes 256KiB,1MiB --steps 2000 \\
+        --snapshots 40 --ram-snapshots 10 --disk-snapshots 30 --memory-schedule multistage --rows all \\
+        --repeats 7 --profile resurgo_prefetch,ms_resurgo_prefetch --perf resurgo_prefetch,ms_resurgo_prefetch
 
 A checkpoint is the wave field's two time levels (two float64 arrays), so a
 size S means a grid of S / 16 points. Two cases per size:
 
-  memory  Revolve(steps, snapshots); every checkpoint fits in memory.
+  memory  Revolve(steps, snapshots); every checkpoint fits in memory. With
+          --memory-schedule multistage: MultistageCheckpointSchedule(steps,
+          snapshots, 0), the same binomial schedule's forward steps, which
+          checkpoint_schedules builds in milliseconds where its Revolve takes
+          a minute at 2,000 steps (thousands-of-steps runs need it).
   disk    MultistageCheckpointSchedule(steps, ram_snapshots, disk_snapshots):
           the memory level holds ram_snapshots checkpoints, the rest go to
           files in --dir (the "checkpoints exceed the memory capacity" case).
+
+States of 1 MiB or less (issue 27's small states, where an RTM code runs
+thousands of steps) are held to issue 27's targets: wall within 1.1x of
+pyrevolve's NumpyStorage in memory, 1.3x with a disk level. `--rows all`
+adds pyrevolve's own Revolver with its slots in Resurgo
+(resurgo.adjoint_pyrevolve, the Devito route), in memory and with every slot
+in files; `--profile ROWS` runs those rows once more under cProfile per size
+and writes their top functions into the report, `--perf ROWS` the same under
+`perf record` (the library's C++ functions and the kernel's).
 
 Every row of every repeat runs in a fresh subprocess (this script with
 --worker), so its peak memory is that process's ru_maxrss; rows run in an
@@ -27,9 +44,13 @@ otherwise.
 from __future__ import annotations
 
 import argparse
+import cProfile
 import hashlib
 import json
 import math
+import os
+import pstats
+import re
 import resource
 import shutil
 import statistics
@@ -37,7 +58,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -46,7 +67,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (  # noqa: E402
-    HERE, MiB, Series, add_common_args, check_resources, finish_common_args,
+    HERE, MiB, Series, add_common_args, check_resources, finish_common_args, fmt_time,
     grouped_bars, human, log, machine_description, machine_lines, mem_available, parse_sizes,
     pyplot, report_header,
 )
@@ -58,7 +79,16 @@ MEMCPY_REPEATS = 7
 PIECE = 2 * MiB  # Resurgo's memory level holds each version in whole 2 MiB pieces
 TARGET_RESTORE_VS_MEMCPY = 1.2
 TARGET_WALL_VS_MEMORY = 1.05
+SMALL_STATE = MiB  # issue 27: states up to this size get its wall targets instead
+TARGET_SMALL_WALL = {"memory": 1.1, "disk": 1.3}  # wall / pyrevolve's NumpyStorage, per case
+PROFILE_TOP = 15  # functions in the report's profile table
+PERF_TOP = 12  # entries in each of the --perf tables
+PERF_RECORD = ["perf", "record", "-q", "-F", "1000", "--call-graph", "dwarf,16384"]
+PERF_REPORT = ["perf", "report", "--children", "--sort", "symbol", "--stdio", "-g", "none"]
+# children %, self %, [.] or [k], symbol; this perf pads each line with empty "-" columns
+PERF_LINE = re.compile(r"^\s*([\d.]+)%\s+([\d.]+)%\s+\[(.)\]\s+(.*?)(?:\s+-)*\s*$")
 SHOT_SCHEDULE = (1000, 40)  # Revolve steps and snapshots of a shot-sized run, for comparison
+MEMORY_SCHEDULES = {"revolve": "Revolve", "multistage": "Multistage (RAM only)"}  # --memory-schedule
 
 
 def grid_shape(nbytes: int) -> Tuple[int, int]:
@@ -87,6 +117,12 @@ class Job:
     disk_snapshots: int
     prefetch_checkpoints: int
     directory: str
+    memory_schedule: str  # a key of MEMORY_SCHEDULES
+
+
+def make_job(key: str, nbytes: int, args, directory: Path) -> Job:
+    return Job(key, nbytes, args.steps, args.snapshots, args.ram_snapshots, args.disk_snapshots,
+               args.prefetch_checkpoints, str(directory), args.memory_schedule)
 
 
 @dataclass
@@ -268,10 +304,34 @@ def row_pyrevolve_disk(model: Any, job: Job) -> Measured:
     return pyrevolve_measured(revolver)
 
 
-def revolve(job: Job) -> Any:
-    from checkpoint_schedules import Revolve
+def row_pyrevolve_resurgo(disk: bool) -> Callable[[Any, Job], Measured]:
+    """pyrevolve's Revolver with its slots in Resurgo (the Devito route), in
+    memory or with every slot in files under the job's directory."""
+    def row(model: Any, job: Job) -> Measured:
+        from resurgo.adjoint_pyrevolve import ResurgoRevolver
 
-    return Revolve(job.steps, job.snapshots)
+        room = job.nbytes + PIECE
+        where = (dict(disk_path=str(Path(job.directory) / "resurgo"),
+                      prefetch_capacity=job.prefetch_checkpoints * room) if disk
+                 else dict(ram_capacity=(job.snapshots + 1) * room))
+        revolver = ResurgoRevolver(*pyrevolve_parts(model), job.snapshots, job.steps, **where)
+        revolver.apply_forward()
+        revolver.apply_reverse()
+        return pyrevolve_measured(revolver)
+    return row
+
+
+def memory_schedule(kind: str, steps: int, snapshots: int) -> Any:
+    """The memory case's schedule (--memory-schedule)."""
+    from checkpoint_schedules import MultistageCheckpointSchedule, Revolve
+
+    if kind == "multistage":
+        return MultistageCheckpointSchedule(steps, snapshots, 0)
+    return Revolve(steps, snapshots)
+
+
+def revolve(job: Job) -> Any:
+    return memory_schedule(job.memory_schedule, job.steps, job.snapshots)
 
 
 def multistage(job: Job) -> Any:
@@ -326,11 +386,11 @@ class Row:
 ROWS: Dict[str, Row] = {
     "ideal": Row("every u[n] kept in NumPy memory (no recomputation)", "memory", "ideal", row_ideal),
     "pyrevolve": Row("pyrevolve Revolver, NumpyStorage", "memory", "baseline", row_pyrevolve),
-    "cs_dict": Row("checkpoint_schedules Revolve, DictStorage", "memory", "baseline",
+    "cs_dict": Row("checkpoint_schedules {memory}, DictStorage", "memory", "baseline",
                    scheduled(revolve, dict_storage)),
-    "resurgo": Row("Revolve, ResurgoStorage(prefetch=False)", "memory", "resurgo",
+    "resurgo": Row("{memory}, ResurgoStorage(prefetch=False)", "memory", "resurgo",
                    scheduled(revolve, resurgo_storage(False))),
-    "resurgo_prefetch": Row("Revolve, ResurgoStorage (prefetch)", "memory", "resurgo",
+    "resurgo_prefetch": Row("{memory}, ResurgoStorage (prefetch)", "memory", "resurgo",
                             scheduled(revolve, resurgo_storage(True))),
     "ms_dict": Row("Multistage, DictStorage (RAM and DISK both in memory)", "disk", "baseline",
                    scheduled(multistage, dict_storage)),
@@ -342,9 +402,19 @@ ROWS: Dict[str, Row] = {
                       scheduled(multistage, resurgo_storage(False))),
     "ms_resurgo_prefetch": Row("Multistage, ResurgoStorage (prefetch)", "disk", "resurgo",
                                scheduled(multistage, resurgo_storage(True))),
+    "pyrevolve_resurgo": Row("pyrevolve Revolver, slots in Resurgo memory (ResurgoRevolver)", "memory",
+                             "resurgo", row_pyrevolve_resurgo(disk=False)),
+    "pyrevolve_resurgo_disk": Row("pyrevolve Revolver(snapshots), every slot in Resurgo files (ResurgoRevolver, "
+                                  "disk_path, prefetch)", "disk", "resurgo", row_pyrevolve_resurgo(disk=True)),
 }
+DEFAULT_ROWS = [key for key in ROWS if not key.startswith("pyrevolve_resurgo")]  # the large runs' rows
+# Each Resurgo row's schedule run with its checkpoints in NumPy memory: the
+# difference in wall is the storage's alone, schedule library included in both.
+SAME_SCHEDULE = {"resurgo": "cs_dict", "resurgo_prefetch": "cs_dict", "ms_resurgo": "ms_dict",
+                 "ms_resurgo_prefetch": "ms_dict", "pyrevolve_resurgo": "pyrevolve",
+                 "pyrevolve_resurgo_disk": "pyrevolve"}
 CASES = {
-    "memory": "memory case: Revolve, every checkpoint in memory",
+    "memory": "memory case: {memory}, every checkpoint in memory",
     "disk": "disk case: Multistage, RAM snapshots in memory and DISK snapshots in files",
 }
 CASE_LOADS = {"memory": "RAM", "disk": "DISK"}  # the loads whose level each case reports
@@ -366,13 +436,25 @@ def memcpy_seconds(state: Dict[str, np.ndarray]) -> float:
     return statistics.median(times)
 
 
+def wave_module() -> Any:
+    """examples/adjoint_wave/acoustic.py, the model."""
+    if str(EXAMPLE_DIR) not in sys.path:
+        sys.path.insert(0, str(EXAMPLE_DIR))
+    import acoustic
+    return acoustic
+
+
+def make_model(job: Job) -> Any:
+    wave = wave_module()
+    shape = grid_shape(job.nbytes)
+    return wave.WaveModel(wave.make_survey(shape, job.steps), wave.layered_velocity(shape), xp=np)
+
+
 def worker(job: Job) -> Measured:
-    sys.path.insert(0, str(EXAMPLE_DIR))
-    import acoustic as wave
+    wave_module()  # imported before start_rss, which counts the interpreter and its imports
     start_rss = max_rss()
     shape = grid_shape(job.nbytes)
-    survey = wave.make_survey(shape, job.steps)
-    model = wave.WaveModel(survey, wave.layered_velocity(shape), xp=np)
+    model = make_model(job)
     started = time.perf_counter()
     measured = ROWS[job.row].run(model, job)
     measured.wall = time.perf_counter() - started
@@ -385,14 +467,37 @@ def worker(job: Job) -> Measured:
     return measured
 
 
-def run_worker(job: Job) -> Tuple[Optional[Measured], str]:
-    """(result, "") or (None, why the worker failed)."""
-    done = subprocess.run([sys.executable, __file__, "--worker", json.dumps(asdict(job))],
+def profile_worker(job: Job) -> Dict[str, Any]:
+    """One run of the job's row under cProfile: the run's wall and the
+    PROFILE_TOP functions by own time (function, calls, own seconds,
+    cumulative seconds), with the own time of all functions."""
+    model = make_model(job)
+    profiler = cProfile.Profile()
+    started = time.perf_counter()
+    profiler.enable()
+    ROWS[job.row].run(model, job)
+    profiler.disable()
+    wall_seconds = time.perf_counter() - started
+    entries = pstats.Stats(profiler).stats  # (file, line, name) -> (cc, calls, own, cumulative, callers)
+    top = sorted(entries.items(), key=lambda item: item[1][2], reverse=True)[:PROFILE_TOP]
+    return {"wall": wall_seconds, "own_total": sum(e[2] for e in entries.values()),
+            "top": [(function_name(*key), e[1], e[2], e[3]) for key, e in top]}
+
+
+def function_name(file: str, line: int, name: str) -> str:
+    if file == "~":  # a built-in: name is pstats' description, e.g. "<method 'copy' of ...>"
+        return name
+    return f"{Path(file).name}:{line} {name}"
+
+
+def run_worker(job: Job, mode: str = "--worker") -> Tuple[Optional[Dict[str, Any]], str]:
+    """(the worker's JSON result, "") or (None, why the worker failed)."""
+    done = subprocess.run([sys.executable, __file__, mode, json.dumps(asdict(job))],
                           capture_output=True, text=True)
     if done.returncode != 0:
         lines = (done.stderr or done.stdout).strip().splitlines() or [f"exit status {done.returncode}"]
         return None, lines[-1]
-    return Measured(**json.loads(done.stdout.strip().splitlines()[-1])), ""
+    return json.loads(done.stdout.strip().splitlines()[-1]), ""
 
 
 # ==================================================================== parent
@@ -426,9 +531,7 @@ def skip_reason(key: str, job: Job, available: Optional[int]) -> str:
 
 def bench_size(nbytes: int, args, root: Path) -> Dict[str, RowResult]:
     results = {key: RowResult(key) for key in args.rows}
-    jobs = {key: Job(key, nbytes, args.steps, args.snapshots, args.ram_snapshots,
-                     args.disk_snapshots, args.prefetch_checkpoints, str(root / key))
-            for key in args.rows}
+    jobs = {key: make_job(key, nbytes, args, root / key) for key in args.rows}
     available = mem_available()
     for key, result in results.items():
         result.skipped = skip_reason(key, jobs[key], available)
@@ -446,9 +549,56 @@ def bench_size(nbytes: int, args, root: Path) -> Dict[str, RowResult]:
                 result.failure = why
                 log(f"  {key} failed: {why}")
             else:
-                result.runs.append(measured)
+                result.runs.append(Measured(**measured))
     check_same_gradient(results, nbytes)
     return results
+
+
+def profile_size(nbytes: int, args, root: Path) -> Dict[str, Dict[str, Any]]:
+    """--profile: one more run of each of those rows at this size under cProfile."""
+    profiles = {}
+    for key in args.profile:
+        job = make_job(key, nbytes, args, root / "profile")
+        log(f"{human(nbytes)}: {key} under cProfile")
+        profile, why = run_worker(job, "--profile-worker")
+        shutil.rmtree(job.directory, ignore_errors=True)
+        profiles[key] = profile or {"failure": why}
+    return profiles
+
+
+def perf_size(nbytes: int, args, root: Path) -> Dict[str, Dict[str, Any]]:
+    """--perf: one more run of each of those rows at this size under `perf
+    record` (every thread, call graphs), summarised by perf_summary."""
+    summaries = {}
+    for key in args.perf:
+        job = make_job(key, nbytes, args, root / "perf")
+        data = root / "perf.data"
+        log(f"{human(nbytes)}: {key} under perf")
+        recorded = subprocess.run(PERF_RECORD + ["-o", str(data), "--", sys.executable, __file__, "--worker",
+                                                json.dumps(asdict(job))], capture_output=True, text=True)
+        report = subprocess.run(PERF_REPORT + ["-i", str(data)], capture_output=True, text=True)
+        shutil.rmtree(job.directory, ignore_errors=True)
+        data.unlink(missing_ok=True)
+        if recorded.returncode != 0 or report.returncode != 0:
+            why = (recorded.stderr or report.stderr).strip().splitlines() or ["perf failed"]
+            summaries[key] = {"failure": why[-1]}
+            continue
+        summaries[key] = perf_summary(report.stdout, json.loads(recorded.stdout.strip().splitlines()[-1]))
+    return summaries
+
+
+def perf_summary(report: str, measured: Dict[str, Any]) -> Dict[str, Any]:
+    """The CPU seconds sampled (cpu-clock counts nanoseconds), the PERF_TOP
+    symbols by own samples, and the PERF_TOP resurgo:: functions by samples
+    in them and their callees, as (symbol, children %, self %)."""
+    count = re.search(r"Event count \(approx.\): (\d+)", report)
+    entries = [(m.group(4), float(m.group(1)), float(m.group(2)), m.group(3))
+               for m in map(PERF_LINE.match, report.splitlines()) if m]
+    by_self = sorted(entries, key=lambda e: e[2], reverse=True)[:PERF_TOP]
+    library = [e for e in entries if e[0].startswith("resurgo::")][:PERF_TOP]
+    return {"cpu_seconds": int(count.group(1)) / 1e9 if count else 0.0, "wall": measured["wall"],
+            "saves": measured["saves"], "loads": measured["loads"],
+            "by_self": [e[:3] for e in by_self], "library": [e[:3] for e in library]}
 
 
 def check_same_gradient(results: Dict[str, RowResult], nbytes: int) -> None:
@@ -506,13 +656,14 @@ def case_table(results: Dict[str, RowResult], case: str) -> List[str]:
     best = best_baseline(results, case, "baseline")
     lines = [f"### {CASES[case]}", "",
              "| row | forward blocking (saves) | backward blocking (loads) | total wall | "
-             "wall / best in-memory baseline | peak RSS | peak RSS − interpreter − model | "
+             "wall / best in-memory baseline | (saves + loads) / wall | peak RSS | "
+             "peak RSS − interpreter − model | "
              f"forward steps | saves / loads | {CASE_LOADS[case]} loads from Resurgo memory |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if r.skipped or not r.runs:
             why = f"skipped: {r.skipped}" if r.skipped else f"failed: {r.failure}"
-            lines.append(f"| {r.row.label} | {why} |" + " |" * 8)
+            lines.append(f"| {r.row.label} | {why} |" + " |" * 9)
             continue
         first = r.runs[0]
         ratio = "—"
@@ -521,6 +672,7 @@ def case_table(results: Dict[str, RowResult], case: str) -> List[str]:
         lines.append(
             f"| {r.row.label} | {r.series('save', lambda m: m.save_seconds).cell()} | "
             f"{r.series('load', lambda m: m.load_seconds).cell()} | {wall(r).cell()} | {ratio} | "
+            f"{r.series('share', storage_share).cell(lambda v: f'{v:.3f}')} | "
             f"{r.series('rss', lambda m: m.peak_rss).cell(fmt_bytes)} | "
             f"{r.series('extra', storage_rss).cell(fmt_bytes)} | {first.forward_steps} | "
             f"{first.saves} / {first.loads} | {l1_share(first, CASE_LOADS[case])} |")
@@ -532,8 +684,16 @@ def case_table(results: Dict[str, RowResult], case: str) -> List[str]:
 
 
 def wall_ratio(result: RowResult, best: RowResult) -> Series:
-    """Per repeat: this row's wall / the median wall of `best`."""
-    return result.series("wall ratio", lambda m: m.wall / wall(best).median)
+    """Per repeat: this row's wall / the wall of `best` in the same repeat
+    (rows take turns within a repeat, so both saw the same machine)."""
+    return Series(label=result.row.label, times=[m.wall / b.wall for m, b in zip(result.runs, best.runs)])
+
+
+def storage_share(m: Measured) -> Optional[float]:
+    """The share of the wall spent blocked in saves and loads."""
+    if m.save_seconds is None or m.load_seconds is None:
+        return None
+    return (m.save_seconds + m.load_seconds) / m.wall
 
 
 def target_row(what: str, series: Series, op: str, limit: float) -> str:
@@ -545,15 +705,44 @@ def target_row(what: str, series: Series, op: str, limit: float) -> str:
     return f"| {what} {op} {limit:g} | {series.cell(lambda v: f'{v:.3f}')} | {verdict} |"
 
 
-def configured_memory(result: RowResult, args, nbytes: int) -> int:
+def configured_memory(result: RowResult, args, nbytes: int, buffer_floor: int) -> int:
     """The memory a Resurgo row configured: ram_capacity, plus
     prefetch_capacity in the disk case (see resurgo_storage), plus one
-    staging buffer per store (ResurgoStorage sets buffer.capacity to the
-    state's bytes; the disk case opens two stores)."""
-    room = nbytes + PIECE
+    staging buffer per store (resurgo.adjoint sets buffer.capacity to the
+    state's bytes, at least `buffer_floor`; the disk case opens two stores).
+    The ResurgoRevolver rows open one store and add their staging array."""
+    room, buffer = nbytes + PIECE, max(nbytes, buffer_floor)
+    if result.key == "pyrevolve_resurgo":
+        return (args.snapshots + 1) * room + buffer + nbytes
+    if result.key == "pyrevolve_resurgo_disk":
+        return args.prefetch_checkpoints * room + buffer + nbytes
     if result.row.case == "memory":
-        return (args.snapshots + 1) * room + nbytes
-    return (args.ram_snapshots + 1 + args.prefetch_checkpoints) * room + 2 * nbytes
+        return (args.snapshots + 1) * room + buffer
+    return (args.ram_snapshots + 1 + args.prefetch_checkpoints) * room + 2 * buffer
+
+
+def wall_targets(results: Dict[str, RowResult], nbytes: int) -> List[str]:
+    """Large states: the prefetching rows against the best baselines. Small
+    states (issue 27): every Resurgo row against pyrevolve's NumpyStorage."""
+    lines = []
+    if nbytes > SMALL_STATE:
+        for key, case, role, op, limit in (
+                ("resurgo_prefetch", "memory", "baseline", "≤", TARGET_WALL_VS_MEMORY),
+                ("ms_resurgo_prefetch", "disk", "disk baseline", "<", 1.0)):
+            r, best = results.get(key), best_baseline(results, case, role)
+            if r and r.runs and best is not None:
+                lines.append(target_row(f"{r.row.label}: wall / best {role} ({best.row.label})",
+                                        wall_ratio(r, best), op, limit))
+        return lines
+    numpy = results.get("pyrevolve")
+    if numpy is None or not numpy.runs:
+        return lines
+    for r in results.values():
+        if r.row.role == "resurgo" and r.runs:
+            lines.append(target_row(f"{r.row.label}: wall / {numpy.row.label} (issue 27, "
+                                    f"{'in memory' if r.row.case == 'memory' else 'a disk level'})",
+                                    wall_ratio(r, numpy), "≤", TARGET_SMALL_WALL[r.row.case]))
+    return lines
 
 
 def target_lines(results: Dict[str, RowResult], args, nbytes: int) -> List[str]:
@@ -564,20 +753,34 @@ def target_lines(results: Dict[str, RowResult], args, nbytes: int) -> List[str]:
             lines.append(target_row(f"{r.row.label}: {storage} restore from memory / memcpy of the "
                                     "same bytes", prefetched_restore_ratio(r, storage), "≤",
                                     TARGET_RESTORE_VS_MEMCPY))
-    for key, case, role, op, limit in (
-            ("resurgo_prefetch", "memory", "baseline", "≤", TARGET_WALL_VS_MEMORY),
-            ("ms_resurgo_prefetch", "disk", "disk baseline", "<", 1.0)):
-        r, best = results.get(key), best_baseline(results, case, role)
-        if r and r.runs and best is not None:
-            lines.append(target_row(f"{r.row.label}: wall / best {role} ({best.row.label})",
-                                    wall_ratio(r, best), op, limit))
+    lines += wall_targets(results, nbytes)
     for r in results.values():
         if r.row.role == "resurgo" and r.runs:
-            configured = configured_memory(r, args, nbytes)
+            configured = configured_memory(r, args, nbytes, args.buffer_floor)
             lines.append(target_row(f"{r.row.label}: peak RSS − interpreter − model / configured memory "
                                     f"levels and buffers ({human(configured)})",
                                     r.series("", lambda m: storage_rss(m) / configured), "≤", 1.0))
     return lines + [""]
+
+
+def same_schedule_lines(results: Dict[str, RowResult]) -> List[str]:
+    """Each Resurgo row against its own schedule with NumPy storage, per repeat:
+    the wall ratio and the extra wall per storage call (save or load)."""
+    lines = []
+    for key, base_key in SAME_SCHEDULE.items():
+        r, base = results.get(key), results.get(base_key)
+        if not (r and r.runs and base and base.runs):
+            continue
+        pairs = list(zip(r.runs, base.runs))
+        extra = Series("", times=[(m.wall - b.wall) / (m.saves + m.loads) for m, b in pairs])
+        lines.append(f"| {r.row.label} | {base.row.label} | "
+                     f"{wall_ratio(r, base).cell(lambda v: f'{v:.3f}')} | {extra.cell()} |")
+    if not lines:
+        return []
+    return ["Against the same schedule with its checkpoints in NumPy memory (per repeat; the extra "
+            "wall per call is the wall difference over the Resurgo row's saves + loads):", "",
+            "| row | same schedule, NumPy storage | wall ratio | extra wall per save or load |",
+            "|---|---|---|---|"] + lines + [""]
 
 
 def memcpy_line(results: Dict[str, RowResult]) -> str:
@@ -586,12 +789,19 @@ def memcpy_line(results: Dict[str, RowResult]) -> str:
             f"{MEMCPY_REPEATS} in each worker; over all workers): {memcpy.cell()}.")
 
 
-def schedule_regime(steps: int, snapshots: int) -> Tuple[float, float, float]:
-    """Forward steps, saves and loads per step of Revolve(steps, snapshots)."""
-    from checkpoint_schedules import Copy, EndReverse, Forward, Move, Revolve
+def schedule_code(args, steps: int, snapshots: int) -> str:
+    """The memory case's schedule as Python."""
+    if args.memory_schedule == "multistage":
+        return f"MultistageCheckpointSchedule({steps}, {snapshots}, 0)"
+    return f"Revolve({steps}, {snapshots})"
+
+
+def schedule_regime(args, steps: int, snapshots: int) -> Tuple[float, float, float]:
+    """Forward steps, saves and loads per step of the memory case's schedule."""
+    from checkpoint_schedules import Copy, EndReverse, Forward, Move
 
     forward = saves = loads = 0
-    for action in Revolve(steps, snapshots):
+    for action in memory_schedule(args.memory_schedule, steps, snapshots):
         if isinstance(action, Forward):
             forward += action.n1 - action.n0
             saves += action.write_ics
@@ -603,28 +813,30 @@ def schedule_regime(steps: int, snapshots: int) -> Tuple[float, float, float]:
 
 
 def scale_note(args) -> str:
-    ours, shot = schedule_regime(args.steps, args.snapshots), schedule_regime(*SHOT_SCHEDULE)
+    ours, shot = schedule_regime(args, args.steps, args.snapshots), schedule_regime(args, *SHOT_SCHEDULE)
 
     def regime(name: str, figures: Tuple[float, float, float]) -> str:
         return (f"`{name}` runs {figures[0]:.2f} forward steps per step and makes {figures[1]:.2f} "
                 f"saves and {figures[2]:.2f} loads per step")
 
-    return (f"**Scale.** An RTM shot runs thousands of steps with a few tens of snapshots; this run "
-            f"is scaled down so that all rows and repeats finish in a sensible time on a small "
-            f"machine. What the storage sees per step is set by the schedule's regime, not its "
-            f"length: {regime(f'Revolve({args.steps}, {args.snapshots})', ours)}; "
-            f"{regime('Revolve(%d, %d)' % SHOT_SCHEDULE, shot)}. The ratio of copying to computing "
+    scaled = ("this run is scaled down so that all rows and repeats finish in a sensible time on "
+              "a small machine. " if args.steps < SHOT_SCHEDULE[0] else "")
+    return (f"**Scale.** An RTM shot runs thousands of steps with a few tens of snapshots; {scaled}"
+            f"What the storage sees per step is set by the schedule's regime, not its "
+            f"length: {regime(schedule_code(args, args.steps, args.snapshots), ours)}; "
+            f"{regime(schedule_code(args, *SHOT_SCHEDULE), shot)}. The ratio of copying to computing "
             f"is set by the grid (the checkpoint size), not by the number of steps.")
 
 
 def write_markdown(path: Path, machine: Dict[str, str], by_size: Dict[int, Dict[str, RowResult]],
-                   args, plot_name: str) -> None:
+                   args, plot_name: str, profiles: Dict[int, Dict[str, Dict[str, Any]]],
+                   perfs: Dict[int, Dict[str, Dict[str, Any]]]) -> None:
     lines = report_header("Adjoint checkpointing benchmark", "adjoint.py", args)
     lines += machine_lines(machine)
     lines += ["## What is measured", "",
               f"The gradient of the wave example (`examples/adjoint_wave/acoustic.py`: 2-D acoustic "
               f"wave equation, leapfrog, exact discrete adjoint) over {args.steps} steps. Memory "
-              f"case: `Revolve({args.steps}, {args.snapshots})`; disk case: "
+              f"case: `{schedule_code(args, args.steps, args.snapshots)}`; disk case: "
               f"`MultistageCheckpointSchedule({args.steps}, {args.ram_snapshots}, "
               f"{args.disk_snapshots})` (pyrevolve rows: its own CRevolve / HRevolve schedule "
               "with the same snapshot counts, so their forward step counts differ slightly).", "",
@@ -635,7 +847,18 @@ def write_markdown(path: Path, machine: Dict[str, str], by_size: Dict[int, Dict[
               "restore + remove, since a multi-level pop also loads).",
               "- **total wall**: the whole adjoint run in the worker (forward, reverse, storage "
               "calls, closing the storage); the ratio is to the best in-memory baseline of the same "
-              "case, measured in the same run.",
+              "case, taken per repeat (each row's wall over the baseline's in the same repeat). "
+              "**(saves + loads) / wall**: the share of the wall blocked in storage calls; the rest "
+              "is the model's Python and NumPy compute.",
+              f"- Targets: states over {human(SMALL_STATE)}: the prefetching rows against the best "
+              f"baselines; states of {human(SMALL_STATE)} or less (issue 27): every Resurgo row's "
+              f"wall / pyrevolve's NumpyStorage ≤ {TARGET_SMALL_WALL['memory']:g} in memory, "
+              f"≤ {TARGET_SMALL_WALL['disk']:g} with a disk level (per repeat).",
+              "- ResurgoRevolver rows (`--rows all`): pyrevolve's own Revolver, with the same "
+              "schedule as the NumpyStorage row, its slots in a Resurgo store "
+              "(resurgo.adjoint_pyrevolve, what a Devito user runs): in memory with `ram_capacity` "
+              "= snapshots + 1 versions, or every slot in files under `--dir` with "
+              "`prefetch_capacity` as below; blocking from pyrevolve's profiler.",
               "- **peak RSS**: the worker's `ru_maxrss`; the next column subtracts the RSS after "
               "the imports and the model's own arrays (9 grid fields), leaving what the "
               "checkpoints and the storage's buffers held.",
@@ -645,8 +868,9 @@ def write_markdown(path: Path, machine: Dict[str, str], by_size: Dict[int, Dict[
               f"- Resurgo stores: RAM `ram_capacity` = snapshots + 1 versions; DISK store under "
               f"`--dir` with `prefetch_capacity` = {args.prefetch_checkpoints} versions; a version "
               "is counted as a checkpoint plus 2 MiB, since the memory level holds each in whole "
-              "2 MiB pieces. `buffer.capacity` is the checkpoint's bytes (ResurgoStorage's "
-              "choice: one version in flight per store); other settings are the defaults. "
+              f"2 MiB pieces. `buffer.capacity` is the checkpoint's bytes, at least "
+              f"{human(args.buffer_floor)} (resurgo.adjoint's choice: one large version in flight "
+              "per store, small ones never wait); other settings are the defaults. "
               "Raw files and pyrevolve's DiskStorage write without fsync; nothing evicts the page "
               "cache, so their reads may be served from memory.", ""]
     for nbytes, results in by_size.items():
@@ -654,7 +878,12 @@ def write_markdown(path: Path, machine: Dict[str, str], by_size: Dict[int, Dict[
         lines += [f"## Checkpoint {human(nbytes)} (grid {ny} x {nx})", ""]
         for case in CASES:
             lines += case_table(results, case)
-        lines += ["### Targets", ""] + target_lines(results, args, nbytes) + [memcpy_line(results), ""]
+        lines += ["### Targets", ""] + target_lines(results, args, nbytes) + same_schedule_lines(results)
+        lines += [memcpy_line(results), ""]
+        for key, profile in profiles.get(nbytes, {}).items():
+            lines += profile_lines(key, profile)
+        for key, summary in perfs.get(nbytes, {}).items():
+            lines += perf_lines(key, summary)
     lines += [f"![wall time, blocking and peak memory per row]({plot_name})", ""]
     path.write_text("\n".join(lines))
 
@@ -687,6 +916,70 @@ def write_plot(path: Path, by_size: Dict[int, Dict[str, RowResult]]) -> None:
     plt.close(fig)
 
 
+def profile_lines(key: str, profile: Dict[str, Any]) -> List[str]:
+    """The --profile table of one row at one size."""
+    title = f"### Profile: {ROWS[key].label}, one run under cProfile"
+    if "failure" in profile:
+        return [title, "", f"failed: {profile['failure']}", ""]
+    lines = [title, "",
+             f"Wall under the profiler {fmt_time(profile['wall'])} (cProfile slows every Python call, "
+             f"so shares, not times, compare with the table above); own time of all functions "
+             f"{fmt_time(profile['own_total'])}. Top {PROFILE_TOP} by own time:", "",
+             "| function | calls | own time | per call | share of own time | cumulative |",
+             "|---|---|---|---|---|---|"]
+    for name, calls, own, cumulative in profile["top"]:
+        lines.append(f"| `{name}` | {calls} | {fmt_time(own)} | {fmt_time(own / calls)} | "
+                     f"{own / profile['own_total']:.3f} | {fmt_time(cumulative)} |")
+    return lines + [""]
+
+
+def perf_lines(key: str, summary: Dict[str, Any]) -> List[str]:
+    """The --perf tables of one row at one size."""
+    title = f"### perf: {ROWS[key].label}, one run under `perf record`"
+    if "failure" in summary:
+        return [title, "", f"failed: {summary['failure']}", ""]
+    cpu = summary["cpu_seconds"]
+
+    def table(heading: str, rows: List[Tuple[str, float, float]]) -> List[str]:
+        lines = [f"| {heading} | samples in it and its callees | own samples | CPU in it and its callees |",
+                 "|---|---|---|---|"]
+        return lines + [f"| `{name[:110]}` | {children:.2f} % | {own:.2f} % | {fmt_time(children / 100 * cpu)} |"
+                        for name, children, own in rows] + [""]
+
+    return ([title, "",
+             f"`{' '.join(PERF_RECORD)}` of a `--worker` run (every thread of the whole process, "
+             f"imports and model set-up included; `{' '.join(PERF_REPORT)}`): "
+             f"the row's wall {fmt_time(summary['wall'])}, {fmt_time(cpu)} of CPU sampled, "
+             f"{summary['saves']} saves and {summary['loads']} loads.", ""]
+            + table("symbol, by own samples", summary["by_self"])
+            + table("Resurgo function", summary["library"]))
+
+
+def resurgo_source(resurgo: Any) -> str:
+    """Where the imported package was built from: pip's record of its source
+    tree, and that tree's commit, or else the module's path."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        record = json.loads(distribution("resurgo").read_text("direct_url.json") or "{}")
+    except PackageNotFoundError:
+        record = {}
+    url = record.get("url", "")
+    if not url.startswith("file://"):
+        return f"{resurgo.__file__} (no source record)"
+    tree = url[len("file://"):]
+    git = ["git", "-C", tree]
+    head = subprocess.run(git + ["rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    changed = subprocess.run(git + ["status", "--porcelain", "--untracked-files=no"],
+                             capture_output=True, text=True).stdout.strip()
+    state = "with uncommitted changes" if changed else "clean"
+    return f"{tree}, commit {head or 'unknown'} ({state}); module {resurgo.__file__}"
+
+
+def load_average() -> str:
+    return ", ".join(f"{v:.2f}" for v in os.getloadavg())
+
+
 # ------------------------------------------------------------------- main
 def parse_args(argv: List[str]):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
@@ -695,21 +988,36 @@ def parse_args(argv: List[str]):
     ap.add_argument("--steps", type=int, default=64, help="time steps per shot (default %(default)s)")
     ap.add_argument("--snapshots", type=int, default=8,
                     help="Revolve snapshots, memory case (default %(default)s)")
+    ap.add_argument("--memory-schedule", choices=MEMORY_SCHEDULES, default="revolve",
+                    help="the memory case's checkpoint_schedules schedule (default %(default)s; "
+                         "multistage: MultistageCheckpointSchedule(steps, snapshots, 0), for "
+                         "thousands of steps)")
     ap.add_argument("--ram-snapshots", type=int, default=3,
                     help="RAM snapshots, disk case (default %(default)s)")
     ap.add_argument("--disk-snapshots", type=int, default=5,
                     help="DISK snapshots, disk case (default %(default)s)")
     ap.add_argument("--prefetch-checkpoints", type=int, default=2,
                     help="Resurgo prefetch_capacity in checkpoints, disk case (default %(default)s)")
-    ap.add_argument("--rows", default=",".join(ROWS),
-                    help="rows to run, comma-separated (default: all): " + ", ".join(ROWS))
-    add_common_args(ap, "adjoint", "directory of the DISK checkpoints (node-local disk); "
+    ap.add_argument("--rows", default=",".join(DEFAULT_ROWS),
+                    help="rows to run, comma-separated, or 'all' (default: all but the "
+                         "pyrevolve_resurgo ones): " + ", ".join(ROWS))
+    ap.add_argument("--profile", default="", metavar="ROWS",
+                    help="after the repeats, run each of these rows (comma-separated) once more per "
+                         "size under cProfile and report its top functions")
+    ap.add_argument("--perf", default="", metavar="ROWS",
+                    help="after the repeats, run each of these rows once more per size under `perf "
+                         "record` (needs perf) and report its top symbols and Resurgo functions")
+    ap.add_argument("--name", default="adjoint",
+                    help="the report's file name, without .md/.png (default %(default)s)")
+    add_common_args(ap, "NAME", "directory of the DISK checkpoints (node-local disk); "
                     "default: a fresh directory under /tmp")
     args = ap.parse_args(argv)
     args.argv = argv
     finish_common_args(ap, args)
-    args.rows = [key.strip() for key in args.rows.split(",") if key.strip()]
-    unknown = [key for key in args.rows if key not in ROWS]
+    args.rows = list(ROWS) if args.rows == "all" else [key.strip() for key in args.rows.split(",") if key.strip()]
+    args.profile = [key.strip() for key in args.profile.split(",") if key.strip()]
+    args.perf = [key.strip() for key in args.perf.split(",") if key.strip()]
+    unknown = [key for key in args.rows + args.profile + args.perf if key not in ROWS]
     if unknown:
         ap.error(f"unknown rows {unknown}; choose from {', '.join(ROWS)}")
     if min(args.snapshots, args.ram_snapshots, args.disk_snapshots, args.prefetch_checkpoints) < 1:
@@ -725,8 +1033,17 @@ def main(argv: Optional[List[str]] = None) -> int:
     if argv[:1] == ["--worker"]:
         print(json.dumps(asdict(worker(Job(**json.loads(argv[1]))))))
         return 0
+    if argv[:1] == ["--profile-worker"]:
+        print(json.dumps(profile_worker(Job(**json.loads(argv[1])))))
+        return 0
     args = parse_args(argv)
+    memory = MEMORY_SCHEDULES[args.memory_schedule]
+    ROWS.update({key: replace(row, label=row.label.format(memory=memory)) for key, row in ROWS.items()})
+    CASES["memory"] = CASES["memory"].format(memory=memory)
     import resurgo
+    from resurgo import _core
+
+    args.buffer_floor = _core.SMALL_STATE_BUFFER
 
     created = args.dir is None
     root = Path(tempfile.mkdtemp(prefix="resurgo-adjoint-", dir="/tmp")) if created else args.dir
@@ -738,19 +1055,26 @@ def main(argv: Optional[List[str]] = None) -> int:
         check_resources("adjoint.py", root, f"checkpoints of {human(nbytes)}",
                         (MODEL_FIELDS / 2 + args.snapshots + 2) * nbytes, 2 * args.disk_snapshots * nbytes)
     machine = machine_description(root, resurgo)
+    machine["resurgo built from"] = resurgo_source(resurgo)
+    machine["load average (1, 5, 15 min) at start"] = load_average()
     log(f"DISK checkpoints in {machine['target directory']}; sizes {[human(s) for s in args.sizes]}, "
         f"{args.repeats} repeats, rows {args.rows}")
     by_size: Dict[int, Dict[str, RowResult]] = {}
+    profiles: Dict[int, Dict[str, Dict[str, Any]]] = {}
+    perfs: Dict[int, Dict[str, Dict[str, Any]]] = {}
     try:
         for nbytes in args.sizes:
             by_size[nbytes] = bench_size(nbytes, args, root)
+            profiles[nbytes] = profile_size(nbytes, args, root)
+            perfs[nbytes] = perf_size(nbytes, args, root)
     finally:
         if created and not args.keep:
             shutil.rmtree(root, ignore_errors=True)
+    machine["load average (1, 5, 15 min) at end"] = load_average()
     args.out.mkdir(parents=True, exist_ok=True)
-    md, png = args.out / "adjoint.md", args.out / "adjoint.png"
+    md, png = args.out / f"{args.name}.md", args.out / f"{args.name}.png"
     write_plot(png, by_size)
-    write_markdown(md, machine, by_size, args, png.name)
+    write_markdown(md, machine, by_size, args, png.name, profiles, perfs)
     for nbytes, results in by_size.items():
         print(f"checkpoint {human(nbytes)}:")
         for line in target_lines(results, args, nbytes)[2:-1]:
