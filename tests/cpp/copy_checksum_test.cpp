@@ -16,7 +16,7 @@
 namespace resurgo {
 namespace {
 
-std::vector<std::byte> pattern(std::size_t bytes) {
+std::vector<std::byte> copied_pattern(std::size_t bytes) {
   std::vector<std::byte> data(bytes);
   for (std::size_t i = 0; i < bytes; ++i) data[i] = static_cast<std::byte>((i * 2654435761u) >> 13);
   return data;
@@ -43,7 +43,7 @@ std::vector<CopyKernel> kernels_here() {
 }
 
 TEST(CopyChecksumTest, EveryKernelCopiesAndReturnsTheChecksumOfTheBytesAtEveryLength) {
-  const std::vector<std::byte> source = pattern(3 * 1048576 + 4099 + 64);
+  const std::vector<std::byte> source = copied_pattern(3 * 1048576 + 4099 + 64);
   std::vector<std::byte> destination(source.size() + 128);
   for (const CopyKernel kernel : kernels_here()) {
     SCOPED_TRACE("kernel " + std::to_string(static_cast<int>(kernel)));
@@ -62,7 +62,7 @@ TEST(CopyChecksumTest, EveryKernelCopiesAndReturnsTheChecksumOfTheBytesAtEveryLe
 }
 
 TEST(CopyChecksumTest, TheDefaultIsTheFastestKernelHere) {
-  const std::vector<std::byte> source = pattern(1048576 + 13);
+  const std::vector<std::byte> source = copied_pattern(1048576 + 13);
   std::vector<std::byte> one(source.size());
   EXPECT_EQ(copy_checksum(one.data(), source.data(), source.size()), checksum(source.data(), source.size()));
   EXPECT_EQ(one, source);
@@ -75,7 +75,7 @@ TEST(CopyChecksumTest, TheDefaultIsTheFastestKernelHere) {
 // A changed byte anywhere (the first stripe, a middle one, the last one,
 // which XXH3 hashes twice) changes the value.
 TEST(CopyChecksumTest, AChangedByteAnywhereChangesTheChecksum) {
-  const std::vector<std::byte> source = pattern(262144 + 7);
+  const std::vector<std::byte> source = copied_pattern(262144 + 7);
   std::vector<std::byte> destination(source.size());
   for (const CopyKernel kernel : kernels_here()) {
     const std::uint64_t intact = copy_checksum(kernel, destination.data(), source.data(), source.size());

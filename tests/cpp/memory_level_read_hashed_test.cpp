@@ -17,7 +17,7 @@ namespace {
 
 constexpr std::uint64_t kPiece = 2 * kMiB;  // the level's piece (memory_level.cpp)
 
-std::vector<std::byte> pattern(std::uint64_t bytes) {
+std::vector<std::byte> piece_pattern(std::uint64_t bytes) {
   std::vector<std::byte> data(bytes);
   for (std::uint64_t i = 0; i < bytes; ++i) data[i] = static_cast<std::byte>((i * 131 + i / 4093) & 0xff);
   return data;
@@ -39,7 +39,7 @@ class MemoryLevelReadHashedTest : public ::testing::Test {
     EXPECT_EQ(0, std::memcmp(out.data(), data_.data() + offset, bytes)) << bytes << " bytes at " << offset;
   }
 
-  std::vector<std::byte> data_ = pattern(2 * kPiece + 4097);
+  std::vector<std::byte> data_ = piece_pattern(2 * kPiece + 4097);
   MemoryLevel memory_{"s", 0, 8 * kMiB, 0};
   std::unique_ptr<MemoryLevel::Reader> reader_;
 };
@@ -69,7 +69,7 @@ TEST_F(MemoryLevelReadHashedTest, ARangePastTheEndIsAStorageError) {
 TEST(MemoryLevelReuseTest, AReusedPieceShowsOnlyTheNewVersionsBytes) {
   MemoryLevel memory("s", 0, kPiece, 0);  // one piece: version 2 must reuse version 1's
   const std::vector<std::byte> first(kMiB, std::byte{0x11});
-  const std::vector<std::byte> second = pattern(kMiB / 2 + 3);
+  const std::vector<std::byte> second = piece_pattern(kMiB / 2 + 3);
   memory.commit(1, [&](WritableFile& file) { file.append(first.data(), first.size()); });
   memory.remove(1);
   memory.commit(2, [&](WritableFile& file) { file.append(second.data(), second.size()); });
