@@ -205,9 +205,8 @@ class MemoryLevel::Image {
   }
 
   void overwrite(std::uint64_t offset, const std::byte* data, std::uint64_t bytes) {
-    check_range(offset, bytes);
-    gpu::for_each_pin_piece(offset, bytes, kPieceBytes, [&](std::uint64_t done, std::uint64_t length) {
-      std::memcpy(pieces_[(offset + done) / kPieceBytes].get() + (offset + done) % kPieceBytes, data + done, length);
+    for_each_part(offset, bytes, [&](std::byte* at, std::uint64_t done, std::uint64_t length) {
+      std::memcpy(at, data + done, length);
     });
   }
 
@@ -215,10 +214,7 @@ class MemoryLevel::Image {
   void written() { pool_->pins.pin(pieces_); }
 
   void for_each_span(std::uint64_t offset, std::uint64_t bytes, const Reader::Span& span) const {
-    check_range(offset, bytes);
-    gpu::for_each_pin_piece(offset, bytes, kPieceBytes, [&](std::uint64_t done, std::uint64_t length) {
-      span(pieces_[(offset + done) / kPieceBytes].get() + (offset + done) % kPieceBytes, length);
-    });
+    for_each_part(offset, bytes, [&](const std::byte* at, std::uint64_t, std::uint64_t length) { span(at, length); });
   }
 
   // Where [offset, offset + bytes) lies when it lies in one piece; null when
@@ -230,6 +226,16 @@ class MemoryLevel::Image {
   }
 
  private:
+  // Calls visit(where, done, length) for each piece's part of [offset,
+  // offset + bytes), in order; `done` counts the bytes before it.
+  template <class Visit>
+  void for_each_part(std::uint64_t offset, std::uint64_t bytes, const Visit& visit) const {
+    check_range(offset, bytes);
+    gpu::for_each_pin_piece(offset, bytes, kPieceBytes, [&](std::uint64_t done, std::uint64_t length) {
+      visit(pieces_[(offset + done) / kPieceBytes].get() + (offset + done) % kPieceBytes, done, length);
+    });
+  }
+
   // Where the next appended byte goes, in a piece taken from the pool when
   // the last one is full. Throws MemoryFull when the pool is exhausted.
   std::byte* next_byte() {
