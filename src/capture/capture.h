@@ -54,6 +54,11 @@ class RestartTargets {
  public:
   virtual ~RestartTargets() = default;
   virtual const Registry& registry() const = 0;
+  // The region table of `version`, the version a restart read from the
+  // levels (its newest link's), given before write_back(); not given when
+  // the regions were filled from elsewhere. The device capture takes from
+  // it the device that held each managed region.
+  virtual void read_table(int /*version*/, const std::vector<format::RegionEntry>& /*table*/) {}
   // Returns the bytes copied from L0, device to device.
   virtual std::uint64_t write_back() = 0;
 };

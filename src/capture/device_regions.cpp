@@ -82,6 +82,7 @@ void DeviceRegions::check(const Region& region, const std::string& store) const 
 
 Snapshot DeviceRegions::take(Capture& host_capture, const std::vector<Region>& regions, format::Header header,
                              Level& first_level, CaptureTimes& times) {
+  record_residence(header, regions, *access_);
   if (auto* fork = dynamic_cast<ForkCapture*>(&host_capture)) {
     return drain_then_fork(*fork, regions, std::move(header), first_level, times);
   }
@@ -294,9 +295,9 @@ DeviceRestart::~DeviceRestart() {
 }
 
 std::uint64_t DeviceRestart::write_back() {
-  if (from_cache_) return capture_.restore_from_l0(version_, protected_.regions());
-  if (from_l1_) capture_.write_back(*from_l1_, protected_.regions());
-  for (const Copy& copy : copies_) capture_.write_back(copy.device, copy.host.get());
+  if (from_cache_) return capture_.restore_from_l0(version_, protected_.regions(), recorded_);
+  if (from_l1_) capture_.write_back(*from_l1_, protected_.regions(), recorded_);
+  for (const Copy& copy : copies_) capture_.write_back(copy.device, copy.host.get(), recorded_);
   return 0;
 }
 
@@ -318,41 +319,47 @@ bool DeviceRegions::hold_cached(std::int64_t version, const std::vector<Region>&
   return cached(version, regions) && l0_->hold(static_cast<int>(version));
 }
 
-std::uint64_t DeviceRegions::restore_from_l0(std::int64_t version, const std::vector<Region>& regions) {
+std::uint64_t DeviceRegions::restore_from_l0(std::int64_t version, const std::vector<Region>& regions,
+                                             const RecordedDevices& recorded) {
   std::uint64_t offset = 0;
   for (const Region& region : regions) {
     if (!copied_by_dma(region.kind)) continue;
     l0_->read(static_cast<int>(version), offset, region.data, region.bytes);
-    make_resident(region);
+    make_resident(region, recorded);
     offset += region.bytes;
   }
   return offset;
 }
 
-void DeviceRegions::write_back(const Region& region, const std::byte* host) {
+void DeviceRegions::write_back(const Region& region, const std::byte* host, const RecordedDevices& recorded) {
   access_->to_device(region.data, host, region.bytes);
-  make_resident(region);
+  make_resident(region, recorded);
 }
 
 std::unique_ptr<InPlaceDeviceCopy> DeviceRegions::open_in_l1(int version, const std::vector<Region>& regions) {
   return l1_ ? InPlaceDeviceCopy::open(*l1_, version, regions) : nullptr;
 }
 
-void DeviceRegions::write_back(const InPlaceDeviceCopy& copy, const std::vector<Region>& regions) {
+void DeviceRegions::write_back(const InPlaceDeviceCopy& copy, const std::vector<Region>& regions,
+                               const RecordedDevices& recorded) {
   copy.write_back(*access_);
-  for (const Region& region : regions) make_resident(region);
+  for (const Region& region : regions) make_resident(region, recorded);
 }
 
-// A managed region goes back to the store's device, where its kernels run
-// (one store uses one device). A refused prefetch costs page faults later,
-// not bytes: the restart goes on, and says so.
-void DeviceRegions::make_resident(const Region& region) {
+// A managed region goes back to the device that held it when the version
+// was taken, else to the store's device, where its kernels run (one store
+// uses one device); one last put on the host stays there
+// (device_residence.h). A refused prefetch costs page faults later, not
+// bytes: the restart goes on, and says so.
+void DeviceRegions::make_resident(const Region& region, const RecordedDevices& recorded) {
   if (region.kind != MemoryKind::kManaged || region.bytes == 0) return;
+  const std::optional<int> target = recorded.target(region, device_, access_->device_count(), log_);
+  if (!target) return;
   try {
-    access_->prefetch_to_device(region.data, region.bytes);
+    access_->prefetch_to_device(region.data, region.bytes, *target);
   } catch (const gpu::GpuError& error) {
     log_.warn("managed region '" + region.label + "' was restored but not prefetched to device " +
-              std::to_string(device_) + ": " + error.what() + "; its pages move on first access instead");
+              std::to_string(*target) + ": " + error.what() + "; its pages move on first access instead");
   }
 }
 

@@ -35,6 +35,7 @@
 #include "capture/capture.h"
 #include "base/clock.h"
 #include "capture/device_memory_level.h"
+#include "capture/device_residence.h"
 #include "capture/device_staging.h"
 #include "capture/fork_capture.h"
 #include "base/log.h"
@@ -97,16 +98,17 @@ class DeviceRegions {
   bool hold_cached(std::int64_t version, const std::vector<Region>& regions);
   void unhold(std::int64_t version) { l0_->unhold(static_cast<int>(version)); }
   // Copies them from L0 into the regions; returns the bytes copied.
-  std::uint64_t restore_from_l0(std::int64_t version, const std::vector<Region>& regions);
+  std::uint64_t restore_from_l0(std::int64_t version, const std::vector<Region>& regions,
+                                const RecordedDevices& recorded);
   // Copies host bytes back into a device or managed region; they are there
   // on return. Either restore then prefetches a managed region to the
-  // store's device (make_resident).
-  void write_back(const Region& region, const std::byte* host);
+  // device `recorded` says (make_resident).
+  void write_back(const Region& region, const std::byte* host, const RecordedDevices& recorded);
   // The device and managed regions of `regions` for `version`, verified
   // where L1 holds them; null when it cannot give them (InPlaceDeviceCopy).
   std::unique_ptr<InPlaceDeviceCopy> open_in_l1(int version, const std::vector<Region>& regions);
   // Copies them into the regions (then make_resident, as write_back).
-  void write_back(const InPlaceDeviceCopy& copy, const std::vector<Region>& regions);
+  void write_back(const InPlaceDeviceCopy& copy, const std::vector<Region>& regions, const RecordedDevices& recorded);
 
   // The L0 cache's counters and the staging buffer's, where they exist.
   // Application thread only, as take().
@@ -127,7 +129,7 @@ class DeviceRegions {
 
   // The regions taken by the driver's copies, in order.
   static std::vector<const Region*> dma_regions(const std::vector<Region>& regions);
-  void make_resident(const Region& region);
+  void make_resident(const Region& region, const RecordedDevices& recorded);
   // Makes the kernels' writes to managed memory visible before a copy.
   void synchronize_for(const std::vector<const Region*>& device);
   Snapshot drain_then_fork(ForkCapture& fork, const std::vector<Region>& regions, format::Header header,
@@ -177,6 +179,10 @@ class DeviceRestart final : public RestartTargets {
   DeviceRestart(const DeviceRestart&) = delete;
   DeviceRestart& operator=(const DeviceRestart&) = delete;
   const Registry& registry() const override { return staged_; }
+  // Where the managed regions go back to (device_residence.h).
+  void read_table(int version, const std::vector<format::RegionEntry>& table) override {
+    recorded_ = RecordedDevices(version, table);
+  }
   // Returns the bytes copied from L0 (0 when from host copies).
   std::uint64_t write_back() override;
 
@@ -192,6 +198,7 @@ class DeviceRestart final : public RestartTargets {
   const std::unique_ptr<InPlaceDeviceCopy> from_l1_;  // null: not from L1
   Registry staged_;
   std::vector<Copy> copies_;
+  RecordedDevices recorded_;  // none until read_table()
 };
 
 }  // namespace resurgo

@@ -46,10 +46,14 @@ std::vector<std::byte> serialize_header(const Header& header) {
                                " regions, more than the " + std::to_string(kMaxRegions) +
                                " a version can hold; protect fewer, larger regions");
   }
+  // Version 3 only where a device is recorded: the other versions stay
+  // readable by releases that read up to version 2.
+  const bool records_devices = std::any_of(header.regions.begin(), header.regions.end(),
+                                           [](const RegionEntry& region) { return region.device != kDeviceUnknown; });
   std::vector<std::byte> bytes;
   ByteWriter out(bytes);
   out.put_bytes(kHeaderMagic, sizeof kHeaderMagic);
-  out.put(kFormatVersion);
+  out.put(records_devices ? kDeviceFormatVersion : kFormatVersion);
   out.put(std::uint32_t{0});  // flags
   out.put(std::uint64_t{0});  // header length, patched below
   out.put_string(header.store);
@@ -64,6 +68,7 @@ std::vector<std::byte> serialize_header(const Header& header) {
     out.put(region.id);
     out.put_string(region.label);
     out.put(static_cast<std::uint8_t>(region.kind));
+    if (records_devices) out.put(region.device);
     out.put(region.bytes);
     out.put_string(region.dtype);
     out.put(static_cast<std::uint32_t>(region.shape.size()));
@@ -90,8 +95,49 @@ std::uint64_t checksum_of(const std::vector<std::byte>& header, const std::vecto
   throw CorruptionError("checkpoint file '" + printable(file.path()) + "' is damaged: " + why);
 }
 
+// A version 3 entry's device must be an ordinal, kDeviceHost or
+// kDeviceUnknown, and kDeviceUnknown unless the region is managed: restart
+// bounds an ordinal by the devices it has (docs/gpu.md, "Managed memory").
+void check_device(const ReadableFile& file, const RegionEntry& region) {
+  if (region.device < kDeviceUnknown) {
+    corrupt(file, "region '" + printable(region.label) + "' records device " + std::to_string(region.device) +
+                      " (neither an ordinal nor -1, the host, nor -2, unknown)");
+  }
+  if (region.kind != RegionKind::kManaged && region.device != kDeviceUnknown) {
+    corrupt(file, "region '" + printable(region.label) + "' is not managed memory but records device " +
+                      std::to_string(region.device));
+  }
+}
+
+// A header's reader: an overrun is damage to the header.
+struct HeaderFault {
+  const ReadableFile& file;
+  [[noreturn]] void operator()(const std::string& why) const { corrupt(file, "header: " + why); }
+};
+using HeaderReader = ByteReader<HeaderFault>;
+
+RegionEntry parse_region(const ReadableFile& file, HeaderReader& in, std::uint32_t format_version) {
+  RegionEntry region;
+  region.id = in.get<std::int32_t>("region id");
+  region.label = in.get_string("region label", kMaxLabelBytes);
+  const auto kind = in.get<std::uint8_t>("region kind");
+  if (kind > static_cast<std::uint8_t>(RegionKind::kManaged)) corrupt(file, "unknown region kind " + std::to_string(kind));
+  region.kind = static_cast<RegionKind>(kind);
+  if (format_version >= kDeviceFormatVersion) {
+    region.device = in.get<std::int32_t>("region device");
+    check_device(file, region);
+  }
+  region.bytes = in.get<std::uint64_t>("region size");
+  region.dtype = in.get_string("region dtype", kMaxDtypeBytes);
+  const auto rank = in.get<std::uint32_t>("region shape rank");
+  if (rank > kMaxShapeRank) corrupt(file, "region '" + printable(region.label) + "' has a shape of rank " + std::to_string(rank));
+  region.shape.resize(rank);
+  for (std::int64_t& extent : region.shape) extent = in.get<std::int64_t>("region shape");
+  return region;
+}
+
 Header parse_header(const ReadableFile& file, const std::vector<std::byte>& bytes, std::uint32_t format_version) {
-  ByteReader in(bytes.data(), bytes.size(), [&](const std::string& why) { corrupt(file, "header: " + why); });
+  HeaderReader in(bytes.data(), bytes.size(), HeaderFault{file});
   in.take(kHeaderPrefixBytes, "header prefix");
   Header header;
   header.store = in.get_string("store name", kMaxStoreNameBytes);
@@ -106,27 +152,18 @@ Header parse_header(const ReadableFile& file, const std::vector<std::byte>& byte
   header.chunk_size = in.get<std::uint64_t>("chunk size");
   const auto region_count = in.get<std::uint32_t>("region count");
   // Bound the count before reserving: by the format's limit, and by what is
-  // left of the header (an entry takes at least 25 bytes), so that parsing
-  // costs memory in proportion to the file.
+  // left of the header (an entry takes at least 25 bytes, 29 with a
+  // device), so that parsing costs memory in proportion to the file.
   if (region_count > kMaxRegions) {
     corrupt(file, "region count " + std::to_string(region_count) + " exceeds the limit of " +
                       std::to_string(kMaxRegions) + " regions per version");
   }
-  if (region_count > in.remaining() / 25) corrupt(file, "region count " + std::to_string(region_count) + " exceeds the header size");
-  header.regions.resize(region_count);
-  for (RegionEntry& region : header.regions) {
-    region.id = in.get<std::int32_t>("region id");
-    region.label = in.get_string("region label", kMaxLabelBytes);
-    const auto kind = in.get<std::uint8_t>("region kind");
-    if (kind > static_cast<std::uint8_t>(RegionKind::kManaged)) corrupt(file, "unknown region kind " + std::to_string(kind));
-    region.kind = static_cast<RegionKind>(kind);
-    region.bytes = in.get<std::uint64_t>("region size");
-    region.dtype = in.get_string("region dtype", kMaxDtypeBytes);
-    const auto rank = in.get<std::uint32_t>("region shape rank");
-    if (rank > kMaxShapeRank) corrupt(file, "region '" + printable(region.label) + "' has a shape of rank " + std::to_string(rank));
-    region.shape.resize(rank);
-    for (std::int64_t& extent : region.shape) extent = in.get<std::int64_t>("region shape");
+  const std::size_t least_entry = format_version >= kDeviceFormatVersion ? 29 : 25;
+  if (region_count > in.remaining() / least_entry) {
+    corrupt(file, "region count " + std::to_string(region_count) + " exceeds the header size");
   }
+  header.regions.resize(region_count);
+  for (RegionEntry& region : header.regions) region = parse_region(file, in, format_version);
   const auto metadata_bytes = in.get<std::uint64_t>("metadata length");
   if (metadata_bytes > kMaxMetadataBytes || metadata_bytes > in.remaining()) {
     corrupt(file, "metadata length " + std::to_string(metadata_bytes) + " exceeds the header size");
@@ -333,10 +370,10 @@ Container read_container(const ReadableFile& file) {
   std::byte prefix[kHeaderPrefixBytes];
   file.read_at(0, prefix, sizeof prefix);
   const auto format_version = load<std::uint32_t>(prefix + 8);
-  if (format_version < kOldestReadableFormatVersion || format_version > kFormatVersion) {
+  if (format_version < kOldestReadableFormatVersion || format_version > kDeviceFormatVersion) {
     throw FormatError("'" + printable(file.path()) + "' has container format version " + std::to_string(format_version) +
                       "; this Resurgo reads versions " + std::to_string(kOldestReadableFormatVersion) + " to " +
-                      std::to_string(kFormatVersion));
+                      std::to_string(kDeviceFormatVersion));
   }
   std::byte footer[kFooterBytes];
   file.read_at(size - kFooterBytes, footer, sizeof footer);

@@ -19,8 +19,12 @@
 namespace resurgo::format {
 
 // Version 2 added the store identity; version 1 files are read with an
-// unknown one.
-inline constexpr std::uint32_t kFormatVersion = 2;
+// unknown one. Version 3 added the device that held each managed region
+// (RegionEntry::device), and is written only for a version that records
+// one: every other version is still written as version 2, byte for byte
+// what releases before it wrote and read (docs/format.md, "Header").
+inline constexpr std::uint32_t kFormatVersion = 2;        // a version that records no device
+inline constexpr std::uint32_t kDeviceFormatVersion = 3;  // one that does; the newest a reader reads
 inline constexpr std::uint32_t kOldestReadableFormatVersion = 1;
 inline constexpr std::size_t kFooterBytes = 40;
 inline constexpr std::size_t kChunkRecordBytes = 48;
@@ -33,13 +37,21 @@ inline constexpr std::size_t kMaxShapeRank = 32;
 inline constexpr std::size_t kMaxDtypeBytes = 64;
 inline constexpr std::uint64_t kMaxChunkBytes = 1u << 30;  // bounds a reader's chunk buffers
 inline constexpr std::size_t kMaxHeaderBytes = 64u << 20;
-// The largest region entry: id, label, kind, size, dtype, shape rank and shape.
+// The largest region entry: id, label, kind, device, size, dtype, shape rank and shape.
 inline constexpr std::size_t kMaxRegionEntryBytes =
-    4 + 4 + kMaxLabelBytes + 1 + 8 + 4 + kMaxDtypeBytes + 4 + 8 * kMaxShapeRank;
+    4 + 4 + kMaxLabelBytes + 1 + 4 + 8 + 4 + kMaxDtypeBytes + 4 + 8 * kMaxShapeRank;
 static_assert(kMaxHeaderBytes >= 256 + kMaxStoreNameBytes + kMaxRegions * kMaxRegionEntryBytes + kMaxMetadataBytes,
               "every header within the other limits must fit under kMaxHeaderBytes");
 
 enum class RegionKind : std::uint8_t { kHost = 0, kDevice = 1, kManaged = 2 };
+
+// RegionEntry::device of a managed region that was last put on the host
+// (restart leaves it there), and of every region whose device is not
+// known: host and device regions, a managed region the driver says nothing
+// of, and every region of a version 1 or 2 file (restart puts a managed one
+// on the store's device). The values of CU_DEVICE_CPU and CU_DEVICE_INVALID.
+inline constexpr std::int32_t kDeviceHost = -1;
+inline constexpr std::int32_t kDeviceUnknown = -2;
 
 struct RegionEntry {
   std::int32_t id = 0;
@@ -48,6 +60,10 @@ struct RegionEntry {
   std::uint64_t bytes = 0;
   std::string dtype;  // "" when unknown
   std::vector<std::int64_t> shape;
+  // A managed region's device when captured: an ordinal, kDeviceHost or
+  // kDeviceUnknown (always, for the other kinds). Not part of the region
+  // table a delta shares with its base: the pages move between versions.
+  std::int32_t device = kDeviceUnknown;
 };
 
 struct Header {
@@ -162,7 +178,7 @@ void check_identity(const Container& container, const std::string& path, const s
 void check_store_id(const Container& container, const std::string& path, const StoreId& store_id);
 
 // Empty when a delta's region table equals its base's (count, ids, labels,
-// kinds, sizes, dtypes, shapes), else what differs first, for messages.
+// kinds, sizes, dtypes, shapes; not devices), else what differs first, for messages.
 std::string region_table_difference(const Header& delta, const Header& base);
 
 // Reads one chunk, verifies its checksum and decodes it into `destination`

@@ -129,23 +129,40 @@ void CudaDeviceAccess::wait_to_device() {
                 "the copies back into device regions on " + context_.name());
 }
 
-void CudaDeviceAccess::prefetch_to_device(void* managed, std::size_t bytes) {
+int CudaDeviceAccess::device_count() const {
+  int count = 0;
+  return driver_.cuDeviceGetCount(&count) == CUDA_SUCCESS ? count : 0;
+}
+
+int CudaDeviceAccess::residence(const void* managed, std::size_t bytes) const {
+  const CudaContext::Scope scope(context_);
+  int location = kResidenceUnknown;
+  const CUresult result = driver_.cuMemRangeGetAttribute(&location, sizeof location,
+                                                         CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION,
+                                                         reinterpret_cast<CUdeviceptr>(managed), bytes);
+  return result == CUDA_SUCCESS && location >= kResidenceUnknown ? location : kResidenceUnknown;
+}
+
+void CudaDeviceAccess::prefetch_to_device(void* managed, std::size_t bytes, int ordinal) {
   if (driver_.cuMemPrefetchAsync == nullptr) {
     throw GpuError("the driver (CUDA " + std::to_string(driver_.version()) + ") lacks the cuMemPrefetchAsync variant "
                    "this build calls (CUDA " + std::to_string(RESURGO_CUDA_MEM_PREFETCH_VERSION) + ")", 0);
   }
   const CudaContext::Scope scope(context_);
   const auto address = reinterpret_cast<CUdeviceptr>(managed);
+  const std::string what = std::to_string(bytes) + " bytes of a managed region to device " + std::to_string(ordinal) +
+                           " (from " + context_.name() + ")";
 #if CUDA_VERSION >= 13000
   CUmemLocation location{};
   location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  location.id = context_.ordinal();
+  location.id = ordinal;
   const CUresult result = driver_.cuMemPrefetchAsync(address, bytes, location, 0, nullptr);
 #else
-  const CUresult result = driver_.cuMemPrefetchAsync(address, bytes, context_.device(), nullptr);
+  CUdevice device = 0;
+  driver_.check(driver_.cuDeviceGet(&device, ordinal), "cuDeviceGet", what);
+  const CUresult result = driver_.cuMemPrefetchAsync(address, bytes, device, nullptr);
 #endif
-  driver_.check(result, "cuMemPrefetchAsync",
-                std::to_string(bytes) + " bytes of a managed region to " + context_.name());
+  driver_.check(result, "cuMemPrefetchAsync", what);
 }
 
 }  // namespace resurgo::gpu

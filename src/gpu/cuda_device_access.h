@@ -18,6 +18,8 @@ class CudaDeviceAccess final : public DeviceAccess {
 
   std::string name() const override { return "cuda (" + context_.name() + ")"; }
   int device() const override { return context_.ordinal(); }
+  // cuDeviceGetCount; 0 when it fails.
+  int device_count() const override;
   std::optional<PointerInfo> describe(const void* pointer) const override;
   // cuCtxSynchronize in the store's device's primary context, the one the
   // CUDA runtime gives the application.
@@ -32,9 +34,13 @@ class CudaDeviceAccess final : public DeviceAccess {
   // memory: from pageable memory the driver stages the bytes first.
   void to_device_async(void* device, const void* host, std::size_t bytes) override;
   void wait_to_device() override;
-  // cuMemPrefetchAsync on the legacy null stream, which orders it before
-  // the application's work on blocking streams; not waited for.
-  void prefetch_to_device(void* managed, std::size_t bytes) override;
+  // CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION of the range
+  // (cuMemRangeGetAttribute); unknown when the driver refuses the query.
+  int residence(const void* managed, std::size_t bytes) const override;
+  // cuMemPrefetchAsync on the legacy null stream of the store's device's
+  // context, which orders it before the application's work on blocking
+  // streams; not waited for. The destination may be another device.
+  void prefetch_to_device(void* managed, std::size_t bytes, int ordinal) override;
 
   // Pageable host memory is unknown to the driver: kHost. On a thread with
   // no current context (a driver may want one for the query) it asks under

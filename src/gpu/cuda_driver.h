@@ -54,7 +54,7 @@ namespace resurgo::gpu {
   X(cuMemcpyHtoD, 3020) X(cuMemsetD8Async, 3020) X(cuStreamCreate, 2000) X(cuStreamDestroy, 4000)         \
   X(cuStreamSynchronize, 2000) X(cuEventCreate, 2000) X(cuEventRecord, 2000) X(cuEventSynchronize, 2000)  \
   X(cuEventElapsedTime, RESURGO_CUDA_EVENT_ELAPSED_TIME_VERSION) X(cuEventDestroy, 4000)                  \
-  X(cuPointerGetAttribute, 4000)
+  X(cuPointerGetAttribute, 4000) X(cuMemRangeGetAttribute, 8000)
 // Entry points a usable driver may lack (left null): each asked for at its
 // variant's version only, never at an older one whose prototype differs
 // (cuMemPrefetchAsync_v2 came with CUDA 12.2; a 12.0 driver has only the

@@ -27,6 +27,12 @@ struct PointerInfo {
   int device = -1;
 };
 
+// Where managed memory was last put (DeviceAccess::residence), when not on
+// a device: the host, or nowhere the driver can say (the values of
+// CU_DEVICE_CPU and CU_DEVICE_INVALID).
+inline constexpr int kResidentOnHost = -1;
+inline constexpr int kResidenceUnknown = -2;
+
 class DeviceAccess {
  public:
   virtual ~DeviceAccess() = default;
@@ -35,6 +41,8 @@ class DeviceAccess {
   virtual std::string name() const = 0;
   // The device whose context every copy runs in.
   virtual int device() const = 0;
+  // How many devices there are: the ordinals below it are valid.
+  virtual int device_count() const { return 1; }
   // What `pointer` points to; none when the backend cannot tell (host).
   virtual std::optional<PointerInfo> describe(const void* pointer) const = 0;
   // Waits for the work queued on `streams` (CUstream handles of the
@@ -55,12 +63,19 @@ class DeviceAccess {
   virtual void to_device_async(void* device, const void* host, std::size_t bytes) { to_device(device, host, bytes); }
   // Waits for every to_device_async copy; throws GpuError when one failed.
   virtual void wait_to_device() {}
-  // Starts moving the `bytes` of managed memory at `managed` to this
-  // device (restart: the copy back may leave pages on the host, where the
-  // application's kernels would fault them over one at a time). Throws
-  // GpuError when the driver refuses. Host memory standing for the device
-  // stays where it is.
-  virtual void prefetch_to_device(void* /*managed*/, std::size_t /*bytes*/) {}
+  // Where the driver last put all of the `bytes` of managed memory at
+  // `managed`: the device ordinal or kResidentOnHost its last prefetch
+  // went to, else kResidenceUnknown (never prefetched, parts to different
+  // places, or a driver that does not say). The driver keeps no record of
+  // where kernels' page faults moved the pages. Never throws; host memory
+  // standing for the device: unknown.
+  virtual int residence(const void* /*managed*/, std::size_t /*bytes*/) const { return kResidenceUnknown; }
+  // Starts moving the `bytes` of managed memory at `managed` to device
+  // `ordinal`, below device_count() (restart: the copy back may leave pages
+  // on the host, where the application's kernels would fault them over one
+  // at a time). Throws GpuError when the driver refuses. Host memory
+  // standing for the device stays where it is.
+  virtual void prefetch_to_device(void* /*managed*/, std::size_t /*bytes*/, int /*ordinal*/) {}
 };
 
 // The backends `backend` names, on device `ordinal`. Throw GpuError saying

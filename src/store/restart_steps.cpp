@@ -14,7 +14,10 @@ std::unique_ptr<RestartTargets> restart_targets(const RestartParts& parts, int v
   return staged ? std::move(staged) : parts.capture.restart_targets(parts.registry, version);
 }
 
-Restored restore_into(const RestartParts& parts, int version, const RestoreSteps::Filler& fill) {
+// `table`, when given, holds the region table of the version `fill` read
+// once it returned.
+Restored restore_into(const RestartParts& parts, int version, const RestoreSteps::Filler& fill,
+                      const std::vector<format::RegionEntry>* table = nullptr) {
   if (parts.registry.empty()) {
     throw InvalidArgumentError("restart of store '" + parts.identity.name + "': nothing is protected");
   }
@@ -22,6 +25,7 @@ Restored restore_into(const RestartParts& parts, int version, const RestoreSteps
   parts.capture.restarting(true);
   try {
     Restored restored = fill(targets->registry());
+    if (table != nullptr) targets->read_table(restored.version, *table);
     restored.report.bytes_from_device_cache = targets->write_back();
     parts.capture.restarting(false);
     return restored;
@@ -48,13 +52,16 @@ void log_choice(const Logger& log, int asked, const RestartReport& report) {
 Restored restore_from_levels(const RestartParts& parts, int version, RestartScope scope) {
   const std::optional<std::string> prefetch_failure =
       version != kLatest ? parts.prefetcher.settle(version) : std::nullopt;
-  Restored restored = restore_into(parts, version, [&](const Registry& targets) {
+  std::vector<format::RegionEntry> table;
+  const auto fill = [&](const Registry& targets) {
     Restored read;
     const std::vector<Level*> levels = parts.route.readable();
-    const RestoreContext context{parts.identity, parts.rank, levels, targets, parts.pool, parts.log, parts.trace, scope};
+    const RestoreContext context{parts.identity, parts.rank,  levels, targets, parts.pool,
+                                 parts.log,      parts.trace, scope,  &table};
     read.version = restore_version(context, version, read.report, read.metadata);
     return read;
-  });
+  };
+  Restored restored = restore_into(parts, version, fill, &table);
   parts.prefetcher.restored(restored.version);
   if (prefetch_failure) {
     restored.report.skipped.push_back("version " + std::to_string(version) + ": " + *prefetch_failure +

@@ -297,6 +297,7 @@ class ChainRestorer {
       throw;
     }
     metadata = newest.container.header.metadata;
+    if (context_.table != nullptr) *context_.table = newest.container.header.regions;
   }
 
   // Device and managed regions are read into host copies that reach them

@@ -43,6 +43,9 @@ struct RestoreContext {
   const Logger& log;
   Trace& trace;
   RestartScope scope = RestartScope::kExactRegions;
+  // When given, receives the region table of the version restored (its
+  // newest link's): what it records of its regions (RegionEntry::device).
+  std::vector<format::RegionEntry>* table = nullptr;
 };
 
 // Restores `version` (kLatest: the newest one whose whole chain is intact,

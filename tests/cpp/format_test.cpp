@@ -537,7 +537,7 @@ TEST_F(FormatDamage, BitFlipInChunkDataFailsOnlyThatChunk) {
 }
 
 TEST_F(FormatDamage, UnsupportedFormatVersionIsFormatError) {
-  for (std::uint32_t version : {0u, 3u, 0xffffffffu}) {
+  for (std::uint32_t version : {0u, format::kDeviceFormatVersion + 1, 0xffffffffu}) {
     std::vector<std::byte> bytes = original_;
     poke(bytes, 8, version);
     write_file(path_, bytes);
@@ -649,7 +649,9 @@ TEST(FormatSweep, EveryBitFlipIsDetectedWhereItMatters) {
       if (offset >= c.file_offset && offset < c.file_offset + c.stored_length) hit = &c;
     }
     const bool in_data_section = offset >= s.header_length && offset < s.index_offset;
-    if (offset < 12) {  // magic and format version
+    // Byte 8's flip turns format version 2 into 3, which is read: the
+    // header then fails its checksum, as for the header's other bytes.
+    if (offset < 12 && offset != 8) {  // magic and format version
       EXPECT_EQ(outcome([&] { format::read_container(file); }), 'F');
     } else if (!in_data_section) {  // header, index, footer
       std::string message;

@@ -2,8 +2,9 @@
 //   build/fuzz/make_seeds tests/fuzz/corpus/container
 // Small files (well under 8 KiB each) covering the codecs (none, lz4, zstd,
 // blosc-lz4 and blosc-zstd with a byte shuffle by the dtype's element size,
-// and incompressible chunks stored raw), 0-3 regions of every kind with
-// dtype and shape, metadata, delta base versions (a delta holding every
+// and incompressible chunks stored raw), 0-4 regions of every kind with
+// dtype and shape, managed regions recording their device (format version
+// 3), metadata, delta base versions (a delta holding every
 // chunk, one holding every other chunk, one holding none), regions split
 // into many chunks written out of order, and an empty region. Each file is read back
 // and verified before it is kept.
@@ -166,6 +167,16 @@ int main(int argc, char** argv) {
                128, {Codec::kNone, Codec::kLz4}, true, 6, "sparse delta of 6", Extents::kEveryOther);
     write_seed(dir, "delta-nothing-written", {region(0, "u", RegionKind::kHost, pattern(500, true, 17))}, 128,
                {Codec::kNone}, false, 0, "", Extents::kNone);
+    // Format version 3: managed regions recording a device, the host, and
+    // nothing (docs/format.md, "Header").
+    Region on_device = region(0, "on-device-1", RegionKind::kManaged, pattern(600, true, 18), "float32", {150});
+    on_device.entry.device = 1;
+    Region on_host = region(1, "on-host", RegionKind::kManaged, pattern(200, false, 19));
+    on_host.entry.device = kDeviceHost;
+    write_seed(dir, "managed-device-record",
+               {on_device, on_host, region(2, "unplaced", RegionKind::kManaged, pattern(100, true, 20)),
+                region(3, "host", RegionKind::kHost, pattern(50, true, 21))},
+               256, {Codec::kLz4, Codec::kNone});
   } catch (const resurgo::Error& error) {
     std::fprintf(stderr, "make_seeds: %s\n", error.what());
     return 1;

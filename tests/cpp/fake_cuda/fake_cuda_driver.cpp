@@ -89,7 +89,9 @@
 //
 // - Managed memory's prefetch (cuMemPrefetchAsync): checked as the driver
 //   checks it, nothing moved, the location remembered per allocation
-//   (fake_cuda_prefetch_location).
+//   (fake_cuda_prefetch_location), and reported by cuMemRangeGetAttribute
+//   (CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, the only range
+//   attribute the fake answers).
 //
 // Not emulated: kernels (but for their writes to managed memory), modules and graphs; contexts other than the
 // primary ones; asynchrony beyond the stream workers (neither the legacy
@@ -921,6 +923,25 @@ CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdevi
   });
 }
 
+// Of the range attributes, the last prefetch location alone, as the driver
+// answers it: a device ordinal, CU_DEVICE_CPU, or CU_DEVICE_INVALID before
+// any prefetch; the fake keeps one location per allocation (the last
+// prefetch of any part of it), not one per page. A range not wholly in one
+// managed allocation, or a size other than 4, is CUDA_ERROR_INVALID_VALUE.
+CUresult cuMemRangeGetAttribute(void* data, std::size_t data_size, CUmem_range_attribute attribute,
+                                CUdeviceptr address, std::size_t count) {
+  return call("cuMemRangeGetAttribute", Needs::kContext, [&](Driver& d, Lock&) {
+    if (attribute != CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION) return CUDA_ERROR_NOT_SUPPORTED;
+    const Range* range = d.find(address);
+    if (data == nullptr || data_size != sizeof(int) || range == nullptr || range->kind != Range::Kind::kManaged ||
+        count == 0 || address - range->begin + count > range->size) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    *static_cast<int*>(data) = range->prefetched_to;
+    return CUDA_SUCCESS;
+  });
+}
+
 }  // namespace entry
 
 namespace {
@@ -1056,6 +1077,7 @@ Found entry_point(std::string_view name, int cuda_version, bool per_thread) {
       FAKE_CUDA_ENTRY(cuEventElapsedTime, kEventElapsedTimeSince),
       FAKE_CUDA_ENTRY(cuEventDestroy, 4000),
       FAKE_CUDA_ENTRY(cuPointerGetAttribute, 4000),
+      FAKE_CUDA_ENTRY(cuMemRangeGetAttribute, 8000),
   };
   // The newest variant at `cuda_version`, a per-thread one first if asked
   // for ("If a per-thread version is not found, the API will return the
