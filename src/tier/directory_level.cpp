@@ -32,8 +32,6 @@ DirectoryLevel::DirectoryLevel(int level, std::string root, const std::string& s
       shared_group_(shared_group),
       env_(std::move(env)) {}
 
-DirectoryLevel::~DirectoryLevel() = default;
-
 std::string DirectoryLevel::path(int version) const { return dir_ + "/" + file_name(version); }
 
 std::string DirectoryLevel::file_name(int version) const { return format::container_file_name(version, rank_); }
@@ -207,6 +205,9 @@ void DirectoryLevel::commit_files(std::vector<StagedFile>& files) {
       std::rethrow_exception(refusal_);
     }
     directory = &existing_directory();
+    if (std::any_of(files.begin(), files.end(), [](const StagedFile& file) { return file.durable; })) {
+      make_identity_durable(*directory);
+    }
   } catch (...) {
     for (StagedFile& file : files) file.failure = std::current_exception();
     return;
@@ -391,6 +392,7 @@ std::unique_ptr<PositionalFile> DirectoryLevel::open_shared_temporary(const std:
 // committed the version (no manifest) is replaced.
 void DirectoryLevel::publish_shared(const std::string& temporary, int version) {
   Directory& directory = existing_directory();
+  make_identity_durable(directory);
   directory.rename(temporary, format::shared_file_name(version));
   directory.sync();
 }
@@ -431,6 +433,10 @@ void DirectoryLevel::quarantine(int version) {
 
 std::unique_ptr<FileLock> DirectoryLevel::lock() { return existing_directory().lock(format::lock_file_name(rank_)); }
 
+// A power loss after the identity's rename and before the first version's
+// commit may leave the name without its bytes (adopt_identity() does not
+// sync them): in a directory that holds no version of any rank, a damaged
+// identity is one nobody carries, and the directory counts as holding none.
 std::optional<format::StoreId> DirectoryLevel::identity() {
   std::unique_ptr<ReadableFile> file;
   try {
@@ -442,41 +448,107 @@ std::optional<format::StoreId> DirectoryLevel::identity() {
   std::string text(kBytes, '\0');
   if (file->size() == kBytes) file->read_at(0, text.data(), kBytes);
   const std::optional<format::StoreId> id = format::StoreId::parse(text.substr(0, 32));
-  if (file->size() != kBytes || text[32] != '\n' || !id) {
-    throw CorruptionError("store identity file '" + file->path() +
-                          "' is damaged (it holds no 32-digit identity); remove it only if no other store's "
-                          "versions are in that directory");
-  }
-  return id;
+  if (file->size() == kBytes && text[32] == '\n' && id) return id;
+  if (!holds_versions(existing_directory())) return std::nullopt;
+  throw CorruptionError("store identity file '" + file->path() +
+                        "' is damaged (it holds no 32-digit identity); remove it only if no other store's "
+                        "versions are in that directory");
 }
 
+bool DirectoryLevel::holds_versions(Directory& directory) {
+  for (const std::string& name : directory.list()) {
+    int version = 0;
+    int rank = 0;
+    if (format::parse_container_file_name(name, version, rank) || format::parse_shared_file_name(name, version) ||
+        format::parse_manifest_file_name(name, version)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+struct DirectoryLevel::UnsyncedIdentity {
+  std::unique_ptr<WritableFile> file;  // none after a failed sync: written again instead
+  std::string text;
+};
+
+// An identity never synced (no durable commit came) is closed unsynced.
+DirectoryLevel::~DirectoryLevel() { delete unsynced_identity_.load(std::memory_order_acquire); }
+
+// The identity's bytes are synced by the first commit that makes a version
+// durable here (make_identity_durable), off the first checkpoint's path,
+// and its name by that commit's directory sync. The file is kept open
+// until then: the Env interface syncs files it wrote, not files it finds.
+// So an identity found in a directory without versions (its writer may not
+// have synced it: a process that never committed, a rank still opening) is
+// written again, the same bytes renamed over it, which any rank of the
+// store may do at once. In a directory with versions the identity found
+// was synced before them, and one written there (a store from before
+// identities) is synced at once: a damaged identity beside versions makes
+// open fail.
 format::StoreId DirectoryLevel::adopt_identity(const format::StoreId& id) {
-  if (const std::optional<format::StoreId> held = identity()) return *held;
-  const std::string text = id.hex() + "\n";
-  const std::string temporary = format::temporary_file_name(format::kStoreIdFileName, ::getpid(), rank_);
   Directory& directory = existing_directory();
-  bool published = false;
+  const bool versions = holds_versions(directory);
+  const std::optional<format::StoreId> found = identity();
+  if (found && versions) return *found;
+  const format::StoreId adopted = found.value_or(id);
+  auto unsynced = std::make_unique<UnsyncedIdentity>(UnsyncedIdentity{nullptr, adopted.hex() + "\n"});
+  // Another rank or process may have written one first: theirs stays. One
+  // found, or a damaged one (identity() said none), is replaced.
+  if (!write_identity(directory, *unsynced, versions, !directory.exists(format::kStoreIdFileName))) {
+    if (const std::optional<format::StoreId> theirs = identity()) return adopt_identity(*theirs);
+    throw StateError("store identity file '" + dir_ + "/" + format::kStoreIdFileName +
+                     "' was replaced by a damaged one while this store wrote its own; open the store again");
+  }
+  if (!versions) delete unsynced_identity_.exchange(unsynced.release(), std::memory_order_acq_rel);
+  return adopted;
+}
+
+// Writes identity.text through a temporary, synced when `sync`, renamed to
+// the identity's name (only if none is there when `only_new`: false when
+// one was); the file stays open in identity.file.
+bool DirectoryLevel::write_identity(Directory& directory, UnsyncedIdentity& identity, bool sync, bool only_new) {
+  const std::string temporary = format::temporary_file_name(format::kStoreIdFileName, ::getpid(), rank_);
   try {
-    std::unique_ptr<WritableFile> file = directory.create(temporary, 0600);
-    file->append(text.data(), text.size());
-    file->sync();
-    file->close();
-    // Another rank or process may have written one first: theirs stays.
-    published = directory.rename_new(temporary, format::kStoreIdFileName);
+    identity.file = directory.create(temporary, 0600);
+    identity.file->append(identity.text.data(), identity.text.size());
+    if (sync) identity.file->sync();
+    if (!only_new) {
+      directory.rename(temporary, format::kStoreIdFileName);
+      return true;
+    }
+    if (directory.rename_new(temporary, format::kStoreIdFileName)) return true;
   } catch (...) {
+    identity.file.reset();
     remove_quietly(directory, temporary);
     throw;
   }
-  if (!published) {
-    directory.remove(temporary);
-    return *identity();
+  identity.file.reset();
+  directory.remove(temporary);
+  return false;
+}
+
+// A failed sync may have dropped the pages it was to write, and a second
+// one of the same file would then succeed without them (see
+// tests/power/fsync_failure_test.cpp): the identity is written again by the
+// next commit instead, synced before its rename.
+void DirectoryLevel::make_identity_durable(Directory& directory) {
+  std::unique_ptr<UnsyncedIdentity> identity(unsynced_identity_.exchange(nullptr, std::memory_order_acq_rel));
+  if (!identity) return;
+  try {
+    if (identity->file) {
+      identity->file->sync();
+    } else {
+      write_identity(directory, *identity, true, false);
+    }
+    identity->file->close();
+  } catch (const Error& error) {
+    identity->file.reset();
+    delete unsynced_identity_.exchange(identity.release(), std::memory_order_acq_rel);
+    throw StorageError("cannot make the store identity file '" + dir_ + "/" + format::kStoreIdFileName +
+                       "' durable before a version that carries it: " + error.what() +
+                       " (the version is not committed; the next one writes the identity again)");
   }
-  // The name is not synced here: it needs to be durable only with the first
-  // version that carries the identity, whose commit syncs this directory
-  // (after the rename). Before, a power loss that takes it away leaves a
-  // directory without versions, which draws an identity again. Its bytes
-  // are synced above, so the name never survives without them.
-  return id;
 }
 
 std::vector<int> DirectoryLevel::evict(const std::function<bool(int)>& pinned, const KnownBases& known_bases) {

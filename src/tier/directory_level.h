@@ -100,11 +100,14 @@ class DirectoryLevel final : public Level {
   std::unique_ptr<FileLock> lock();
 
   // The store identity the directory holds (format/store_id.h), none before
-  // one is written; CorruptionError for a damaged identity file.
+  // one is written (or while a damaged one is all a directory without
+  // versions holds); CorruptionError for a damaged identity file beside
+  // versions.
   std::optional<format::StoreId> identity();
   // Writes `id` as the directory's identity when it holds none and returns
   // the identity it holds afterwards: `id`, or the one another rank or
-  // process wrote first.
+  // process wrote first. In a directory without versions its bytes are
+  // synced by the next durable commit.
   format::StoreId adopt_identity(const format::StoreId& id);
   // Renames a damaged copy to <file>.damaged, kept for inspection (the
   // shared file when this rank's part of it is the copy: the version is lost
@@ -167,6 +170,13 @@ class DirectoryLevel final : public Level {
   // then kept: the pointer stays valid while the level lives.
   Directory* directory();
   Directory& existing_directory();
+  // Whether the directory holds a version (or a manifest) of any rank.
+  static bool holds_versions(Directory& directory);
+  struct UnsyncedIdentity;  // an identity file written, not yet synced (directory_level.cpp)
+  bool write_identity(Directory& directory, UnsyncedIdentity& identity, bool sync, bool only_new);
+  // Syncs the identity file adopt_identity() wrote, before the first
+  // version that carries it can be durable.
+  void make_identity_durable(Directory& directory);
   std::vector<std::string> names();
 
   int level_;
@@ -187,6 +197,9 @@ class DirectoryLevel final : public Level {
   // left it at fork(), and would wait on it forever. `opened_` is set once.
   std::atomic<Directory*> opened_{nullptr};
   std::atomic<bool> refused_{false};
+  // The identity file adopt_identity() wrote and left to the next durable
+  // commit to sync (owned; an atomic for the same reason as the two above).
+  std::atomic<UnsyncedIdentity*> unsynced_identity_{nullptr};
 };
 
 }  // namespace resurgo

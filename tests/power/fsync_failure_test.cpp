@@ -25,9 +25,8 @@ namespace fs = std::filesystem;
 class FsyncFailureTest : public ::testing::Test {
  protected:
   // The levels' directories exist, as an earlier run left them: the store
-  // then writes its identity file into each at open, so that the syncs
-  // counted below are the versions' alone (a missing directory is made,
-  // and its identity synced, with the first version that goes there).
+  // writes its identity file into each at open, unsynced; the first version
+  // committed in a directory syncs it first (one more sync per level).
   void SetUp() override {
     for (const char* level : {"/l2/s", "/l4/s"}) fs::create_directories(dir.path() + level);
   }
@@ -47,8 +46,10 @@ class FsyncFailureTest : public ::testing::Test {
     std::fill(values.begin(), values.end(), static_cast<double>(version));
     store.checkpoint(version);
   }
-  void fail_next_fsync(const std::string& path_part) {
-    env->inject({FaultEnv::Op::kSync, EIO, path_part, 0, 1, false});
+  // The next fsync of version `version`'s file at `level` fails.
+  void fail_next_fsync(int level, int version) {
+    env->inject({FaultEnv::Op::kSync, EIO, (level == 2 ? "/l2/s/." : "/l4/s/.") + format::container_file_name(version, 0),
+                 0, 1, false});
   }
 
   TempDir dir;
@@ -58,23 +59,24 @@ class FsyncFailureTest : public ::testing::Test {
 
 TEST_F(FsyncFailureTest, FailedL2FsyncIsReportedAndTheFileIsNeverSyncedAgain) {
   Store store("s", config(0), env);
-  const auto at_open = env->calls(FaultEnv::Op::kSync);  // the store identity's file
+  const auto at_open = env->calls(FaultEnv::Op::kSync);
   store.protect(0, values.data(), values.size() * sizeof(double));
   checkpoint(store, 1);
   store.wait(1, 2);
-  fail_next_fsync("/l2/");
+  fail_next_fsync(2, 2);
   checkpoint(store, 2);
   EXPECT_THROW(store.wait(2, 2), StorageError);
   // One fsync per version, the failed one included: no retry that could
-  // succeed on pages the kernel has already marked clean.
-  EXPECT_EQ(env->calls(FaultEnv::Op::kSync) - at_open, 2);
+  // succeed on pages the kernel has already marked clean (and the
+  // identity's, synced with version 1).
+  EXPECT_EQ(env->calls(FaultEnv::Op::kSync) - at_open, 3);
   EXPECT_FALSE(fs::exists(file(2, 2)));
   for (const VersionInfo& info : store.versions()) {
     EXPECT_FALSE(info.version == 2 && !info.levels.empty()) << "version 2 reported at a level";
   }
   checkpoint(store, 3);
   store.wait(3, 2);
-  EXPECT_EQ(env->calls(FaultEnv::Op::kSync) - at_open, 3);
+  EXPECT_EQ(env->calls(FaultEnv::Op::kSync) - at_open, 4);
   store.close();
 
   Store fresh("s", config(0));
@@ -86,7 +88,7 @@ TEST_F(FsyncFailureTest, FailedL2FsyncIsReportedAndTheFileIsNeverSyncedAgain) {
 TEST_F(FsyncFailureTest, VersionWhoseL2FsyncFailedNeverReachesL4) {
   Store store("s", config(1), env);
   store.protect(0, values.data(), values.size() * sizeof(double));
-  fail_next_fsync("/l2/");
+  fail_next_fsync(2, 1);
   checkpoint(store, 1);
   EXPECT_THROW(store.wait(1, 2), StorageError);
   EXPECT_THROW(store.wait(1, 4), StorageError);
@@ -96,14 +98,15 @@ TEST_F(FsyncFailureTest, VersionWhoseL2FsyncFailedNeverReachesL4) {
 
 TEST_F(FsyncFailureTest, FailedL4FsyncIsReportedAndTheCopyIsNeverSyncedAgain) {
   Store store("s", config(1), env);
-  const auto at_open = env->calls(FaultEnv::Op::kSync);  // the identity files of L2 and L4
+  const auto at_open = env->calls(FaultEnv::Op::kSync);
   store.protect(0, values.data(), values.size() * sizeof(double));
-  fail_next_fsync("/l4/");
+  fail_next_fsync(4, 1);
   checkpoint(store, 1);
   store.wait(1, 2);
   EXPECT_THROW(store.wait(1, 4), StorageError);
-  // L2 once, L4 once: the failed copy is not synced again.
-  EXPECT_EQ(env->calls(FaultEnv::Op::kSync) - at_open, 2);
+  // L2 once, L4 once (and each level's identity): the failed copy is not
+  // synced again.
+  EXPECT_EQ(env->calls(FaultEnv::Op::kSync) - at_open, 4);
   EXPECT_TRUE(fs::exists(file(2, 1)));
   EXPECT_FALSE(fs::exists(file(4, 1)));
   checkpoint(store, 2);
