@@ -31,17 +31,19 @@
 // for almost no work); slabs and slices are written whole.
 //
 // With --compaction-cost it measures compaction's own cost instead
-// (docs/tracking.md, "Compaction"): two stores of --intervals deltas of the
-// first pattern each, one with delta.compact_after = intervals - 1 (so that
-// the newest version is compacted in the background once durable), one
-// without; after the newest version is durable the application loop runs,
-// in fixed slices (one sweep of a 32 MiB array each), until the compaction
-// has put the full version in place of the delta, or kBaselineSlices slices
-// without compaction. It prints per store the loop's seconds, the
-// background threads' CPU seconds meanwhile (process CPU less the
-// application thread's) and the eviction thread's, which compacts
-// ("compaction" lines). --baseline-first runs the store without compaction
-// first.
+// (docs/tracking.md, "Compaction"): one store with delta.compact_after =
+// intervals - 1 takes --compaction-cycles chains of --intervals deltas of
+// the first pattern, one after the other, so that the newest version of
+// each is compacted in the background once durable. In each cycle the
+// application loop runs in fixed slices (one sweep of a 32 MiB array each):
+// kBaselineSlices slices just before the chain's newest checkpoint, then
+// until the compaction has put the full version in place of the delta, then
+// kBaselineSlices more. The windows without compaction bracket the one with
+// it, a second or so apart: on a shared machine whose load changes by the
+// second, a baseline taken further away says little about this window. It
+// prints per cycle the loop's seconds and CPU seconds in both, the
+// background threads' CPU seconds (process CPU less the application
+// thread's) and the eviction thread's ("compaction" lines).
 //
 // Output: one JSON object per line on stdout ("interval", "restart",
 // "compaction"). Exit
@@ -105,7 +107,7 @@ struct Options {
   bool restart = false;
   bool one_store = false;
   bool compaction_cost = false;
-  bool baseline_first = false;
+  int compaction_cycles = 1;
   int compact_after = 0;
 };
 
@@ -115,7 +117,7 @@ struct Options {
                "usage: incremental --dir DIR [--size BYTES] [--mode copy|delta] [--method M]\n"
                "                   [--granularity auto|SIZE] --patterns KIND:FRACTION[,...]\n"
                "                   [--intervals N] [--full-every N] [--restart] [--one-store]\n"
-               "                   [--compaction-cost [--baseline-first]]\n"
+               "                   [--compaction-cost [--compaction-cycles N]]\n"
                "  KIND: scattered | strided | slab | himeno; FRACTION in (0, 1]\n",
                why.c_str());
   std::exit(64);
@@ -167,10 +169,6 @@ Options parse(int argc, char** argv) {
       opt.compaction_cost = true;
       continue;
     }
-    if (arg == "--baseline-first") {
-      opt.baseline_first = true;
-      continue;
-    }
     if (i + 1 >= argc) usage("missing value after " + arg);
     const std::string value = argv[++i];
     if (arg == "--dir") {
@@ -191,6 +189,8 @@ Options parse(int argc, char** argv) {
       opt.patterns = parse_patterns(value);
     } else if (arg == "--intervals") {
       opt.intervals = static_cast<int>(positive(arg, value));
+    } else if (arg == "--compaction-cycles") {
+      opt.compaction_cycles = static_cast<int>(positive(arg, value));
     } else if (arg == "--full-every") {
       opt.full_every = static_cast<int>(positive(arg, value));
     } else {
@@ -465,7 +465,7 @@ class Session {
 
 // ------------------------------------------------------ compaction's cost
 constexpr std::size_t kLoopValues = (std::size_t{32} << 20) / sizeof(double);  // the application loop's array
-constexpr std::size_t kBaselineSlices = 1000;  // about as long as a compaction of 128 MiB here
+constexpr std::size_t kBaselineSlices = 200;  // on each side of a compaction: 0.3 s or so here
 constexpr double kCompactionLimitSeconds = 300;  // a compaction that never shows stops the run
 
 // One slice of the application's loop: a memory-bound sweep over its own
@@ -527,54 +527,82 @@ class CompactionCost {
       : opt_(opt), page_(static_cast<std::size_t>(sysconf(_SC_PAGESIZE))), state_(opt.size), loop_(kLoopValues, 1.0) {}
 
   void run() {
-    for (const bool compacting : {!opt_.baseline_first, opt_.baseline_first}) {
-      const std::string path = opt_.dir + (compacting ? "/compacting" : "/baseline");
-      measure(path, compacting);
-      std::filesystem::remove_all(path);
+    const std::string path = opt_.dir + "/compacting";
+    Options store_options = opt_;
+    store_options.compact_after = opt_.intervals - 1;
+    store_options.full_every = opt_.intervals * opt_.compaction_cycles + 1;  // every cycle's chain is deltas
+    {
+      resurgo::Store store("incremental", store_config(store_options, path));
+      store.protect(kRegion, state_.data(), opt_.size, "state");
+      checkpoint(store, 0);
+      for (int cycle = 0; cycle < opt_.compaction_cycles; ++cycle) measure(store, cycle);
     }
+    std::filesystem::remove_all(path);
   }
 
  private:
-  // A chain of --intervals deltas, then the loop while its newest version is
-  // compacted (or, without compaction, kBaselineSlices slices).
-  void measure(const std::string& path, bool compacting) {
-    Options store_options = opt_;
-    store_options.compact_after = compacting ? opt_.intervals - 1 : 0;
-    resurgo::Store store("incremental", store_config(store_options, path));
-    store.protect(kRegion, state_.data(), opt_.size, "state");
-    for (int version = 0; version <= opt_.intervals; ++version) {
-      if (version > 0) {
-        const Writes writes = pattern_writes(opt_.patterns[0], version, opt_.size, page_);
-        apply(state_.data(), writes);
-      }
-      store.checkpoint(version);
-      store.wait(version, resurgo::kL2);
+  struct Window {
+    std::size_t slices = 0;
+    double seconds = 0;
+    double cpu_seconds = 0;         // the application thread's
+    double background_seconds = 0;  // CPU of every other thread
+    double eviction_seconds = 0;    // CPU of the eviction thread
+  };
+
+  void checkpoint(resurgo::Store& store, int version) {
+    if (version > 0) {
+      const Writes writes = pattern_writes(opt_.patterns[0], version, opt_.size, page_);
+      apply(state_.data(), writes);  // an lvalue: a temporary would pick std::apply by ADL
     }
+    store.checkpoint(version);
+    store.wait(version, resurgo::kL2);
+  }
+
+  // Slices of the loop until `done` says the window is over.
+  template <typename Done>
+  Window loop(Done done) {
+    Window window;
     const double background = background_cpu_seconds();
     const double eviction = eviction_thread_cpu_seconds();
+    const double cpu = thread_cpu_seconds();
     const Clock::time_point start = Clock::now();
-    const double loop_cpu_start = thread_cpu_seconds();
-    std::size_t slices = 0;
-    double compaction_seconds = -1;
-    while (compacting ? compaction_seconds < 0 : slices < kBaselineSlices) {
+    while (!done(window.slices)) {
       loop_slice(loop_);
-      ++slices;
-      if (compacting && full_version_in_place(path, opt_.intervals, opt_.size)) {
-        compaction_seconds = seconds_since(start);
-      }
+      ++window.slices;
       if (seconds_since(start) > kCompactionLimitSeconds) throw std::runtime_error("the compaction never finished");
     }
-    const double loop_seconds = seconds_since(start);
-    const double loop_cpu_seconds = thread_cpu_seconds() - loop_cpu_start;
+    window.seconds = seconds_since(start);
+    window.cpu_seconds = thread_cpu_seconds() - cpu;
+    window.background_seconds = background_cpu_seconds() - background;
+    window.eviction_seconds = eviction_thread_cpu_seconds() - eviction;
+    return window;
+  }
+
+  // The deltas of one chain, the last of them compacted; the loop around it.
+  void measure(resurgo::Store& store, int cycle) {
+    const std::string path = opt_.dir + "/compacting";
+    const int newest = (cycle + 1) * opt_.intervals;
+    for (int version = cycle * opt_.intervals + 1; version < newest; ++version) checkpoint(store, version);
+    const auto baseline = [](std::size_t slices) { return slices >= kBaselineSlices; };
+    const Window before = loop(baseline);
+    checkpoint(store, newest);
+    const Clock::time_point start = Clock::now();
+    double compaction_seconds = -1;
+    const Window during = loop([&](std::size_t slices) {
+      if (slices > 0 && full_version_in_place(path, newest, opt_.size)) compaction_seconds = seconds_since(start);
+      return compaction_seconds >= 0;
+    });
+    const Window after = loop(baseline);
     std::printf(
-        "{\"kind\": \"compaction\", \"compacting\": %s, \"pattern\": %s, \"state_bytes\": %zu, \"deltas\": %d, "
+        "{\"kind\": \"compaction\", \"cycle\": %d, \"pattern\": %s, \"state_bytes\": %zu, \"deltas\": %d, "
         "\"slices\": %zu, \"loop_seconds\": %.9e, \"loop_cpu_seconds\": %.9e, \"compaction_seconds\": %.9e, "
-        "\"background_cpu_seconds\": %.9e, \"eviction_thread_cpu_seconds\": %.9e}\n",
-        compacting ? "true" : "false", json_string(opt_.patterns[0].name()).c_str(), opt_.size, opt_.intervals,
-        slices, loop_seconds, loop_cpu_seconds, compaction_seconds, background_cpu_seconds() - background,
-        eviction_thread_cpu_seconds() - eviction);
+        "\"background_cpu_seconds\": %.9e, \"eviction_thread_cpu_seconds\": %.9e, \"baseline_slices\": %zu, "
+        "\"baseline_seconds\": %.9e, \"baseline_cpu_seconds\": %.9e, \"baseline_background_cpu_seconds\": %.9e}\n",
+        cycle, json_string(opt_.patterns[0].name()).c_str(), opt_.size, opt_.intervals, during.slices,
+        during.seconds, during.cpu_seconds, compaction_seconds, during.background_seconds, during.eviction_seconds,
+        before.slices + after.slices, before.seconds + after.seconds, before.cpu_seconds + after.cpu_seconds,
+        before.background_seconds + after.background_seconds);
     std::fflush(stdout);
-    store.close();
   }
 
   const Options& opt_;

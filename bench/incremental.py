@@ -15,9 +15,10 @@ Patterns: 1 %, 10 %, 50 % of the pages per interval, scattered, strided and
 in 1 MiB slabs, and a Himeno-like 3-D array updated slice range by slice
 range. The fixed-granularity sweep (4 KiB to 4 MiB) runs once per size, all
 patterns in one store. Compaction's cost: one process per repeat (the
-driver's --compaction-cost) builds a chain of --compaction-deltas deltas
-twice, with and without compaction, and times an application loop while the
-newest version is compacted, against the same loop with nothing running.
+driver's --compaction-cost) builds --compaction-cycles chains of
+--compaction-deltas deltas in one store and times an application loop while
+the newest version of each is compacted, against the same loop with nothing
+running just before and just after.
 
 Writes bench/results/incremental.md and .png (see --out).
 
@@ -332,7 +333,9 @@ def main() -> None:
     ap.add_argument("--compaction-size", type=parse_size, default=128 * MiB,
                     help="state size of the compaction runs (default 128MiB)")
     ap.add_argument("--compaction-deltas", type=int, default=3,
-                    help="deltas in the chain compacted (default 3; compact_after = this - 1)")
+                    help="deltas in each chain compacted (default 3, at least 2; compact_after = this - 1)")
+    ap.add_argument("--compaction-cycles", type=int, default=4,
+                    help="chains compacted per process, each between two windows without compaction (default 4)")
     ap.add_argument("--before-binary", type=Path, default=None,
                     help="with --section compaction: another build of the incremental program (the code before a "
                          "change), run in every repeat too, the two in an order alternated at each repeat; the "
@@ -346,8 +349,8 @@ def main() -> None:
         ap.error("--size and --mprotect-size must be whole pages")
     if args.intervals < 1 or args.sweep_intervals < 0 or args.sweep_intervals > args.intervals:
         ap.error("--intervals must be >= 1 and --sweep-intervals in [0, --intervals]")
-    if args.compaction_size % 4096 or args.compaction_deltas < 1:
-        ap.error("--compaction-size must be whole pages and --compaction-deltas >= 1")
+    if args.compaction_size % 4096 or args.compaction_deltas < 2 or args.compaction_cycles < 1:
+        ap.error("--compaction-size must be whole pages, --compaction-deltas >= 2, --compaction-cycles >= 1")
     methods = [m for m in args.methods.split(",") if m]
     unknown = set(methods) - set(METHODS)
     if unknown:
@@ -370,7 +373,8 @@ def main() -> None:
     # state each) at a time.
     csize = args.compaction_size
     if args.section == "compaction":
-        check_resources(SCRIPT, root, human(csize) + " of state", 2.5 * csize, csize * 3 + GiB)
+        check_resources(SCRIPT, root, human(csize) + " of state", 2.5 * csize,
+                        csize * (2 + 1.5 * args.compaction_cycles) + GiB)
     else:
         check_resources(SCRIPT, root, human(size) + " of state", 4.2 * size, size * (1 + args.intervals / 2) + GiB)
     try:
@@ -427,46 +431,51 @@ def run_all(args, driver: Driver, methods: List[str], size: int, msize: int) -> 
 
 
 class CompactionRuns:
-    """The driver's "compaction" lines, one pair (with, without) per repeat,
-    and the load average around the runs."""
+    """The driver's "compaction" lines, one per cycle (--compaction-cycles per
+    repeat), and the load average around the runs."""
 
     def __init__(self, size: int, deltas: int):
         self.size = size
         self.deltas = deltas
-        self.pairs: List[Tuple[dict, dict]] = []
+        self.rows: List[dict] = []
         self.load: List[float] = []
 
     def series(self) -> Dict[str, Series]:
         def per_slice(row: dict) -> float:
             return row["loop_seconds"] / row["slices"]
 
+        def baseline_per_slice(row: dict) -> float:
+            return row["baseline_seconds"] / row["baseline_slices"]
+
         def cpu_per_slice(row: dict) -> float:
             return row["loop_cpu_seconds"] / row["slices"]
-        with_, without = [w for w, _ in self.pairs], [b for _, b in self.pairs]
+
+        def baseline_cpu_per_slice(row: dict) -> float:
+            return row["baseline_cpu_seconds"] / row["baseline_slices"]
+        rows = self.rows
         return {
-            "wall": series("wall", [w["compaction_seconds"] for w in with_]),
-            "eviction_cpu": series("eviction_cpu", [w["eviction_thread_cpu_seconds"] for w in with_]),
-            "background_cpu": series("background_cpu", [w["background_cpu_seconds"] for w in with_]),
+            "wall": series("wall", [r["compaction_seconds"] for r in rows]),
+            "eviction_cpu": series("eviction_cpu", [r["eviction_thread_cpu_seconds"] for r in rows]),
+            "background_cpu": series("background_cpu", [r["background_cpu_seconds"] for r in rows]),
             "baseline_background_cpu": series("baseline_background_cpu",
-                                              [b["background_cpu_seconds"] for b in without]),
-            "slice_with": series("with", [per_slice(w) for w in with_]),
-            "slice_without": series("without", [per_slice(b) for b in without]),
-            "slowdown": series("slowdown", [per_slice(w) / per_slice(b) for w, b in self.pairs]),
-            "cpu_with": series("with", [cpu_per_slice(w) for w in with_]),
-            "cpu_without": series("without", [cpu_per_slice(b) for b in without]),
-            "cpu_slowdown": series("cpu slowdown", [cpu_per_slice(w) / cpu_per_slice(b) for w, b in self.pairs]),
-            "slices": series("slices", [w["slices"] for w in with_]),
+                                              [r["baseline_background_cpu_seconds"] for r in rows]),
+            "slice_with": series("with", [per_slice(r) for r in rows]),
+            "slice_without": series("without", [baseline_per_slice(r) for r in rows]),
+            "slowdown": series("slowdown", [per_slice(r) / baseline_per_slice(r) for r in rows]),
+            "cpu_with": series("with", [cpu_per_slice(r) for r in rows]),
+            "cpu_without": series("without", [baseline_cpu_per_slice(r) for r in rows]),
+            "cpu_slowdown": series("cpu slowdown", [cpu_per_slice(r) / baseline_cpu_per_slice(r) for r in rows]),
+            "slices": series("slices", [r["slices"] for r in rows]),
             # What the compaction cost the application in all: the per-slice
             # slowdown times the window's length, which the ratio alone hides.
-            "lost": series("lost", [w["loop_seconds"] - w["slices"] * per_slice(b) for w, b in self.pairs]),
+            "lost": series("lost", [r["loop_seconds"] - r["slices"] * baseline_per_slice(r) for r in rows]),
         }
 
 
 def run_compaction(args, driver: Driver,
                    before: Optional[Driver] = None) -> Tuple[CompactionRuns, Optional[CompactionRuns]]:
     """The runs of `driver` and, when given, of `before`: one process of
-    each per repeat, which of the two goes first alternated at each repeat
-    (and, within a process, whether the baseline loop goes first)."""
+    each per repeat, which of the two goes first alternated at each repeat."""
     runs = CompactionRuns(args.compaction_size, args.compaction_deltas)
     before_runs = CompactionRuns(args.compaction_size, args.compaction_deltas) if before else None
     turns = [(driver, runs)] + ([(before, before_runs)] if before else [])
@@ -474,14 +483,13 @@ def run_compaction(args, driver: Driver,
     for r in range(args.repeats):
         for program, into in (turns if r % 2 == 0 else turns[::-1]):
             t0 = time.perf_counter()
-            extra = ("--compaction-cost",) + (("--baseline-first",) if (r // len(turns)) % 2 else ())
+            extra = ("--compaction-cost", "--compaction-cycles", str(args.compaction_cycles))
             _, rows, _ = program.run(args.compaction_size, "delta", [COMPACTION_PATTERN], args.compaction_deltas,
                                      extra=extra)
-            by_kind = {row["compacting"]: row for row in rows if row["kind"] == "compaction"}
-            into.pairs.append((by_kind[True], by_kind[False]))
+            into.rows += [row for row in rows if row["kind"] == "compaction"]
             into.load.append(os.getloadavg()[0])
-            log(f"repeat {r + 1}/{args.repeats}: compaction of {human(args.compaction_size)} by "
-                f"{program.binary} ({time.perf_counter() - t0:.1f} s)")
+            log(f"repeat {r + 1}/{args.repeats}: {args.compaction_cycles} compactions of "
+                f"{human(args.compaction_size)} by {program.binary} ({time.perf_counter() - t0:.1f} s)")
     return runs, before_runs
 
 
@@ -493,49 +501,58 @@ def compaction_rows(runs: CompactionRuns) -> List[Tuple[str, str]]:
     ok = slowdown.median <= TARGET_COMPACTION_SLOWDOWN if slowdown.times else None
     return [
         ("compaction's wall time (newest version durable → compacted file in place)", s["wall"].cell()),
-        ("its CPU: the eviction thread's CPU time meanwhile (`/proc/self/task/*/schedstat`)",
+        ("its CPU: every thread's but the application's meanwhile (`getrusage`, threads that ended included)",
+         s["background_cpu"].cell()),
+        ("the same per GiB of state", series("", [v / gib for v in s["background_cpu"].times]).cell()),
+        ("of which the eviction thread's (`/proc/self/task/*/schedstat` of \"rsg evict\")",
          s["eviction_cpu"].cell()),
-        ("the same per GiB of state", series("", [v / gib for v in s["eviction_cpu"].times]).cell()),
-        ("CPU of every thread but the application's meanwhile", s["background_cpu"].cell()),
-        ("the same during the baseline's loop (no compaction)", s["baseline_background_cpu"].cell()),
+        ("the same as its CPU during the baseline's windows (no compaction)", s["baseline_background_cpu"].cell()),
         ("application loop, time per slice while the compaction runs",
          f"{s['slice_with'].cell()} ({s['slices'].cell(lambda v: f'{v:.0f}')} slices)"),
         ("application loop, time per slice with nothing in the background", s["slice_without"].cell()),
-        (f"**slowdown while compacting** (per-slice time with / without, per repeat) ≤ {TARGET_COMPACTION_SLOWDOWN}",
+        ("**slowdown while compacting** (per-slice time with / without, per compaction) "
+         f"≤ {TARGET_COMPACTION_SLOWDOWN}",
          f"{slowdown.cell(fmt_ratio)} ({verdict(ok)})"),
         ("application time lost in all (time of the slices while compacting − as many slices at the baseline's "
-         "time per slice, per repeat)", s["lost"].cell()),
+         "time per slice, per compaction)", s["lost"].cell()),
         ("application thread's CPU time per slice while compacting", s["cpu_with"].cell()),
         ("the same with nothing in the background", s["cpu_without"].cell()),
-        ("the same, with / without, per repeat (contention for memory and caches, without the time the thread "
+        ("the same, with / without, per compaction (contention for memory and caches, without the time the thread "
          "waited for a core)", s["cpu_slowdown"].cell(fmt_ratio)),
     ]
 
 
 def comparison_rows(runs: CompactionRuns, before: CompactionRuns) -> List[Tuple[str, str]]:
     """Ratios of this program's figures to the --before-binary's, repeat by
-    repeat (the two ran in the same repeat, one after the other)."""
+    compaction by compaction (the two ran in the same repeat, one after the other)."""
     s, b = runs.series(), before.series()
 
     def ratio(key: str) -> str:
         return series("", [x / y for x, y in zip(s[key].times, b[key].times)]).cell(fmt_ratio)
-    return [("compaction's wall time, this build / before (per repeat)", ratio("wall")),
-            ("its CPU (eviction thread), this build / before (per repeat)", ratio("eviction_cpu")),
-            ("slowdown while compacting, this build / before (per repeat)", ratio("slowdown"))]
+    return [("compaction's wall time, this build / before (per compaction)", ratio("wall")),
+            ("its CPU (every thread but the application's), this build / before (per compaction)",
+             ratio("background_cpu")),
+            ("slowdown while compacting, this build / before (per compaction)", ratio("slowdown")),
+            ("the same in the loop thread's CPU time, this build / before (per compaction)", ratio("cpu_slowdown"))]
 
 
 def compaction_section(runs: CompactionRuns, repeats: int, elapsed: Optional[float] = None,
                        before: Optional[CompactionRuns] = None, before_name: str = "") -> List[str]:
+    cycles = len(runs.rows) // max(repeats, 1)
     lines = [COMPACTION_HEADING, "",
-             f"A chain of one full version and {runs.deltas} deltas ({pattern_label(COMPACTION_PATTERN)} per "
+             f"Chains of {runs.deltas} deltas ({pattern_label(COMPACTION_PATTERN)} per "
              f"interval) of a {human(runs.size)} state, `delta.compact_after = {runs.deltas - 1}`: once the newest "
-             "version is durable at L2, the store's eviction thread (ten nice steps below the application; "
-             "the compaction's checksums run on it too, not on the pipeline's workers) merges the chain and commits it as a full version. Meanwhile the application thread runs its loop "
+             "version is durable at L2, the store merges the chain in the background and commits it as a full "
+             "version (docs/tracking.md, \"Compaction\": on which thread, at which priority). Meanwhile the "
+             "application thread runs its loop "
              "in slices (one sweep of a 32 MiB array of doubles each, `value = value * 0.999 + 1`: memory-bound) "
-             "until the full version is in place of the delta (the file grows to the state's size). The "
-             "baseline is the same chain without compaction, then 1,000 slices of the same loop with nothing in the background. One process per "
-             "repeat runs both, in an order alternated at each repeat "
-             f"(bench/incremental.cpp `--compaction-cost`); median [min–max] of {repeats} repeats.", ""]
+             "until the full version is in place of the delta (the file grows to the state's size). Its "
+             "baseline is the same loop with nothing in the background, 200 slices just before the chain's newest "
+             "checkpoint and 200 just after the compaction: the two bracket the compaction's window, a second or so "
+             "apart, in the same process and store. One process per repeat compacts "
+             f"{cycles} chains one after the other, each on the compacted version of the one before "
+             f"(bench/incremental.cpp `--compaction-cost`); median [min–max] over the {len(runs.rows)} compactions "
+             f"of {repeats} repeats, each ratio taken within its compaction.", ""]
     loads = runs.load + (before.load if before else [])
     lines += [f"Load average (1 min) at the start and after each run: {min(loads):.2f}–{max(loads):.2f}, median "
               f"{statistics.median(loads):.2f}, on {os.cpu_count()} cores (the VM is shared: the loop's times carry "
@@ -545,13 +562,14 @@ def compaction_section(runs: CompactionRuns, repeats: int, elapsed: Optional[flo
         lines += ["| quantity | median [min–max] |", "|---|---:|"] + [f"| {q} | {v} |" for q, v in rows]
     else:
         lines += [f"Each repeat ran this build and the one before (`{before_name}`), one process each, which "
-                  "of the two first alternated at each repeat.", "",
+                  "of the two first alternated at each repeat; the ratios between the builds pair the n-th "
+                  "compaction of one with the n-th of the other.", "",
                   "| quantity | this build | before |", "|---|---:|---:|"]
         lines += [f"| {q} | {v} | {w} |" for (q, v), (_, w) in zip(rows, compaction_rows(before))]
         lines += [f"| {q} | {v} | |" for q, v in comparison_rows(runs, before)]
     lines += ["",
               "The wall-time ratio is the target's measure; on this shared VM it also carries the other "
-              "processes' load, which changes between the two windows (seconds apart): the CPU-time ratio leaves "
+              "processes' load, which changes even between windows a second apart: the CPU-time ratio leaves "
               "out the time the application thread waited for a core.", ""]
     if elapsed is not None:
         lines += [f"These runs took {elapsed:.0f} s.", ""]
@@ -598,19 +616,20 @@ def plot_compaction(args, runs: CompactionRuns) -> None:
     plt = pyplot()
     s = runs.series()
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
-    repeats = range(1, len(runs.pairs) + 1)
+    repeats = range(1, len(runs.rows) + 1)
     width = 0.4
     left.bar([r - width / 2 for r in repeats], [v * 1e3 for v in s["slice_with"].times], width,
              label="while compacting")
     left.bar([r + width / 2 for r in repeats], [v * 1e3 for v in s["slice_without"].times], width,
              label="nothing in the background")
-    left.set_xlabel("repeat")
+    left.set_xlabel("compaction (repeat by repeat)")
     left.set_ylabel("application loop: ms per slice")
     left.set_title(f"slowdown median {s['slowdown'].median:.3f}× (target ≤ {TARGET_COMPACTION_SLOWDOWN})")
     left.legend()
     right.bar([r - width / 2 for r in repeats], s["wall"].times, width, label="wall time")
-    right.bar([r + width / 2 for r in repeats], s["eviction_cpu"].times, width, label="CPU (eviction thread)")
-    right.set_xlabel("repeat")
+    right.bar([r + width / 2 for r in repeats], s["background_cpu"].times, width,
+              label="CPU (every thread but the application's)")
+    right.set_xlabel("compaction (repeat by repeat)")
     right.set_ylabel("seconds")
     right.set_title(f"compaction of {human(runs.size)}, {runs.deltas} deltas")
     right.legend()
