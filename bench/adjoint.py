@@ -39,6 +39,16 @@ order rotated by one at each repeat. Observed traces are zeros (J is half the
 energy of the synthetic traces): the cost of a step does not depend on them.
 All rows must produce the same gradient bit for bit; the script stops
 otherwise.
+
+`--offcpu ROWS` runs those rows once more per size under a system-wide
+record of context switches (bench/offcpu.py) and reports where the
+worker's main thread was off the CPU: time no CPU profile shows, such as a
+store call losing its CPU to a thread it has just woken.
+
+`--before-package DIR` (a directory holding resurgo/ with its _core
+extension, e.g. an older commit's python/resurgo with its build's _core)
+adds every Resurgo row once more, run with that package ("ROW@before" rows,
+labelled [before]), interleaved with the others in every repeat.
 """
 
 from __future__ import annotations
@@ -71,6 +81,7 @@ from _common import (  # noqa: E402
     grouped_bars, human, log, machine_description, machine_lines, mem_available, parse_sizes,
     pyplot, report_header,
 )
+import offcpu  # noqa: E402
 
 EXAMPLE_DIR = HERE.parent / "examples" / "adjoint_wave"  # acoustic.py, the model
 FIELDS_PER_CHECKPOINT = 2
@@ -89,6 +100,17 @@ PERF_REPORT = ["perf", "report", "--children", "--sort", "symbol", "--stdio", "-
 PERF_LINE = re.compile(r"^\s*([\d.]+)%\s+([\d.]+)%\s+\[(.)\]\s+(.*?)(?:\s+-)*\s*$")
 SHOT_SCHEDULE = (1000, 40)  # Revolve steps and snapshots of a shot-sized run, for comparison
 MEMORY_SCHEDULES = {"revolve": "Revolve", "multistage": "Multistage (RAM only)"}  # --memory-schedule
+BEFORE = "@before"  # the suffix of a row run with --before-package
+PACKAGE_VARIABLE = "ADJOINT_BENCH_PACKAGE"  # the worker imports resurgo from this directory
+
+
+def import_package_from_environment() -> None:
+    """A worker of a before row: resurgo from $ADJOINT_BENCH_PACKAGE, ahead
+    of the editable install's finders."""
+    package = os.environ.get(PACKAGE_VARIABLE)
+    if package:
+        sys.meta_path[:] = [f for f in sys.meta_path if not type(f).__name__.startswith("ScikitBuild")]
+        sys.path.insert(0, package)
 
 
 def grid_shape(nbytes: int) -> Tuple[int, int]:
@@ -118,11 +140,14 @@ class Job:
     prefetch_checkpoints: int
     directory: str
     memory_schedule: str  # a key of MEMORY_SCHEDULES
+    package: str = ""  # the directory to import resurgo from (a before row), or "" for the installed one
 
 
 def make_job(key: str, nbytes: int, args, directory: Path) -> Job:
-    return Job(key, nbytes, args.steps, args.snapshots, args.ram_snapshots, args.disk_snapshots,
-               args.prefetch_checkpoints, str(directory), args.memory_schedule)
+    row, before, _ = key.partition(BEFORE)
+    return Job(row, nbytes, args.steps, args.snapshots, args.ram_snapshots, args.disk_snapshots,
+               args.prefetch_checkpoints, str(directory), args.memory_schedule,
+               str(args.before_package) if before else "")
 
 
 @dataclass
@@ -143,6 +168,7 @@ class Measured:
     start_rss: int = 0  # ru_maxrss after the imports, before the model
     model_bytes: int = 0  # the model's own arrays
     gradient_sha256: str = ""
+    pid: int = 0  # the worker's process id (its main thread's, for --offcpu)
 
 
 class TimedStorage:
@@ -464,6 +490,7 @@ def worker(job: Job) -> Measured:
     measured.forward_steps = model.steps_advanced
     measured.gradient_sha256 = hashlib.sha256(model.gradient().tobytes()).hexdigest()
     measured.memcpy_seconds = memcpy_seconds(model.state)
+    measured.pid = os.getpid()
     return measured
 
 
@@ -492,8 +519,9 @@ def function_name(file: str, line: int, name: str) -> str:
 
 def run_worker(job: Job, mode: str = "--worker") -> Tuple[Optional[Dict[str, Any]], str]:
     """(the worker's JSON result, "") or (None, why the worker failed)."""
+    env = dict(os.environ, **{PACKAGE_VARIABLE: job.package}) if job.package else None
     done = subprocess.run([sys.executable, __file__, mode, json.dumps(asdict(job))],
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, env=env)
     if done.returncode != 0:
         lines = (done.stderr or done.stdout).strip().splitlines() or [f"exit status {done.returncode}"]
         return None, lines[-1]
@@ -585,6 +613,27 @@ def perf_size(nbytes: int, args, root: Path) -> Dict[str, Dict[str, Any]]:
             continue
         summaries[key] = perf_summary(report.stdout, json.loads(recorded.stdout.strip().splitlines()[-1]))
     return summaries
+
+
+def offcpu_size(nbytes: int, args, root: Path) -> Dict[str, Dict[str, Any]]:
+    """--offcpu: one more run of each of those rows at this size under
+    bench/offcpu.py's record, with the run's wall and saves + loads."""
+    results = {}
+    for key in args.offcpu:
+        job = make_job(key, nbytes, args, root / "offcpu")
+        data = root / "offcpu.data"
+        log(f"{human(nbytes)}: {key} under perf (context switches)")
+        recorded = offcpu.record([sys.executable, __file__, "--worker", json.dumps(asdict(job))], data)
+        shutil.rmtree(job.directory, ignore_errors=True)
+        if recorded.returncode != 0:
+            why = recorded.stderr.strip().splitlines() or ["perf failed"]
+            results[key] = {"failure": why[-1]}
+        else:
+            measured = json.loads(recorded.stdout.strip().splitlines()[-1])
+            results[key] = dict(offcpu.summary(data, measured["pid"]), wall=measured["wall"],
+                                calls=measured["saves"] + measured["loads"])
+        data.unlink(missing_ok=True)
+    return results
 
 
 def perf_summary(report: str, measured: Dict[str, Any]) -> Dict[str, Any]:
@@ -712,9 +761,10 @@ def configured_memory(result: RowResult, args, nbytes: int, buffer_floor: int) -
     state's bytes, at least `buffer_floor`; the disk case opens two stores).
     The ResurgoRevolver rows open one store and add their staging array."""
     room, buffer = nbytes + PIECE, max(nbytes, buffer_floor)
-    if result.key == "pyrevolve_resurgo":
+    key = result.key.partition(BEFORE)[0]
+    if key == "pyrevolve_resurgo":
         return (args.snapshots + 1) * room + buffer + nbytes
-    if result.key == "pyrevolve_resurgo_disk":
+    if key == "pyrevolve_resurgo_disk":
         return args.prefetch_checkpoints * room + buffer + nbytes
     if result.row.case == "memory":
         return (args.snapshots + 1) * room + buffer
@@ -830,7 +880,8 @@ def scale_note(args) -> str:
 
 def write_markdown(path: Path, machine: Dict[str, str], by_size: Dict[int, Dict[str, RowResult]],
                    args, plot_name: str, profiles: Dict[int, Dict[str, Dict[str, Any]]],
-                   perfs: Dict[int, Dict[str, Dict[str, Any]]]) -> None:
+                   perfs: Dict[int, Dict[str, Dict[str, Any]]],
+                   offcpus: Dict[int, Dict[str, Dict[str, Any]]]) -> None:
     lines = report_header("Adjoint checkpointing benchmark", "adjoint.py", args)
     lines += machine_lines(machine)
     lines += ["## What is measured", "",
@@ -884,6 +935,9 @@ def write_markdown(path: Path, machine: Dict[str, str], by_size: Dict[int, Dict[
             lines += profile_lines(key, profile)
         for key, summary in perfs.get(nbytes, {}).items():
             lines += perf_lines(key, summary)
+        for key, result in offcpus.get(nbytes, {}).items():
+            lines += offcpu.report_lines(f"### Off the CPU: {ROWS[key].label}, one run", result,
+                                         result.get("wall", 0.0), result.get("calls", 0), fmt_time)
     lines += [f"![wall time, blocking and peak memory per row]({plot_name})", ""]
     path.write_text("\n".join(lines))
 
@@ -1007,6 +1061,14 @@ def parse_args(argv: List[str]):
     ap.add_argument("--perf", default="", metavar="ROWS",
                     help="after the repeats, run each of these rows once more per size under `perf "
                          "record` (needs perf) and report its top symbols and Resurgo functions")
+    ap.add_argument("--offcpu", default="", metavar="ROWS",
+                    help="after the repeats, run each of these rows once more per size under a system-wide "
+                         "record of context switches (needs perf and root) and report where the worker's "
+                         "main thread was off the CPU (bench/offcpu.py)")
+    ap.add_argument("--before-package", type=Path, default=None, metavar="DIR",
+                    help="a directory holding resurgo/ (with _core) of an older build: every Resurgo row "
+                         "runs once more with it, interleaved (ROW@before)")
+    ap.add_argument("--before-label", default="", help="what the before package is (e.g. its commit)")
     ap.add_argument("--name", default="adjoint",
                     help="the report's file name, without .md/.png (default %(default)s)")
     add_common_args(ap, "NAME", "directory of the DISK checkpoints (node-local disk); "
@@ -1017,11 +1079,16 @@ def parse_args(argv: List[str]):
     args.rows = list(ROWS) if args.rows == "all" else [key.strip() for key in args.rows.split(",") if key.strip()]
     args.profile = [key.strip() for key in args.profile.split(",") if key.strip()]
     args.perf = [key.strip() for key in args.perf.split(",") if key.strip()]
-    unknown = [key for key in args.rows + args.profile + args.perf if key not in ROWS]
+    args.offcpu = [key.strip() for key in args.offcpu.split(",") if key.strip()]
+    unknown = [key for key in args.rows + args.profile + args.perf + args.offcpu if key not in ROWS]
     if unknown:
         ap.error(f"unknown rows {unknown}; choose from {', '.join(ROWS)}")
     if min(args.snapshots, args.ram_snapshots, args.disk_snapshots, args.prefetch_checkpoints) < 1:
         ap.error("snapshot and prefetch counts must be at least 1")
+    if args.before_package is not None:
+        if not (args.before_package / "resurgo" / "__init__.py").is_file():
+            ap.error(f"--before-package {args.before_package}: no resurgo/__init__.py in it")
+        args.rows += [key + BEFORE for key in args.rows if ROWS[key].role == "resurgo"]
     args.sizes = parse_sizes(args.sizes, multiple=16)
     for nbytes in args.sizes:
         grid_shape(nbytes)
@@ -1030,6 +1097,7 @@ def parse_args(argv: List[str]):
 
 def main(argv: Optional[List[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    import_package_from_environment()
     if argv[:1] == ["--worker"]:
         print(json.dumps(asdict(worker(Job(**json.loads(argv[1]))))))
         return 0
@@ -1039,6 +1107,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
     memory = MEMORY_SCHEDULES[args.memory_schedule]
     ROWS.update({key: replace(row, label=row.label.format(memory=memory)) for key, row in ROWS.items()})
+    before = f" [before: {args.before_label or args.before_package}]"
+    for key in [key for key in args.rows if BEFORE in key]:
+        row = key.partition(BEFORE)[0]
+        ROWS[key] = replace(ROWS[row], label=ROWS[row].label + before)
+        if row in SAME_SCHEDULE:
+            SAME_SCHEDULE[key] = SAME_SCHEDULE[row]
     CASES["memory"] = CASES["memory"].format(memory=memory)
     import resurgo
     from resurgo import _core
@@ -1056,17 +1130,21 @@ def main(argv: Optional[List[str]] = None) -> int:
                         (MODEL_FIELDS / 2 + args.snapshots + 2) * nbytes, 2 * args.disk_snapshots * nbytes)
     machine = machine_description(root, resurgo)
     machine["resurgo built from"] = resurgo_source(resurgo)
+    if args.before_package is not None:
+        machine["before rows' resurgo"] = f"{args.before_package} ({args.before_label or 'no label'})"
     machine["load average (1, 5, 15 min) at start"] = load_average()
     log(f"DISK checkpoints in {machine['target directory']}; sizes {[human(s) for s in args.sizes]}, "
         f"{args.repeats} repeats, rows {args.rows}")
     by_size: Dict[int, Dict[str, RowResult]] = {}
     profiles: Dict[int, Dict[str, Dict[str, Any]]] = {}
     perfs: Dict[int, Dict[str, Dict[str, Any]]] = {}
+    offcpus: Dict[int, Dict[str, Dict[str, Any]]] = {}
     try:
         for nbytes in args.sizes:
             by_size[nbytes] = bench_size(nbytes, args, root)
             profiles[nbytes] = profile_size(nbytes, args, root)
             perfs[nbytes] = perf_size(nbytes, args, root)
+            offcpus[nbytes] = offcpu_size(nbytes, args, root)
     finally:
         if created and not args.keep:
             shutil.rmtree(root, ignore_errors=True)
@@ -1074,7 +1152,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     md, png = args.out / f"{args.name}.md", args.out / f"{args.name}.png"
     write_plot(png, by_size)
-    write_markdown(md, machine, by_size, args, png.name, profiles, perfs)
+    write_markdown(md, machine, by_size, args, png.name, profiles, perfs, offcpus)
     for nbytes, results in by_size.items():
         print(f"checkpoint {human(nbytes)}:")
         for line in target_lines(results, args, nbytes)[2:-1]:

@@ -19,6 +19,11 @@ one's write and fsync). Targets (issue 27): memory route checkpoint <= copy
 + 5 µs (C++) / + 15 µs (Python); restore <= 1.5 x copy + 10 µs; L2 with the
 default configuration: no backpressure for states <= 1 MiB at a 0.5 ms step.
 
+With the Python API, each repeat also measures the Python layer's own cost
+per call (bench/python_layer.py: the calls an adjoint makes, with the
+store's core calls made no-ops), and the report sets each Python case
+beside the C++ case of the same repeat: what the Python API adds.
+
 With --before-binary and --before-package (a C++ driver and a Python
 package, resurgo/ with its _core extension, built from an older commit;
 the package only when the Python API is measured),
@@ -51,6 +56,7 @@ import numpy as np
 
 from _common import (MiB, Series, add_common_args, finish_common_args, fmt_time, human, import_resurgo,
                      log, machine_description, machine_lines, parse_sizes, pyplot, report_header)
+import python_layer
 
 PACKAGE_VARIABLE = "SMALL_CHECKPOINTS_PACKAGE"
 
@@ -135,21 +141,37 @@ def cpp_run(binary: Path, *case) -> dict:
     return json.loads(out)
 
 
-def python_subprocess_run(package: str, *case) -> dict:
+def python_subprocess_run(package: str, *arguments: str) -> dict:
     env = dict(os.environ)
     if package:
         env[PACKAGE_VARIABLE] = package
-    out = subprocess.run([sys.executable, __file__, "--one-case", *case_arguments(*case)], env=env,
+    out = subprocess.run([sys.executable, __file__, *arguments], env=env,
                          capture_output=True, text=True, check=True).stdout
     return json.loads(out)
 
 
 Case = Tuple[str, str, str, int, float]  # build (before/after), api, route, bytes, step_us
 FIELDS = ("copy", "copy_back", "checkpoint", "restart", "backpressured_versions")
+Layer = Dict[str, Dict[str, List[float]]]  # build -> call -> seconds per repeat (python_layer.py)
 
 
-def run_all(args) -> Dict[Case, Dict[str, Series]]:
+def run_case(case: Case, builds: dict, args) -> dict:
+    build, api, route, nbytes, step = case
+    calls = max(20, min(args.calls, BYTES_PER_CASE // nbytes))
+    directory = tempfile.mkdtemp(prefix="small-ckpt-", dir=args.dir)
+    binary, package = builds[build]
+    try:
+        if api == "C++":
+            return dict(cpp_run(binary, nbytes, route, calls, step, directory), calls=calls)
+        return dict(python_subprocess_run(package, "--one-case", *case_arguments(nbytes, route, calls, step, directory)),
+                    calls=calls)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def run_all(args) -> Tuple[Dict[Case, Dict[str, Series]], Layer]:
     results: Dict[Case, Dict[str, Series]] = {}
+    layer: Layer = {}
     builds = {"after": (args.binary, args.package)}
     if args.before_binary:
         builds["before"] = (args.before_binary, args.before_package)
@@ -158,20 +180,15 @@ def run_all(args) -> Dict[Case, Dict[str, Series]]:
     for repeat in range(args.repeats):
         log(f"repeat {repeat + 1}/{args.repeats}: {len(cases)} cases")
         for case in cases:
-            build, api, route, nbytes, step = case
-            calls = max(20, min(args.calls, BYTES_PER_CASE // nbytes))
-            directory = tempfile.mkdtemp(prefix="small-ckpt-", dir=args.dir)
-            binary, package = builds[build]
-            try:
-                run = (cpp_run(binary, nbytes, route, calls, step, directory) if api == "C++"
-                       else python_subprocess_run(package, nbytes, route, calls, step, directory))
-            finally:
-                shutil.rmtree(directory, ignore_errors=True)
+            run = run_case(case, builds, args)
             series = results.setdefault(case, {f: Series(f) for f in FIELDS})
             for f in FIELDS:
                 series[f].times.append(float(run[f]))
-            series["calls"] = calls
-    return results
+            series["calls"] = run["calls"]
+        for build, (_, package) in builds.items() if "Python" in args.apis else ():
+            for call, seconds in python_subprocess_run(package, "--one-layer").items():
+                layer.setdefault(build, {}).setdefault(call, []).append(seconds)
+    return results, layer
 
 
 def target_text(api: str, route: str, nbytes: int, step: float, s: Dict[str, Series]) -> str:
@@ -207,6 +224,32 @@ def report(args, results: Dict[Case, Dict[str, Series]], machine: Dict[str, str]
     lines.append("")
     lines.append(f"Load average (1 min) {args.loads[0]:.1f} at the start of the run and {args.loads[1]:.1f} at its end, "
                  f"on {os.cpu_count()} cores: above about 1, other jobs shared the machine.")
+    return lines + [""] + python_over_cpp_lines(results)
+
+
+def microseconds(seconds: float) -> str:
+    return f"{seconds * 1e6:.2f} µs"
+
+
+def python_over_cpp_lines(results: Dict[Case, Dict[str, Series]]) -> List[str]:
+    """What the Python API adds to the C++ one, case by case: per repeat,
+    the Python run's median less the C++ run's (both ran in that repeat)."""
+    pairs = [(case, (case[0], "C++", *case[2:])) for case in results if case[1] == "Python"]
+    pairs = [(python, cpp) for python, cpp in pairs if cpp in results]
+    if not pairs:
+        return []
+    lines = ["## The Python API over the C++ API", "",
+             "Per repeat, the Python run's median call less the C++ run's of the same case and repeat; "
+             "median [min–max] over the repeats.", "",
+             "| build | route | state | step | checkpoint: Python − C++ | restart: Python − C++ |",
+             "|---|---|---:|---:|---:|---:|"]
+    for python, cpp in pairs:
+        build, _, route, nbytes, step = python
+        cells = []
+        for field in ("checkpoint", "restart"):
+            diff = [p - c for p, c in zip(results[python][field].times, results[cpp][field].times)]
+            cells.append(Series(field, times=diff).cell(microseconds))
+        lines.append(f"| {build} | {route} | {human(nbytes)} | {step:g} µs | {cells[0]} | {cells[1]} |")
     return lines + [""]
 
 
@@ -255,6 +298,7 @@ def main() -> None:
     ap.add_argument("--name", default=NAME, help=f"results file name, without .md (default {NAME}; "
                                                  f"e.g. {NAME}_memory for a run of the memory route only)")
     ap.add_argument("--one-case", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--one-layer", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--bytes", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--route", help=argparse.SUPPRESS)
     ap.add_argument("--step-us", type=float, help=argparse.SUPPRESS)
@@ -262,6 +306,9 @@ def main() -> None:
     args = ap.parse_args()
     if args.one_case:  # a Python case in a process of its own (python_subprocess_run)
         print(json.dumps(python_run(args.bytes, args.route, args.calls, args.step_us, str(args.dir))))
+        return
+    if args.one_layer:  # python_layer.py's measures, in a process of its own
+        print(json.dumps(python_layer.layer_costs()))
         return
     args.argv = sys.argv[1:]
     finish_common_args(ap, args)
@@ -274,10 +321,11 @@ def main() -> None:
     args.dir = str(args.dir) if getattr(args, "dir", None) else None
     machine = machine_description(Path(args.dir or tempfile.gettempdir()), resurgo)
     load_before = os.getloadavg()[0]
-    results = run_all(args)
+    results, layer = run_all(args)
     args.loads = (load_before, os.getloadavg()[0])
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"{args.name}.md").write_text("\n".join(report(args, results, machine)))
+    lines = report(args, results, machine) + (python_layer.report_lines(layer, microseconds) if layer else [])
+    (args.out / f"{args.name}.md").write_text("\n".join(lines))
     plot(args, results, args.out / f"{args.name}.png")
     log(f"wrote {args.out / (args.name + '.md')} and .png")
 

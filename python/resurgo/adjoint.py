@@ -383,10 +383,14 @@ class ResurgoStorage:
             pass
 
     def _map(self, what: str, storage: StorageType) -> VersionMap:
-        _check_stored(what, storage)
-        if storage not in self._maps:
-            self._maps[storage] = VersionMap(self._open(storage), repr(storage))
-        return self._maps[storage]
+        # One lookup per save or load (a StorageType hashes in Python code);
+        # the storage is checked when its store opens, the only time it can
+        # be new.
+        versions = self._maps.get(storage)
+        if versions is None:
+            _check_stored(what, storage)
+            versions = self._maps[storage] = VersionMap(self._open(storage), repr(storage))
+        return versions
 
     def _open(self, storage: StorageType) -> Store:
         options = self._overrides

@@ -96,6 +96,11 @@ class ResurgoRevolveStorage(Storage):
         else:
             store = disk_store(name, state, disk_path, prefetch_capacity, **overrides)
         self._size = size_ckp
+        # The staging array's parts for the last NumPy arrays handed over
+        # (their shapes, one part per array): pyrevolve hands arrays of the
+        # same shapes at every call, which then skip the checks and the
+        # slicing.
+        self._numpy_parts: Tuple[Optional[tuple], List[np.ndarray]] = (None, [])
         # Memory versions are in memory already, but those on the device
         # still gain from being staged into L0.
         self._prefetch = prefetch and (disk_path is not None or self._on_device)
@@ -113,15 +118,11 @@ class ResurgoRevolveStorage(Storage):
 
     def save(self, key: int, data_pointers: Sequence[Any]) -> None:
         with self._timer("copy_save"):
-            offset = 0
-            for index, array in enumerate(data_pointers):
-                size = self._entries(array, index, "save")
-                part = self._staging_part(offset, size, "save")
+            for part, array in zip(self._parts(data_pointers, "save"), data_pointers):
                 if self._on_device:
-                    part[...] = array.reshape(size)  # CuPy and PyTorch alike, on the current stream
+                    part[...] = array  # CuPy and PyTorch alike, on the current stream
                 else:
-                    np.copyto(part, array.ravel())  # NumpyStorage's casting
-                offset += size
+                    np.copyto(part, array)  # NumpyStorage's casting
             if self._synchronize is not None:
                 self._synchronize()  # the store copies the staging array on a stream of its own
             self._open_slots().save(key)
@@ -129,15 +130,11 @@ class ResurgoRevolveStorage(Storage):
     def load(self, key: int, locations: Sequence[Any]) -> None:
         with self._timer("copy_load"):
             self._open_slots().load(key, delete=False)
-            offset = 0
-            for index, array in enumerate(locations):
-                size = self._entries(array, index, "load")
-                part = self._staging_part(offset, size, "load").reshape(array.shape)
+            for part, array in zip(self._parts(locations, "load"), locations):
                 if self._on_device:
                     array[...] = part
                 else:
                     np.copyto(array, part)
-                offset += size
 
     def expect(self, uses: Iterable[Tuple[str, int]]) -> None:
         """The future ``(SAVE | LOAD, slot)`` uses, in order: the versions the
@@ -160,6 +157,23 @@ class ResurgoRevolveStorage(Storage):
         if self._slots is None:
             raise InvalidArgumentError(f"{self._label} is closed")
         return self._slots
+
+    def _parts(self, arrays: Sequence[Any], what: str) -> List[Any]:
+        """The staging array's parts that hold ``arrays``, one after the
+        other, each a view shaped like its array."""
+        numpy = all(type(array) is np.ndarray for array in arrays)
+        shapes = tuple(array.shape for array in arrays) if numpy else None
+        known, parts = self._numpy_parts
+        if shapes is not None and shapes == known:
+            return parts
+        parts, offset = [], 0
+        for index, array in enumerate(arrays):
+            size = self._entries(array, index, what)
+            parts.append(self._staging_part(offset, size, what).reshape(array.shape))
+            offset += size
+        if shapes is not None:
+            self._numpy_parts = (shapes, parts)
+        return parts
 
     def _entries(self, array: Any, index: int, what: str) -> int:
         """The entries of ``array``, which must be where the staging array is."""

@@ -39,6 +39,7 @@ __all__ = [
 L0, L1, L2, L3, L4 = 0, 1, 2, 3, 4
 
 _INT32_MAX = 2**31 - 1
+_INT32_MIN = -(2**31)
 _ALL = _core.ALL_VERSIONS
 _LATEST = _core.LATEST
 
@@ -215,6 +216,22 @@ class Store:
         """How a failure of ``call`` begins, in every language (core/errors.h)."""
         return f"{call} on store '{self.name}'"
 
+    # The per-call checks of a version. An int in range, the case of every
+    # call an adjoint makes thousands of times, costs one type test and one
+    # comparison; the message naming the call and the store (a property read
+    # from the core and a format) is built only for a value that fails.
+    def _version(self, value: Any, call: str) -> int:
+        if type(value) is int and _INT32_MIN <= value <= _INT32_MAX:
+            return value
+        return _version_arg(value, self._call(call))
+
+    def _optional_version(self, value: Any, call: str, sentinel: int) -> int:
+        if value is None:
+            return sentinel
+        if type(value) is int and 0 <= value <= _INT32_MAX:
+            return value
+        return _optional_version_arg(value, self._call(call), sentinel)
+
     @property
     def rank(self) -> int:
         return self._core.rank
@@ -329,13 +346,13 @@ class Store:
     def checkpoint(self, version: int) -> None:
         """Captures every protected region as ``version`` (>= 0, larger than
         every version held). Returns once the bytes are captured."""
-        self._core.checkpoint(_version_arg(version, self._call("checkpoint")))
+        self._core.checkpoint(self._version(version, "checkpoint"))
 
     def wait(self, version: Optional[int] = None, level: int = 2) -> None:
         """Blocks until ``version`` (None: every pending one) is durable at
         ``level`` (1, 2 or 4; 3 for an MPI store with partner.scheme), or raises
         the background error that prevented it."""
-        self._core.wait(_optional_version_arg(version, self._call("wait"), _ALL), operator.index(level))
+        self._core.wait(self._optional_version(version, "wait", _ALL), operator.index(level))
 
     def latest(self) -> Optional[int]:
         """The version ``restart()`` restores, judged from headers, indexes and
@@ -374,7 +391,7 @@ class Store:
         device arrays change only once the whole version was read. A
         restart on another number of MPI ranks cannot tell how far it came:
         its errors say that any array may have been partly overwritten."""
-        version_arg = _optional_version_arg(version, self._call("restart"), _LATEST)
+        version_arg = self._optional_version(version, "restart", _LATEST)
         if regions is None:
             return self._core.restart(version_arg)
         wanted = self._restart_labels(regions)
@@ -416,7 +433,7 @@ class Store:
         disk into the memory level (``memory_capacity``) in that order, as
         room allows, so that :meth:`restart` of one reads memory. Versions not
         written yet are fetched once written. Replaces the previous order."""
-        self._core.prefetch([_version_arg(v, self._call("prefetch")) for v in versions])
+        self._core.prefetch([self._version(v, "prefetch") for v in versions])
 
     def set_capture_streams(self, streams: Iterable[Any]) -> None:
         """The CUDA streams whose work later checkpoints wait for before they
@@ -431,7 +448,7 @@ class Store:
         """The version was consumed: it leaves memory at once and its files are
         removed in the background. Raises NotFoundError for a version the store
         does not hold and StateError for one already discarded."""
-        self._core.discard(_version_arg(version, self._call("discard")))
+        self._core.discard(self._version(version, "discard"))
 
     def need_checkpoint(self) -> bool:
         """Whether a checkpoint is due by the ``interval_policy`` (``seconds``,
@@ -449,7 +466,7 @@ class Store:
         """The regions (label, kind, bytes, dtype, shape) and metadata of the
         committed ``version``, read from the header of its fastest intact
         copy without reading its data. NotFoundError when no level holds it."""
-        return self._core.describe(_version_arg(version, self._call("describe")))
+        return self._core.describe(self._version(version, "describe"))
 
     def versions(self) -> List[VersionInfo]:
         return self._core.versions()
