@@ -663,15 +663,17 @@ def mpi_setup_lines(setup: MpiSetup, results: MpiResults) -> List[str]:
             "**L2, thread offload** (the store's background pipeline writes it); **in-memory (L1)** (L1 only, "
             "no file); **no checkpoint** (the same run without requests: the run-time baseline).", "",
             "- **blocking**: per checkpoint, the longest any rank was held by the runtime "
-            "(`blocking_seconds`, the maximum over ranks: the job waits for its slowest rank at the next "
-            "exchange); **first** checkpoint (makes the store's buffer) and the median of the **later** ones.",
+            "(`blocking_seconds`, the maximum over ranks: the job's halo exchanges and reductions make it wait "
+            "for its slowest rank); **first** checkpoint (makes the store's buffer) and the median of the "
+            "**later** ones. The ranks' agreement on when to checkpoint is not in it: it runs on a thread of "
+            "its own (MPI_THREAD_MULTIPLE), each answer collected an exchange later (docs/auto.md, \"MPI jobs\").",
             "- **iterations**: blocking over the same run's `iteration_seconds` (rank 0's median step), the unit "
             "of Tables 1 and 3 of the OPS paper.",
             "- **saved**: dataset + query log + payload bytes of the run's last checkpoint, summed over ranks "
             "(the query log grows with the conjugate-gradient iterations, which a taller grid needs more of).",
             "- Ratios between rank counts pair the runs of the same repeat; every figure comes from this run.",
-            "- **Not measured: one file per version.** Issue 31 part 4 (ranks writing their parts of one file "
-            "per version) is not implemented, so only per-rank files are measured; the column is left out.", ""]
+            "- **Not measured: one file per version** (`persistent.layout = shared`, docs/mpi.md): only "
+            "per-rank files are measured here; the column is left out.", ""]
 
 
 def mpi_figure_lines(results: MpiResults) -> List[str]:

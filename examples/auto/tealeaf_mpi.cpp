@@ -31,7 +31,11 @@
 //                         agreement, the store's commit of a version)
 //   --kill-checkpoint C   rank R kills itself right after the runtime's C-th
 //                         checkpoint returned on it: the other ranks' files
-//                         of that version may be written, the job's never is
+//                         of that version may be written, the job's never is;
+//                         every rank first waits there until the version
+//                         before it is the job's (on L2, or L1 in memory), so
+//                         that the job has one to restore however far the
+//                         background work lagged
 //   --fault datasets      rank 1 declares two datasets in the other order
 //   --fault loops         rank 1 runs one loop more in step 2
 //   --fault stall         rank 1 stops for 1.5 s before its loop 384, where
@@ -194,6 +198,7 @@ class TeaLeafMpi {
   }
 
   void count_checkpoints();
+  void kill_at_checkpoint();
   bool dies_here() const { return options_.kill_rank < 0 || options_.kill_rank == rank_; }
 
   const Options& options_;
@@ -203,6 +208,7 @@ class TeaLeafMpi {
   int n_ = 0, rows_ = 0, first_row_ = 0;
   long loops_called_ = 0;
   int checkpoints_ = 0;
+  bool kill_checkpoint_reached_ = false;
   std::vector<resurgo::autockpt::CheckpointReport> made_;
   std::vector<double> step_seconds_;
   int last_version_ = -1;
@@ -242,6 +248,16 @@ Field& TeaLeafMpi::field(const std::string& name) {
   return *fields_.back();
 }
 
+// Every rank reaches its C-th checkpoint at the same loop (the agreement
+// puts the region there on all): the wait is collective.
+void TeaLeafMpi::kill_at_checkpoint() {
+  kill_checkpoint_reached_ = true;
+  if (made_.size() >= 2) {
+    store_.wait(made_[made_.size() - 2].version, options_.checkpoints == "in-memory" ? resurgo::kL1 : resurgo::kL2);
+  }
+  if (dies_here()) std::raise(SIGKILL);
+}
+
 void TeaLeafMpi::count_checkpoints() {
   const auto made = runtime_.last_checkpoint();
   if (!made || made->version == last_version_) return;
@@ -255,7 +271,7 @@ bool TeaLeafMpi::loop(std::string_view name, std::initializer_list<Arg> args) {
   ++loops_called_;
   if (loops_called_ == options_.kill_loop && dies_here()) std::raise(SIGKILL);
   count_checkpoints();
-  if (checkpoints_ == options_.kill_checkpoint && dies_here()) std::raise(SIGKILL);
+  if (checkpoints_ == options_.kill_checkpoint && !kill_checkpoint_reached_) kill_at_checkpoint();
   if (options_.fault == "stall" && rank_ == 1 && loops_called_ == kStallLoop) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   }

@@ -74,7 +74,9 @@ struct Options {
   // the loop changed it.
   bool check_access = false;
   // MPI jobs: loops between the ranks' exchanges of whether a checkpoint is
-  // due (one small collective each time; a job of one never exchanges).
+  // due (one small collective each time, posted to a thread under
+  // MPI_THREAD_MULTIPLE and answered at the next exchange; a job of one
+  // never exchanges).
   std::uint64_t agreement_loops = 64;
   // When the store keeps versions only in memory ([memory] every > 0,
   // local.every = persistent.every = 0): on SIGTERM or SIGINT the newest

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <string_view>
+#include <utility>
 
 #include "auto/fnv.h"
 #include "base/newest_everywhere.h"
@@ -66,60 +67,86 @@ Agreement::Agreement(Comm& comm, std::uint64_t every_loops, double timeout_secon
     : comm_(comm),
       every_loops_(std::max<std::uint64_t>(every_loops, 1)),
       timeout_seconds_(timeout_seconds),
-      store_what_(std::move(store_what)) {}
+      store_what_(std::move(store_what)) {
+  if (!alone() && comm_.threads_may_call()) posted_ = std::make_unique<PostedGather>(comm_, timeout_seconds_);
+}
 
 bool Agreement::due_at_loop(bool locally_due, const Progress& here) {
   if (alone()) return locally_due;
   if (here.loop_index % every_loops_ != 0) return false;
-  return due_now(locally_due, here);
+  if (!pipelined()) return due_now(locally_due, here);
+  if (collect_posted(here.datasets)) return true;
+  in_flight_ = sent(locally_due, here);
+  posted_->post(in_flight_->value);
+  return false;
 }
 
 bool Agreement::due_now(bool locally_due, const Progress& here) {
   if (alone()) return locally_due;
-  const std::vector<long> values = gather(pack(locally_due, here), here);
-  const auto differs = [&](auto bits) {
-    return std::any_of(values.begin(), values.end(), [&](long value) { return bits(value) != bits(values[0]); });
-  };
-  if (differs(declared_bits)) throw_declared_otherwise(values, here);
-  if (differs(ran_bits)) throw_ran_otherwise(values, here);
-  last_exchange_ = here.loop_index;
-  return std::any_of(values.begin(), values.end(), due_bit);
+  if (collect_posted(here.datasets)) return true;
+  const Sent now = sent(locally_due, here);
+  return decide(values_of(now, [&] { return comm_.allgather(now.value, timeout_seconds_); }), now, here.datasets);
 }
 
-std::vector<long> Agreement::gather(long value, const Progress& here) {
+Agreement::Sent Agreement::sent(bool locally_due, const Progress& here) const {
+  return {pack(locally_due, here), here.loop_index, std::string(here.call), here.datasets.size(), last_exchange_};
+}
+
+// The answer of the exchange posted last (false when none is in flight).
+bool Agreement::collect_posted(const DatasetTable& datasets) {
+  if (!in_flight_) return false;
+  const Sent posted = *std::exchange(in_flight_, std::nullopt);
+  return decide(values_of(posted, [&] { return posted_->collect(); }), posted, datasets);
+}
+
+std::vector<long> Agreement::values_of(const Sent& sent, const std::function<std::vector<long>()>& gather) const {
   try {
-    return comm_.allgather(value, timeout_seconds_);
+    return gather();
   } catch (const StateError& error) {
-    throw StateError("automatic checkpointing on " + store_what_ + ": the ranks' agreement " + at(here) +
+    throw StateError("automatic checkpointing on " + store_what_ + ": the ranks' agreement " + at(sent) +
                      " failed: " + error.what() +
                      "; a rank died, hangs or runs fewer loops, and no checkpoint is taken here: restart the job, "
                      "which restores the newest checkpoint every rank completed");
   }
 }
 
+// Whether a rank found a checkpoint due, once the ranks are known to have
+// declared and run the same.
+bool Agreement::decide(const std::vector<long>& values, const Sent& sent, const DatasetTable& datasets) {
+  const auto differs = [&](auto bits) {
+    return std::any_of(values.begin(), values.end(), [&](long value) { return bits(value) != bits(values[0]); });
+  };
+  if (differs(declared_bits)) throw_declared_otherwise(values, sent, datasets);
+  if (differs(ran_bits)) throw_ran_otherwise(values, sent);
+  last_exchange_ = sent.loop_index;
+  return std::any_of(values.begin(), values.end(), due_bit);
+}
+
 // Every rank learns rank 0's declarations, finds its own first difference
 // and sends it to rank 0, which sends the whole list back: every rank
 // throws the same message.
-void Agreement::throw_declared_otherwise(const std::vector<long>& values, const Progress& here) {
-  const std::vector<std::string> mine = here.datasets.declarations();
+void Agreement::throw_declared_otherwise(const std::vector<long>& values, const Sent& sent,
+                                         const DatasetTable& datasets) {
+  std::vector<std::string> mine = datasets.declarations();
+  mine.resize(sent.datasets);  // as they were at the exchange
   const std::vector<std::string> zeros = split_lines(rank_zeros(join(mine, "\n")));
   const bool differ = declared_bits(values[static_cast<std::size_t>(comm_.rank())]) != declared_bits(values[0]);
   const std::string lines = collect_at_rank_zero(differ ? first_difference(comm_.rank(), mine, zeros) : "");
-  throw MismatchError("automatic checkpointing on " + store_what_ + ": " + at(here) +
+  throw MismatchError("automatic checkpointing on " + store_what_ + ": " + at(sent) +
                       " the ranks declared other datasets: " + join(split_lines(lines), "; ") +
                       "; every rank must declare the same datasets (names, element types, halos) in the same "
                       "order; no checkpoint was taken");
 }
 
-void Agreement::throw_ran_otherwise(const std::vector<long>& values, const Progress& here) {
+void Agreement::throw_ran_otherwise(const std::vector<long>& values, const Sent& sent) {
   const int rank = comm_.rank();
   const bool differ = ran_bits(values[static_cast<std::size_t>(rank)]) != ran_bits(values[0]);
-  const std::string mine = rank == 0 || differ ? "rank " + std::to_string(rank) + " at '" + std::string(here.call) + "'" : "";
+  const std::string mine = rank == 0 || differ ? "rank " + std::to_string(rank) + " at '" + sent.call + "'" : "";
   const std::string lines = collect_at_rank_zero(mine);
-  throw MismatchError("automatic checkpointing on " + store_what_ + ": at loop " + std::to_string(here.loop_index) +
+  throw MismatchError("automatic checkpointing on " + store_what_ + ": at loop " + std::to_string(sent.loop_index) +
                       " the ranks ran other loops " +
-                      (last_exchange_ == 0 ? "since the start" : "since loop " + std::to_string(last_exchange_)) +
-                      " (" + join(split_lines(lines), ", ") +
+                      (sent.since == 0 ? "since the start" : "since loop " + std::to_string(sent.since)) + " (" +
+                      join(split_lines(lines), ", ") +
                       "); every rank must run the same loops, with the same arguments, in the same order; no "
                       "checkpoint was taken");
 }
@@ -160,8 +187,8 @@ std::string Agreement::collect_at_rank_zero(const std::string& mine) {
   return rank_zeros(join(lines, "\n"));
 }
 
-std::string Agreement::at(const Progress& here) const {
-  return "at loop " + std::to_string(here.loop_index) + " ('" + std::string(here.call) + "')";
+std::string Agreement::at(const Sent& sent) {
+  return "at loop " + std::to_string(sent.loop_index) + " ('" + sent.call + "')";
 }
 
 long Agreement::newest_everywhere(const std::vector<long>& held, long below) {

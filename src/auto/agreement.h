@@ -12,15 +12,26 @@
 // has the store's mpi.timeout as deadline, so that a rank that died makes
 // the others fail with a clear error instead of hanging. A job of one never
 // calls the communicator.
+//
+// Off the application's thread where the communicator allows it
+// (threads_may_call()): the exchanges every `every_loops` loops are posted
+// to a thread (posted_gather.h) and their answer collected at the next one,
+// so that a rank waits for the others only when one lags by more than an
+// exchange interval. The decision still falls at the same loop on every
+// rank, one exchange later. The rare calls (fastfw/datlist, the location,
+// versions at attach and restore) stay blocking: see docs/auto.md.
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "auto/dataset_table.h"
+#include "auto/posted_gather.h"
 #include "resurgo/comm.hpp"
 
 namespace resurgo::autockpt {
@@ -37,18 +48,29 @@ class Agreement {
  public:
   // `store_what` ("store 'name'") names the store in messages; a rank that
   // has not reached an exchange after `timeout_seconds` makes it fail.
+  // Collective when it will be pipelined (it duplicates `comm`).
   Agreement(Comm& comm, std::uint64_t every_loops, double timeout_seconds, std::string store_what);
 
   bool alone() const { return comm_.size() == 1; }
   int rank() const { return comm_.rank(); }
   int ranks() const { return comm_.size(); }
-  // At loop `here.loop_index`: whether any rank finds a checkpoint due. Ranks
-  // exchange only at multiples of every_loops; between them this is false.
-  // MismatchError naming the ranks (and the first dataset that differs)
-  // when the ranks declared other datasets or ran other loops; StateError
-  // when a rank did not come within the timeout.
+  // Whether due_at_loop posts its exchanges to a thread and collects their
+  // answer at the next exchange (a job of more than one rank whose
+  // communicator threads_may_call()), or exchanges at once, blocking.
+  bool pipelined() const { return posted_ != nullptr; }
+  // At loop `here.loop_index`: whether a rank found a checkpoint due, the
+  // same answer at the same loop on every rank. Ranks exchange only at
+  // multiples of every_loops; between them this is false. Pipelined, the
+  // answer is the previous exchange's, and `locally_due` goes to the next
+  // one (none is posted when the answer is true: the checkpoint it starts
+  // is the one due). MismatchError naming the ranks (and the first dataset
+  // that differs) when the ranks declared other datasets or ran other
+  // loops; StateError when a rank did not come within the timeout. Both
+  // name the exchange where it happened (pipelined: found at the next).
   bool due_at_loop(bool locally_due, const Progress& here);
-  // At a location call, which every rank makes: as due_at_loop, at once.
+  // At a location call, which every rank makes: collects the exchange
+  // posted last, if any, and unless it answers true, exchanges at once,
+  // blocking.
   bool due_now(bool locally_due, const Progress& here);
   // Rank 0's choice among `loops` (the loop names this rank saw), or none
   // when rank 0 has none. StateError when rank 0 chose a loop this rank
@@ -69,17 +91,31 @@ class Agreement {
   long newest_everywhere(const std::vector<long>& held, long below);
 
  private:
-  std::vector<long> gather(long value, const Progress& here);
-  [[noreturn]] void throw_declared_otherwise(const std::vector<long>& values, const Progress& here);
-  [[noreturn]] void throw_ran_otherwise(const std::vector<long>& values, const Progress& here);
+  // What this rank sent at an exchange, kept until its answer comes back.
+  struct Sent {
+    long value = 0;
+    std::uint64_t loop_index = 0;
+    std::string call;
+    std::size_t datasets = 0;  // declared by then (a DatasetTable only grows)
+    std::uint64_t since = 0;   // the loop of the exchange decided before it (0: none)
+  };
+  Sent sent(bool locally_due, const Progress& here) const;
+  bool collect_posted(const DatasetTable& datasets);
+  std::vector<long> values_of(const Sent& sent, const std::function<std::vector<long>()>& gather) const;
+  bool decide(const std::vector<long>& values, const Sent& sent, const DatasetTable& datasets);
+  [[noreturn]] void throw_declared_otherwise(const std::vector<long>& values, const Sent& sent,
+                                             const DatasetTable& datasets);
+  [[noreturn]] void throw_ran_otherwise(const std::vector<long>& values, const Sent& sent);
   std::string collect_at_rank_zero(const std::string& mine);
-  std::string at(const Progress& here) const;
+  static std::string at(const Sent& sent);
 
   Comm& comm_;
   std::uint64_t every_loops_;
   double timeout_seconds_;
   std::string store_what_;
-  std::uint64_t last_exchange_ = 0;  // the loop index of the previous exchange
+  std::uint64_t last_exchange_ = 0;  // the loop index of the exchange decided last
+  std::unique_ptr<PostedGather> posted_;  // pipelined only
+  std::optional<Sent> in_flight_;         // posted, not collected
 };
 
 }  // namespace resurgo::autockpt

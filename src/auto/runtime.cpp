@@ -63,6 +63,13 @@ Runtime::Impl::Impl(Store& store, Options options)
   if (options_.region_timeout_loops == 0) {
     throw InvalidArgumentError("automatic checkpointing of " + store_what_ + ": region_timeout_loops must be > 0");
   }
+  if (!agreement_.alone()) {
+    report(2, "the " + std::to_string(agreement_.ranks()) + " ranks exchange every " +
+                  std::to_string(options_.agreement_loops) + " loops " +
+                  (agreement_.pipelined() ? "on a thread, each answer at the next exchange"
+                                          : "on this thread, blocking (the communicator does not let a thread call "
+                                            "it: MPI without MPI_THREAD_MULTIPLE)"));
+  }
   const std::vector<VersionInfo> versions = store_.versions();
   const int next = versions.empty() ? 0 : versions.back().version + 1;
   next_version_ = static_cast<int>(agreement_.largest(next));
