@@ -52,11 +52,24 @@ void ThreadPool::work() {
   }
 }
 
+// Work not worth a wake-up (one unit, few bytes, no workers) runs as a
+// plain loop on the caller: no shared state, no lock per body.
+void ThreadPool::parallel_for(std::size_t count, std::uint64_t bytes,
+                              const std::function<void(std::size_t)>& body) {
+  const std::size_t shared_units = bytes > kCallerOnlyBytes && count > 0 ? count - 1 : 0;
+  const std::size_t helpers = std::min<std::size_t>(workers_.size(), shared_units);
+  if (helpers > 0) {
+    share(count, helpers, body);
+    return;
+  }
+  for (std::size_t i = 0; i < count; ++i) body(i);
+}
+
 // Helpers are queued on the pool, but the caller never waits for one that
 // has not started: it claims indices itself, then waits only for bodies in
 // progress. A helper that starts late finds nothing left and returns without
 // touching the caller's frame (the shared state outlives it).
-void ThreadPool::parallel_for(std::size_t count, const std::function<void(std::size_t)>& body) {
+void ThreadPool::share(std::size_t count, std::size_t helpers, const std::function<void(std::size_t)>& body) {
   struct Shared {
     std::atomic<std::size_t> next{0};
     std::size_t count = 0;
@@ -88,7 +101,6 @@ void ThreadPool::parallel_for(std::size_t count, const std::function<void(std::s
       if (++state->done == state->count) state->finished.notify_all();
     }
   };
-  const std::size_t helpers = std::min<std::size_t>(workers_.size(), count > 0 ? count - 1 : 0);
   for (std::size_t i = 0; i < helpers; ++i) submit([shared, drain] { drain(shared); });
   drain(shared);
   std::unique_lock lock(shared->mutex);

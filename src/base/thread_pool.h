@@ -2,9 +2,11 @@
 #pragma once
 
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <future>
+#include <limits>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -30,11 +32,27 @@ class ThreadPool {
   // Runs body(i) for i in [0, count) on the calling thread and on idle pool
   // workers; returns once every body has returned, without waiting for
   // helpers still queued behind other work. Rethrows the first exception
-  // (the remaining bodies are skipped).
-  void parallel_for(std::size_t count, const std::function<void(std::size_t)>& body);
+  // (the remaining bodies are skipped). `bytes`: what the bodies read or
+  // write together; up to kCallerOnlyBytes, the caller runs them all and
+  // wakes no worker (see there).
+  void parallel_for(std::size_t count, std::uint64_t bytes, const std::function<void(std::size_t)>& body);
+
+  // Work of up to this many bytes is not shared. On two cores the woken
+  // worker took the caller's CPU at the wake-up, 44 us per save or load of
+  // an adjoint run on the loaded 2-core VM (an upper bound:
+  // bench/results/adjoint_small_offcpu.md), more than sharing a copy of
+  // 1 MiB (about 22 us alone: small_checkpoints_python_call.md) can save.
+  // The effect: bench/results/small_checkpoints_calls.md. The threshold is
+  // for work at the speed of memory (copies, checksums).
+  static constexpr std::uint64_t kCallerOnlyBytes = std::uint64_t{1} << 20;
+  // `bytes` for slower work (compression, file reads): shared whatever its
+  // size, as all work was before the threshold.
+  static constexpr std::uint64_t kAlwaysShared = std::numeric_limits<std::uint64_t>::max();
 
  private:
   void work();
+  // parallel_for's bodies shared with `helpers` workers.
+  void share(std::size_t count, std::size_t helpers, const std::function<void(std::size_t)>& body);
 
   std::mutex mutex_;
   std::condition_variable ready_;

@@ -129,7 +129,7 @@ void CopyCapture::copy(std::vector<Extent>& extents, std::byte* block, CaptureTi
   std::vector<double> touching(plan.units());
   std::vector<double> copying(plan.units());
   const Clock::time_point started = Clock::now();
-  context_.pool.parallel_for(plan.units(), [&](std::size_t unit) {
+  context_.pool.parallel_for(plan.units(), total_bytes(extents), [&](std::size_t unit) {
     touching[unit] = buffer_->touch(plan.pieces[plan.unit_starts[unit]].to);
     const Clock::time_point copy_started = Clock::now();
     for (std::size_t i = plan.unit_starts[unit]; i < plan.unit_end(unit); ++i) {

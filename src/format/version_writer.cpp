@@ -87,11 +87,20 @@ std::uint64_t write_chunks(WritableFile& file, const format::Header& header, std
   const bool hash_raw = !writer.hashes_while_appending();
   const std::uint64_t window = window_bytes(pool, pipeline.chunk_size);
   std::vector<std::vector<std::byte>> filled;
+  // Raw chunks that the writer checksums as it appends them leave encode()
+  // no bytes to read: no worker is woken for them. Compression is slower
+  // than the threshold's copies: always shared.
+  const auto work = [&](std::uint64_t bytes) {
+    if (pipeline.compress != Codec::kNone) return ThreadPool::kAlwaysShared;
+    return hash_raw ? bytes : 0;
+  };
   for (std::size_t begin = 0; begin < chunks.size();) {
     std::size_t end = begin;
-    for (std::uint64_t bytes = 0; end < chunks.size() && bytes < window; ++end) bytes += chunks[end].record.raw_length;
+    std::uint64_t bytes = 0;
+    for (; end < chunks.size() && bytes < window; ++end) bytes += chunks[end].record.raw_length;
     if (fill) fill_window(chunks, begin, end, fill, filled);
-    pool.parallel_for(end - begin, [&](std::size_t i) { encode(chunks[begin + i], pipeline, hash_raw); });
+    pool.parallel_for(end - begin, work(bytes),
+                      [&](std::size_t i) { encode(chunks[begin + i], pipeline, hash_raw); });
     for (std::size_t i = begin; i < end; ++i) {
       EncodedChunk& chunk = chunks[i];
       if (chunk.record.codec == Codec::kNone && !hash_raw) {

@@ -32,13 +32,20 @@ constexpr std::size_t kMaxBacklog = 2;
 // Versions one group commit takes at most: each waits for the whole group.
 constexpr std::size_t kMaxGroup = 32;
 
+std::vector<Level*> levels_of(const std::vector<Route::Step>& steps) {
+  std::vector<Level*> levels;
+  for (const Route::Step& step : steps) levels.push_back(step.level);
+  return levels;
+}
+
 }  // namespace
 
 Scheduler::Scheduler(std::vector<Step> steps, const Config::Pipeline& pipeline, ThreadPool& pool, Catalog& catalog,
-                     const Logger& log, Trace& trace, const Config::Delta& delta)
+                     const Logger& log, Trace& trace, const Config::Delta& delta, Holders holders)
     : steps_(std::move(steps)),
       pipeline_(pipeline),
       compact_after_(delta.compact_after),
+      holders_(std::move(holders)),
       pool_(pool),
       catalog_(catalog),
       log_(log),
@@ -51,6 +58,9 @@ Scheduler::Scheduler(std::vector<Step> steps, const Config::Pipeline& pipeline, 
     worker->copies_only = earlier_takes_all;
     workers_.push_back(std::move(worker));
     earlier_takes_all = earlier_takes_all || step.every == 1;
+  }
+  if (!holders_) {
+    holders_ = [levels = levels_of(steps_)] { return levels; };
   }
   for (auto& worker : workers_) worker->thread = std::thread([this, w = worker.get()] { work(*w); });
   evictor_ = std::thread([this] { evict_loop(); });
@@ -388,11 +398,31 @@ void Scheduler::request_eviction_locked() {
 }
 
 void Scheduler::discard(int version) {
+  if (nothing_to_remove(version)) return;
   {
     std::lock_guard lock(mutex_);
     discards_.push_back(version);
   }
   eviction_wanted_.notify_one();
+}
+
+// True when the eviction thread would remove nothing for this discard, told
+// without a system call: every level that may hold versions is a memory
+// level (a file removal belongs off the caller's thread) and none holds the
+// version (the store took it out of memory already); the version settled
+// there first, so no write in flight lands it after this look; and no
+// earlier discard is queued, or kept back as a base that this one might
+// free. Waking the thread for nothing cost an adjoint run on 2 cores a
+// context switch per discard (bench/results/adjoint_small_offcpu.md).
+bool Scheduler::nothing_to_remove(int version) {
+  for (Level* level : holders_()) {
+    if (!level->features().is_volatile || catalog_.outcome(version, level->number()).value_or(-1) == 0 ||
+        level->holds(version)) {
+      return false;
+    }
+  }
+  std::lock_guard lock(mutex_);
+  return discards_.empty() && !kept_discarded_;
 }
 
 void Scheduler::request_eviction() {
@@ -439,6 +469,7 @@ void Scheduler::evict_loop() {
       std::lock_guard lock(mutex_);
       if (discard) discards_.pop_front();
       if (compaction) compactions_.pop_front();
+      kept_discarded_ = !discarded_.empty();
       eviction_due_ = eviction_due_ || compaction.has_value();
       evicting_ = false;
     }
@@ -499,18 +530,18 @@ void Scheduler::remove_discarded() {
 // True when no level holds `version` any more.
 bool Scheduler::remove_unless_needed(int version) {
   bool held = false;
-  for (const Step& step : steps_) {
+  for (Level* level : holders_()) {
     try {
-      if (!step.level->holds(version)) continue;
-      if (needed_on(*step.level, version, known_bases(*step.level))) {
+      if (!level->holds(version)) continue;
+      if (needed_on(*level, version, known_bases(*level))) {
         held = true;
       } else {
-        step.level->remove(version);
+        level->remove(version);
       }
     } catch (const Error& error) {
       held = true;
       log_.warn("removing discarded version " + std::to_string(version) + " from L" +
-                std::to_string(step.level->number()) + ": " + error.what());
+                std::to_string(level->number()) + ": " + error.what());
     }
   }
   return !held;

@@ -15,6 +15,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -35,11 +36,15 @@ namespace resurgo {
 class Scheduler {
  public:
   using Step = Route::Step;
+  // The levels that may hold a version now (Route::readable: a directory
+  // level not prepared holds nothing of this store's, and is not opened).
+  using Holders = std::function<std::vector<Level*>()>;
 
   // `steps` in route order (Route::scheduled); at least one takes checkpoints.
   // `delta.compact_after` > 0: compaction of the chains on L2 and L4.
+  // `holders`: where discard() looks; by default the steps' levels.
   Scheduler(std::vector<Step> steps, const Config::Pipeline& pipeline, ThreadPool& pool, Catalog& catalog,
-            const Logger& log, Trace& trace, const Config::Delta& delta = {});
+            const Logger& log, Trace& trace, const Config::Delta& delta = {}, Holders holders = {});
   ~Scheduler();  // drains, then stops the threads
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -57,7 +62,9 @@ class Scheduler {
   // Removes `version` from every level once its writes have settled, on the
   // eviction thread: the caller (Store::discard) pays no file removal. A
   // level keeps it while a version there that is not discarded builds on it
-  // (delta chains); the discard that frees it removes it.
+  // (delta chains); the discard that frees it removes it. A discard that
+  // leaves the eviction thread nothing to remove does not wake it
+  // (nothing_to_remove).
   void discard(int version);
 
  private:
@@ -113,6 +120,7 @@ class Scheduler {
   KnownBases known_bases(const Level& level);
   // One level's eviction; returns the versions removed (none on failure, logged).
   std::vector<int> evict(Level& level, const KnownBases& bases);
+  bool nothing_to_remove(int version);
   void remove_everywhere(int version);
   void remove_discarded();
   bool remove_unless_needed(int version);
@@ -121,6 +129,7 @@ class Scheduler {
   std::vector<Step> steps_;
   Config::Pipeline pipeline_;
   int compact_after_ = 0;
+  Holders holders_;
   ThreadPool& pool_;
   Catalog& catalog_;
   const Logger& log_;
@@ -138,6 +147,7 @@ class Scheduler {
   std::deque<int> discards_;
   std::deque<CompactionTask> compactions_;  // run by the eviction thread, oldest first
   std::set<int> discarded_;  // eviction thread: discarded, still on a level as another version's base
+  bool kept_discarded_ = false;  // discarded_ is not empty: a copy the eviction thread keeps under mutex_
   bool evicting_ = false;  // the eviction thread removes or compacts
   bool lowered_ = false;   // eviction thread: its priority lowered for compaction
   bool capturing_ = false;

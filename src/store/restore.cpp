@@ -12,6 +12,7 @@
 #include "base/clock.h"
 #include "base/byte_ranges.h"
 #include "base/crash_point.h"
+#include "base/thread_pool.h"
 #include "format/container.h"
 
 namespace resurgo {
@@ -279,7 +280,7 @@ class ChainRestorer {
     const std::vector<ChunkRead> plan = plan_reads(chain, targets.regions);
     const std::vector<std::pair<std::size_t, std::size_t>> runs = runs_of(chain, plan);
     try {
-      context_.pool.parallel_for(runs.size(), [&](std::size_t i) {
+      context_.pool.parallel_for(runs.size(), work_bytes(chain, plan), [&](std::size_t i) {
         const auto [first, count] = runs[i];
         const Link& link = chain[plan[first].link];
         try {
@@ -324,6 +325,19 @@ class ChainRestorer {
       }
     }
     return plan;
+  }
+
+  // What the reads cost, for parallel_for: raw chunks from a memory level
+  // are copies at memory speed, counted by their bytes; decompression and
+  // file reads are always worth a worker.
+  static std::uint64_t work_bytes(const std::vector<Link>& chain, const std::vector<ChunkRead>& plan) {
+    std::uint64_t bytes = 0;
+    for (const ChunkRead& read : plan) {
+      const Level::Features source = chain[read.link].level->features();
+      if (read.chunk->codec != Codec::kNone || !source.is_volatile || source.device) return ThreadPool::kAlwaysShared;
+      bytes += read.chunk->raw_length;
+    }
+    return bytes;
   }
 
   // Runs of the plan, as (first, count): small chunks of one link that lie

@@ -37,8 +37,8 @@ Store::Impl::Impl(const std::string& store_name, const Config& store_config, std
       timer_(store_config.interval) {
   newest_version_ = newest_committed();
   pool_ = std::make_unique<ThreadPool>(pipeline_thread_count(config) - 1);
-  scheduler_ =
-      std::make_unique<Scheduler>(route_.scheduled(), config.pipeline, *pool_, catalog_, log_, trace_, config.delta);
+  scheduler_ = std::make_unique<Scheduler>(route_.scheduled(), config.pipeline, *pool_, catalog_, log_, trace_,
+                                           config.delta, [this] { return route_.readable(); });
   capture_ = make_capture(CaptureContext{config, *pool_, log_, [this](bool on) { scheduler_->set_capturing(on); },
                                          route_.device(), &route_.memory()});
   // Made at open, idle until the first prefetch(): the listeners below run
