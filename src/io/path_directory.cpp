@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "io/fork_safe_lock.h"
 #include "resurgo/env.hpp"
 #include "resurgo/errors.hpp"
 
@@ -73,7 +74,7 @@ class PathDirectory final : public Directory {
   std::string join(const std::string& name) const { return path_ + "/" + name; }
 
   void sync_made_parents() {
-    std::lock_guard guard(made_mutex_);
+    std::lock_guard guard(made_lock_);
     while (!made_.empty()) {
       try {
         env_.sync_dir(parent_directory(made_.front()));
@@ -86,7 +87,7 @@ class PathDirectory final : public Directory {
 
   Env& env_;
   std::string path_;
-  std::mutex made_mutex_;
+  ForkSafeLock made_lock_;  // a forked writer syncs in a child (io/fork_safe_lock.h)
   std::vector<std::string> made_;  // made by open_directory, parents not synced yet
 };
 

@@ -14,6 +14,7 @@
 #include <deque>
 #include <mutex>
 
+#include "io/fork_safe_lock.h"
 #include "io/posix_files.h"
 #include "resurgo/errors.hpp"
 
@@ -111,7 +112,8 @@ std::deque<std::string> components_of(const std::string& path) {
 
 // The parents of directories made on the way, held open until their first
 // sync makes the new entries durable. Thread-safe: a level's workers sync
-// its directory concurrently.
+// its directory concurrently; and fork-safe (io/fork_safe_lock.h): a forked
+// writer syncs it in a child.
 class UnsyncedParents {
  public:
   UnsyncedParents() = default;
@@ -123,7 +125,7 @@ class UnsyncedParents {
   void add(int fd, std::string made) { parents_.push_back({fd, std::move(made)}); }
   // A parent whose sync fails stays, and the next sync tries it again.
   void sync(const SystemCalls& calls) {
-    std::lock_guard guard(mutex_);
+    std::lock_guard guard(lock_);
     while (!parents_.empty()) {
       const Parent& parent = parents_.front();
       try {
@@ -146,7 +148,7 @@ class UnsyncedParents {
     return slash == 0 || slash == std::string::npos ? "/" : path.substr(0, slash);
   }
 
-  std::mutex mutex_;
+  ForkSafeLock lock_;
   std::vector<Parent> parents_;
 };
 
