@@ -1,4 +1,4 @@
-#include <dlfcn.h>
+#include <link.h>
 
 #include <climits>
 #include <cstdlib>
@@ -127,12 +127,29 @@ std::optional<PointerInfo> describe_pointer(DeviceBackend backend, const void* p
 #endif
 }
 
+#ifdef RESURGO_HAVE_CUDA_HEADERS
+namespace {
+
+// Whether the process has loaded the CUDA driver library (CuPy, PyTorch or
+// the application did): a walk over the loaded objects, in memory. A
+// dlopen("libcuda.so.1", RTLD_NOLOAD) answers the same but searches the
+// library path, opening files, at every call: every protect() of host
+// memory paid about 20 us for it where libcuda is installed.
+bool cuda_driver_loaded() {
+  const auto is_libcuda = [](dl_phdr_info* info, std::size_t, void*) {
+    const char* slash = std::strrchr(info->dlpi_name, '/');
+    const char* name = slash != nullptr ? slash + 1 : info->dlpi_name;
+    return std::strncmp(name, "libcuda.so", std::strlen("libcuda.so")) == 0 ? 1 : 0;
+  };
+  return ::dl_iterate_phdr(is_libcuda, nullptr) != 0;
+}
+
+}  // namespace
+#endif
+
 std::optional<PointerInfo> describe_if_cuda_is_loaded(const void* pointer) {
 #ifdef RESURGO_HAVE_CUDA_HEADERS
-  void* loaded = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-  if (loaded == nullptr) return std::nullopt;
-  ::dlclose(loaded);
-  if (!CudaDriver::instance().available()) return std::nullopt;
+  if (!cuda_driver_loaded() || !CudaDriver::instance().available()) return std::nullopt;
   return describe_pointer(DeviceBackend::kCuda, pointer);
 #else
   (void)pointer;
