@@ -15,14 +15,16 @@ what host_checkpoint.py measures of Resurgo, the same way:
                      missing directory at its first checkpoint), each
                      after --interval seconds of compute sweeps over the
                      state and waited for at L2 (host_checkpoint.py's "first
-                     checkpoints", its --slowdown-interval)
+                     checkpoints", its --slowdown-interval); the same in a
+                     store whose L2 directory was made before open
   blocking           host_checkpoint.py's main loop: a store whose buffer
                      holds one state, local_keep=2, three warm-up versions,
                      then per checkpoint the memcpy floor (np.copyto into a
                      touched array), a small change, checkpoint(), wait(L2)
   to durable         checkpoint() until wait(v, level=2) returns
   restart            a new store in the same process: open + protect +
-                     restart() of the newest version (page cache)
+                     restart() of the newest version, from the page cache,
+                     then with the files' pages evicted (posix_fadvise)
 
 A process's figure is the median of its checkpoints. Reported per build:
 median [min–max] over the processes, and after / before paired by turn,
@@ -45,7 +47,7 @@ import time
 from pathlib import Path
 from typing import Dict, List
 
-from _common import (MiB, Series, add_common_args, finish_common_args, fmt_time, log, machine_description,
+from _common import (MiB, Series, add_common_args, evict, finish_common_args, fmt_time, log, machine_description,
                      machine_lines, parse_size, pyplot, report_header)
 
 WARMUP_VERSIONS = 3  # as host_checkpoint.py
@@ -60,7 +62,10 @@ FIGURES = {
     "blocking": ("checkpoint() blocking, main loop", False),
     "blocking_vs_memcpy": ("checkpoint() blocking / memcpy floor", True),
     "durable": ("time to durable (L2), main loop", False),
+    "ckpt1_vs_5_made": (f"checkpoint 1 / checkpoint {FIRST_CHECKPOINTS} after open, L2 directory there at open",
+                        True),
     "restart": ("open + protect + restart in a new store (page cache)", False),
+    "restart_cold": ("open + protect + restart in a new store (pages evicted)", False),
 }
 
 
@@ -78,14 +83,15 @@ def compute_step(state) -> None:
     np.add(state, 0.25, out=state)
 
 
-def first_checkpoints(resurgo, state, where: Path, interval: float, out: Dict[str, List[float]]) -> None:
-    step = statistics.median(timed(lambda: compute_step(state)) for _ in range(3))
-    every = max(1, round(interval / step))
+def first_checkpoints(resurgo, state, where: Path, every: int, made: bool) -> tuple:
+    """Open + protect and the blocking of each checkpoint after open."""
     config = dict(local_path=str(where / "l2"), persistent_path=str(where / "l4"), persistent_every=0, local_keep=2)
+    if made:
+        (where / "l2" / "ab-first").mkdir(mode=0o700, parents=True)
     started = time.perf_counter()
     store = resurgo.Store("ab-first", **config)
     store.protect("state", state)
-    out["open"] = [time.perf_counter() - started]
+    opened = time.perf_counter() - started
     blocked = []
     with store:
         for version in range(FIRST_CHECKPOINTS):
@@ -93,9 +99,19 @@ def first_checkpoints(resurgo, state, where: Path, interval: float, out: Dict[st
                 compute_step(state)
             blocked.append(timed(lambda: store.checkpoint(version)))
             store.wait(version, level=2)
+    return opened, blocked
+
+
+def startup(resurgo, state, where: Path, interval: float, out: Dict[str, List[float]]) -> None:
+    step = statistics.median(timed(lambda: compute_step(state)) for _ in range(3))
+    every = max(1, round(interval / step))
+    opened, blocked = first_checkpoints(resurgo, state, where / "fresh", every, False)
+    out["open"] = [opened]
     out["ckpt1_vs_5"] = [blocked[0] / blocked[-1]]
     out["ckpt2_vs_5"] = [blocked[1] / blocked[-1]]
-    out["open_and_first"] = [out["open"][0] + blocked[0]]
+    out["open_and_first"] = [opened + blocked[0]]
+    _, blocked = first_checkpoints(resurgo, state, where / "made", every, True)
+    out["ckpt1_vs_5_made"] = [blocked[0] / blocked[-1]]
 
 
 def main_loop(resurgo, state, where: Path, checkpoints: int, out: Dict[str, List[float]]) -> dict:
@@ -128,12 +144,16 @@ def main_loop(resurgo, state, where: Path, checkpoints: int, out: Dict[str, List
 
 
 def restart(resurgo, state, config: dict, out: Dict[str, List[float]]) -> None:
-    state.fill(0.0)
-    started = time.perf_counter()
-    with resurgo.Store("ab-loop", **config) as store:
-        store.protect("state", state)
-        store.restart()
-        out["restart"] = [time.perf_counter() - started]
+    for key, cold in (("restart", False), ("restart_cold", True)):
+        if cold:
+            for path in Path(config["local_path"]).rglob("*.rsg"):
+                evict(path)
+        state.fill(0.0)
+        started = time.perf_counter()
+        with resurgo.Store("ab-loop", **config) as store:
+            store.protect("state", state)
+            store.restart()
+            out[key] = [time.perf_counter() - started]
 
 
 def child(nbytes: int, checkpoints: int, interval: float, work: Path) -> None:
@@ -143,7 +163,7 @@ def child(nbytes: int, checkpoints: int, interval: float, work: Path) -> None:
 
     state = np.arange(nbytes // 8, dtype=np.float64)
     out: Dict[str, List[float]] = {}
-    first_checkpoints(resurgo, state, work / "first", interval, out)
+    startup(resurgo, state, work / "first", interval, out)
     config = main_loop(resurgo, state, work / "loop", checkpoints, out)
     restart(resurgo, state, config, out)
     print(json.dumps(out))
