@@ -134,7 +134,8 @@ namespace {
 // the application did): a walk over the loaded objects, in memory. A
 // dlopen("libcuda.so.1", RTLD_NOLOAD) answers the same but searches the
 // library path, opening files, at every call: every protect() of host
-// memory paid about 20 us for it where libcuda is installed.
+// memory paid for it where libcuda is installed (a perf profile of a
+// re-protect put most of its time there).
 bool cuda_driver_loaded() {
   const auto is_libcuda = [](dl_phdr_info* info, std::size_t, void*) {
     const char* slash = std::strrchr(info->dlpi_name, '/');

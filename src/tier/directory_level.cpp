@@ -472,8 +472,7 @@ struct DirectoryLevel::UnsyncedIdentity {
   std::string text;
 };
 
-// An identity never synced (no durable commit came) is closed unsynced.
-DirectoryLevel::~DirectoryLevel() { delete unsynced_identity_.load(std::memory_order_acquire); }
+DirectoryLevel::~DirectoryLevel() = default;
 
 // The identity's bytes are synced by the first commit that makes a version
 // durable here (make_identity_durable), off the first checkpoint's path,
@@ -500,7 +499,10 @@ format::StoreId DirectoryLevel::adopt_identity(const format::StoreId& id) {
     throw StateError("store identity file '" + dir_ + "/" + format::kStoreIdFileName +
                      "' was replaced by a damaged one while this store wrote its own; open the store again");
   }
-  if (!versions) delete unsynced_identity_.exchange(unsynced.release(), std::memory_order_acq_rel);
+  if (!versions) {
+    std::lock_guard guard(identity_lock_);
+    unsynced_identity_ = std::move(unsynced);
+  }
   return adopted;
 }
 
@@ -533,22 +535,23 @@ bool DirectoryLevel::write_identity(Directory& directory, UnsyncedIdentity& iden
 // tests/power/fsync_failure_test.cpp): the identity is written again by the
 // next commit instead, synced before its rename.
 void DirectoryLevel::make_identity_durable(Directory& directory) {
-  std::unique_ptr<UnsyncedIdentity> identity(unsynced_identity_.exchange(nullptr, std::memory_order_acq_rel));
-  if (!identity) return;
+  std::lock_guard guard(identity_lock_);
+  if (!unsynced_identity_) return;
+  UnsyncedIdentity& identity = *unsynced_identity_;
   try {
-    if (identity->file) {
-      identity->file->sync();
+    if (identity.file) {
+      identity.file->sync();
     } else {
-      write_identity(directory, *identity, true, false);
+      write_identity(directory, identity, true, false);
     }
-    identity->file->close();
+    identity.file->close();
   } catch (const Error& error) {
-    identity->file.reset();
-    delete unsynced_identity_.exchange(identity.release(), std::memory_order_acq_rel);
+    identity.file.reset();
     throw StorageError("cannot make the store identity file '" + dir_ + "/" + format::kStoreIdFileName +
                        "' durable before a version that carries it: " + error.what() +
                        " (the version is not committed; the next one writes the identity again)");
   }
+  unsynced_identity_.reset();
 }
 
 std::vector<int> DirectoryLevel::evict(const std::function<bool(int)>& pinned, const KnownBases& known_bases) {

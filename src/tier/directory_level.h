@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "format/store_id.h"
+#include "io/fork_safe_lock.h"
 #include "resurgo/env.hpp"
 #include "tier/level.h"
 
@@ -198,8 +199,10 @@ class DirectoryLevel final : public Level {
   std::atomic<Directory*> opened_{nullptr};
   std::atomic<bool> refused_{false};
   // The identity file adopt_identity() wrote and left to the next durable
-  // commit to sync (owned; an atomic for the same reason as the two above).
-  std::atomic<UnsyncedIdentity*> unsynced_identity_{nullptr};
+  // commit to sync; under a lock a forked writer can take over, for the same
+  // reason as the two atomics above (io/fork_safe_lock.h).
+  ForkSafeLock identity_lock_;
+  std::unique_ptr<UnsyncedIdentity> unsynced_identity_;
 };
 
 }  // namespace resurgo
