@@ -21,6 +21,25 @@
 
 namespace resurgo::tools {
 
+// What container format 3 records for a managed region that was on the
+// host when its version was taken, and for one the driver could not place
+// (never prefetched, or parts of it prefetched to different places): the
+// values of the file (docs/format.md, "Header").
+inline constexpr int kRecordedHost = -1;
+inline constexpr int kRecordedUnknown = -2;
+
+// An entry of a container's region table.
+struct ContainerRegion : RegionDescription {
+  // Where a managed region was when its version was taken, as container
+  // format 3 records it: a device ordinal (>= 0), kRecordedHost or
+  // kRecordedUnknown; restart prefetches the region back there (docs/gpu.md,
+  // "Managed memory"). None where nothing is recorded: host and device
+  // regions, and every region of a format 1 or 2 file (restart then puts a
+  // managed region on the store's device). Not part of the table a delta
+  // shares with its base: pages move between versions.
+  std::optional<int> device = std::nullopt;
+};
+
 // The header of a container file (docs/format.md): one version of one rank.
 struct ContainerHeader {
   std::string store;
@@ -30,7 +49,7 @@ struct ContainerHeader {
   std::uint64_t created_unix_ns = 0;
   std::uint64_t chunk_size = 0;
   std::vector<std::byte> metadata;
-  std::vector<RegionDescription> regions;  // the region table
+  std::vector<ContainerRegion> regions;  // the region table
 };
 
 // One entry of a container's index: where a chunk's bytes lie and how they
@@ -47,6 +66,9 @@ struct ChunkInfo {
 
 // A container's header and index, as inspect() reads them (no chunk data).
 struct ContainerInfo : ContainerHeader {
+  // 1 to 3: 3 where a managed region records its device, 2 otherwise, 1 for
+  // files of the releases before the store identity (docs/format.md, "Header").
+  std::uint32_t format_version = 0;
   std::vector<ChunkInfo> chunks;  // in file order
   std::uint64_t file_size = 0;
   std::uint64_t index_offset = 0;
@@ -147,6 +169,8 @@ struct ChunkBytes {
 
 // For tests: writes the container file `path` (mode 0600) from given parts,
 // such as a delta of chosen extents or a file a store would never write;
+// in format version 3 when some region's device is other than none and
+// kRecordedUnknown, as a store writes one, else in version 2;
 // nothing is checked here, the readers' checks apply when it is read back.
 // It is not how a store commits a version (no temporary, no rename, no
 // directory sync). It lives in this public header rather than in a

@@ -1,14 +1,19 @@
 #include "record_bindings.h"
 
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/variant.h>
 #include <nanobind/stl/vector.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "records.h"
 #include "resurgo/auto.hpp"
+#include "resurgo/errors.hpp"
 #include "resurgo/resurgo.hpp"
 #include "resurgo/tools.hpp"
 
@@ -16,6 +21,28 @@ namespace nb = nanobind;
 using namespace nb::literals;
 
 namespace {
+
+// The region table entry the Python constructors of RegionDescription and
+// ContainerRegion describe (kind: "host", "device" or "managed").
+resurgo::RegionDescription described_region(int id, const std::string& label, std::uint64_t bytes,
+                                            const std::string& kind, const std::string& dtype,
+                                            const std::vector<std::int64_t>& shape) {
+  return {id, label, bytes, {dtype, shape}, resurgo::tools::memory_kind_named(kind)};
+}
+
+// RegionDescription's fields, which ContainerRegion has too.
+template <class Region>
+Record<Region>& region_fields(Record<Region>& record) {
+  using resurgo::RegionDescription;
+  return record.field("id", &RegionDescription::id, "")
+      .field("label", &RegionDescription::label, "")
+      .converted("kind", [](const Region& r) { return resurgo::tools::memory_kind_name(r.kind); },
+                 "\"host\", \"device\" (CUDA device memory) or \"managed\" (CUDA managed memory)")
+      .field("bytes", &RegionDescription::bytes, "")
+      .converted("dtype", [](const Region& r) { return r.type.dtype; },
+                 "NumPy's dtype name (\"float32\"); \"\" when not known")
+      .converted("shape", [](const Region& r) { return as_tuple(r.type.shape); }, "");
+}
 
 void bind_store_records(nb::module_& m) {
   using resurgo::LevelStats;
@@ -107,19 +134,11 @@ void bind_store_records(nb::module_& m) {
       .field("rebuild_seconds", &RestartReport::rebuild_seconds, "");
 
   Record<RegionDescription> region(m, "RegionDescription", "A region as a version's region table records it.");
-  region.field("id", &RegionDescription::id, "")
-      .field("label", &RegionDescription::label, "")
-      .converted("kind", [](const RegionDescription& r) { return resurgo::tools::memory_kind_name(r.kind); },
-                 "\"host\", \"device\" (CUDA device memory) or \"managed\" (CUDA managed memory)")
-      .field("bytes", &RegionDescription::bytes, "")
-      .converted("dtype", [](const RegionDescription& r) { return r.type.dtype; },
-                 "NumPy's dtype name (\"float32\"); \"\" when not known")
-      .converted("shape", [](const RegionDescription& r) { return as_tuple(r.type.shape); }, "");
-  region.cls().def(
+  region_fields(region).cls().def(
       "__init__",
       [](RegionDescription* self, int id, const std::string& label, std::uint64_t bytes, const std::string& kind,
          const std::string& dtype, const std::vector<std::int64_t>& shape) {
-        new (self) RegionDescription{id, label, bytes, {dtype, shape}, resurgo::tools::memory_kind_named(kind)};
+        new (self) RegionDescription{described_region(id, label, bytes, kind, dtype, shape)};
       },
       "id"_a, "label"_a, "bytes"_a, "kind"_a = "host", "dtype"_a = "", "shape"_a = std::vector<std::int64_t>{},
       "A region table entry, for ContainerHeader (write_container: tests).");
@@ -284,21 +303,73 @@ Record<Header>& header_fields(Record<Header>& record) {
       .converted("regions", [](const Header& h) { return as_tuple(h.regions); }, "the region table");
 }
 
+// A recorded device as Python sees it (ContainerRegion.device): the
+// ordinal, "host" or "unknown"; None where nothing is recorded.
+using PythonDevice = std::variant<int, std::string>;
+
+std::optional<PythonDevice> python_device(const std::optional<int>& device) {
+  if (!device) return std::nullopt;
+  if (*device == resurgo::tools::kRecordedHost) return "host";
+  if (*device == resurgo::tools::kRecordedUnknown) return "unknown";
+  return *device;
+}
+
+// The inverse, for a region to write (tests): an int is written as given,
+// so that a test may write a value the readers refuse.
+std::optional<int> recorded_device(const std::optional<PythonDevice>& device) {
+  if (!device) return std::nullopt;
+  if (const int* ordinal = std::get_if<int>(&*device)) return *ordinal;
+  const std::string& name = std::get<std::string>(*device);
+  if (name == "host") return resurgo::tools::kRecordedHost;
+  if (name == "unknown") return resurgo::tools::kRecordedUnknown;
+  throw resurgo::InvalidArgumentError("device '" + name +
+                                      "' names no recorded device: give an ordinal, \"host\", \"unknown\" or None");
+}
+
+void bind_container_region(nb::module_& m) {
+  using resurgo::RegionDescription;
+  using resurgo::tools::ContainerRegion;
+
+  Record<ContainerRegion> region(m, "ContainerRegion",
+                                 "An entry of a container file's region table, as inspect() reads it.");
+  region_fields(region).converted(
+      "device", [](const ContainerRegion& r) { return python_device(r.device); },
+      "where a managed region was when its version was taken, as container format 3 records it: the device "
+      "ordinal, \"host\", or \"unknown\" (the driver could not say); restart prefetches the region back there. "
+      "None where nothing is recorded: host and device regions, and every region of a format 1 or 2 file");
+  region.cls()
+      .def(
+          "__init__",
+          [](ContainerRegion* self, int id, const std::string& label, std::uint64_t bytes, const std::string& kind,
+             const std::string& dtype, const std::vector<std::int64_t>& shape,
+             const std::optional<PythonDevice>& device) {
+            new (self) ContainerRegion{described_region(id, label, bytes, kind, dtype, shape), recorded_device(device)};
+          },
+          "id"_a, "label"_a, "bytes"_a, "kind"_a = "host", "dtype"_a = "", "shape"_a = std::vector<std::int64_t>{},
+          "device"_a = nb::none(),
+          "A region table entry, for ContainerHeader (write_container: tests); a device makes the file format 3.")
+      .def(
+          "__init__", [](ContainerRegion* self, const RegionDescription& r) { new (self) ContainerRegion{r, {}}; },
+          "region"_a, "The entry of `region`, recording no device.");
+  nb::implicitly_convertible<RegionDescription, ContainerRegion>();
+}
+
 void bind_tool_records(nb::module_& m) {
   using resurgo::Manifest;
   using resurgo::ManifestFile;
   using resurgo::ManifestRegion;
-  using resurgo::RegionDescription;
   using resurgo::tools::ChunkInfo;
   using resurgo::tools::ContainerHeader;
   using resurgo::tools::ContainerInfo;
+  using resurgo::tools::ContainerRegion;
   using resurgo::tools::VerifyReport;
 
+  bind_container_region(m);
   Record<ContainerHeader> header(m, "ContainerHeader", "The header of a container file: one version of one rank.");
   header_fields(header).cls().def(
       "__init__",
       [](ContainerHeader* self, const std::string& store, std::int64_t version, std::uint64_t chunk_size,
-         const std::vector<RegionDescription>& regions, std::uint32_t rank, std::int64_t base_version,
+         const std::vector<ContainerRegion>& regions, std::uint32_t rank, std::int64_t base_version,
          nb::bytes metadata) {
         const auto* bytes = reinterpret_cast<const std::byte*>(metadata.c_str());
         new (self) ContainerHeader{store, version, rank, base_version, 0, chunk_size,
@@ -317,6 +388,8 @@ void bind_tool_records(nb::module_& m) {
       .field("file_offset", &ChunkInfo::file_offset, "where the stored bytes start in the file");
 
   Record<ContainerInfo> info(m, "ContainerInfo", "A container's header and index, as inspect() reads them.");
+  info.field("format_version", &ContainerInfo::format_version,
+             "1 to 3: 3 where a managed region records its device, 2 otherwise, 1 before the store identity");
   header_fields(info)
       .converted("chunks", [](const ContainerInfo& c) { return as_tuple(c.chunks); }, "in file order")
       .field("file_size", &ContainerInfo::file_size, "")

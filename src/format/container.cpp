@@ -399,6 +399,7 @@ Container read_container(const ReadableFile& file) {
     corrupt(file, "checksum of header and index does not match the footer");
   }
   Container container;
+  container.format_version = format_version;
   container.file_size = size;
   container.index_offset = index_offset;
   container.checksum = expected_checksum;

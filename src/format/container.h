@@ -89,6 +89,7 @@ struct ChunkRecord {
 };
 
 struct Container {
+  std::uint32_t format_version = 0;  // 1 to kDeviceFormatVersion, as the file says
   Header header;
   std::vector<ChunkRecord> chunks;  // in file order
   std::uint64_t file_size = 0;

@@ -1,7 +1,9 @@
 // inspect(), verify() and read_region(): the container reader
 // (format/container.h) for files read without a store.
+#include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "format/codec.h"
@@ -32,9 +34,22 @@ OpenContainer open_container(const std::string& path) {
   return open;
 }
 
+// The recorded residences keep the file's values.
+static_assert(kRecordedHost == format::kDeviceHost && kRecordedUnknown == format::kDeviceUnknown);
+
+// A format 1 or 2 file records no device, and format 3 records one for
+// managed regions alone (kDeviceUnknown for the others).
+ContainerRegion region_of(const format::RegionEntry& region, std::uint32_t format_version) {
+  const auto kind = static_cast<MemoryKind>(region.kind);
+  const bool recorded = format_version >= format::kDeviceFormatVersion && kind == MemoryKind::kManaged;
+  return {{region.id, region.label, region.bytes, {region.dtype, region.shape}, kind},
+          recorded ? std::optional<int>(region.device) : std::nullopt};
+}
+
 ContainerInfo info_of(const format::Container& container) {
   const format::Header& header = container.header;
   ContainerInfo info;
+  info.format_version = container.format_version;
   info.store = header.store;
   info.version = header.version;
   info.rank = header.rank;
@@ -43,8 +58,7 @@ ContainerInfo info_of(const format::Container& container) {
   info.chunk_size = header.chunk_size;
   info.metadata = header.metadata;
   for (const format::RegionEntry& region : header.regions) {
-    info.regions.push_back(
-        {region.id, region.label, region.bytes, {region.dtype, region.shape}, static_cast<MemoryKind>(region.kind)});
+    info.regions.push_back(region_of(region, info.format_version));
   }
   for (const format::ChunkRecord& chunk : container.chunks) {
     info.chunks.push_back({chunk.region, chunk.offset, chunk.raw_length, chunk.stored_length,

@@ -15,9 +15,9 @@ void write_container(const std::string& path, const ContainerHeader& header, con
   parts.created_unix_ns = header.created_unix_ns;
   parts.chunk_size = header.chunk_size;
   parts.metadata = header.metadata;
-  for (const RegionDescription& region : header.regions) {
+  for (const ContainerRegion& region : header.regions) {
     parts.regions.push_back({region.id, region.label, static_cast<format::RegionKind>(region.kind), region.bytes,
-                             region.type.dtype, region.type.shape});
+                             region.type.dtype, region.type.shape, region.device.value_or(kRecordedUnknown)});
   }
   const std::unique_ptr<WritableFile> file = Env::posix()->create(path, 0600);
   format::ContainerWriter writer(*file, parts);
