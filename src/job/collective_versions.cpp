@@ -46,6 +46,10 @@ CollectiveVersions::~CollectiveVersions() {
 void CollectiveVersions::add(int version, std::chrono::steady_clock::time_point started,
                              std::vector<DirectoryLevel*> levels, std::vector<format::ManifestRegion> layout) {
   std::sort(levels.begin(), levels.end(), [](DirectoryLevel* a, DirectoryLevel* b) { return a->number() < b->number(); });
+  // Before the pipeline has the version: its L4 commit waits for its slot.
+  if (DirectoryLevel* persistent = shared_slot_level(levels)) {
+    persistent->shared_slots().expect(version, timeout_seconds_);
+  }
   hand_over(Version{version, started, std::move(levels), std::move(layout)});
 }
 
@@ -128,8 +132,24 @@ void CollectiveVersions::guarded(int version, const std::function<void()>& step)
   }
 }
 
+// Slots are reserved by the job thread, which answers a commit waiting
+// for its slot whatever the application does next; steps run inside the
+// store's calls (inline) would leave it waiting until the next call.
+DirectoryLevel* CollectiveVersions::shared_slot_level(const std::vector<DirectoryLevel*>& levels) const {
+  if (!shared_files_ || !on_job_thread()) return nullptr;
+  const auto found = std::find_if(levels.begin(), levels.end(),
+                                  [](DirectoryLevel* level) { return !level->features().node_local; });
+  return found == levels.end() ? nullptr : *found;
+}
+
 void CollectiveVersions::run_steps(const Version& added, Comm& job) {
-  if (!agree_on_version(added, job)) return;
+  const bool agreed = agree_on_version(added, job);
+  if (DirectoryLevel* persistent = shared_slot_level(added.levels)) {
+    std::uint64_t region_bytes = 0;
+    for (const format::ManifestRegion& region : added.layout) region_bytes += region.bytes;
+    reserve_shared_slots(added.version, agreed, region_bytes, *persistent, job, log_, timeout_seconds_);
+  }
+  if (!agreed) return;
   if (added.levels.empty() && hooks_.in_memory) hooks_.in_memory(added.version, job);
   for (DirectoryLevel* level : added.levels) {
     if (level->features().node_local) {
@@ -200,6 +220,7 @@ void CollectiveVersions::decide_persistent(Comm& job, bool block) {
     if (state > 0) {
       if (shared_files_) drop_rank_file(head.version, **level, job);
     } else {
+      if (shared_files_) abandon_shared_slot(head.version, **level, job.rank());
       std::lock_guard lock(mutex_);
       failed_.insert({head.version, (*level)->number()});
       unreported_failure_levels_.insert((*level)->number());

@@ -126,6 +126,9 @@ class CollectiveVersions {
   // version of the job, so it must fail, not be reported durable.
   bool commit_manifest(const Version& added, DirectoryLevel& level, Comm& job);
   void drop_rank_file(int version, DirectoryLevel& level, Comm& job);
+  // The L4 level among `levels` whose commits get slots in the versions'
+  // shared files (job/shared_version.h), or none.
+  DirectoryLevel* shared_slot_level(const std::vector<DirectoryLevel*>& levels) const;
   void record_failure(int version, ErrorCode code, const std::string& message);
   void guarded(int version, const std::function<void()>& step);
   void hand_over(Version added);

@@ -112,6 +112,7 @@ void DirectoryLevel::prepare() {
 }
 
 void DirectoryLevel::commit(int version, const std::function<void(WritableFile&)>& write) {
+  if (shared_layout_ && commit_into_slot(version, write)) return;
   const std::string name = file_name(version);
   commit_file(name, format::temporary_file_name(name, ::getpid()), write, !shared_layout_);
 }
@@ -166,21 +167,23 @@ void DirectoryLevel::commit_file(const std::string& final_name, const std::strin
   if (files[0].failure) std::rethrow_exception(files[0].failure);
 }
 
+std::function<void(WritableFile&)> DirectoryLevel::pending_write(const PendingCommit& pending) {
+  if (pending.source == nullptr) return pending.write;
+  return [this, version = pending.version, &source = *pending.source](WritableFile& file) {
+    const format::Container container = format::read_container(source);
+    format::check_identity(container, source.path(), "", version, rank_);
+    format::copy_verified(source, container, file);
+  };
+}
+
 std::vector<std::exception_ptr> DirectoryLevel::commit_group(const std::vector<PendingCommit>& group) {
+  if (shared_layout_) return commit_each(group);
   std::vector<StagedFile> files(group.size());
   for (std::size_t i = 0; i < group.size(); ++i) {
     const PendingCommit& pending = group[i];
     files[i].final_name = file_name(pending.version);
     files[i].temporary = format::temporary_file_name(files[i].final_name, ::getpid());
-    files[i].write = pending.write;
-    files[i].durable = !shared_layout_;
-    if (pending.source != nullptr) {
-      files[i].write = [this, version = pending.version, &source = *pending.source](WritableFile& file) {
-        const format::Container container = format::read_container(source);
-        format::check_identity(container, source.path(), "", version, rank_);
-        format::copy_verified(source, container, file);
-      };
-    }
+    files[i].write = pending_write(pending);
   }
   commit_files(files);
   std::vector<std::exception_ptr> failures;
@@ -333,13 +336,26 @@ std::vector<int> DirectoryLevel::versions() {
   return found;
 }
 
+// A version whose part a commit wrote into its slot is held from then on
+// (read from the slot until the shared file is published).
 bool DirectoryLevel::holds(int version) {
   Directory* found = directory();
   return found != nullptr &&
-         (found->exists(file_name(version)) || found->exists(format::shared_file_name(version)));
+         (found->exists(file_name(version)) || found->exists(format::shared_file_name(version)) ||
+          (shared_layout_ && shared_slots_.find(version).bytes.has_value()));
 }
 
-std::unique_ptr<ReadableFile> DirectoryLevel::open(int version) { return open_file(file_name(version)); }
+std::unique_ptr<ReadableFile> DirectoryLevel::open(int version) {
+  const TakenSlot taken = shared_layout_ ? shared_slots_.find(version) : TakenSlot{};
+  if (taken.slot && taken.bytes) {
+    try {
+      return open_shared_temporary_part(*taken.slot, *taken.bytes, rank_);
+    } catch (const NotFoundError&) {
+      // published meanwhile: the shared file holds the part
+    }
+  }
+  return open_file(file_name(version));
+}
 
 // A rank's own file first, unless this store packs versions: its own files
 // are then never synced, and the shared file is the durable copy.
@@ -386,6 +402,41 @@ std::string DirectoryLevel::create_shared_temporary(int version) {
 
 std::unique_ptr<PositionalFile> DirectoryLevel::open_shared_temporary(const std::string& temporary) {
   return existing_directory().open_positional(temporary);
+}
+
+std::unique_ptr<ReadableFile> DirectoryLevel::open_shared_temporary_part(const SharedSlot& slot, std::uint64_t bytes,
+                                                                         int rank) {
+  return format::open_part(existing_directory().open(slot.temporary), format::SharedPart{slot.offset, bytes, 0}, rank);
+}
+
+// Unsynced, as a rank's own file in this layout: the job syncs every part
+// before it publishes the shared file. A refused level writes nothing
+// (commit_file reports why).
+bool DirectoryLevel::commit_into_slot(int version, const std::function<void(WritableFile&)>& write) {
+  if (refused_.load(std::memory_order_acquire)) return false;
+  const std::optional<SharedSlot> slot = shared_slots_.wait(version);
+  if (!slot) return false;
+  SlotFile file(existing_directory().open_positional(slot->temporary), *slot);
+  try {
+    write(file);
+  } catch (const SharedSlots::Outgrown&) {
+    return false;
+  }
+  shared_slots_.filled(version, file.written());
+  return true;
+}
+
+std::vector<std::exception_ptr> DirectoryLevel::commit_each(const std::vector<PendingCommit>& group) {
+  std::vector<std::exception_ptr> failures;
+  for (const PendingCommit& pending : group) {
+    try {
+      commit(pending.version, pending_write(pending));
+      failures.emplace_back();
+    } catch (const Error&) {
+      failures.push_back(std::current_exception());  // the version's failure, returned to the caller
+    }
+  }
+  return failures;
 }
 
 // As a commit over a rank's file: a shared file left by a run that never

@@ -2,9 +2,10 @@
 // version per rank under <root>/<store>/, committed atomically (temporary
 // name, fsync, rename, directory fsync) so a version is visible only when
 // complete; a group of versions shares the directory fsync (commit_group).
-// An MPI store with persistent.layout = shared then packs a version's files
-// into one shared file (job/shared_version.h); the level reads a rank's
-// part of it wherever its own file is gone, whatever the layout configured.
+// An MPI store with persistent.layout = shared writes a version's container
+// into its slot of the version's shared file instead, or packs its file
+// into it later (job/shared_version.h); the level reads a rank's part of it
+// wherever its own file is gone, whatever the layout configured.
 // Every file is reached through the directory opened and checked
 // once (Env::open_directory): never through a link, never another user's
 // (docs/reliability.md, "Security").
@@ -23,6 +24,7 @@
 #include "io/fork_safe_lock.h"
 #include "resurgo/env.hpp"
 #include "tier/level.h"
+#include "tier/shared_slots.h"
 
 namespace resurgo {
 
@@ -93,6 +95,9 @@ class DirectoryLevel final : public Level {
   // Every rank writes its part into rank 0's temporary through the Env
   // seam (Directory::open_positional), where faults can be injected.
   std::unique_ptr<PositionalFile> open_shared_temporary(const std::string& temporary);
+  // The `bytes` this rank's commit wrote into its slot of a shared
+  // temporary, read as the container file it is (its path names `rank`).
+  std::unique_ptr<ReadableFile> open_shared_temporary_part(const SharedSlot& slot, std::uint64_t bytes, int rank);
   void publish_shared(const std::string& temporary, int version);
   void discard_temporary(const std::string& temporary);
   void remove_rank_file(int version);
@@ -134,11 +139,17 @@ class DirectoryLevel final : public Level {
   // complete one on (an older complete version stays until a newer one is
   // complete on every rank, not only here).
   void set_collective() { collective_ = true; }
-  // persistent.layout = shared: the versions committed here are scratch
-  // for the shared file (written and renamed, but neither they nor the
+  // persistent.layout = shared: a version committed here goes into its slot
+  // of the shared file where the job reserved one, else into a file that is
+  // scratch for the shared file (written and renamed, but neither it nor the
   // directory synced: the shared file's fdatasync and the job manifest make
-  // a version durable), and open() reads a version's shared file first.
+  // a version durable); open() reads a version's slot until its shared file
+  // is published, then the shared file first.
   void set_shared_layout() { shared_layout_ = true; }
+  // The slots the job reserves for this rank's commits in the versions'
+  // shared temporaries (tier/shared_slots.h): a commit with a slot writes
+  // its container there, unsynced, and no file of its own.
+  SharedSlots& shared_slots() { return shared_slots_; }
 
   // Job manifests of an MPI store (format/manifest.h), committed as
   // atomically as versions: one writer per directory (rank 0 of the job or
@@ -162,6 +173,15 @@ class DirectoryLevel final : public Level {
   void write_temporaries(Directory& directory, std::vector<StagedFile>& files);
   void sync_temporaries(Directory& directory, std::vector<StagedFile>& files);
   void publish(Directory& directory, std::vector<StagedFile>& files);
+  // How a version of a group is written: its `write`, or a verified copy of
+  // its `source`.
+  std::function<void(WritableFile&)> pending_write(const PendingCommit& pending);
+  // The shared layout's commit: into the version's slot where it has one
+  // (false: it has none, or outgrew it, and goes to this rank's own file).
+  bool commit_into_slot(int version, const std::function<void(WritableFile&)>& write);
+  // The shared layout's group commit: one version after the other (nothing
+  // is synced, so a group would share nothing).
+  std::vector<std::exception_ptr> commit_each(const std::vector<PendingCommit>& group);
   std::string file_name(int version) const;
   // Whether rank `rank`'s copy of `version` is read from the shared file.
   bool reads_shared(Directory& directory, int version, int rank);
@@ -187,6 +207,7 @@ class DirectoryLevel final : public Level {
   int keep_;
   bool collective_ = false;
   bool shared_layout_ = false;
+  SharedSlots shared_slots_;
   bool shared_group_;
   std::shared_ptr<Env> env_;
   std::mutex directory_mutex_;  // guards the two below

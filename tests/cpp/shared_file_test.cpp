@@ -113,12 +113,14 @@ class SharedLayoutTest : public ::testing::TestWithParam<int> {
   std::string shared(int version) const { return l4() + "/" + format::shared_file_name(version); }
   static int value_of(int version, int rank) { return version * 1000 + rank; }
 
-  // Every rank opens the store (through `env` when given) and runs `body`.
+  // Every rank opens the store (through `env` when given) and runs `body`;
+  // without `job_thread`, the job's steps run inside the store's calls, as
+  // under MPI without MPI_THREAD_MULTIPLE.
   void run_job(const Config& config, const std::function<void(int rank, Store&, std::vector<int>&)>& body,
-               const std::function<std::shared_ptr<Env>(int rank)>& env = {}) {
+               const std::function<std::shared_ptr<Env>(int rank)>& env = {}, bool job_thread = true) {
     ThreadJob job(ranks(), 1);
     testing::run_ranks(job, [&](int rank) {
-      Store store("job", config, std::make_shared<ThreadComm>(job, rank), env ? env(rank) : nullptr);
+      Store store("job", config, std::make_shared<ThreadComm>(job, rank, job_thread), env ? env(rank) : nullptr);
       std::vector<int> state(300000, -1);  // ~1.2 MB: several chunks of 256 KiB
       store.protect(0, state.data(), state.size() * sizeof(int), "state");
       body(rank, store, state);
@@ -298,23 +300,86 @@ TEST_P(SharedLayoutTest, ATornRankFileBesideTheSharedFileIsNotRead) {
   expect_version_1_restored();
 }
 
-// The last rank's L4 file cannot be written: no rank packs the
+// Each rank's commit writes its container once, straight into its slot of
+// the version's shared temporary: the parts start where the slots do (a
+// slot per rank, bounded by its regions' bytes), and no rank file is left.
+TEST_P(SharedLayoutTest, EachPartIsWrittenOnceInItsSlot) {
+  write({1});
+  const format::SharedIndex index = format::read_shared_index(*Env::posix()->open(shared(1)));
+  const std::uint64_t slot = slot_capacity(300000 * sizeof(int));
+  ASSERT_EQ(index.parts.size(), static_cast<std::size_t>(ranks()));
+  for (int rank = 0; rank < ranks(); ++rank) {
+    const format::SharedPart& part = index.parts[static_cast<std::size_t>(rank)];
+    EXPECT_EQ(part.offset, static_cast<std::uint64_t>(rank) * slot) << "rank " << rank;
+    EXPECT_LE(part.bytes, slot);
+  }
+  EXPECT_EQ(tools::verify(shared(1)).chunks, static_cast<std::size_t>(ranks()) * 5);
+}
+
+// The last rank's metadata makes its container larger than its slot: it
+// writes its own file, and every rank's part is copied, end to end, into a
+// new temporary (the others' from their slots); the version restores. L4
+// only, so the pipeline writes the snapshot itself into the slot (the fault
+// sweep's jobs copy L2's file there).
+TEST_P(SharedLayoutTest, APartLargerThanItsSlotIsCopiedAndTheVersionRestores) {
+  Config l4_only = config();
+  l4_only.local.every = 0;
+  run_job(l4_only, [&](int rank, Store& store, std::vector<int>& state) {
+    const std::vector<std::byte> metadata(rank == ranks() - 1 ? slot_capacity(state.size() * sizeof(int)) : 0);
+    if (!metadata.empty()) store.set_metadata(metadata.data(), metadata.size());
+    std::fill(state.begin(), state.end(), value_of(1, rank));
+    store.checkpoint(1);
+    store.wait(kAllVersions, kL4);
+  });
+  const format::SharedIndex index = format::read_shared_index(*Env::posix()->open(shared(1)));
+  std::uint64_t next = 0;
+  for (const format::SharedPart& part : index.parts) {
+    EXPECT_EQ(part.offset, next) << "packed end to end";
+    next += part.bytes;
+  }
+  EXPECT_GT(index.parts.back().bytes, slot_capacity(300000 * sizeof(int)));
+  for (int rank = 0; rank < ranks(); ++rank) {
+    EXPECT_FALSE(fs::exists(l4() + "/" + format::container_file_name(1, rank))) << "packed, then removed";
+  }
+  expect_version_1_restored();
+}
+
+// Without a job thread nobody would answer a commit waiting for its slot
+// until the store's next call: no slots are reserved, each rank writes its
+// own file and copies it into the shared file, packed end to end.
+TEST_P(SharedLayoutTest, WithoutAJobThreadEachRanksFileIsCopiedIntoTheSharedFile) {
+  run_job(
+      config(),
+      [&](int rank, Store& store, std::vector<int>& state) {
+        std::fill(state.begin(), state.end(), value_of(1, rank));
+        store.checkpoint(1);
+        store.wait(kAllVersions, kL4);
+      },
+      {}, false);
+  const format::SharedIndex index = format::read_shared_index(*Env::posix()->open(shared(1)));
+  ASSERT_EQ(index.parts.size(), static_cast<std::size_t>(ranks()));
+  EXPECT_EQ(index.parts[1].offset, index.parts[0].bytes) << "packed end to end";
+  expect_version_1_restored();
+}
+
+// The last rank's part cannot be written into its slot: no rank packs the
 // version, every rank's wait reports it, and the version before stays.
 TEST_P(SharedLayoutTest, AnIOFaultOnOneRankFailsTheVersionOnEveryRank) {
   write({1});
   const std::vector<std::string> errors =
-      checkpoint_2_with_a_fault_on_the_last_rank({FaultEnv::Op::kAppend, EIO, "l4/job/.v0000000002", 0, -1});
+      checkpoint_2_with_a_fault_on_the_last_rank({FaultEnv::Op::kWriteAt, EIO, "l4/job/.v0000000002", 0, -1});
   for (const std::string& error : errors) EXPECT_NE(error, "") << "every rank learns that version 2 failed";
   EXPECT_FALSE(fs::exists(shared(2)));
   expect_version_1_restored();
 }
 
-// The last rank cannot read its L4 file back to pack it: the version fails
-// on every rank, no shared file is published, the version before stays.
+// The last rank cannot read its part back from its slot to check it: the
+// version fails on every rank, no shared file is published, the version
+// before stays.
 TEST_P(SharedLayoutTest, AReadFaultWhilePackingFailsTheVersionOnEveryRank) {
   write({1});
   const std::vector<std::string> errors =
-      checkpoint_2_with_a_fault_on_the_last_rank({FaultEnv::Op::kRead, EIO, "l4/job/v0000000002.r", 0, -1});
+      checkpoint_2_with_a_fault_on_the_last_rank({FaultEnv::Op::kRead, EIO, "l4/job/.v0000000002.shared", 0, -1});
   for (const std::string& error : errors) EXPECT_NE(error.find("did not reach L4"), std::string::npos) << error;
   EXPECT_FALSE(fs::exists(shared(2)));
   EXPECT_FALSE(fs::exists(l4() + "/" + format::manifest_file_name(2)));

@@ -1,7 +1,9 @@
 // persistent.layout = shared under I/O faults: every rank writes its part of
 // a version's shared file through the Env seam (Directory::open_positional),
 // so FaultEnv reaches each call of writing a version, the positional writes
-// included. The sweep fails each call in turn on one rank of a job of
+// included: straight into the rank's slot (job/shared_version.h), and, when
+// one rank's container outgrows its slot, copied from the slot or from the
+// rank's own file into a new temporary. The sweep fails each call in turn on one rank of a job of
 // threads (thread_job.h), as IoFaultTest.EveryFaultPointOfTheScenario does
 // for the per-rank layout, and checks that the version before stays
 // restorable bit for bit, that the failed version is never reported durable
@@ -24,6 +26,7 @@
 #include "../sanitized.h"
 #include "io/fault_env.h"
 #include "io/system_calls.h"
+#include "job/shared_version.h"
 #include "resurgo/resurgo.hpp"
 #include "test_util.h"
 #include "job_levels.h"
@@ -56,14 +59,18 @@ Config shared_config(const std::string& root) {
 }
 
 // Every rank opens the store "job" under `root` (through env(rank) when
-// given) with ~256 KiB of state (four chunks) and runs `body`.
+// given) with ~256 KiB of state (four chunks) and runs `body`. With
+// `outgrown`, rank 1's metadata makes its container larger than the slot
+// its regions' bytes reserve, so its part is copied.
 void run_job(const std::string& root, const std::function<void(int rank, Store&, std::vector<int>&)>& body,
-             const std::function<std::shared_ptr<Env>(int rank)>& env = {}) {
+             const std::function<std::shared_ptr<Env>(int rank)>& env = {}, bool outgrown = false) {
   ThreadJob job(kRanks, 1);
   testing::run_ranks(job, [&](int rank) {
     Store store("job", shared_config(root), std::make_shared<ThreadComm>(job, rank), env ? env(rank) : nullptr);
     std::vector<int> state(65536, -1);
     store.protect(0, state.data(), state.size() * sizeof(int), "state");
+    const std::vector<std::byte> metadata(outgrown && rank == 1 ? slot_capacity(state.size() * sizeof(int)) : 0);
+    if (!metadata.empty()) store.set_metadata(metadata.data(), metadata.size());
     body(rank, store, state);
   });
 }
@@ -111,7 +118,8 @@ std::string describe(int rank, const FaultEnv::Fault& fault) {
          (fault.partial_write ? " (partial)" : "");
 }
 
-class SharedLayoutFault : public ::testing::Test {
+// Whether rank 1's container outgrows its slot (its part is then copied).
+class SharedLayoutFault : public ::testing::TestWithParam<bool> {
  protected:
   // Version 1 written once, clean: each run starts from a copy of it.
   void SetUp() override {
@@ -148,7 +156,8 @@ class SharedLayoutFault : public ::testing::Test {
           auto env = std::make_shared<FaultEnv>();
           if (rank == faulty) watched = env;
           return env;
-        });
+        },
+        GetParam());
     check(what, root.path(), errors_2, errors_3);
     return watched->failures() > 0;
   }
@@ -175,18 +184,20 @@ class SharedLayoutFault : public ::testing::Test {
   std::vector<std::string> violations;
 };
 
-TEST_F(SharedLayoutFault, EveryFaultPointOfWritingASharedVersion) {
+TEST_P(SharedLayoutFault, EveryFaultPointOfWritingASharedVersion) {
   std::vector<std::map<Op, int>> counts(kRanks);
   for (int faulty = 0; faulty < kRanks; ++faulty) {
     run(faulty, std::nullopt, &counts[static_cast<std::size_t>(faulty)]);
     ASSERT_EQ(violations, std::vector<std::string>{}) << "the fault-free run";
     std::map<Op, int>& calls = counts[static_cast<std::size_t>(faulty)];
     ASSERT_GT(calls[Op::kWriteAt], 0) << "rank " << faulty << " wrote no part through the Env seam";
-    ASSERT_EQ(calls[Op::kOpenPositional], 1);
+    // The commit's, into its slot, and the job's, to sync the part.
+    ASSERT_EQ(calls[Op::kOpenPositional], 2);
     ASSERT_EQ(calls[Op::kSyncPositional], 1);
     std::string line;
     for (Op op : kOps) line += std::string(" ") + FaultEnv::op_name(op) + "=" + std::to_string(calls[op]);
-    std::printf("shared-layout fault: rank %d's calls for one version:%s\n", faulty, line.c_str());
+    std::printf("shared-layout fault (%s): rank %d's calls for one version:%s\n",
+                GetParam() ? "rank 1's part copied" : "parts in their slots", faulty, line.c_str());
   }
   int fault_points = 0;
   int not_fired = 0;
@@ -206,11 +217,17 @@ TEST_F(SharedLayoutFault, EveryFaultPointOfWritingASharedVersion) {
       }
     }
   }
-  std::printf("shared-layout fault: %d fault points, %d did not fire, %zu violations\n", fault_points, not_fired,
+  std::printf("shared-layout fault (%s): %d fault points, %d did not fire, %zu violations\n",
+              GetParam() ? "rank 1's part copied" : "parts in their slots", fault_points, not_fired,
               violations.size());
   EXPECT_EQ(not_fired, 0);
   for (const std::string& violation : violations) ADD_FAILURE() << violation;
 }
+
+std::string placement_name(const ::testing::TestParamInfo<bool>& copied) {
+  return copied.param ? "OnePartCopied" : "PartsInTheirSlots";
+}
+INSTANTIATE_TEST_SUITE_P(Placement, SharedLayoutFault, ::testing::Bool(), placement_name);
 
 // ------------------------------------------------- FaultEnv's positional calls
 
