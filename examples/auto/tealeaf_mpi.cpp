@@ -46,10 +46,12 @@
 // {node}, RESURGO_MPI_RANKS_PER_NODE, RESURGO_MPI_TIMEOUT ...). Rank 0
 // prints one line: RESULT {"ranks", "steps", "checksum" (of every rank's
 // datasets, in rank order), "checkpoints" (taken by this run),
-// "iteration_seconds" (rank 0's median time step), "blocking_seconds" and
-// "saved_bytes" (per checkpoint: the longest any rank was held, the bytes
-// all ranks saved), and when the run restored "restore": {version,
-// loop_index, skipped_loops, fast_forward}}.
+// "iteration_seconds" (rank 0's median time step), "blocking_seconds",
+// "copy_seconds" and "saved_bytes" (per checkpoint: the longest any rank
+// was held; the longest any rank took to copy its datasets' bytes by hand
+// at the next loop, the floor of a checkpoint at that point of the job;
+// the bytes all ranks saved), and when the run restored "restore":
+// {version, loop_index, skipped_loops, fast_forward}}.
 #include <mpi.h>
 
 #include <algorithm>
@@ -177,6 +179,7 @@ class TeaLeafMpi {
   void dump(const std::string& prefix) const;
   int checkpoints() const { return checkpoints_; }  // taken by this run
   const std::vector<resurgo::autockpt::CheckpointReport>& made() const { return made_; }  // by this rank
+  const std::vector<double>& copy_seconds() const { return copy_seconds_; }  // per checkpoint made
   double median_step_seconds() const;  // of the steps run, not replayed
 
  private:
@@ -198,6 +201,7 @@ class TeaLeafMpi {
   }
 
   void count_checkpoints();
+  void copy_datasets_by_hand();
   void kill_at_checkpoint();
   bool dies_here() const { return options_.kill_rank < 0 || options_.kill_rank == rank_; }
 
@@ -210,6 +214,8 @@ class TeaLeafMpi {
   int checkpoints_ = 0;
   bool kill_checkpoint_reached_ = false;
   std::vector<resurgo::autockpt::CheckpointReport> made_;
+  std::vector<double> copy_seconds_;
+  std::vector<double> copied_;  // copy_datasets_by_hand's destination, kept from one checkpoint to the next
   std::vector<double> step_seconds_;
   int last_version_ = -1;
   std::vector<std::unique_ptr<Field>> fields_;  // in declaration order
@@ -264,6 +270,22 @@ void TeaLeafMpi::count_checkpoints() {
   ++checkpoints_;
   last_version_ = made->version;
   made_.push_back(*made);
+  copy_datasets_by_hand();
+}
+
+// What a checkpoint of this rank's datasets costs at least: one memcpy of
+// their bytes into memory that is already there, timed where the job is
+// (the loop after the checkpoint), so that on an oversubscribed machine it
+// waits for a core as the checkpoint did.
+void TeaLeafMpi::copy_datasets_by_hand() {
+  std::size_t values = 0;
+  for (const auto& f : fields_) values += f->values.size();
+  copied_.resize(values);
+  const auto started = std::chrono::steady_clock::now();
+  double* to = copied_.data();
+  for (const auto& f : fields_) to = std::copy(f->values.begin(), f->values.end(), to);
+  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - started;
+  copy_seconds_.push_back(took.count());
 }
 
 // Every loop goes through here: the kill points of --kill-loop and --kill-checkpoint.
@@ -475,6 +497,7 @@ std::string checkpoint_figures(const TeaLeafMpi& app) {
   int count = static_cast<int>(app.made().size());
   MPI_Allreduce(MPI_IN_PLACE, &count, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   std::vector<double> blocking(static_cast<std::size_t>(count)), saved(blocking.size());
+  std::vector<double> copy(app.copy_seconds().begin(), app.copy_seconds().begin() + count);
   for (std::size_t k = 0; k < blocking.size(); ++k) {
     const auto& made = app.made()[k];
     blocking[k] = made.blocking_seconds;
@@ -482,9 +505,11 @@ std::string checkpoint_figures(const TeaLeafMpi& app) {
   }
   const bool root = world(MPI_Comm_rank) == 0;
   MPI_Reduce(root ? MPI_IN_PLACE : blocking.data(), blocking.data(), count, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+  MPI_Reduce(root ? MPI_IN_PLACE : copy.data(), copy.data(), count, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
   MPI_Reduce(root ? MPI_IN_PLACE : saved.data(), saved.data(), count, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
   return ", \"iteration_seconds\": " + std::to_string(app.median_step_seconds()) +
-         ", \"blocking_seconds\": " + json_list(blocking) + ", \"saved_bytes\": " + json_list(saved);
+         ", \"blocking_seconds\": " + json_list(blocking) + ", \"copy_seconds\": " + json_list(copy) +
+         ", \"saved_bytes\": " + json_list(saved);
 }
 
 // Rank 0's RESULT line: every rank's checksum combined in rank order.
