@@ -31,6 +31,17 @@ every case also runs against that build, interleaved with the current one:
 the before/after table. The Python cases run in a process of their own, so
 that each imports the package it measures.
 
+With --chunk-sizes (e.g. default,64KiB), every case runs once per
+pipeline chunk size (RESURGO_PIPELINE_CHUNK_SIZE in the runs' environment;
+"default": unset, 4 MiB chunks): with small chunks one array is several
+chunks, as a state of several arrays is several regions.
+
+With --profile (C++, memory route), the report adds where checkpoint()
+spends its time, per size and build: a `perf record -g --call-graph dwarf`
+of one run of --profile-calls checkpoints, its samples inside
+resurgo::Store::checkpoint, the share under the copy and checksum kernel,
+and the library's functions by inclusive share.
+
 Writes bench/results/small_checkpoints.md and .png (see --out; --name for
 another file name, e.g. for a run limited with --apis and --routes).
 
@@ -79,6 +90,8 @@ DEFAULT_BINARY = Path(__file__).resolve().parent.parent / "build" / "cpp" / "ben
 APIS = ("C++", "Python")
 ROUTES = ("memory", "memory+L2", "L2")
 STEPS_US = (0.0, 500.0)
+CHUNK_VARIABLE = "RESURGO_PIPELINE_CHUNK_SIZE"
+DEFAULT_CHUNKS = "default"  # the variable unset: the configuration's chunk size
 BYTES_PER_CASE = 2 << 30  # a case writes at most this much (fewer calls for large states)
 
 
@@ -136,13 +149,22 @@ def case_arguments(nbytes: int, route: str, calls: int, step_us: float, director
             "--dir", directory]
 
 
-def cpp_run(binary: Path, *case) -> dict:
-    out = subprocess.run([str(binary), *case_arguments(*case)], capture_output=True, text=True, check=True).stdout
+def chunk_environment(chunks: str) -> dict:
+    env = dict(os.environ)
+    env.pop(CHUNK_VARIABLE, None)
+    if chunks != DEFAULT_CHUNKS:
+        env[CHUNK_VARIABLE] = chunks
+    return env
+
+
+def cpp_run(binary: Path, chunks: str, *case) -> dict:
+    out = subprocess.run([str(binary), *case_arguments(*case)], capture_output=True, text=True, check=True,
+                         env=chunk_environment(chunks)).stdout
     return json.loads(out)
 
 
-def python_subprocess_run(package: str, *arguments: str) -> dict:
-    env = dict(os.environ)
+def python_subprocess_run(package: str, *arguments: str, chunks: str = DEFAULT_CHUNKS) -> dict:
+    env = chunk_environment(chunks)
     if package:
         env[PACKAGE_VARIABLE] = package
     out = subprocess.run([sys.executable, __file__, *arguments], env=env,
@@ -150,21 +172,21 @@ def python_subprocess_run(package: str, *arguments: str) -> dict:
     return json.loads(out)
 
 
-Case = Tuple[str, str, str, int, float]  # build (before/after), api, route, bytes, step_us
+Case = Tuple[str, str, str, int, float, str]  # build (before/after), api, route, bytes, step_us, chunks
 FIELDS = ("copy", "copy_back", "checkpoint", "restart", "backpressured_versions")
 Layer = Dict[str, Dict[str, List[float]]]  # build -> call -> seconds per repeat (python_layer.py)
 
 
 def run_case(case: Case, builds: dict, args) -> dict:
-    build, api, route, nbytes, step = case
+    build, api, route, nbytes, step, chunks = case
     calls = max(20, min(args.calls, BYTES_PER_CASE // nbytes))
     directory = tempfile.mkdtemp(prefix="small-ckpt-", dir=args.dir)
     binary, package = builds[build]
     try:
         if api == "C++":
-            return dict(cpp_run(binary, nbytes, route, calls, step, directory), calls=calls)
-        return dict(python_subprocess_run(package, "--one-case", *case_arguments(nbytes, route, calls, step, directory)),
-                    calls=calls)
+            return dict(cpp_run(binary, chunks, nbytes, route, calls, step, directory), calls=calls)
+        return dict(python_subprocess_run(package, "--one-case", *case_arguments(nbytes, route, calls, step, directory),
+                                          chunks=chunks), calls=calls)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
 
@@ -175,8 +197,8 @@ def run_all(args) -> Tuple[Dict[Case, Dict[str, Series]], Layer]:
     builds = {"after": (args.binary, args.package)}
     if args.before_binary:
         builds["before"] = (args.before_binary, args.before_package)
-    cases = [(build, api, route, nbytes, step) for api in args.apis for route in args.routes
-             for nbytes in args.sizes for step in STEPS_US for build in builds]
+    cases = [(build, api, route, nbytes, step, chunks) for chunks in args.chunk_sizes for api in args.apis
+             for route in args.routes for nbytes in args.sizes for step in STEPS_US for build in builds]
     for repeat in range(args.repeats):
         log(f"repeat {repeat + 1}/{args.repeats}: {len(cases)} cases")
         for case in cases:
@@ -213,11 +235,12 @@ def report(args, results: Dict[Case, Dict[str, Series]], machine: Dict[str, str]
               "run whose capture waited for buffer space (median [min–max] over the repeats), out of "
               "\"calls\". Targets from issue 27: memory route checkpoint ≤ copy + 5 µs (C++) or + 15 µs "
               "(Python), restore ≤ 1.5 × copy back + 10 µs; L2, states ≤ 1 MiB at a 0.5 ms step: no version waits." + before, "",
-              "| build | API | route | state | step | calls | copy | checkpoint | excess | copy back | restart | waited | targets |",
-              "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
-    for (build, api, route, nbytes, step), s in results.items():
+              f"\"chunks\" is {CHUNK_VARIABLE} in the runs' environment ({DEFAULT_CHUNKS}: unset).", "",
+              "| build | API | route | chunks | state | step | calls | copy | checkpoint | excess | copy back | restart | waited | targets |",
+              "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for (build, api, route, nbytes, step, chunks), s in results.items():
         excess = s["checkpoint"].median - s["copy"].median
-        lines.append(f"| {build} | {api} | {route} | {human(nbytes)} | {step:g} µs | {s['calls']} | {fmt_time(s['copy'].median)} | "
+        lines.append(f"| {build} | {api} | {route} | {chunks} | {human(nbytes)} | {step:g} µs | {s['calls']} | {fmt_time(s['copy'].median)} | "
                      f"{s['checkpoint'].cell()} | {fmt_time(excess)} | {fmt_time(s['copy_back'].median)} | "
                      f"{s['restart'].cell()} | {s['backpressured_versions'].cell(count)} | "
                      f"{target_text(api, route, nbytes, step, s)} |")
@@ -241,23 +264,100 @@ def python_over_cpp_lines(results: Dict[Case, Dict[str, Series]]) -> List[str]:
     lines = ["## The Python API over the C++ API", "",
              "Per repeat, the Python run's median call less the C++ run's of the same case and repeat; "
              "median [min–max] over the repeats.", "",
-             "| build | route | state | step | checkpoint: Python − C++ | restart: Python − C++ |",
-             "|---|---|---:|---:|---:|---:|"]
+             "| build | route | chunks | state | step | checkpoint: Python − C++ | restart: Python − C++ |",
+             "|---|---|---|---:|---:|---:|---:|"]
     for python, cpp in pairs:
-        build, _, route, nbytes, step = python
+        build, _, route, nbytes, step, chunks = python
         cells = []
         for field in ("checkpoint", "restart"):
             diff = [p - c for p, c in zip(results[python][field].times, results[cpp][field].times)]
             cells.append(Series(field, times=diff).cell(microseconds))
-        lines.append(f"| {build} | {route} | {human(nbytes)} | {step:g} µs | {cells[0]} | {cells[1]} |")
+        lines.append(f"| {build} | {route} | {chunks} | {human(nbytes)} | {step:g} µs | {cells[0]} | {cells[1]} |")
     return lines + [""]
+
+PROFILE_ROOT = "resurgo::Store::checkpoint"
+PROFILE_COPY = "copy_checksum_long"  # the one-pass copy and checksum kernel (base/copy_checksum.cpp)
+PROFILE_TOP = 25
+PROFILE_LEAVES = 12
+
+
+def perf_samples(binary: Path, nbytes: int, chunks: str, calls: int) -> List[List[str]]:
+    """The call stacks (leaf first, function names) of a perf record of one
+    run of the driver, memory route, back to back."""
+    with tempfile.TemporaryDirectory(prefix="small-ckpt-perf-") as work:
+        data = Path(work) / "perf.data"
+        subprocess.run(["perf", "record", "-q", "-F", "10000", "-g", "--call-graph", "dwarf,16384", "-o", str(data),
+                        str(binary), *case_arguments(nbytes, "memory", calls, 0.0, work)],
+                       env=chunk_environment(chunks), check=True, capture_output=True)
+        text = subprocess.run(["perf", "script", "-i", str(data), "-F", "ip,sym"], check=True,
+                              capture_output=True, text=True).stdout
+    stacks, frames = [], []
+    for line in text.splitlines() + [""]:
+        if not line.strip():
+            if frames:
+                stacks.append(frames)
+            frames = []
+            continue
+        parts = line.split(None, 1)
+        frames.append(parts[1].removesuffix(" (inlined)") if len(parts) > 1 else "?")
+    return stacks
+
+
+def profile_shares(stacks: List[List[str]]) -> Tuple[int, float, List[Tuple[str, float]], List[Tuple[str, float]]]:
+    """Samples inside checkpoint(), the share under the copy kernel, and,
+    of the samples outside it, the library's functions (resurgo::, not
+    std::) by inclusive share and the functions they were taken in (any
+    library: malloc, system calls) by share, both of all the checkpoint's
+    samples."""
+    inside = [stack for stack in stacks if any(PROFILE_ROOT in frame for frame in stack)]
+    if not inside:
+        return 0, 0.0, [], []
+    rest = [stack for stack in inside if not any(PROFILE_COPY in frame for frame in stack)]
+    copy = 1 - len(rest) / len(inside)
+    counts: Dict[str, int] = {}
+    for stack in rest:
+        for name in {frame for frame in stack if frame.startswith(("resurgo::", "non-virtual thunk to resurgo::"))}:
+            counts[name] = counts.get(name, 0) + 1
+    leaves: Dict[str, int] = {}
+    for stack in rest:
+        leaves[stack[0]] = leaves.get(stack[0], 0) + 1
+    ranked = sorted(counts.items(), key=lambda item: -item[1])[:PROFILE_TOP]
+    leaves_ranked = sorted(leaves.items(), key=lambda item: -item[1])[:PROFILE_LEAVES]
+    share = lambda items: [(name, count / len(inside)) for name, count in items]
+    return len(inside), copy, share(ranked), share(leaves_ranked)
+
+
+def profile_lines(args) -> List[str]:
+    if shutil.which("perf") is None:
+        return ["## Profile", "", "perf is not installed here: no profile.", ""]
+    builds = [("after", args.binary)] + ([("before", args.before_binary)] if args.before_binary else [])
+    lines = ["## Profile of checkpoint()", "",
+             f"One run per row of `perf record -F 10000 -g --call-graph dwarf` of the C++ driver, memory route, "
+             f"{args.profile_calls} checkpoints back to back; of its samples, those inside {PROFILE_ROOT} "
+             f"(the rest: the driver's writes of the state, the copies and the restarts). \"copy\" is the share "
+             f"under {PROFILE_COPY} (the copy into the memory level, checksummed in the same pass); the table "
+             f"after each row lists where the rest goes: the library's functions by their share of the "
+             f"checkpoint's samples outside the copy, inclusive (a caller counts its callees' samples; "
+             f"sampling adds its own cost: shares, not times).", ""]
+    for chunks in args.chunk_sizes:
+        for nbytes in args.profile:
+            for build, binary in builds:
+                samples, copy, ranked, leaves = profile_shares(perf_samples(binary, nbytes, chunks, args.profile_calls))
+                lines += [f"### {build}, {human(nbytes)}, chunks: {chunks}", "",
+                          f"{samples} samples inside checkpoint(); copy: {copy:.1%}, the rest: {1 - copy:.1%}.", ""]
+                for title, rows in (("function (inclusive, outside the copy)", ranked),
+                                    ("function the sample was taken in (outside the copy)", leaves)):
+                    lines += [f"| {title} | share |", "|---|---:|"]
+                    lines += [f"| `{name[:120]}` | {share:.1%} |" for name, share in rows] + [""]
+    return lines
+
 
 
 def plot(args, results: Dict[Case, Dict[str, Series]], path: Path) -> None:
     plt = pyplot()
-    fig, axes = plt.subplots(len(args.apis), len(args.routes), figsize=(5 * len(args.routes), 4 * len(args.apis)),
-                             squeeze=False)
-    for row, api in enumerate(args.apis):
+    rows = [(api, chunks) for api in args.apis for chunks in args.chunk_sizes]
+    fig, axes = plt.subplots(len(rows), len(args.routes), figsize=(5 * len(args.routes), 4 * len(rows)), squeeze=False)
+    for row, (api, chunks) in enumerate(rows):
         for col, route in enumerate(args.routes):
             ax = axes[row][col]
             for build, line in (("after", "-"), ("before", ":")):
@@ -265,14 +365,14 @@ def plot(args, results: Dict[Case, Dict[str, Series]], path: Path) -> None:
                     for step in STEPS_US:
                         if field == "copy" and (step > 0 or build == "before"):
                             continue
-                        xs = [n for n in args.sizes if (build, api, route, n, step) in results]
-                        ys = [results[(build, api, route, n, step)][field].median for n in xs]
+                        xs = [n for n in args.sizes if (build, api, route, n, step, chunks) in results]
+                        ys = [results[(build, api, route, n, step, chunks)][field].median for n in xs]
                         if xs:
                             ax.plot(xs, ys, marker + ("--" if field == "copy" else line),
                                     label=field if field == "copy" else f"{build}: {field}, step {step:g} µs")
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
-            ax.set_title(f"{api}, {route}")
+            ax.set_title(f"{api}, {route}, chunks: {chunks}")
             ax.set_xlabel("state bytes")
             ax.set_ylabel("seconds per call (median)")
             ax.grid(alpha=0.3, which="both")
@@ -295,6 +395,12 @@ def main() -> None:
                     help="comma-separated APIs to measure (default: C++,Python)")
     ap.add_argument("--routes", type=lambda text: text.split(","), default=list(ROUTES),
                     help="comma-separated routes to measure (default: memory,memory+L2,L2)")
+    ap.add_argument("--chunk-sizes", type=lambda text: text.split(","), default=[DEFAULT_CHUNKS],
+                    help=f"comma-separated {CHUNK_VARIABLE} values to run every case with "
+                         f"({DEFAULT_CHUNKS}: unset; default: {DEFAULT_CHUNKS})")
+    ap.add_argument("--profile", type=parse_sizes, default=[],
+                    help="sizes to profile checkpoint() at (C++, memory route, perf; see above)")
+    ap.add_argument("--profile-calls", type=int, default=20000, help="checkpoints of a profiled run (default 20000)")
     ap.add_argument("--name", default=NAME, help=f"results file name, without .md (default {NAME}; "
                                                  f"e.g. {NAME}_memory for a run of the memory route only)")
     ap.add_argument("--one-case", action="store_true", help=argparse.SUPPRESS)
@@ -325,6 +431,7 @@ def main() -> None:
     args.loads = (load_before, os.getloadavg()[0])
     args.out.mkdir(parents=True, exist_ok=True)
     lines = report(args, results, machine) + (python_layer.report_lines(layer, microseconds) if layer else [])
+    lines += profile_lines(args) if args.profile else []
     (args.out / f"{args.name}.md").write_text("\n".join(lines))
     plot(args, results, args.out / f"{args.name}.png")
     log(f"wrote {args.out / (args.name + '.md')} and .png")

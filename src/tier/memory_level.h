@@ -116,8 +116,9 @@ class MemoryLevel::Reader final : public ReadableFile, public format::ReadsHashe
  public:
   explicit Reader(std::shared_ptr<const Image> image) : image_(std::move(image)) {}
   void read_at(std::uint64_t offset, void* data, std::size_t bytes) const override;
-  // In one pass (base/copy_checksum.h) when the range lies in one piece; a
-  // range across pieces is read, then checksummed.
+  // In one pass (base/copy_checksum.h) when the range lies in one run of
+  // consecutive bytes of a piece (a chunk does); another range is read,
+  // then checksummed.
   std::uint64_t read_hashed_at(std::uint64_t offset, void* data, std::size_t bytes) const override;
   std::uint64_t size() const override;
   const std::string& path() const override;
