@@ -32,7 +32,13 @@ update() (MatrixStats: backpressure, rest; binning, which the convergent row
 does on its progress thread) and commit(), VmHWM and Pss per rank, and the
 checks (zero tolerance: every sum is exact). With --baseline-runs (a file
 --save-runs wrote with the code before a change, same settings), the report
-also sets the two runs side by side.
+also sets the two runs side by side. With --before-binary (a matrix_driver
+built from the code before a change), each convergent job is preceded by
+the same job of that driver, in the same repeat: an extra row, "before",
+in every table, and a before/after section paired repeat by repeat. With
+--profile, one more convergent job with compute at 2 ranks and at the
+most runs rank 0 under perf record (bench/matrix_profile.py): where its
+CPU time went, by thread and class.
 
 Rows: convergent (MatrixBackend::kMessages), rma (MatrixBackend::kRma:
 MPI_Accumulate under an exclusive lock), replicated (a full local copy per
@@ -53,6 +59,8 @@ bench/results/matrix.md and .png (see --out).
     .venv/bin/python bench/matrix.py --smoke                               # under a minute
     .venv/bin/python bench/matrix.py --rows convergent,rma --ranks 2,4,8 \
         --baseline-runs /tmp/matrix-before.json                            # after a change, against before
+    .venv/bin/python bench/matrix.py --rows convergent,rma --ranks 2,4,8 \
+        --before-binary /work/wt/build/cpp/bench/matrix_driver             # the same, interleaved job by job
     .venv/bin/python bench/matrix.py --experiment part4                    # order, strong scaling (~5 min)
 
 --experiment part4 (issue 32 part 4) runs the convergent row only and
@@ -75,11 +83,12 @@ import statistics
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from matrix_profile import profile_section  # noqa: E402
 from _common import (  # noqa: E402
     GiB,
     mem_available,
@@ -111,7 +120,10 @@ PROGRAM = {"convergent": "matrix_driver", "rma": "matrix_driver", "replicated": 
 LABEL = {"convergent": "ConvergentMatrix (messages)", "rma": "ConvergentMatrix kRma (MPI_Accumulate)",
          "replicated": "replicated + MPI_Reduce per owner", "petsc": "PETSc MATSCALAPACK",
          "ga": "Global Arrays NGA_Strided_acc"}
-LIBRARY_ROWS = ("convergent", "rma")  # with MatrixStats
+BEFORE = "before"  # the convergent row of --before-binary
+LABEL[BEFORE] = "ConvergentMatrix (messages), before the change"
+DRIVER_ROW = {BEFORE: "convergent"}  # what --row the driver gets, where it differs from the row's name
+LIBRARY_ROWS = ("convergent", "rma", BEFORE)  # with MatrixStats
 
 TARGET_SPEEDUP = 2.0   # ConvergentMatrix against rma and petsc at the largest rank count
 TARGET_HIDDEN = 0.90   # of the update communication hidden behind compute
@@ -186,7 +198,7 @@ class Runner:
         cmd = ["mpirun", "--oversubscribe", "--bind-to", "none", "-np", str(job.ranks)]
         if os.geteuid() == 0:
             cmd.insert(1, "--allow-run-as-root")
-        cmd += [str(self.binaries[job.row]), "--row", job.row, "--size", str(a.size), "--block", str(a.block),
+        cmd += [str(self.binaries[job.row]), "--row", DRIVER_ROW.get(job.row, job.row), "--size", str(a.size), "--block", str(a.block),
                 "--updates-per-rank", str(job.updates_per_rank(a)), "--update-fraction", repr(a.update_fraction),
                 "--compute-ms", repr(a.compute_ms if job.compute else 0.0), "--seed", str(a.seed),
                 "--samples", str(a.samples)]
@@ -253,34 +265,41 @@ def jobs_to_run(args, rows: List[str]) -> List[Job]:
 
 def run_all(args, runner: Runner, jobs: List[Job]) -> Tuple[Dict[Job, Outcome], Dict[str, str]]:
     """Every job once per repeat; the order is rotated by a different amount
-    at each repeat, so no job always runs first, last or after the same one."""
+    at each repeat, so no job always runs first, last or after the same one.
+    A --before-binary job runs right before its convergent job."""
     results = {job: Outcome() for job in jobs}
     unavailable: Dict[str, str] = {}
-    step = max(1, len(jobs) // max(1, args.repeats))
+    current = [job for job in jobs if job.row != BEFORE]
+    step = max(1, len(current) // max(1, args.repeats))
     for r in range(args.repeats):
-        k = (r * step) % len(jobs)
-        order = jobs[k:] + jobs[:k]
-        for job in order:
-            if job.row in unavailable:
-                continue
-            t0 = time.perf_counter()
-            run, why, status = runner.run(job)
-            if status == "unavailable":
-                unavailable[job.row] = why
-                log(f"{job.row} unavailable: {why}")
-                continue
-            if status == "skipped":
-                results[job].skipped = why
-                log(f"repeat {r + 1}/{args.repeats}: {job.label} {why}")
-                continue
-            results[job].runs.append(run)
-            if run is None:
-                results[job].failures.append(why)
-                log(f"repeat {r + 1}/{args.repeats}: {job.label} FAILED: {why}")
-            else:
-                log(f"repeat {r + 1}/{args.repeats}: {job.label}: T {fmt_time(max(run['total_s']))} "
-                    f"({time.perf_counter() - t0:.1f} s with mpirun)")
+        k = (r * step) % len(current)
+        for job in current[k:] + current[:k]:
+            before = replace(job, row=BEFORE)
+            for each in ([before] if job.row == "convergent" and before in results else []) + [job]:
+                run_one(args, runner, each, r, results, unavailable)
     return results, unavailable
+
+
+def run_one(args, runner: Runner, job: Job, r: int, results: Dict[Job, Outcome], unavailable: Dict[str, str]) -> None:
+    if job.row in unavailable:
+        return
+    t0 = time.perf_counter()
+    run, why, status = runner.run(job)
+    if status == "unavailable":
+        unavailable[job.row] = why
+        log(f"{job.row} unavailable: {why}")
+        return
+    if status == "skipped":
+        results[job].skipped = why
+        log(f"repeat {r + 1}/{args.repeats}: {job.label} {why}")
+        return
+    results[job].runs.append(run)
+    if run is None:
+        results[job].failures.append(why)
+        log(f"repeat {r + 1}/{args.repeats}: {job.label} FAILED: {why}")
+    else:
+        log(f"repeat {r + 1}/{args.repeats}: {job.label}: T {fmt_time(max(run['total_s']))} "
+            f"({time.perf_counter() - t0:.1f} s with mpirun)")
 
 
 # ----------------------------------------------------------------- analysis
@@ -454,6 +473,13 @@ def main() -> None:
     ap.add_argument("--baseline-runs", type=Path, default=None,
                     help="a file --save-runs wrote with the code before a change, with the same workload: the "
                          "report sets it beside this run (before and after)")
+    ap.add_argument("--before-binary", type=Path, default=None,
+                    help="a matrix_driver built from the code before a change: its convergent row runs right "
+                         "before each convergent job (row 'before' in every table, and a paired before/after "
+                         "section)")
+    ap.add_argument("--profile", action="store_true",
+                    help="also run the convergent row with compute once at 2 ranks and at the most, rank 0 under "
+                         "perf record, and report where its CPU time went (bench/matrix_profile.py)")
     ap.add_argument("--memory-margin", type=lambda t: float(t) * GiB, default=3 * GiB,
                     help="GiB of memory to leave to others: a job that would leave less is not run (default 3)")
     ap.add_argument("--experiment", choices=("assembly", "part4"), default="assembly",
@@ -524,6 +550,11 @@ def main() -> None:
     load_start = os.getloadavg()
     started = time.perf_counter()
     rows = [r for r in args.rows if r in binaries]
+    if args.before_binary and "convergent" in rows:
+        if not args.before_binary.is_file():
+            sys.exit(f"{SCRIPT}: --before-binary {args.before_binary} is no file")
+        binaries[BEFORE] = args.before_binary.resolve()
+        rows.append(BEFORE)
     runner = Runner(args, binaries)
     if args.experiment == "part4":
         results, _ = run_all(args, runner, part4_jobs(args))
@@ -531,6 +562,8 @@ def main() -> None:
         return
     results, refused = run_all(args, runner, jobs_to_run(args, rows))
     unavailable.update(refused)
+    if args.profile and "convergent" in rows:
+        args.profile_lines = profile_section(args, runner, Job)
     elapsed = time.perf_counter() - started
     load_end = os.getloadavg()
     if args.save_runs:
@@ -571,7 +604,8 @@ def save_runs(args, binary_dir: Path, rows, results: Dict[Job, Outcome], unavail
             "unavailable": unavailable, "elapsed": elapsed, "load_start": list(load_start),
             "load_end": list(load_end), "machine": machine_description(ROOT),
             "jobs": [{"row": j.row, "ranks": j.ranks, "compute": j.compute, "runs": o.runs, "failures": o.failures,
-                      "skipped": o.skipped} for j, o in results.items()]}
+                      "skipped": o.skipped} for j, o in results.items()],
+            "before_binary": str(args.before_binary or ""), "profile_lines": getattr(args, "profile_lines", [])}
     args.save_runs.parent.mkdir(parents=True, exist_ok=True)
     args.save_runs.write_text(json.dumps(data))
     log(f"wrote {args.save_runs}")
@@ -584,6 +618,8 @@ def render_saved(args) -> None:
         setattr(args, key, value)
     args.out, args.baseline_runs = out, baseline
     args.machine = data.get("machine")
+    args.before_binary = data.get("before_binary") or None
+    args.profile_lines = data.get("profile_lines", [])
     args.argv = list(args.argv)
     results = {Job(j["row"], j["ranks"], j["compute"]): Outcome(j["runs"], j["failures"], j["skipped"])
                for j in data["jobs"]}
@@ -641,12 +677,14 @@ def write_report(args, binary_dir: Path, rows: List[str], cells: Dict[Tuple[str,
     lines += hidden_section(args, rows, cells)
     lines += ratio_section(args, rows, cells)
     lines += split_section(args, rows, cells)
+    lines += getattr(args, "profile_lines", [])
     lines += memory_section(args, rows, cells)
     lines += check_section(args, rows, cells)
     lines += unavailable_section(unavailable)
     baseline = load_baseline(args)
     lines += targets_section(args, cells)
     lines += before_after_section(args, cells, baseline)
+    lines += interleaved_section(args, cells)
     lines += discussion_section(args, cells)
     notes = [f"The run took {elapsed:.0f} s ({elapsed / 60:.1f} min)."]
     if baseline:
@@ -1021,6 +1059,46 @@ def before_after_section(args, cells, baseline: Optional[dict]) -> List[str]:
     ratio_after = paired(cells, ("rma", top), ("convergent", top), "T")
     lines.append(f"| T rma / T convergent, with compute | {top} | {ratio_before.cell(fmt_ratio)} | "
                  f"{ratio_after.cell(fmt_ratio)} |")
+    lines.append("")
+    return lines
+
+
+def interleaved_section(args, cells) -> List[str]:
+    """--before-binary: the convergent row before and after, job beside job."""
+    if not any(row == BEFORE for row, _ in cells):
+        return []
+
+    def cell(row: str, p: int, key: str, fmt=fmt_time) -> str:
+        c = cells.get((row, p))
+        return "—" if c is None or c.failed or c.skipped or not c.get(key).times else c.get(key).cell(fmt)
+
+    figures = [("hidden", "hidden", fmt_pct), ("T − T_compute", "overhead", fmt_time),
+               ("T_comm", "T_comm", fmt_time), ("compute steps as measured", "compute_measured", fmt_time),
+               ("in update() per rank", "stats_update", fmt_time), ("in commit() per rank", "stats_commit", fmt_time),
+               ("binning per rank (progress thread)", "binning", fmt_time),
+               ("commit() per rank, communication alone", "comm_stats_commit", fmt_time)]
+    lines = ["## Before and after, interleaved", "",
+             f"The convergent row of `{getattr(args, 'before_binary', None) or '--before-binary'}` (before) ran right before each convergent job of this "
+             "build (after), with the same arguments, in every repeat: both saw the same load. Median [min–max] "
+             "over the repeats; the last line pairs the two jobs of each repeat (below 1: less left unhidden "
+             "after):", "", "| figure, ConvergentMatrix | ranks | before | after |", "|---|---:|---:|---:|"]
+    for label, key, fmt in figures:
+        for p in (p for p in args.ranks if p >= 2):
+            lines.append(f"| {label} | {p} | {cell(BEFORE, p, key, fmt)} | {cell('convergent', p, key, fmt)} |")
+    for p in (p for p in args.ranks if p >= 2):
+        s = paired(cells, ("convergent", p), (BEFORE, p), "overhead")
+        lines.append(f"| (T − T_compute) after / before, same repeat | {p} | | {s.cell(fmt_ratio)} |")
+    lines += ["", "hidden = 1 − (T − T_compute) / T_comm divides what was not hidden by the communication's own time: "
+              "a change that makes the communication cheaper lowers T_comm as well as what is left unhidden, and "
+              "the fraction moves with their ratio. Per rank count, medians before → after:", ""]
+    for p in (p for p in args.ranks if p >= 2):
+        b, a = cells.get((BEFORE, p)), cells.get(("convergent", p))
+        if not b or not a or b.failed or a.failed or not b.get("T").times or not a.get("T").times:
+            continue
+        lines.append(f"- {p} ranks: T − T_compute {fmt_time(b.get('overhead').median)} → "
+                     f"{fmt_time(a.get('overhead').median)}, T_comm {fmt_time(b.get('T_comm').median)} → "
+                     f"{fmt_time(a.get('T_comm').median)}, hidden {fmt_pct(b.get('hidden').median)} → "
+                     f"{fmt_pct(a.get('hidden').median)}.")
     lines.append("")
     return lines
 

@@ -34,13 +34,17 @@ struct EncodedBin {
 };
 
 // The bin of update's rows at `row_positions` times its columns at
-// `col_positions`. An upper-only bin leaves out the values below the
+// `col_positions`, packed into `room` (a recycled buffer; its contents are
+// overwritten). An upper-only bin leaves out the values below the
 // diagonal, and the rows and columns left with none.
 template <typename T>
 EncodedBin encode_bin(const UpdateSlice<T>& update, std::span<const std::size_t> row_positions,
-                      std::span<const std::size_t> col_positions);
+                      std::span<const std::size_t> col_positions, std::vector<std::uint64_t> room = {});
 
-// Adds the bin into `storage`, rank `rank`'s local array. Throws StateError,
+// Adds the bin into `storage`, rank `rank`'s local array: each element's
+// values in the order of the pairs; column by column down the local array
+// where that keeps the order (distinct rows or distinct columns, as a
+// Hessian update's are), else row by row. Throws StateError,
 // before adding anything, for a message that is not a whole bin of
 // elements this rank owns (never expected: a guard against writing outside
 // the array).

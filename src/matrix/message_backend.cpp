@@ -1,5 +1,6 @@
 #include "matrix/message_backend.h"
 
+#include <algorithm>
 #include <climits>
 #include <numeric>
 #include <string>
@@ -12,9 +13,12 @@
 namespace resurgo {
 
 template <typename T>
-MessageBackend<T>::Outgoing::Outgoing(const QueuedUpdate<T>& queued, const BlockCyclic& layout, TargetOrder& order)
+MessageBackend<T>::Outgoing::Outgoing(const QueuedUpdate<T>& queued, const BlockCyclic& layout, TargetOrder& order,
+                                      int rank)
     : update(queued.slice()), bins(layout, update.rows, update.cols, update.upper_only), targets(bins.targets()) {
   order.arrange(targets);
+  // This rank's own bin last: the others' owners can add theirs meanwhile.
+  std::stable_partition(targets.begin(), targets.end(), [own = rank](int target) { return target != own; });
 }
 
 template <typename T>
@@ -23,7 +27,7 @@ MessageBackend<T>::MessageBackend(const MatrixContext& context)
       storage_(static_cast<std::size_t>(context.layout.storage_elements(context.rank)), T{0}),
       applied_from_(static_cast<std::size_t>(context.size), 0),
       queue_(context.options.max_in_flight_bytes),
-      sends_(context.comm, kBinTag),
+      sends_(context.comm, kBinTag, context.options.max_in_flight_bytes),
       sent_to_(static_cast<std::size_t>(context.size), 0),
       order_(context.options.seed, context.rank, context.options.target_order) {}
 
@@ -75,7 +79,7 @@ bool MessageBackend<T>::send_queued() {
       const QueuedUpdate<T>* front = queue_.front();
       if (front == nullptr) break;
       const Stopwatch binning;
-      outgoing_.emplace(*front, context_.layout, order_);
+      outgoing_.emplace(*front, context_.layout, order_, context_.rank);
       counters_.binning_seconds += binning.seconds();
     }
     if (outgoing_->next == outgoing_->targets.size()) {
@@ -95,12 +99,14 @@ bool MessageBackend<T>::send_next_bin(Outgoing& outgoing) {
   const int target = outgoing.targets[outgoing.next];
   if (outgoing.bin.words.empty()) {
     const Stopwatch encoding;
-    outgoing.bin = encode_bin(outgoing.update, outgoing.bins.rows_of(target), outgoing.bins.cols_of(target));
+    outgoing.bin =
+        encode_bin(outgoing.update, outgoing.bins.rows_of(target), outgoing.bins.cols_of(target), sends_.spare());
     counters_.binning_seconds += encoding.seconds();
   }
   if (target == context_.rank) {
     apply(outgoing.bin.words, target);
     counters_.elements_local += outgoing.bin.values;
+    sends_.keep(std::move(outgoing.bin.words));
   } else {
     // Room under the cap, or nothing in flight: a larger bin goes alone.
     const std::size_t bytes = outgoing.bin.words.size() * sizeof(std::uint64_t);
@@ -186,18 +192,21 @@ void MessageBackend<T>::clear_counters() {
 // rather than wait. The lock is held until the bin is applied, so that the
 // bins from one rank are added in the order it sent them. With count_from,
 // rank by rank: a bin left for later must not hide the others' behind it
-// (applied_from_ changes only under the receive lock held here).
+// (applied_from_ changes only under the receive lock held here). One probe
+// of any rank first: a commit polling for owed bins asks each rank only
+// once something has come (at 8 ranks, 1 probe instead of 7 per poll).
 template <typename T>
 bool MessageBackend<T>::receive_next(const std::function<std::uint64_t(int)>& count_from) {
   const std::unique_lock<std::mutex> lock(receive_mutex_, std::try_to_lock);
   if (!lock.owns_lock()) return false;
   int arrived = 0;
   MPI_Status status;
-  if (!count_from) {
-    check_mpi(MPI_Iprobe(MPI_ANY_SOURCE, kBinTag, context_.comm, &arrived, &status), "MPI_Iprobe");
+  check_mpi(MPI_Iprobe(MPI_ANY_SOURCE, kBinTag, context_.comm, &arrived, &status), "MPI_Iprobe");
+  if (!count_from || !arrived) {
     if (arrived) receive(status);
     return arrived != 0;
   }
+  // Something came: from a rank that owes it, or a bin left for later.
   for (int source = 0; source < context_.size; ++source) {
     if (source == context_.rank) continue;
     check_mpi(MPI_Iprobe(source, kBinTag, context_.comm, &arrived, &status), "MPI_Iprobe");
@@ -212,10 +221,12 @@ template <typename T>
 void MessageBackend<T>::receive(const MPI_Status& status) {
   int words = 0;
   check_mpi(MPI_Get_count(&status, MPI_UINT64_T, &words), "MPI_Get_count");
-  std::vector<std::uint64_t> message(static_cast<std::size_t>(std::max(words, 0)));
-  check_mpi(MPI_Recv(message.data(), words, MPI_UINT64_T, status.MPI_SOURCE, kBinTag, context_.comm, MPI_STATUS_IGNORE),
-            "MPI_Recv");
-  apply(message, status.MPI_SOURCE);
+  const auto length = static_cast<std::size_t>(std::max(words, 0));
+  if (received_.size() < length) received_.resize(length);
+  check_mpi(
+      MPI_Recv(received_.data(), words, MPI_UINT64_T, status.MPI_SOURCE, kBinTag, context_.comm, MPI_STATUS_IGNORE),
+      "MPI_Recv");
+  apply(std::span<const std::uint64_t>(received_).first(length), status.MPI_SOURCE);
 }
 
 template <typename T>

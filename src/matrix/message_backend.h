@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "matrix/bin_message.h"
+#include "matrix/scratch_buffer.h"
 #include "matrix/send_queue.h"
 #include "matrix/target_order.h"
 #include "matrix/update_backend.h"
@@ -50,7 +51,8 @@ class MessageBackend final : public UpdateBackend<T> {
   // The queue's front while it is sent: its bins, its targets in the order
   // drawn for it, and how far it got.
   struct Outgoing {
-    Outgoing(const QueuedUpdate<T>& queued, const BlockCyclic& layout, TargetOrder& order);
+    // Bins `queued` for its targets, in `order`, this rank's own last.
+    Outgoing(const QueuedUpdate<T>& queued, const BlockCyclic& layout, TargetOrder& order, int rank);
 
     UpdateSlice<T> update;
     UpdateBins bins;
@@ -73,11 +75,15 @@ class MessageBackend final : public UpdateBackend<T> {
   void apply(std::span<const std::uint64_t> message, int source);
 
   const MatrixContext& context_;
-  std::vector<T> storage_;
+  // On transparent huge pages where offered: bins add all over it, and a
+  // TLB miss per element (4 KiB pages) costs more than the addition.
+  ScratchBuffer<T> storage_;
   mutable std::mutex storage_mutex_;         // held while one bin is applied; guards applied_from_
   std::vector<std::uint64_t> applied_from_;  // bins of each rank applied here, since construction
   std::uint64_t applied_at_clear_ = 0;
-  std::mutex receive_mutex_;  // one thread at a time from MPI_Iprobe to the bin applied
+  // One thread at a time from MPI_Iprobe to the bin applied; guards received_.
+  std::mutex receive_mutex_;
+  std::vector<std::uint64_t> received_;  // the bin being received: as large as the largest yet, reused
   UpdateQueue<T> queue_;
   mutable std::mutex send_mutex_;  // one thread at a time sends; guards what follows
   std::optional<Outgoing> outgoing_;

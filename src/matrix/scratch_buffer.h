@@ -3,7 +3,11 @@
 // hundreds of MiB first costs a pass), and from 2 MiB up backed by
 // transparent huge pages where the kernel offers them on request, since a
 // first touch of 4 KiB pages costs more than the copy into them on a
-// virtual machine.
+// virtual machine. The messages backend's local array is one too, zeroed
+// explicitly (a value given to the constructor is copied in): bins add
+// all over it, where huge pages spare a TLB miss per element; and so are
+// the values update() copies into its queue (update_queue.h), left
+// uninitialized: the copy writes them.
 #pragma once
 
 #include <sys/mman.h>

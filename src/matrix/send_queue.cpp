@@ -29,6 +29,22 @@ std::vector<int> SendQueue::targets() const {
   return ranks;
 }
 
+std::vector<std::uint64_t> SendQueue::spare() {
+  if (spares_.empty()) return {};
+  std::vector<std::uint64_t> buffer = std::move(spares_.back());
+  spares_.pop_back();
+  spare_bytes_ -= buffer.capacity() * sizeof(std::uint64_t);
+  buffer.clear();
+  return buffer;
+}
+
+void SendQueue::keep(std::vector<std::uint64_t> buffer) {
+  const std::size_t bytes = buffer.capacity() * sizeof(std::uint64_t);
+  if (bytes == 0 || spare_bytes_ + bytes > spare_limit_) return;  // freed here
+  spare_bytes_ += bytes;
+  spares_.push_back(std::move(buffer));
+}
+
 bool SendQueue::test() {
   if (requests_.empty()) return false;
   int completed = 0;
@@ -40,7 +56,8 @@ bool SendQueue::test() {
   for (int i = 0; i < completed; ++i) {
     std::vector<std::uint64_t>& buffer = buffers_[static_cast<std::size_t>(indices[static_cast<std::size_t>(i)])];
     bytes_in_flight_ -= buffer.size() * sizeof(std::uint64_t);
-    std::vector<std::uint64_t>().swap(buffer);
+    keep(std::move(buffer));
+    buffer = {};
   }
   // Completed requests are MPI_REQUEST_NULL now: drop them with their buffers.
   std::size_t kept = 0;

@@ -14,7 +14,7 @@ namespace resurgo {
 
 class SendQueue {
  public:
-  SendQueue(MPI_Comm comm, int tag) : comm_(comm), tag_(tag) {}
+  SendQueue(MPI_Comm comm, int tag, std::size_t cap) : comm_(comm), tag_(tag), spare_limit_(cap / 4) {}
   // Sends still in flight (after an error) keep their buffers: MPI may
   // still read them.
   ~SendQueue();
@@ -22,8 +22,13 @@ class SendQueue {
   SendQueue& operator=(const SendQueue&) = delete;
 
   void post(int target, std::vector<std::uint64_t> message);
-  // Releases the buffers of the sends that completed; whether any had.
+  // Releases the buffers of the sends that completed (keeping some as
+  // spares); whether any had.
   bool test();
+  // A buffer to pack the next bin into (empty, with the room of an earlier
+  // one where a spare is left), and one to keep when done with it.
+  std::vector<std::uint64_t> spare();
+  void keep(std::vector<std::uint64_t> buffer);
 
   bool empty() const { return requests_.empty(); }
   std::size_t bytes_in_flight() const { return bytes_in_flight_; }
@@ -37,6 +42,9 @@ class SendQueue {
   std::vector<int> targets_;                         // targets_[i] is where requests_[i] sends
   std::vector<std::vector<std::uint64_t>> buffers_;  // buffers_[i] is what requests_[i] sends
   std::size_t bytes_in_flight_ = 0;
+  std::size_t spare_limit_;
+  std::size_t spare_bytes_ = 0;  // the spares' capacity
+  std::vector<std::vector<std::uint64_t>> spares_;
 };
 
 }  // namespace resurgo

@@ -7,7 +7,9 @@
 // the front, under the caller's own lock (MessageBackend's send mutex).
 // The copies' arrays are recycled: an update taken off the front leaves
 // its arrays for the next copy, as a fresh array of a few MiB costs page
-// faults on the caller's thread, about as much again as the copy. At most
+// faults on the caller's thread, about as much again as the copy; a fresh
+// values array (the first updates) is left uninitialized (scratch_buffer.h),
+// not zeroed before the copy. At most
 // kSpares are kept, each of at most cap / kSpares bytes: the spares never
 // hold more than the cap again. A symmetric update whose column indices
 // are ascending (the usual Hessian update) copies only its upper pairs,
@@ -20,6 +22,7 @@
 #include <mutex>
 #include <vector>
 
+#include "matrix/scratch_buffer.h"
 #include "matrix/update_bins.h"
 
 namespace resurgo {
@@ -48,7 +51,7 @@ struct QueuedUpdate {
   // and cols already copied; the row's other values are left as they were.
   void assign_upper_pairs(std::span<const T> source);
 
-  std::vector<T> values;
+  ScratchBuffer<T> values;
   std::vector<std::int64_t> rows;
   std::vector<std::int64_t> cols;
   bool upper_only = false;

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "matrix/update_queue.h"
@@ -30,7 +31,7 @@ TEST(MatrixUpdateQueueRecycleTest, ACopyReusesTheArraysOfAnUpdateTakenOff) {
   const QueuedUpdate<double>* second = queue.front();
   ASSERT_NE(second, nullptr);
   EXPECT_EQ(second->values.data(), first_array);  // the same memory, not a new allocation
-  EXPECT_EQ(second->values, second_values);
+  EXPECT_TRUE(std::equal(second->values.begin(), second->values.end(), second_values.begin(), second_values.end()));
   EXPECT_EQ(second->rows, cols);
   EXPECT_EQ(second->cols, rows);
   EXPECT_FALSE(second->upper_only);
