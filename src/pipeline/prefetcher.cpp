@@ -58,9 +58,13 @@ void Prefetcher::restored(int version) {
   changed_.notify_all();
 }
 
+// Every commit and every eviction from memory pokes: only a pass that is
+// running or that stopped for such an event needs it, and waking the thread
+// for nothing would cost each checkpoint of an adjoint run a context switch.
 void Prefetcher::poke() {
   {
     std::lock_guard lock(mutex_);
+    if (!passing_ && !waits_for_poke_) return;
     look_again_ = true;
   }
   changed_.notify_all();
@@ -76,6 +80,11 @@ std::optional<std::string> Prefetcher::settle(int version) {
   return message;
 }
 
+std::uint64_t Prefetcher::passes() {
+  std::lock_guard lock(mutex_);
+  return passes_;
+}
+
 std::unique_ptr<RestartTargets> Prefetcher::restart_targets(const Registry& registry, int version) {
   return device_ ? device_->restart_targets(registry, version) : nullptr;
 }
@@ -88,8 +97,13 @@ void Prefetcher::run() {
       changed_.wait(lock, [&] { return stopping_ || look_again_; });
       if (stopping_) return;
       look_again_ = false;
+      passing_ = true;
     }
-    fetch_due();
+    const bool waits = fetch_due();
+    std::lock_guard lock(mutex_);
+    passing_ = false;
+    waits_for_poke_ = waits;
+    ++passes_;
   }
 }
 
@@ -98,28 +112,33 @@ void Prefetcher::run() {
 // fit, even after dropping the prefetched copies needed after it (or that
 // L0 has no room for), waits for room, and so do the ones after it (the
 // order is the order of need).
-void Prefetcher::fetch_due() {
+bool Prefetcher::fetch_due() {
   std::vector<int> order;
   {
     std::lock_guard lock(mutex_);
     order = order_;
   }
   std::set<int> looked_at;
+  bool unwritten = false;
   for (std::size_t position = 0; position < order.size(); ++position) {
     const int version = order[position];
     if (!looked_at.insert(version).second) continue;  // a later use of a version looked at
     {
       std::lock_guard lock(mutex_);
-      if (stopping_) return;
+      if (stopping_) return false;
       if (forgotten_.count(version) != 0) continue;
     }
     if (!memory_.holds(version)) {
       Level* source = source_of(version);
-      if (source == nullptr) continue;  // not written yet: a commit pokes us
-      if (!into_memory(order, position, version, *source)) return;  // memory freed pokes us
+      if (source == nullptr) {
+        unwritten = true;  // a commit pokes us
+        continue;
+      }
+      if (!into_memory(order, position, version, *source)) return true;  // memory freed pokes us
     }
-    if (device_ && !onto_device(version)) return;  // a restore or a discard pokes us
+    if (device_ && !onto_device(version)) return true;  // a restore or a discard pokes us
   }
+  return unwritten;
 }
 
 bool Prefetcher::into_memory(const std::vector<int>& order, std::size_t position, int version, Level& source) {

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -86,12 +87,15 @@ class Prefetcher {
   // The targets of a restart of `version` straight from L0, when it was
   // staged there; null otherwise (after settle()).
   std::unique_ptr<RestartTargets> restart_targets(const Registry& registry, int version);
+  // The passes over the order made so far (a test's view of the wake-ups).
+  std::uint64_t passes();
 
  private:
   void run();
   // One pass over the order: copies what is due, until a version that
-  // waits for room.
-  void fetch_due();
+  // waits for room. True when it left a version for a poke (one not written
+  // yet, or waiting for room).
+  bool fetch_due();
   Level* source_of(int version);
   // Frees `bytes` of memory, dropping prefetched copies needed after the
   // restore at `position`; false when that is not enough.
@@ -121,6 +125,9 @@ class Prefetcher {
   std::map<int, std::string> failures_;
   int in_flight_ = -1;
   bool look_again_ = false;
+  bool passing_ = false;         // fetch_due() runs: a poke must make it look again
+  bool waits_for_poke_ = false;  // the last pass left a version for a poke
+  std::uint64_t passes_ = 0;
   bool stopping_ = false;
   std::unique_ptr<DeviceStage> device_;
   std::set<int> device_done_;  // staged, or given up, since the last order
