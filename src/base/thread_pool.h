@@ -42,7 +42,7 @@ class ThreadPool {
   // an adjoint run on the loaded 2-core VM (an upper bound:
   // bench/results/adjoint_small_offcpu.md), more than sharing a copy of
   // 1 MiB (about 22 us alone: small_checkpoints_python_call.md) can save.
-  // The effect: bench/results/small_checkpoints_calls.md. The threshold is
+  // The effect: bench/results/small_checkpoints_calls.md as of commit 3c83e74. The threshold is
   // for work at the speed of memory (copies, checksums).
   static constexpr std::uint64_t kCallerOnlyBytes = std::uint64_t{1} << 20;
   // `bytes` for slower work (compression, file reads): shared whatever its

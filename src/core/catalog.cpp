@@ -11,7 +11,27 @@ constexpr std::size_t kStatsHistory = 4096;
 
 }  // namespace
 
-Catalog::Entry& Catalog::entry(int version) { return entries_[version]; }
+// Most calls name one of the newest versions (the one being captured, the
+// few a level still holds): they are looked for from the newest back, a
+// step each, before the whole tree is searched.
+Catalog::Entries::iterator Catalog::find_entry(int version) {
+  constexpr int kRecentSteps = 8;
+  auto at = entries_.end();
+  for (int step = 0; step < kRecentSteps && at != entries_.begin(); ++step) {
+    --at;
+    if (at->first == version) return at;
+    if (at->first < version) return entries_.end();  // newer than every one left: not there
+  }
+  return entries_.find(version);
+}
+
+// A new version is the newest one: the end is where it goes (a hint only,
+// right for any version).
+Catalog::Entry& Catalog::entry(int version) {
+  const auto found = find_entry(version);
+  if (found != entries_.end()) return found->second;
+  return entries_.try_emplace(entries_.end(), version)->second;
+}
 
 void Catalog::add(int version, Clock::time_point started, const std::vector<int>& route, const VersionStats& capture) {
   {
@@ -81,7 +101,7 @@ void Catalog::failed(int version, int level, const Error& error) {
 
 std::optional<int> Catalog::base_of(int version, int level) {
   std::lock_guard lock(mutex_);
-  const auto found = entries_.find(version);
+  const auto found = find_entry(version);
   if (found == entries_.end()) return std::nullopt;
   const std::vector<int>& compacted = found->second.compacted;
   if (std::find(compacted.begin(), compacted.end(), level) != compacted.end()) return -1;
@@ -92,7 +112,7 @@ std::optional<int> Catalog::base_of(int version, int level) {
 // from the copies, which say what compaction did.
 void Catalog::compacted(int version, int level) {
   std::lock_guard lock(mutex_);
-  const auto found = entries_.find(version);
+  const auto found = find_entry(version);
   if (found != entries_.end()) found->second.compacted.push_back(level);
 }
 
@@ -114,7 +134,7 @@ bool Catalog::settled(const Entry& e, int level) const {
 
 bool Catalog::pinned(int version, int level) {
   std::lock_guard lock(mutex_);
-  const auto it = entries_.find(version);
+  const auto it = find_entry(version);
   if (it == entries_.end() || it->second.finished()) return false;
   const Entry& e = it->second;
   const auto at = std::find(e.route.begin(), e.route.end(), level);
@@ -123,7 +143,7 @@ bool Catalog::pinned(int version, int level) {
 
 std::optional<int> Catalog::outcome(int version, int level) {
   std::lock_guard lock(mutex_);
-  const auto it = entries_.find(version);
+  const auto it = find_entry(version);
   if (it == entries_.end()) return std::nullopt;
   const Entry& e = it->second;
   if (std::find(e.reached.begin(), e.reached.end(), level) != e.reached.end()) return 1;
@@ -132,7 +152,7 @@ std::optional<int> Catalog::outcome(int version, int level) {
 
 bool Catalog::routed(int version, int level) {
   std::lock_guard lock(mutex_);
-  const auto it = entries_.find(version);
+  const auto it = find_entry(version);
   return it != entries_.end() && std::count(it->second.route.begin(), it->second.route.end(), level) > 0;
 }
 
@@ -148,7 +168,7 @@ std::vector<int> Catalog::on_their_way_to(int level) {
 
 bool Catalog::known(int version) {
   std::lock_guard lock(mutex_);
-  return entries_.count(version) > 0;
+  return find_entry(version) != entries_.end();
 }
 
 bool Catalog::all_finished() {
@@ -184,7 +204,7 @@ void Catalog::wait_all(int level) {
 
 void Catalog::wait_first_level(int version) {
   std::unique_lock lock(mutex_);
-  const auto found = entries_.find(version);
+  const auto found = find_entry(version);
   if (found == entries_.end()) return;
   const Entry& e = found->second;
   changed_.wait(lock, [&] { return e.settled_levels > 0 || e.finished(); });
@@ -192,7 +212,7 @@ void Catalog::wait_first_level(int version) {
 
 void Catalog::wait_settled(int version, int level) {
   std::unique_lock lock(mutex_);
-  const auto found = entries_.find(version);
+  const auto found = find_entry(version);
   if (found == entries_.end()) return;
   const Entry& e = found->second;
   changed_.wait(lock, [&] { return settled(e, level); });
@@ -200,7 +220,7 @@ void Catalog::wait_settled(int version, int level) {
 
 void Catalog::wait_finished(int version) {
   std::unique_lock lock(mutex_);
-  const auto found = entries_.find(version);
+  const auto found = find_entry(version);
   if (found == entries_.end()) return;
   const Entry& e = found->second;
   changed_.wait(lock, [&] { return e.finished(); });

@@ -109,16 +109,19 @@ class Catalog {
     bool finished() const { return settled_levels == route.size(); }
   };
 
+  using Entries = std::map<int, Entry>;  // a map: an Entry& stays valid while others come and go
+
   static bool captured_is_enough(const Entry& entry, int level);
   bool settled(const Entry& entry, int level) const;
-  Entry& entry(int version);
+  Entries::iterator find_entry(int version);
+  Entry& entry(int version);  // adds an empty one for a version not known
   [[noreturn]] void throw_failure(int version, Entry& entry, const std::string& prefix);
   void forget_old_entries();
 
   std::string store_;
   std::mutex mutex_;
   std::condition_variable changed_;
-  std::map<int, Entry> entries_;
+  Entries entries_;
   std::set<int> discarded_;
   int unreported_failures_ = 0;
   long failures_ = 0;

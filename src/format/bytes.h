@@ -38,12 +38,15 @@ class ByteWriter {
   template <class T>
   void put(T value) {  // integers only; the library targets little-endian hosts
     static_assert(std::is_integral_v<T>);
-    const auto* p = reinterpret_cast<const std::byte*>(&value);
-    out_.insert(out_.end(), p, p + sizeof(T));
+    put_bytes(&value, sizeof(T));
   }
+  // resize + memcpy: vector::insert of a byte range costs several times more
+  // per call, and a container's records are written a field at a time.
   void put_bytes(const void* data, std::size_t bytes) {
-    const auto* p = static_cast<const std::byte*>(data);
-    out_.insert(out_.end(), p, p + bytes);
+    if (bytes == 0) return;
+    const std::size_t at = out_.size();
+    out_.resize(at + bytes);
+    std::memcpy(out_.data() + at, data, bytes);
   }
   void put_string(const std::string& text) {
     put(static_cast<std::uint32_t>(text.size()));

@@ -8,6 +8,7 @@
 #endif
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include "format/bytes.h"
@@ -26,15 +27,24 @@ constexpr std::size_t kHeaderPrefixBytes = 24;     // magic, format version, fla
 constexpr std::size_t kHeaderLengthOffset = 16;
 constexpr std::size_t kIndexEntryBytes = kChunkRecordBytes + 8;
 
+// Built in place and appended once: a record is written for every chunk,
+// twice (before its bytes and in the index).
 void put_record(ByteWriter& out, const ChunkRecord& record) {
-  out.put(kChunkMagic);
-  out.put(record.region);
-  out.put(record.offset);
-  out.put(record.raw_length);
-  out.put(record.stored_length);
-  out.put(static_cast<std::uint8_t>(record.codec));
-  for (int i = 0; i < 7; ++i) out.put(std::uint8_t{0});
-  out.put(record.checksum);
+  std::array<std::byte, kChunkRecordBytes> bytes{};  // the 7 bytes after the codec stay zero
+  std::size_t at = 0;
+  const auto field = [&](auto value) {
+    std::memcpy(bytes.data() + at, &value, sizeof value);
+    at += sizeof value;
+  };
+  field(kChunkMagic);
+  field(record.region);
+  field(record.offset);
+  field(record.raw_length);
+  field(record.stored_length);
+  field(static_cast<std::uint8_t>(record.codec));
+  at += 7;
+  field(record.checksum);
+  out.put_bytes(bytes.data(), bytes.size());
 }
 
 std::vector<std::byte> serialize_header(const Header& header) {
@@ -51,6 +61,9 @@ std::vector<std::byte> serialize_header(const Header& header) {
   const bool records_devices = std::any_of(header.regions.begin(), header.regions.end(),
                                            [](const RegionEntry& region) { return region.device != kDeviceUnknown; });
   std::vector<std::byte> bytes;
+  // Room for a header of a few regions at once: written a field at a time,
+  // it would otherwise grow from empty several times at every checkpoint.
+  bytes.reserve(512 + header.store.size() + header.metadata.size() + 64 * header.regions.size());
   ByteWriter out(bytes);
   out.put_bytes(kHeaderMagic, sizeof kHeaderMagic);
   out.put(records_devices ? kDeviceFormatVersion : kFormatVersion);
