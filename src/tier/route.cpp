@@ -155,9 +155,20 @@ void Route::set_identity(const format::StoreId& id, bool drawn) {
 }
 
 // A drawn identity gives way to the one another process of the store (a
-// rank opening at the same moment) wrote first into the first directory
-// prepared, until a version carries it.
+// rank opening at the same moment) wrote first, until a version carries
+// it: the one already in any of the store's directories, else the one in
+// this directory once written. Ranks prepare their directories in
+// different orders (one finds L4 at open, another makes L2 first), so
+// looking only at the directory being prepared let two ranks write two
+// identities into L2 and L4 (the TSan stress campaign, once).
 void Route::adopt_identity(DirectoryLevel& level) {
+  if (identity_drawn_) {
+    const std::vector<std::pair<format::StoreId, std::string>> found = identities_found();
+    if (!found.empty()) {
+      identity_ = found.front().first;
+      identity_drawn_ = false;
+    }
+  }
   const format::StoreId held = level.adopt_identity(identity_);
   if (std::exchange(identity_drawn_, false)) identity_ = held;
   if (held == identity_) return;

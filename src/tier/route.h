@@ -107,10 +107,11 @@ class Route {
   // directory level that holds none, now or once prepared; MismatchError
   // naming the directory that holds another (it belongs to another store).
   // A `drawn` identity (none was found) gives way to the one a process of
-  // the same store opening at the same moment wrote first into the first
-  // directory prepared (L4, shared by every rank, before L2 at open), as
-  // long as no version carries it: at the latest, until the first
-  // checkpoint's levels are prepared.
+  // the same store opening at the same moment wrote first into any of its
+  // directories, as long as no version carries it: at the latest, until
+  // the first checkpoint's levels are prepared. Two ranks that find none
+  // and write theirs into L2 and L4 at the same instant still differ; the
+  // version then fails at the directory that holds the other's.
   void set_identity(const format::StoreId& id, bool drawn);
   const format::StoreId& identity() const { return identity_; }
 
