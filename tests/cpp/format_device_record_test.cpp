@@ -12,6 +12,7 @@
 
 #include "format/container.h"
 #include "io/bytes_file.h"
+#include "one_chunk_per_region.h"
 #include "resurgo/errors.hpp"
 
 namespace resurgo {
@@ -33,19 +34,7 @@ std::vector<std::byte> container(std::int32_t device) {
   header.chunk_size = 4096;
   header.regions.push_back({0, kManagedLabel, RegionKind::kManaged, kBytes, "uint8", {}, device});
   header.regions.push_back({1, "h", RegionKind::kHost, kBytes, "", {}});
-  BytesFile file("version 3");
-  format::ContainerWriter writer(file, header);
-  const std::vector<std::byte> data(kBytes, std::byte{7});
-  for (std::uint32_t region = 0; region < 2; ++region) {
-    format::ChunkRecord record;
-    record.region = region;
-    record.raw_length = kBytes;
-    record.stored_length = kBytes;
-    record.checksum = format::checksum(data.data(), kBytes);
-    writer.add_chunk(record, data.data());
-  }
-  writer.finish();
-  return file.take();
+  return one_chunk_per_region(header, kBytes, std::byte{7});
 }
 
 std::uint32_t format_version(const std::vector<std::byte>& bytes) {

@@ -15,6 +15,7 @@
 #include "format/file_names.h"
 #include "format/shared_file.h"
 #include "io/bytes_file.h"
+#include "one_chunk_per_region.h"
 #include "resurgo/tools.hpp"
 #include "test_util.h"
 
@@ -35,19 +36,7 @@ std::vector<std::byte> placed_container(const std::vector<RegionEntry>& regions,
   header.rank = static_cast<std::uint32_t>(rank);
   header.chunk_size = 4096;
   header.regions = regions;
-  BytesFile file("placed");
-  format::ContainerWriter writer(file, header);
-  const std::vector<std::byte> data(kPlacedRegionBytes, std::byte{3});
-  for (std::uint32_t region = 0; region < regions.size(); ++region) {
-    format::ChunkRecord record;
-    record.region = region;
-    record.raw_length = kPlacedRegionBytes;
-    record.stored_length = kPlacedRegionBytes;
-    record.checksum = format::checksum(data.data(), kPlacedRegionBytes);
-    writer.add_chunk(record, data.data());
-  }
-  writer.finish();
-  return file.take();
+  return one_chunk_per_region(header, kPlacedRegionBytes, std::byte{3});
 }
 
 RegionEntry placed_region(int id, RegionKind kind, std::int32_t device = format::kDeviceUnknown) {
