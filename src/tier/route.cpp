@@ -146,6 +146,19 @@ std::vector<std::pair<format::StoreId, std::string>> Route::identities_found() {
   return found;
 }
 
+// The identity in the store's other directory, if one is there and can be
+// read: a directory that cannot be used (a file in the way, a damaged
+// identity) fails the versions routed there when it is prepared, not this
+// one's.
+std::optional<format::StoreId> Route::identity_written_elsewhere(const DirectoryLevel& level) {
+  DirectoryLevel& other = &level == &local_ ? persistent_ : local_;
+  try {
+    return other.identity();
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
 void Route::set_identity(const format::StoreId& id, bool drawn) {
   identity_ = id;
   identity_drawn_ = drawn;
@@ -163,9 +176,8 @@ void Route::set_identity(const format::StoreId& id, bool drawn) {
 // identities into L2 and L4 (the TSan stress campaign, once).
 void Route::adopt_identity(DirectoryLevel& level) {
   if (identity_drawn_) {
-    const std::vector<std::pair<format::StoreId, std::string>> found = identities_found();
-    if (!found.empty()) {
-      identity_ = found.front().first;
+    if (const std::optional<format::StoreId> written = identity_written_elsewhere(level)) {
+      identity_ = *written;
       identity_drawn_ = false;
     }
   }

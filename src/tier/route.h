@@ -23,6 +23,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -133,6 +134,7 @@ class Route {
   void prepare(DirectoryLevel& level);
   void prepare_for_version(DirectoryLevel& level);
   void adopt_identity(DirectoryLevel& level);
+  std::optional<format::StoreId> identity_written_elsewhere(const DirectoryLevel& level);
   void evict_surplus();
 
   std::string store_;
