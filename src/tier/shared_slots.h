@@ -55,13 +55,19 @@ class SharedSlots {
                                                             std::chrono::duration<double>(timeout_seconds));
   }
   // The job: the version's slot, or none (no slot: the commit writes the
-  // rank's own file).
+  // rank's own file). A version without a slot is forgotten here: the job
+  // takes no later step that would forget it (a version the ranks did not
+  // agree on has none), and find() answers the same for it either way.
   void answer(int version, std::optional<SharedSlot> slot) {
     {
       std::lock_guard lock(mutex_);
-      Entry& entry = entries_[version];
-      entry.answered = true;
-      entry.slot = std::move(slot);
+      if (slot) {
+        Entry& entry = entries_[version];
+        entry.answered = true;
+        entry.slot = std::move(slot);
+      } else {
+        entries_.erase(version);
+      }
     }
     answered_.notify_all();
   }
@@ -72,10 +78,17 @@ class SharedSlots {
   std::optional<SharedSlot> wait(int version) {
     if (owner_.load(std::memory_order_relaxed) != ::getpid()) return std::nullopt;
     std::unique_lock lock(mutex_);
-    const auto found = entries_.find(version);
+    auto found = entries_.find(version);
+    if (found == entries_.end()) return std::nullopt;
+    // Copied, and the entry looked up again at each wake-up: an answer of
+    // no slot erases it.
+    const auto deadline = found->second.deadline;
+    answered_.wait_until(lock, deadline, [&] {
+      found = entries_.find(version);
+      return found == entries_.end() || found->second.answered;
+    });
     if (found == entries_.end()) return std::nullopt;
     Entry& entry = found->second;
-    answered_.wait_until(lock, entry.deadline, [&] { return entry.answered; });
     entry.gave_up = !entry.answered;
     return entry.gave_up ? std::nullopt : entry.slot;
   }
@@ -99,6 +112,12 @@ class SharedSlots {
   void forget(int version) {
     std::lock_guard lock(mutex_);
     entries_.erase(version);
+  }
+  // Versions whose slot is remembered: expected, or answered with a slot
+  // and not forgotten yet.
+  std::size_t remembered() {
+    std::lock_guard lock(mutex_);
+    return entries_.size();
   }
 
  private:
