@@ -32,6 +32,7 @@ void Prefetcher::set_order(std::vector<int> versions) {
 }
 
 void Prefetcher::forget(int version) {
+  bool wake = false;
   {
     std::lock_guard lock(mutex_);
     forgotten_.insert(version);
@@ -39,35 +40,47 @@ void Prefetcher::forget(int version) {
     order_.erase(std::remove(order_.begin(), order_.end(), version), order_.end());
     failures_.erase(version);
     prefetched_.erase(version);
+    wake = needs_a_pass();
   }
   if (device_) device_->discarded(version);  // one being staged is dropped when it lands
-  changed_.notify_all();
+  if (wake) changed_.notify_all();
 }
 
 void Prefetcher::restored(int version) {
   bool needed_again = false;
+  bool wake = false;
   {
     std::lock_guard lock(mutex_);
     const auto use = std::find(order_.begin(), order_.end(), version);
     if (use == order_.end()) return;
     order_.erase(use);
     needed_again = std::find(order_.begin(), order_.end(), version) != order_.end();
-    look_again_ = true;
+    wake = needs_a_pass();
   }
   if (device_ && !needed_again) device_->restored(version);
-  changed_.notify_all();
+  if (wake) changed_.notify_all();
 }
 
-// Every commit and every eviction from memory pokes: only a pass that is
-// running or that stopped for such an event needs it, and waking the thread
-// for nothing would cost each checkpoint of an adjoint run a context switch.
+// Every commit and every eviction from memory pokes.
 void Prefetcher::poke() {
+  bool wake = false;
   {
     std::lock_guard lock(mutex_);
-    if (!passing_ && !waits_for_poke_) return;
-    look_again_ = true;
+    wake = needs_a_pass();
   }
-  changed_.notify_all();
+  if (wake) changed_.notify_all();
+}
+
+// A commit, a restore or a discard changes nothing for a pass that found
+// everything due in memory (or in L0): only a pass that is running or that
+// left a version waiting (for its write, for room, beyond the window) needs
+// another. A wake-up for nothing would cost each checkpoint or restore of
+// an adjoint run a context switch, and on a busy machine the woken thread
+// takes the caller's CPU first.
+bool Prefetcher::needs_a_pass() {
+  if (!passing_ && !waits_for_poke_) return false;
+  look_again_ = true;
+  return true;
 }
 
 std::optional<std::string> Prefetcher::settle(int version) {
@@ -111,7 +124,14 @@ void Prefetcher::run() {
 // memory or given up goes straight to L0; the first one due that does not
 // fit, even after dropping the prefetched copies needed after it (or that
 // L0 has no room for), waits for room, and so do the ones after it (the
-// order is the order of need).
+// order is the order of need). The pass looks no further ahead than the
+// memory level holds versions of the size last looked up, those not written
+// yet included: a version beyond would be dropped again for those before
+// it once they are written, and asking each level for each version of a
+// long order (a file lookup per version on a directory level) at every
+// commit and restore took as much of the prefetch thread's time as its
+// copies in an adjoint run of small states (issue 27). A restore moves
+// that window on.
 bool Prefetcher::fetch_due() {
   std::vector<int> order;
   {
@@ -120,6 +140,7 @@ bool Prefetcher::fetch_due() {
   }
   std::set<int> looked_at;
   bool unwritten = false;
+  std::uint64_t ahead = 0;  // the memory the versions looked at take
   for (std::size_t position = 0; position < order.size(); ++position) {
     const int version = order[position];
     if (!looked_at.insert(version).second) continue;  // a later use of a version looked at
@@ -128,6 +149,8 @@ bool Prefetcher::fetch_due() {
       if (stopping_) return false;
       if (forgotten_.count(version) != 0) continue;
     }
+    if (ahead >= memory_.capacity()) return true;  // beyond the window: a restore or a commit pokes us
+    ahead += version_bytes_;
     if (!memory_.holds(version)) {
       Level* source = source_of(version);
       if (source == nullptr) {
@@ -159,6 +182,7 @@ bool Prefetcher::into_memory(const std::vector<int>& order, std::size_t position
     given_up_.insert(version);
     return true;
   }
+  version_bytes_ = bytes;
   return make_room(order, position, bytes) && fetch(version, source, bytes);
 }
 

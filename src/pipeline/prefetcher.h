@@ -4,8 +4,9 @@
 // into the L1 memory level, in that order, as room allows: room that
 // Store::discard frees as versions are consumed, or that dropping a
 // prefetched copy needed later than the next version makes (the order is
-// the future, so the replacement is Belady's optimal one). A restart of a
-// prefetched version then reads memory instead of a file. Copies verify
+// the future, so the replacement is Belady's optimal one). It looks no
+// further ahead in the order than the memory level holds versions. A
+// restart of a prefetched version then reads memory instead of a file. Copies verify
 // every chunk; a failed prefetch is reported by the restart that needed it,
 // which reads the version from the slower level instead.
 //
@@ -110,6 +111,9 @@ class Prefetcher {
   bool onto_device(int version);
   // Records why the prefetch of `version` failed, for settle(). Caller holds mutex_.
   void failed(int version, const std::string& why);
+  // Whether an event (a commit, a restore, a discard) calls for a pass;
+  // sets look_again_ if so. Caller holds mutex_.
+  bool needs_a_pass();
 
   MemoryLevel& memory_;
   std::function<std::vector<Level*>()> sources_;
@@ -128,6 +132,7 @@ class Prefetcher {
   bool passing_ = false;         // fetch_due() runs: a poke must make it look again
   bool waits_for_poke_ = false;  // the last pass left a version for a poke
   std::uint64_t passes_ = 0;
+  std::uint64_t version_bytes_ = 0;  // prefetch thread: the memory the last version looked up takes
   bool stopping_ = false;
   std::unique_ptr<DeviceStage> device_;
   std::set<int> device_done_;  // staged, or given up, since the last order

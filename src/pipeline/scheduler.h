@@ -125,6 +125,7 @@ class Scheduler {
   void remove_discarded();
   bool remove_unless_needed(int version);
   bool needed_on(Level& level, int base, const KnownBases& bases);
+  bool may_be_a_base(int version);  // false: no version can build on it, needed_on need not look
 
   std::vector<Step> steps_;
   Config::Pipeline pipeline_;
@@ -151,6 +152,8 @@ class Scheduler {
   bool evicting_ = false;  // the eviction thread removes or compacts
   bool lowered_ = false;   // eviction thread: its priority lowered for compaction
   bool capturing_ = false;
+  int first_version_ = -1;    // the first version submitted: the levels held only older ones before
+  bool wrote_delta_ = false;  // a delta was submitted
   bool stopping_ = false;
   std::thread evictor_;
 };
