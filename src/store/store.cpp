@@ -241,7 +241,12 @@ int Store::Impl::restart(int version, RestartScope scope) {
   Restored restored = job_->restart(version, restart_steps(parts, scope));
   last_restart = std::move(restored.report);
   metadata = std::move(restored.metadata);
-  newest_version_ = std::max(newest_committed(), restored.version);  // the next version must be newer
+  // The next version must be newer than every version held. The store knew
+  // them all at open and has taken each since, so only a restart of the
+  // newest lists the levels again (a listing of the L2 directory at every
+  // restart was half of each restart of an adjoint's disk store: issue 27).
+  const int newest_held = version == kLatest ? newest_committed() : newest_version_;
+  newest_version_ = std::max(newest_held, restored.version);
   // local.keep and persistent.keep apply at restart too (once: store_impl.h)
   if (!std::exchange(kept_at_restart_, true)) scheduler_->request_eviction();
   return restored.version;
