@@ -149,7 +149,8 @@ bool Prefetcher::fetch_due() {
       if (stopping_) return false;
       if (forgotten_.count(version) != 0) continue;
     }
-    if (ahead >= memory_.capacity()) return true;  // beyond the window: a restore or a commit pokes us
+    // Beyond the window (the first version is always in it): a restore or a commit pokes us.
+    if (ahead > 0 && ahead + version_bytes_ > memory_.capacity()) return true;
     ahead += version_bytes_;
     if (!memory_.holds(version)) {
       Level* source = source_of(version);

@@ -24,7 +24,8 @@
 namespace resurgo {
 namespace {
 
-constexpr std::uint64_t kVersionBytes = 256u << 10;
+// Two versions fit in one 2 MiB piece of the memory level, a third does not.
+constexpr std::uint64_t kVersionBytes = 1008u << 10;
 
 // The slower level the prefetcher copies from, counting the lookups.
 class CountingLevel : public testing::ForwardingLevel {
