@@ -87,7 +87,11 @@ EXAMPLE_DIR = HERE.parent / "examples" / "adjoint_wave"  # acoustic.py, the mode
 FIELDS_PER_CHECKPOINT = 2
 MODEL_FIELDS = 9  # state 2, scratch 1, velocity and c^2 2, adjoint 3, gradient sum 1
 MEMCPY_REPEATS = 7
-PIECE = 2 * MiB  # Resurgo's memory level holds each version in whole 2 MiB pieces
+# The memory configured per version: a checkpoint plus one 2 MiB piece, what
+# builds up to b01a0b4 took per version (whole pieces), so that before rows
+# of such builds run with the same capacities; later builds take a version's
+# container bytes, so the same memory holds more versions.
+PIECE = 2 * MiB
 TARGET_RESTORE_VS_MEMCPY = 1.2
 TARGET_WALL_VS_MEMORY = 1.05
 SMALL_STATE = MiB  # issue 27: states up to this size get its wall targets instead
@@ -918,8 +922,9 @@ def write_markdown(path: Path, machine: Dict[str, str], by_size: Dict[int, Dict[
               "(first repeat).",
               f"- Resurgo stores: RAM `ram_capacity` = snapshots + 1 versions; DISK store under "
               f"`--dir` with `prefetch_capacity` = {args.prefetch_checkpoints} versions; a version "
-              "is counted as a checkpoint plus 2 MiB, since the memory level holds each in whole "
-              f"2 MiB pieces. `buffer.capacity` is the checkpoint's bytes, at least "
+              "is counted as a checkpoint plus 2 MiB, what builds up to b01a0b4 took (whole 2 MiB "
+              "pieces; later ones take the container's bytes, so the same capacity holds more "
+              "versions). `buffer.capacity` is the checkpoint's bytes, at least "
               f"{human(args.buffer_floor)} (resurgo.adjoint's choice: one large version in flight "
               "per store, small ones never wait); other settings are the defaults. "
               "Raw files and pyrevolve's DiskStorage write without fsync; nothing evicts the page "

@@ -3,10 +3,14 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <condition_variable>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <set>
+#include <span>
+#include <utility>
 
 #include "base/checksum.h"
 #include "base/copy_checksum.h"
@@ -22,14 +26,34 @@ namespace resurgo {
 namespace {
 
 // 2 MiB, aligned: one transparent huge page per piece where the kernel
-// backs the hint, one fault for a fresh piece instead of 512.
+// backs the hint, one fault for a fresh piece instead of 512. The unit
+// taken from the system and the unit of pinning; versions share pieces.
 constexpr std::uint64_t kPieceBytes = 2u << 20;
+
+// A cache line. Extents start and end at line bounds: a chunk placed at the
+// next line bound of its extent lies at a line bound in memory, and two
+// versions written at once never store into one line. A version wastes at
+// most 63 bytes at its end; a coarser grain (4 KiB) would waste up to a
+// page per version, as much as a 4 KiB state itself.
+constexpr std::uint64_t kLineBytes = 64;
+
+std::uint64_t line_up(std::uint64_t bytes) { return (bytes + kLineBytes - 1) / kLineBytes * kLineBytes; }
+
+// The piece that holds `at`: pieces are aligned to their size.
+std::byte* piece_of(const std::byte* at) {
+  return reinterpret_cast<std::byte*>(reinterpret_cast<std::uintptr_t>(at) & ~(kPieceBytes - 1));
+}
 
 struct FreeDeleter {
   void operator()(std::byte* piece) const { std::free(piece); }
 };
 using Piece = std::unique_ptr<std::byte[], FreeDeleter>;
 
+// A run of bytes within one piece, at a line bound and whole lines long.
+struct Extent {
+  std::byte* data = nullptr;
+  std::uint64_t bytes = 0;
+};
 
 // The pool ran out while a version was written; commit() says what to do.
 class MemoryFull : public StorageError {
@@ -47,36 +71,42 @@ class PinnedPieces {
     if (!pinner_.pin && !stopped_) pinner_ = std::move(pinner);
   }
 
-  // Pins those of `pieces` (written, so touched) not pinned yet, until the
-  // pinner first fails. Outside the lock: a registration takes time.
-  void pin(const std::vector<Piece>& pieces) {
+  // Pins the pieces the extents (written, so touched) lie in that are not
+  // pinned yet, until the pinner first fails. Outside the lock: a
+  // registration takes time. Versions share pieces, so a piece that another
+  // call is pinning (claimed_) is left to that call.
+  void pin(const std::vector<Extent>& extents) {
     MemoryLevel::PiecePinner pinner;
     {
       std::lock_guard lock(mutex_);
       if (failed_ || stopped_ || !pinner_.pin) return;
       pinner = pinner_;
     }
-    for (const Piece& piece : pieces) {
+    for (const Extent& extent : extents) {
+      std::byte* piece = piece_of(extent.data);
       {
         std::lock_guard lock(mutex_);
-        if (pinned_.count(piece.get()) != 0) continue;
+        if (failed_ || stopped_) return;
+        if (pinned_.count(piece) != 0 || !claimed_.insert(piece).second) continue;
       }
-      const bool pinned = pinner.pin(piece.get(), kPieceBytes);
+      const bool pinned = pinner.pin(piece, kPieceBytes);
       std::unique_lock lock(mutex_);
+      claimed_.erase(piece);
       if (pinned && stopped_) {
         lock.unlock();
-        pinner.unpin(piece.get(), kPieceBytes);
+        pinner.unpin(piece, kPieceBytes);
         return;
       }
       if (!pinned) {
         failed_ = true;
         return;
       }
-      pinned_.insert(piece.get());
+      pinned_.insert(piece);
     }
   }
 
-  // Unpins every piece and pins no more; lets the pinner go.
+  // Unpins every piece and pins no more; lets the pinner go. A pin() in
+  // flight unpins what it pinned itself.
   void stop() {
     std::set<std::byte*> pinned;
     MemoryLevel::PiecePinner pinner;
@@ -100,15 +130,22 @@ class PinnedPieces {
   bool failed_ = false;
   bool stopped_ = false;
   std::set<std::byte*> pinned_;
+  std::set<std::byte*> claimed_;  // being pinned by a pin() call
 };
 
 }  // namespace
 
+// Pieces, taken from the system lazily up to the capacity and kept until
+// the pool ends (touched memory is what a version should be written into),
+// and the free extents within them. A version takes whole free extents and
+// gives back what it did not use; free neighbours within a piece coalesce,
+// so that removed versions leave room for one of nearly a piece again.
+// Takes and gives cost O(log n) in the n free extents.
 class MemoryLevel::PiecePool {
  public:
   PiecePool(std::string store, std::uint64_t capacity)
-      : store_(std::move(store)), pieces_(std::max<std::uint64_t>(1, capacity / kPieceBytes)) {}
-  // Every piece is back here (each image holds the pool): unpinned before freed.
+      : store_(std::move(store)), max_pieces_(std::max<std::uint64_t>(1, capacity / kPieceBytes)) {}
+  // Every extent is back here (each image holds the pool): unpinned before freed.
   ~PiecePool() { pins.stop(); }
   PiecePool(const PiecePool&) = delete;
   PiecePool& operator=(const PiecePool&) = delete;
@@ -116,72 +153,137 @@ class MemoryLevel::PiecePool {
   PinnedPieces pins;
 
   const std::string& store() const { return store_; }
-  std::uint64_t capacity() const { return pieces_ * kPieceBytes; }
+  std::uint64_t capacity() const { return max_pieces_ * kPieceBytes; }
   std::uint64_t free_bytes() {
     std::lock_guard lock(mutex_);
-    return (pieces_ - out_) * kPieceBytes;
+    return capacity() - held_;
+  }
+  std::uint64_t allocated_bytes() {
+    std::lock_guard lock(mutex_);
+    return pieces_.size() * kPieceBytes;
   }
 
-  // A piece, reused when one is free; null when the capacity is exhausted.
-  Piece take() {
+  // A whole free extent for an image that grows and gives back its rest:
+  // the smallest that holds `need` bytes (at most a piece), else a fresh
+  // piece while the capacity allows one, else the largest whatever its
+  // size; none (null data) when nothing is free. The smallest, not the
+  // largest: a version that replaces one of its size (an evicted or
+  // consumed checkpoint) then lands in the hole that one left, whose lines
+  // are likely still in cache (the largest free extent would march new
+  // versions through cold memory), and large extents stay whole for large
+  // versions. Where no hole holds it, the piece's rest is the only fit, so
+  // consecutive versions lie side by side.
+  Extent take(std::uint64_t need) {
+    need = std::min(line_up(need), kPieceBytes);
     std::lock_guard lock(mutex_);
-    if (out_ == pieces_) return nullptr;
-    ++out_;
-    if (!free_.empty()) {
-      Piece piece = std::move(free_.back());
-      free_.pop_back();
-      return piece;
+    auto fit = by_size_.lower_bound({need, nullptr});
+    if (fit == by_size_.end() && pieces_.size() < max_pieces_) return hold(fresh_piece());
+    if (fit == by_size_.end() && !by_size_.empty()) fit = std::prev(by_size_.end());
+    if (fit == by_size_.end()) return {};
+    const Extent taken{fit->second, fit->first};
+    by_size_.erase(fit);
+    by_address_.erase(taken.data);
+    return hold(taken);
+  }
+
+  // Then calls the listener, without the lock (it may call back).
+  void give(std::span<const Extent> extents) {
+    if (extents.empty()) return;
+    std::function<void()> listener;
+    {
+      std::lock_guard lock(mutex_);
+      for (const Extent& extent : extents) {
+        held_ -= extent.bytes;
+        add_free(extent);
+      }
+      listener = listener_;
+      if (listener) ++listening_;
     }
+    if (!listener) return;
+    listener();
+    std::lock_guard lock(mutex_);
+    if (--listening_ == 0) listened_.notify_all();
+  }
+
+  // Returns once no call of the listener it replaces runs (a commit's
+  // thread gives memory back on every commit): what the old one refers to
+  // may then go (the store's close resets its prefetcher next).
+  void set_listener(std::function<void()> listener) {
+    std::unique_lock lock(mutex_);
+    listener_ = std::move(listener);
+    listened_.wait(lock, [&] { return listening_ == 0; });
+  }
+
+ private:
+  Extent hold(Extent extent) {
+    held_ += extent.bytes;
+    return extent;
+  }
+
+  Extent fresh_piece() {
     Piece piece(static_cast<std::byte*>(std::aligned_alloc(kPieceBytes, kPieceBytes)));
     if (!piece) {
-      --out_;
       throw StorageError("the L1 memory level of store '" + store_ + "' cannot allocate " + size_text(kPieceBytes) +
                          " of memory; lower memory.capacity");
     }
     ::madvise(piece.get(), kPieceBytes, MADV_HUGEPAGE);  // a hint: without THP the piece works the same
-    return piece;
+    pieces_.push_back(std::move(piece));
+    return {pieces_.back().get(), kPieceBytes};
   }
 
-  void give(std::vector<Piece>& pieces) {
-    if (pieces.empty()) return;
-    std::function<void()> listener;
-    {
-      std::lock_guard lock(mutex_);
-      out_ -= pieces.size();
-      for (Piece& piece : pieces) free_.push_back(std::move(piece));
-      listener = listener_;
+  // Merges the extent with the free ones that end where it starts and start
+  // where it ends, within its piece (the next piece may lie right after it
+  // in memory, but an extent never crosses a piece bound).
+  void add_free(Extent extent) {
+    auto next = by_address_.lower_bound(extent.data);
+    if (next != by_address_.end() && next->first == extent.data + extent.bytes &&
+        piece_of(next->first) == piece_of(extent.data)) {
+      extent.bytes += next->second;
+      next = remove_free(next);
     }
-    pieces.clear();
-    if (listener) listener();
+    if (next != by_address_.begin()) {
+      const auto before = std::prev(next);
+      if (before->first + before->second == extent.data && piece_of(before->first) == piece_of(extent.data)) {
+        extent = {before->first, extent.bytes + before->second};
+        remove_free(before);
+      }
+    }
+    by_address_.emplace(extent.data, extent.bytes);
+    by_size_.emplace(extent.bytes, extent.data);
   }
 
-  void set_listener(std::function<void()> listener) {
-    std::lock_guard lock(mutex_);
-    listener_ = std::move(listener);
+  std::map<std::byte*, std::uint64_t>::iterator remove_free(std::map<std::byte*, std::uint64_t>::iterator at) {
+    by_size_.erase({at->second, at->first});
+    return by_address_.erase(at);
   }
 
- private:
   std::string store_;
-  const std::uint64_t pieces_;
+  const std::uint64_t max_pieces_;
   std::mutex mutex_;
-  std::uint64_t out_ = 0;
-  std::vector<Piece> free_;
+  std::vector<Piece> pieces_;
+  std::uint64_t held_ = 0;                                  // bytes in extents that images hold
+  std::map<std::byte*, std::uint64_t> by_address_;          // free extents: start -> bytes
+  std::set<std::pair<std::uint64_t, std::byte*>> by_size_;  // the same, by size
   std::function<void()> listener_;
+  int listening_ = 0;  // calls of a listener under way
+  std::condition_variable listened_;
 };
 
-// One version's container bytes, in pieces; gives them back when destroyed.
-// The bytes lie in segments, each a run of consecutive bytes within one
-// piece. A chunk copied and hashed in one pass (a capture's) starts a
-// segment of its own at the next 64-byte bound of its piece when it fits
-// there: its copy then stores whole cache lines, where one that starts
-// wherever the record before it ends stores each line in two halves, at
-// about twice the cost of a store within a line. The gap costs at most 63
-// bytes a chunk; footprint() counts none, since the level copies versions
-// (prefetch) without gaps.
+// One version's container bytes, in extents of the pool's pieces; gives
+// them back when destroyed. The bytes lie in segments, each a run of
+// consecutive bytes within one piece. A chunk copied and hashed in one pass
+// (a capture's) starts a segment of its own at the next 64-byte bound of
+// its extent when it fits there: its copy then stores whole cache lines,
+// where one that starts wherever the record before it ends stores each line
+// in two halves, at about twice the cost of a store within a line. The gap
+// costs at most 63 bytes a chunk; footprint() counts none, since the level
+// copies versions (prefetch) without gaps.
 class MemoryLevel::Image {
  public:
-  Image(std::shared_ptr<PiecePool> pool, int version, int rank) : pool_(std::move(pool)), version_(version), rank_(rank) {}
-  ~Image() { pool_->give(pieces_); }
+  // `expected`: the version's size where known (a copy's), else 0.
+  Image(std::shared_ptr<PiecePool> pool, int version, int rank, std::uint64_t expected)
+      : pool_(std::move(pool)), version_(version), rank_(rank), expected_(expected) {}
+  ~Image() { pool_->give(extents_); }
   Image(const Image&) = delete;
   Image& operator=(const Image&) = delete;
 
@@ -198,27 +300,21 @@ class MemoryLevel::Image {
   // Throws MemoryFull when the pool is exhausted.
   void append(const std::byte* data, std::uint64_t bytes) {
     while (bytes > 0) {
-      if (fill_ == kPieceBytes) take_piece();
-      const std::uint64_t part = std::min(bytes, kPieceBytes - fill_);
+      if (room() == 0) take_extent(bytes);
+      const std::uint64_t part = std::min(bytes, room());
       std::memcpy(place(fill_, part), data, part);
       data += part;
       bytes -= part;
     }
   }
 
-  // append() in one pass with the checksum (base/copy_checksum.h) when the
-  // bytes fit in the current piece or a fresh one, at a 64-byte bound where
-  // they fit there; across a piece bound, an append then the checksum of
-  // the source.
+  // append() in one pass with the checksum (base/copy_checksum.h) where the
+  // bytes lie in one run; otherwise an append then the checksum of the
+  // source.
   std::uint64_t append_hashed(const std::byte* data, std::uint64_t bytes) {
-    if (bytes == 0 || bytes > kPieceBytes) {
-      append(data, bytes);
-      return checksum(data, bytes);
+    if (bytes > 0 && bytes <= kPieceBytes) {
+      if (std::byte* run = run_for(bytes)) return copy_checksum(run, data, bytes);
     }
-    if (fill_ == kPieceBytes) take_piece();
-    const std::uint64_t aligned = (fill_ + kLineBytes - 1) / kLineBytes * kLineBytes;
-    if (aligned + bytes <= kPieceBytes) return copy_checksum(place(aligned, bytes), data, bytes);
-    if (fill_ + bytes <= kPieceBytes) return copy_checksum(place(fill_, bytes), data, bytes);
     append(data, bytes);
     return checksum(data, bytes);
   }
@@ -229,8 +325,13 @@ class MemoryLevel::Image {
     });
   }
 
-  // The version is written: its pieces are touched, and may be pinned.
-  void written() { pool_->pins.pin(pieces_); }
+  // The version is written: the rest of its last extent goes back, and its
+  // pieces (touched) may be pinned.
+  void written() {
+    if (extents_.empty()) return;
+    give_back_rest();
+    pool_->pins.pin(extents_);
+  }
 
   // Never across a piece bound (Reader::for_each_span).
   void for_each_span(std::uint64_t offset, std::uint64_t bytes, const Reader::Span& span) const {
@@ -248,8 +349,6 @@ class MemoryLevel::Image {
   }
 
  private:
-  static constexpr std::uint64_t kLineBytes = 64;
-
   struct Segment {
     std::uint64_t offset;  // of its first byte in the version
     std::byte* data;
@@ -278,19 +377,51 @@ class MemoryLevel::Image {
     return std::prev(after);
   }
 
-  // Throws MemoryFull when the pool is exhausted.
-  void take_piece() {
-    Piece piece = pool_->take();
-    if (!piece) throw MemoryFull();
-    pieces_.push_back(std::move(piece));
+  std::uint64_t room() const { return extents_.empty() ? 0 : extents_.back().bytes - fill_; }
+
+  // The next `bytes` in one run, placed: at the next 64-byte bound of the
+  // last extent, else right after its last byte, else at the start of an
+  // extent taken for them (the last one's rest goes back first, so that a
+  // free neighbour may make it large enough). Null when the pool has no
+  // extent that large left: append() then spreads them.
+  std::byte* run_for(std::uint64_t bytes) {
+    if (!extents_.empty()) {
+      const std::uint64_t aligned = line_up(fill_);
+      if (aligned + bytes <= extents_.back().bytes) return place(aligned, bytes);
+      if (fill_ + bytes <= extents_.back().bytes) return place(fill_, bytes);
+      give_back_rest();
+    }
+    take_extent(bytes);
+    return room() >= bytes ? place(0, bytes) : nullptr;
+  }
+
+  // Asks for `need` bytes; the first extent of a version whose size is
+  // known for all of it. Throws MemoryFull when the pool is exhausted.
+  void take_extent(std::uint64_t need) {
+    const Extent extent = pool_->take(extents_.empty() ? std::max(need, expected_) : need);
+    if (extent.data == nullptr) throw MemoryFull();
+    extents_.push_back(extent);
     fill_ = 0;
   }
 
-  // The next `bytes` of the version, at `at` in the last piece (at or after
-  // its fill): extends the last segment when they follow it there.
+  // Gives back the last extent's lines past its fill (each extent holds at
+  // least one written byte: every take is followed by a place).
+  void give_back_rest() {
+    Extent& last = extents_.back();
+    const std::uint64_t kept = line_up(fill_);
+    if (kept == last.bytes) return;
+    const Extent rest{last.data + kept, last.bytes - kept};
+    pool_->give(std::span(&rest, 1));
+    last.bytes = kept;
+  }
+
+  // The next `bytes` of the version, at `at` in the last extent (at or
+  // after its fill): extends the last segment when they follow it in its
+  // piece.
   std::byte* place(std::uint64_t at, std::uint64_t bytes) {
-    std::byte* where = pieces_.back().get() + at;
-    if (at == fill_ && fill_ > 0) {
+    std::byte* where = extents_.back().data + at;
+    if (!segments_.empty() && segments_.back().data + segments_.back().bytes == where &&
+        piece_of(segments_.back().data) == piece_of(where)) {
       segments_.back().bytes += bytes;
     } else {
       segments_.push_back({size_, where, bytes});
@@ -310,12 +441,13 @@ class MemoryLevel::Image {
   std::shared_ptr<PiecePool> pool_;
   const int version_;
   const int rank_;
+  const std::uint64_t expected_;
   mutable std::once_flag path_named_;
   mutable std::string path_;
-  std::vector<Piece> pieces_;
+  std::vector<Extent> extents_;  // held, in the version's order
   std::vector<Segment> segments_;
   std::uint64_t size_ = 0;
-  std::uint64_t fill_ = kPieceBytes;  // bytes used of the last piece; a full one: take another first
+  std::uint64_t fill_ = 0;  // bytes used of the last extent
 };
 
 void MemoryLevel::Reader::read_at(std::uint64_t offset, void* data, std::size_t bytes) const {
@@ -387,16 +519,29 @@ std::string MemoryLevel::where() const {
 
 std::uint64_t MemoryLevel::capacity() const { return pool_->capacity(); }
 std::uint64_t MemoryLevel::free_bytes() const { return pool_->free_bytes(); }
-std::uint64_t MemoryLevel::footprint(std::uint64_t file_bytes) const {
-  return (file_bytes + kPieceBytes - 1) / kPieceBytes * kPieceBytes;
-}
+// A copy writes no gaps, and extents are whole lines.
+std::uint64_t MemoryLevel::footprint(std::uint64_t file_bytes) const { return line_up(file_bytes); }
+std::uint64_t MemoryLevel::allocated_bytes() const { return pool_->allocated_bytes(); }
 void MemoryLevel::on_space_freed(std::function<void()> listener) { pool_->set_listener(std::move(listener)); }
 void MemoryLevel::pin_pieces(PiecePinner pinner) { pool_->pins.set(std::move(pinner)); }
 void MemoryLevel::unpin_pieces() { pool_->pins.stop(); }
 std::uint64_t MemoryLevel::pinned_bytes() const { return pool_->pins.count() * kPieceBytes; }
 
 void MemoryLevel::commit(int version, const std::function<void(WritableFile&)>& write) {
-  auto image = std::make_shared<Image>(pool_, version, rank_);
+  commit_image(version, 0, write);
+}
+
+// A copy's size is known: it first asks for an extent that holds all of it,
+// so that its chunks lie in one run each (one pass at restore), and takes
+// a fresh piece for that only when no free extent is large enough.
+void MemoryLevel::commit_copy(int version, const ReadableFile& source) {
+  const format::Container container = format::read_container(source);
+  format::check_identity(container, source.path(), "", version, rank_);
+  commit_image(version, source.size(), [&](WritableFile& file) { format::copy_verified(source, container, file); });
+}
+
+void MemoryLevel::commit_image(int version, std::uint64_t expected, const std::function<void(WritableFile&)>& write) {
+  auto image = std::make_shared<Image>(pool_, version, rank_, expected);
   ImageWriter writer(*image);
   try {
     write(writer);
@@ -408,14 +553,9 @@ void MemoryLevel::commit(int version, const std::function<void(WritableFile&)>& 
                        held + "]; raise memory.capacity, lower memory.keep, or discard consumed versions");
   }
   image->written();
+  std::shared_ptr<const Image> replaced;  // freed after the lock is released: the listener may call back
   std::lock_guard lock(mutex_);
-  images_[version] = std::move(image);
-}
-
-void MemoryLevel::commit_copy(int version, const ReadableFile& source) {
-  const format::Container container = format::read_container(source);
-  format::check_identity(container, source.path(), "", version, rank_);
-  commit(version, [&](WritableFile& file) { format::copy_verified(source, container, file); });
+  replaced = std::exchange(images_[version], std::move(image));
 }
 
 std::vector<int> MemoryLevel::versions() {

@@ -4,24 +4,28 @@
 // A route keeps versions here with `[memory] every`; adjoint prefetch copies
 // versions here from the directory levels (DESIGN.md, "Adjoint staging").
 //
-// Memory comes in fixed pieces from a pool bounded by `capacity`. Freed
-// pieces go back to the pool, not to the kernel: a version written into
-// reused pieces pays no page faults (first touch: the gpu-cache-allocation
-// paper, section IV-A, measured writes to untouched pages at half the
-// bandwidth of writes to touched ones).
-// Readers hold a version's pieces until they finish, so removing a version
+// Memory comes in 2 MiB pieces, taken from the system lazily up to
+// `capacity` and kept: a version written into touched memory pays no page
+// faults (first touch: the gpu-cache-allocation paper, section IV-A,
+// measured writes to untouched pages at half the bandwidth of writes to
+// touched ones). Versions share pieces: each takes extents (runs of whole
+// 64-byte lines within a piece) from the free ones, preferring touched
+// memory to a fresh piece, and gives back what it did not use once written;
+// a removed version's extents go back and merge with free neighbours. Many
+// small versions thus lie in one piece, next to each other.
+// Readers hold a version's extents until they finish, so removing a version
 // while restore reads it is safe.
 //
 // Pinned pieces (docs/gpu.md, "Pinned versions in memory"): a store with
 // device or managed regions restores them host to device, and a copy out of
 // pageable memory runs at a fraction of the bandwidth of one out of pinned
 // memory. The device capture hands the level a PiecePinner; from then on a
-// piece is pinned once a version was written into it (touched first, then
-// pinned: the gpu-cache-allocation paper, section IV-B, pins pages that are
-// there already) and stays pinned, reused as it is, until the level is
-// destroyed or unpin_pieces() is called. Each piece is its own
-// registration, so a copy out of the level is cut at piece bounds
-// (Reader::for_each_span). The level knows no driver.
+// piece is pinned, whole and once, when a version written into it first
+// lies there (touched first, then pinned: the gpu-cache-allocation paper,
+// section IV-B, pins pages that are there already) and stays pinned, reused
+// as it is, until the level is destroyed or unpin_pieces() is called. Each
+// piece is its own registration, so a copy out of the level is cut at piece
+// bounds (Reader::for_each_span). The level knows no driver.
 #pragma once
 
 #include <cstdint>
@@ -61,7 +65,7 @@ class MemoryLevel final : public Level {
   std::string where() const override;
 
   void prepare() override {}
-  // Writes the version into pieces taken from the pool; visible only once
+  // Writes the version into extents taken from the pool; visible only once
   // complete. Throws LevelFullError when the pool runs out (the message says
   // how much the level holds and what to raise or discard).
   void commit(int version, const std::function<void(WritableFile&)>& write) override;
@@ -78,9 +82,16 @@ class MemoryLevel final : public Level {
 
   std::uint64_t capacity() const;
   std::uint64_t free_bytes() const;
-  // Bytes a version whose container file has `file_bytes` takes here.
+  // Bytes a copy of a version whose container file has `file_bytes` takes
+  // here; it fits when free_bytes() are at least that many (and no other
+  // commit takes memory meanwhile).
   std::uint64_t footprint(std::uint64_t file_bytes) const;
-  // Called (without locks held) whenever memory returns to the pool.
+  // Bytes of pieces taken from the system so far (kept until the level ends).
+  std::uint64_t allocated_bytes() const;
+  // Called (without locks held) whenever memory returns to the pool: a
+  // version removed, or the rest of what a commit took. Must not throw.
+  // Returns once no call of the listener it replaces runs; not to be
+  // called from a listener.
   void on_space_freed(std::function<void()> listener);
 
   // Pins the pieces of each version committed from now on, once written
@@ -97,6 +108,9 @@ class MemoryLevel final : public Level {
   std::unique_ptr<Reader> open_in_place(int version);
 
  private:
+  // `expected`: the version's size where known, else 0.
+  void commit_image(int version, std::uint64_t expected, const std::function<void(WritableFile&)>& write);
+
   std::string store_;
   int rank_;
   int keep_;

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <thread>
 
+#include "capture/copy_capture.h"
 #include "hook_env.h"
 #include "io/fault_env.h"
 #include "resurgo/resurgo.h"
@@ -303,9 +304,9 @@ TEST_F(AdjointStagingTest, AFullMemoryRouteFailsTheVersionNamingTheCapacity) {
 // not a later call.
 TEST_F(AdjointStagingTest, ASmallVersionIsInMemoryWhenCheckpointReturns) {
   auto keys = memory_only();
-  keys["memory.capacity"] = "2MiB";  // one piece: one version
+  keys["memory.capacity"] = "2MiB";  // one version of 1 MiB and its records, not two
   Store store("s", config(keys));
-  std::vector<double> small(512, 1.0);
+  std::vector<double> small(kStraightToMemoryBytes / sizeof(double), 1.0);
   store.protect(0, small.data(), small.size() * sizeof(double), "small");
   store.checkpoint(1);
   ASSERT_EQ(store.stats().size(), 1u);

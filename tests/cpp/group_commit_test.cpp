@@ -190,7 +190,7 @@ TEST(GroupCommitTest, AnIoFaultInOneFileOfAGroupFailsThatVersionOnly) {
   EXPECT_EQ(pipeline.l2.versions(), (std::vector<int>{1, 2, 3, 5, 6}));
 }
 
-// Memory + L2: the memory level holds 4 versions (one 2 MiB piece each).
+// Memory + L2: the memory level holds 4 versions (of 1.25 MiB each, in 6 MiB).
 struct MemoryThenL2 : Pipeline {
   MemoryThenL2() { start({&memory, &gated}); }
   ~MemoryThenL2() { stop(); }  // before the memory level goes
@@ -206,7 +206,7 @@ struct MemoryThenL2 : Pipeline {
     return returned;
   }
 
-  MemoryLevel memory{kStore, 0, 4 * 2 * kMiB, 1};
+  MemoryLevel memory{kStore, 0, 6 * kMiB, 1};
 };
 
 TEST(GroupCommitTest, ABurstOfSmallVersionsRestsInMemoryWithoutWaitingForL2) {

@@ -70,9 +70,9 @@ TEST(MemoryLevelTest, AVersionThatDoesNotFitFailsNamingWhatHoldsTheMemory) {
 
 TEST(MemoryLevelTest, AReaderKeepsARemovedVersionReadableUntilItFinishes) {
   MemoryLevel memory("s", 0, 8 * kMiB, 0);
-  int freed = 0;
-  memory.on_space_freed([&] { ++freed; });
   memory.commit(1, raw_bytes(3 * kMiB, std::byte{9}));
+  int freed = 0;
+  memory.on_space_freed([&] { ++freed; });  // after the commit, which gives back what it did not use
   auto reader = memory.open(1);
   memory.remove(1);
   EXPECT_FALSE(memory.holds(1));

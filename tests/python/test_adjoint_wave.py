@@ -18,7 +18,7 @@ import acoustic as wave  # noqa: E402  (the example, not a package)
 
 SHAPE = (64, 64)
 N_STEPS = 150
-PIECE = 2 << 20  # Resurgo's memory level holds each version in whole 2 MiB pieces
+PIECE = 2 << 20  # per version, more than its container takes in the memory level: room to spare
 
 
 @pytest.fixture(scope="module")
