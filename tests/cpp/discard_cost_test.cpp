@@ -46,6 +46,11 @@ class WatchedLevel final : public testing::ForwardingLevel {
     record(removers_);
     level_.remove(version);
   }
+  std::vector<int> versions() override {
+    ++listings;
+    return level_.versions();
+  }
+  std::atomic<int> listings{0};
   std::vector<std::thread::id> holders() const {
     std::lock_guard lock(mutex_);
     return holders_;
@@ -117,6 +122,24 @@ TEST(DiscardCostTest, AVersionDiscardedOnItsWayIsRemovedOnceItLands) {
   route.catalog.wait_settled(1, kL1);
   route.scheduler.drain();
   EXPECT_FALSE(route.memory.holds(1)) << "the discarded version stayed in memory once it landed";
+}
+
+// A discarded version must stay on a level only while a delta there builds
+// on it. A store that wrote no delta has no such version newer than one it
+// wrote (versions increase): the discard removes it without listing the
+// level's versions (a directory listing on L2, at nearly every save of an
+// adjoint run).
+TEST(DiscardCostTest, ADiscardInAStoreThatWroteNoDeltaListsNoLevel) {
+  MemoryRoute route;
+  for (int version = 1; version <= 5; ++version) route.take(version);
+  route.level.listings = 0;
+  for (const int version : {3, 1}) {
+    route.catalog.discard(version);
+    route.scheduler.discard(version);
+    route.scheduler.drain();
+  }
+  EXPECT_EQ(route.memory.versions(), (std::vector<int>{2, 4, 5}));
+  EXPECT_EQ(route.level.listings, 0);
 }
 
 // Counts the directories the store opens.

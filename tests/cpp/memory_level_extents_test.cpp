@@ -23,10 +23,9 @@
 #include "base/thread_pool.h"
 #include "base/trace.h"
 #include "base/units.h"
-#include "core/registry.h"
 #include "format/container.h"
+#include "one_region_restore.h"
 #include "resurgo/errors.hpp"
-#include "store/restore.h"
 #include "tier/memory_level.h"
 
 namespace resurgo {
@@ -163,19 +162,7 @@ class MemoryLevelExtentsRestoreTest : public ::testing::Test {
   }
   std::vector<std::byte> restore(MemoryLevel& level, int version, std::uint64_t bytes) {
     std::vector<std::byte> region(bytes);
-    Registry registry;
-    Region protected_region;
-    protected_region.label = "u";
-    protected_region.data = region.data();
-    protected_region.bytes = region.size();
-    registry.add(protected_region);
-    const std::string name = "s";
-    const StoreIdentity store{name, id_};
-    const std::vector<Level*> levels{&level};
-    const RestoreContext context{store, 0, levels, registry, pool_, log_, trace_};
-    RestartReport report;
-    std::vector<std::byte> metadata;
-    EXPECT_EQ(restore_version(context, version, report, metadata), version);
+    EXPECT_EQ(testing::restore_one_region(level, id_, version, region, pool_, log_, trace_), version);
     return region;
   }
 

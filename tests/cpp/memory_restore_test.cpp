@@ -11,11 +11,10 @@
 #include "base/log.h"
 #include "base/thread_pool.h"
 #include "base/trace.h"
-#include "core/registry.h"
 #include "format/container.h"
+#include "one_region_restore.h"
 #include "resurgo/errors.hpp"
 #include "resurgo/resurgo.hpp"
-#include "store/restore.h"
 #include "tier/memory_level.h"
 
 namespace resurgo {
@@ -56,19 +55,7 @@ class MemoryRestoreTest : public ::testing::TestWithParam<std::uint64_t> {
   }
 
   int restore(std::vector<std::byte>& region, int version) {
-    Registry registry;
-    Region protected_region;
-    protected_region.label = "u";
-    protected_region.data = region.data();
-    protected_region.bytes = region.size();
-    registry.add(protected_region);
-    const std::string name = "s";
-    const StoreIdentity store{name, id_};
-    const std::vector<Level*> levels{&memory_};
-    const RestoreContext context{store, 0, levels, registry, pool_, log_, trace_};
-    RestartReport report;
-    std::vector<std::byte> metadata;
-    return restore_version(context, version, report, metadata);
+    return testing::restore_one_region(memory_, id_, version, region, pool_, log_, trace_);
   }
 
   format::StoreId id_ = format::StoreId::random();
