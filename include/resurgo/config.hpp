@@ -73,6 +73,10 @@ struct Config {
     // many deltas, the version is rewritten there as a full version in the
     // background, so that restart reads one file; 0 = never.
     int compact_after = 0;
+    // The share of the wall time a compaction works, in (0, 1]: after each
+    // chunk it pauses so that its memory traffic slows the application only
+    // that share of the time (docs/tracking.md, "Compaction"); 1 = no pause.
+    double compact_share = 0.25;
   } delta;
   struct Buffer {  // L1: bounded host staging buffer
     std::uint64_t capacity = 0;  // bytes; 0 = auto (2x the protected bytes, at least kSmallStateBuffer, at most 1/4 of physical memory)

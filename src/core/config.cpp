@@ -221,6 +221,7 @@ std::vector<Key> keys_of(Config& c) {
       entry("track.granularity", c.track.granularity, or_auto(parse_granularity)),
       entry("delta.full_every", c.delta.full_every, integer_in(1, 1 << 20)),
       entry("delta.compact_after", c.delta.compact_after, integer_in(0, 1 << 20)),
+      entry("delta.compact_share", c.delta.compact_share, parse_fraction),
       entry("buffer.capacity", c.buffer.capacity, or_auto(parse_size)),
       entry("buffer.pin", c.buffer.pin, choice(kPinPolicyNames)),
       entry("buffer.touch", c.buffer.touch, choice(kTouchSettingNames)),

@@ -43,7 +43,12 @@ std::string capture_summary(const Config& c) {
   if (c.capture.mode == CaptureMode::kDelta) {
     text += ", track " + std::string(to_string(c.track.method)) + " granularity " +
             granularity_text(c.track.granularity) + ", a full version every " + std::to_string(c.delta.full_every);
-    if (c.delta.compact_after > 0) text += ", compacted after " + std::to_string(c.delta.compact_after) + " deltas";
+    if (c.delta.compact_after > 0) {
+      char share[32];
+      std::snprintf(share, sizeof share, "%g", c.delta.compact_share);
+      text += ", compacted after " + std::to_string(c.delta.compact_after) + " deltas, working " + share +
+              " of the time";
+    }
   }
   return text;
 }

@@ -46,6 +46,7 @@ Scheduler::Scheduler(std::vector<Step> steps, const Config::Pipeline& pipeline, 
     : steps_(std::move(steps)),
       pipeline_(pipeline),
       compact_after_(delta.compact_after),
+      compact_share_(delta.compact_share),
       holders_(std::move(holders)),
       pool_(pool),
       catalog_(catalog),
@@ -498,7 +499,8 @@ void Scheduler::compact(const CompactionTask& task) {
   TraceSpan span(trace_, "compact L" + std::to_string(level.number()), task.version);
   const Clock::time_point started = Clock::now();
   try {
-    const Compaction done = compact_version(level, task.version, compact_after_, known_bases(level), pipeline_);
+    const Compaction done =
+        compact_version(level, task.version, compact_after_, compact_share_, known_bases(level), pipeline_);
     if (done.full) catalog_.compacted(task.version, level.number());
     if (done.rewritten) {
       log_.debug([&] {

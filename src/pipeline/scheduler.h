@@ -130,6 +130,7 @@ class Scheduler {
   std::vector<Step> steps_;
   Config::Pipeline pipeline_;
   int compact_after_ = 0;
+  double compact_share_ = 1;
   Holders holders_;
   ThreadPool& pool_;
   Catalog& catalog_;

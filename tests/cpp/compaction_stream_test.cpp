@@ -171,7 +171,7 @@ TEST_P(CompactionStreamSizes, TheCompactedVersionHoldsTheChainsBytes) {
   Chain chain;
   chain.add_full(sizes.full, sizes.links);
   for (int delta = 0; delta < 3; ++delta) chain.add_delta(delta == 1 ? sizes.output : sizes.delta, sizes.links);
-  const Compaction done = compact_version(chain.level(), chain.newest(), 2, {}, output(sizes.output));
+  const Compaction done = compact_version(chain.level(), chain.newest(), 2, 1.0, {}, output(sizes.output));
   EXPECT_TRUE(done.rewritten);
   EXPECT_EQ(done.deltas, 3);
   EXPECT_TRUE(chain.restore_full(chain.newest()) == chain.state()) << "the compacted version restores other bytes";
@@ -295,7 +295,7 @@ TEST_P(CompactionStreamDamage, ADamagedLinkIsDetectedAndNothingIsCommitted) {
   const std::vector<std::byte> before = read_file(chain.path(chain.newest()));
   const std::vector<std::string> names = chain.names();
   try {
-    compact_version(chain.level(), chain.newest(), 1, {}, output(65536));
+    compact_version(chain.level(), chain.newest(), 1, 1.0, {}, output(65536));
     FAIL() << "a damaged link was merged";
   } catch (const CorruptionError& error) {
     EXPECT_NE(std::string(error.what()).find(format::container_file_name(version, 0)), std::string::npos)
@@ -322,11 +322,11 @@ TEST_P(CompactionStreamFaults, AFailedCallMidwayLeavesTheDelta) {
   const std::vector<std::byte> before = read_file(chain.path(chain.newest()));
   const std::vector<std::string> names = chain.names();
   env->inject(GetParam());
-  EXPECT_THROW(compact_version(chain.level(), chain.newest(), 1, {}, output(65536)), StorageError);
+  EXPECT_THROW(compact_version(chain.level(), chain.newest(), 1, 1.0, {}, output(65536)), StorageError);
   EXPECT_EQ(env->failures(), 1) << "the fault was not reached";
   expect_delta_left_as_it_was(chain, before, names);
   env->clear();
-  EXPECT_TRUE(compact_version(chain.level(), chain.newest(), 1, {}, output(65536)).rewritten);
+  EXPECT_TRUE(compact_version(chain.level(), chain.newest(), 1, 1.0, {}, output(65536)).rewritten);
   EXPECT_TRUE(chain.restore_full(chain.newest()) == chain.state());
 }
 
