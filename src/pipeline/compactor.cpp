@@ -9,7 +9,6 @@
 #include "format/chain_merge.h"
 #include "format/container.h"
 #include "format/version_writer.h"
-#include "pipeline/pacer.h"
 #include "resurgo/errors.hpp"
 
 namespace resurgo {
@@ -60,7 +59,7 @@ bool compactable(const Level& level) {
   return !features.is_volatile && !features.device && !features.collective;
 }
 
-Compaction compact_version(Level& level, int version, int compact_after, double share, const KnownBases& known_bases,
+Compaction compact_version(Level& level, int version, int compact_after, Pacer& pacer, const KnownBases& known_bases,
                            const Config::Pipeline& pipeline) {
   Compaction result;
   result.deltas = chain_deltas(level, version, known_bases);
@@ -82,7 +81,6 @@ Compaction compact_version(Level& level, int version, int compact_after, double 
   ThreadPool this_thread_only(0);
   level.commit(version, [&](WritableFile& file) {
     format::ChainMerge merge(chain);
-    Pacer pacer(share);
     const FillChunk fill = [&](std::uint32_t region, std::uint64_t offset, std::uint64_t bytes, std::byte* into) {
       pacer.before_step();
       merge.fill(region, offset, bytes, into);

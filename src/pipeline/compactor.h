@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include "pipeline/pacer.h"
 #include "resurgo/config.hpp"
 #include "tier/level.h"
 
@@ -33,10 +34,10 @@ struct Compaction {
 // a compaction holds a few chunks, never the whole state. `known_bases`
 // counts the chain without reading files where it can. All of the work runs
 // on the calling thread (the Scheduler lowers its priority), none on the
-// pipeline's workers, paced to `share` of the wall time (pipeline/pacer.h).
-// Throws Error when a link cannot be read or the commit fails: the delta is
-// then as it was.
-Compaction compact_version(Level& level, int version, int compact_after, double share, const KnownBases& known_bases,
+// pipeline's workers, paced by `pacer` (one per compaction). Throws Error
+// when a link cannot be read or the commit fails: the delta is then as it
+// was.
+Compaction compact_version(Level& level, int version, int compact_after, Pacer& pacer, const KnownBases& known_bases,
                            const Config::Pipeline& pipeline);
 
 }  // namespace resurgo

@@ -149,6 +149,11 @@ void Scheduler::set_capturing(bool capturing) {
 }
 
 void Scheduler::drain() {
+  ++drains_;  // a compaction under way stops pausing
+  struct Leave {
+    std::atomic<int>& drains;
+    ~Leave() { --drains; }
+  } leave{drains_};
   catalog_.wait_all_finished();
   std::unique_lock lock(mutex_);
   eviction_wanted_.notify_one();
@@ -499,8 +504,9 @@ void Scheduler::compact(const CompactionTask& task) {
   TraceSpan span(trace_, "compact L" + std::to_string(level.number()), task.version);
   const Clock::time_point started = Clock::now();
   try {
-    const Compaction done =
-        compact_version(level, task.version, compact_after_, compact_share_, known_bases(level), pipeline_);
+    // Paced while nothing waits for the background work (pipeline/pacer.h).
+    Pacer pacer(compact_share_, [this] { return drains_.load() > 0; });
+    const Compaction done = compact_version(level, task.version, compact_after_, pacer, known_bases(level), pipeline_);
     if (done.full) catalog_.compacted(task.version, level.number());
     if (done.rewritten) {
       log_.debug([&] {

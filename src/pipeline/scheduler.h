@@ -13,6 +13,7 @@
 // at low priority, and starts none while a capture runs. Outcomes go to the Catalog.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -131,6 +132,7 @@ class Scheduler {
   Config::Pipeline pipeline_;
   int compact_after_ = 0;
   double compact_share_ = 1;
+  std::atomic<int> drains_{0};  // drain() calls under way
   Holders holders_;
   ThreadPool& pool_;
   Catalog& catalog_;

@@ -148,6 +148,12 @@ class Chain {
   int newest_ = 0;
 };
 
+// No pauses: these tests are about what a compaction writes, not its pace.
+Pacer& unpaced() {
+  static Pacer pacer(1.0);
+  return pacer;
+}
+
 Config::Pipeline output(std::uint64_t chunk_size, Codec codec = Codec::kNone) {
   Config::Pipeline pipeline;
   pipeline.chunk_size = chunk_size;
@@ -171,7 +177,7 @@ TEST_P(CompactionStreamSizes, TheCompactedVersionHoldsTheChainsBytes) {
   Chain chain;
   chain.add_full(sizes.full, sizes.links);
   for (int delta = 0; delta < 3; ++delta) chain.add_delta(delta == 1 ? sizes.output : sizes.delta, sizes.links);
-  const Compaction done = compact_version(chain.level(), chain.newest(), 2, 1.0, {}, output(sizes.output));
+  const Compaction done = compact_version(chain.level(), chain.newest(), 2, unpaced(), {}, output(sizes.output));
   EXPECT_TRUE(done.rewritten);
   EXPECT_EQ(done.deltas, 3);
   EXPECT_TRUE(chain.restore_full(chain.newest()) == chain.state()) << "the compacted version restores other bytes";
@@ -295,7 +301,7 @@ TEST_P(CompactionStreamDamage, ADamagedLinkIsDetectedAndNothingIsCommitted) {
   const std::vector<std::byte> before = read_file(chain.path(chain.newest()));
   const std::vector<std::string> names = chain.names();
   try {
-    compact_version(chain.level(), chain.newest(), 1, 1.0, {}, output(65536));
+    compact_version(chain.level(), chain.newest(), 1, unpaced(), {}, output(65536));
     FAIL() << "a damaged link was merged";
   } catch (const CorruptionError& error) {
     EXPECT_NE(std::string(error.what()).find(format::container_file_name(version, 0)), std::string::npos)
@@ -322,11 +328,11 @@ TEST_P(CompactionStreamFaults, AFailedCallMidwayLeavesTheDelta) {
   const std::vector<std::byte> before = read_file(chain.path(chain.newest()));
   const std::vector<std::string> names = chain.names();
   env->inject(GetParam());
-  EXPECT_THROW(compact_version(chain.level(), chain.newest(), 1, 1.0, {}, output(65536)), StorageError);
+  EXPECT_THROW(compact_version(chain.level(), chain.newest(), 1, unpaced(), {}, output(65536)), StorageError);
   EXPECT_EQ(env->failures(), 1) << "the fault was not reached";
   expect_delta_left_as_it_was(chain, before, names);
   env->clear();
-  EXPECT_TRUE(compact_version(chain.level(), chain.newest(), 1, 1.0, {}, output(65536)).rewritten);
+  EXPECT_TRUE(compact_version(chain.level(), chain.newest(), 1, unpaced(), {}, output(65536)).rewritten);
   EXPECT_TRUE(chain.restore_full(chain.newest()) == chain.state());
 }
 

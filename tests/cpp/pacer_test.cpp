@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <utility>
 #include <vector>
 
 #include "resurgo/config.hpp"
@@ -16,9 +17,9 @@ namespace {
 using std::chrono::milliseconds;
 
 struct FakeTime {
-  Pacer pacer(double share) {
+  Pacer pacer(double share, Pacer::Hurried hurried = {}) {
     return Pacer(
-        share, [this] { return now; },
+        share, std::move(hurried), [this] { return now; },
         [this](Clock::duration pause) {
           pauses.push_back(pause);
           now += pause;
@@ -51,6 +52,22 @@ TEST(PacerTest, AShareOfOneNeverPauses) {
     time.work(milliseconds(10));
   }
   EXPECT_TRUE(time.pauses.empty());
+}
+
+// Once something waits for the work (a store's close, a restart of the
+// newest version), the rest runs without pauses.
+TEST(PacerTest, AHurriedStepDoesNotPause) {
+  FakeTime time;
+  bool waited_for = false;
+  Pacer pacer = time.pacer(0.25, [&] { return waited_for; });
+  pacer.before_step();
+  time.work(milliseconds(10));
+  pacer.before_step();
+  waited_for = true;
+  time.work(milliseconds(10));
+  pacer.before_step();
+  ASSERT_EQ(time.pauses.size(), 1u);
+  EXPECT_EQ(time.pauses[0], milliseconds(30));
 }
 
 TEST(PacerTest, TheConfigurationRefusesAShareOutsideZeroToOne) {
