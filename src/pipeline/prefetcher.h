@@ -6,9 +6,9 @@
 // prefetched copy needed later than the next version makes (the order is
 // the future, so the replacement is Belady's optimal one). It looks no
 // further ahead in the order than the memory level holds versions. A
-// restart of a prefetched version then reads memory instead of a file. Copies verify
-// every chunk; a failed prefetch is reported by the restart that needed it,
-// which reads the version from the slower level instead.
+// restart of a prefetched version then reads memory instead of a file.
+// Copies verify every chunk; a failed prefetch is reported by the restart
+// that needed it, which reads the version from the slower level instead.
 //
 // A store with an L0 device cache gives it a DeviceStage too: once a version
 // is in memory (or on its level, when memory cannot hold it), the thread
