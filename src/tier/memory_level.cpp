@@ -186,8 +186,12 @@ class MemoryLevel::PiecePool {
     return hold(taken);
   }
 
-  // Then calls the listener, without the lock (it may call back).
-  void give(std::span<const Extent> extents) {
+  // Then calls the listener, without the lock (it may call back), unless
+  // the extents are the rest of what a commit under way took (`rest`): that
+  // memory was free before the commit, and the version's arrival at the
+  // level tells the listener's owner anyway (the store pokes its prefetcher
+  // at every commit), so a call per commit would only cost each checkpoint.
+  void give(std::span<const Extent> extents, bool rest = false) {
     if (extents.empty()) return;
     std::function<void()> listener;
     {
@@ -196,7 +200,7 @@ class MemoryLevel::PiecePool {
         held_ -= extent.bytes;
         add_free(extent);
       }
-      listener = listener_;
+      if (!rest) listener = listener_;
       if (listener) ++listening_;
     }
     if (!listener) return;
@@ -205,9 +209,9 @@ class MemoryLevel::PiecePool {
     if (--listening_ == 0) listened_.notify_all();
   }
 
-  // Returns once no call of the listener it replaces runs (a commit's
-  // thread gives memory back on every commit): what the old one refers to
-  // may then go (the store's close resets its prefetcher next).
+  // Returns once no call of the listener it replaces runs (a removal on
+  // another thread may be calling it): what the old one refers to may then
+  // go (the store's close resets its prefetcher next).
   void set_listener(std::function<void()> listener) {
     std::unique_lock lock(mutex_);
     listener_ = std::move(listener);
@@ -411,7 +415,7 @@ class MemoryLevel::Image {
     const std::uint64_t kept = line_up(fill_);
     if (kept == last.bytes) return;
     const Extent rest{last.data + kept, last.bytes - kept};
-    pool_->give(std::span(&rest, 1));
+    pool_->give(std::span(&rest, 1), true);
     last.bytes = kept;
   }
 

@@ -88,8 +88,9 @@ class MemoryLevel final : public Level {
   std::uint64_t footprint(std::uint64_t file_bytes) const;
   // Bytes of pieces taken from the system so far (kept until the level ends).
   std::uint64_t allocated_bytes() const;
-  // Called (without locks held) whenever memory returns to the pool: a
-  // version removed, or the rest of what a commit took. Must not throw.
+  // Called (without locks held) whenever a removed version's memory returns
+  // to the pool (not for the rest of what a commit took, which was free
+  // before the commit). Must not throw.
   // Returns once no call of the listener it replaces runs; not to be
   // called from a listener.
   void on_space_freed(std::function<void()> listener);

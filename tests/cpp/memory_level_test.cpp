@@ -70,9 +70,10 @@ TEST(MemoryLevelTest, AVersionThatDoesNotFitFailsNamingWhatHoldsTheMemory) {
 
 TEST(MemoryLevelTest, AReaderKeepsARemovedVersionReadableUntilItFinishes) {
   MemoryLevel memory("s", 0, 8 * kMiB, 0);
-  memory.commit(1, raw_bytes(3 * kMiB, std::byte{9}));
   int freed = 0;
-  memory.on_space_freed([&] { ++freed; });  // after the commit, which gives back what it did not use
+  memory.on_space_freed([&] { ++freed; });
+  memory.commit(1, raw_bytes(3 * kMiB, std::byte{9}));
+  EXPECT_EQ(freed, 0) << "the rest of what the commit took was free before it";
   auto reader = memory.open(1);
   memory.remove(1);
   EXPECT_FALSE(memory.holds(1));
