@@ -129,9 +129,8 @@ void Prefetcher::run() {
 // yet included: a version beyond would be dropped again for those before
 // it once they are written, and asking each level for each version of a
 // long order (a file lookup per version on a directory level) at every
-// commit and restore took as much of the prefetch thread's time as its
-// copies in an adjoint run of small states (issue 27). A restore moves
-// that window on.
+// commit and restore would cost an adjoint run of small states a lookup
+// per version per pass (issue 27). A restore moves that window on.
 bool Prefetcher::fetch_due() {
   std::vector<int> order;
   {

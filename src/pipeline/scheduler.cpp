@@ -562,8 +562,8 @@ bool Scheduler::remove_unless_needed(int version) {
 // than those the levels held before it (versions increase): while it wrote
 // no delta, none of the versions newer than one it wrote builds on it. Then
 // a discard removes the version without needed_on's listing of the level
-// and walk of the catalog, which took half of the eviction thread's time
-// in an adjoint run of small states with a disk level (perf, issue 27).
+// and walk of the catalog, which an adjoint with a disk level paid at
+// nearly every save (issue 27).
 bool Scheduler::may_be_a_base(int version) {
   std::lock_guard lock(mutex_);
   return wrote_delta_ || first_version_ < 0 || version < first_version_;

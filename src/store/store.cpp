@@ -243,8 +243,8 @@ int Store::Impl::restart(int version, RestartScope scope) {
   metadata = std::move(restored.metadata);
   // The next version must be newer than every version held. The store knew
   // them all at open and has taken each since, so only a restart of the
-  // newest lists the levels again (a listing of the L2 directory at every
-  // restart was half of each restart of an adjoint's disk store: issue 27).
+  // newest lists the levels again (an adjoint restores a version at nearly
+  // every step: a listing of the L2 directory each time, issue 27).
   const int newest_held = version == kLatest ? newest_committed() : newest_version_;
   newest_version_ = std::max(newest_held, restored.version);
   // local.keep and persistent.keep apply at restart too (once: store_impl.h)
