@@ -421,6 +421,12 @@ Trial plan(std::mt19937_64& random, const Layout& layout, long number) {
     trial.settings["track.method"] = kSanitized ? "hash" : pick(random, kTrackMethods);
     trial.settings["delta.full_every"] = std::to_string((compacts ? 4 : 2) + random() % 6);
     trial.settings["delta.compact_after"] = compacts ? "1" : pick(random, kCompactAfter);
+    // A pause between chunks adds no state between the commit's steps:
+    // kills after a delay land in paced compactions too, while a trial
+    // aimed at compact.merged runs unpaced, so that the compaction reaches
+    // the point before the trial's time is up.
+    static const char* const kCompactShares[] = {"1", "0.25"};
+    trial.settings["delta.compact_share"] = compacts ? "1" : pick(random, kCompactShares);
   }
   // One trial in three of the modes that can feed it keeps versions in the
   // memory level first (memory -> L2 -> L4) and discards older versions as
