@@ -347,7 +347,10 @@ TEST_F(ForkCaptureTest, ParentKilledWhileTheChildWritesLeavesNothingPartial) {
 
 // The parent's writes while a child lives split its huge pages (copy on
 // write per 4 KiB); once the child exited they are huge again, so the next
-// fork copies one page-table entry per huge page, as the first did.
+// fork copies one page-table entry per huge page, as the first did. The
+// split is the kernel's choice: once in a while (seen under ASan) a round's
+// write left the huge pages whole, which leaves that round nothing to
+// collapse; the test needs at least one round that split.
 TEST_F(ForkCaptureTest, HugePagesSplitWhileTheChildWritesAreCollapsedOnceItExits) {
   constexpr std::size_t kBytes = 8u << 20;
   AlignedMemory u(kBytes, true);
@@ -359,16 +362,18 @@ TEST_F(ForkCaptureTest, HugePagesSplitWhileTheChildWritesAreCollapsedOnceItExits
   WriterGate gate;
   Store store("f", config(), gate.env());
   store.protect(0, u.data(), u.bytes(), "u");
+  int rounds_split = 0;
   for (int version = 1; version <= 3; ++version) {
     const std::uint64_t passes = huge_page_collapse_totals().passes;
     store.checkpoint(version);
-    u.fill(version + 1);  // the child still waits at the gate: every huge page splits
-    EXPECT_LT(anon_huge_page_bytes_at(u.data()), kBytes) << "copy on write left the huge pages whole";
+    u.fill(version + 1);  // the child still waits at the gate: the huge pages split
+    if (anon_huge_page_bytes_at(u.data()) < kBytes) ++rounds_split;
     gate.open();
     store.wait(version, kL2);
     ASSERT_TRUE(collapse_pass_ended(passes)) << "no collapse after the writer of version " << version;
     EXPECT_EQ(anon_huge_page_bytes_at(u.data()), kBytes) << "after the writer of version " << version;
   }
+  if (rounds_split == 0) GTEST_SKIP() << "copy on write left the huge pages whole in all 3 rounds: nothing was split";
 }
 
 // Only memory that transparent huge pages may back is collapsed: in the
