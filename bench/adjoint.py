@@ -763,13 +763,14 @@ def configured_memory(result: RowResult, args, nbytes: int, buffer_floor: int) -
     prefetch_capacity in the disk case (see resurgo_storage), plus one
     staging buffer per store (resurgo.adjoint sets buffer.capacity to the
     state's bytes, at least `buffer_floor`; the disk case opens two stores).
-    The ResurgoRevolver rows open one store and add their staging array."""
+    The ResurgoRevolver rows open one store, whose regions are the arrays
+    this benchmark hands pyrevolve (the same ones at every step)."""
     room, buffer = nbytes + PIECE, max(nbytes, buffer_floor)
     key = result.key.partition(BEFORE)[0]
     if key == "pyrevolve_resurgo":
-        return (args.snapshots + 1) * room + buffer + nbytes
+        return (args.snapshots + 1) * room + buffer
     if key == "pyrevolve_resurgo_disk":
-        return args.prefetch_checkpoints * room + buffer + nbytes
+        return args.prefetch_checkpoints * room + buffer
     if result.row.case == "memory":
         return (args.snapshots + 1) * room + buffer
     return (args.ram_snapshots + 1 + args.prefetch_checkpoints) * room + 2 * buffer

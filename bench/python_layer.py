@@ -10,7 +10,8 @@ or its noise (thread hand-offs, the copy), so a few tenths of a microsecond
 compare between two builds.
 
 The state is two float64 arrays of 8 entries (an adjoint's two time levels),
-so the staging copies of ResurgoRevolveStorage cost next to nothing here.
+handed to ResurgoRevolveStorage at every call, whose regions therefore stay
+pointed at them.
 
 The bindings release the GIL around every store call. Whether that costs a
 caller anything when another Python thread wants the GIL (the thread that
@@ -40,8 +41,8 @@ CALLS = [
     ("Store.discard", "version check, core call"),
     ("ResurgoStorage.save", "the store of the storage type, its version, Store.checkpoint"),
     ("ResurgoStorage.load", "the version of the step, Store.restart, Store.discard (a Move)"),
-    ("ResurgoRevolveStorage.save", "copies into the staging array, Store.checkpoint, Store.discard of the slot's old version"),
-    ("ResurgoRevolveStorage.load", "Store.restart, copies out of the staging array"),
+    ("ResurgoRevolveStorage.save", "regions checked against the arrays handed over, Store.checkpoint, Store.discard of the slot's old version"),
+    ("ResurgoRevolveStorage.load", "regions checked against the arrays handed over, Store.restart into them"),
 ]
 
 

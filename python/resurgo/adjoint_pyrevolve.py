@@ -35,7 +35,8 @@ staged into it ahead of the backward pass, from memory or from
 from __future__ import annotations
 
 from contextlib import nullcontext
-from typing import Any, Callable, ContextManager, Iterable, List, Optional, Sequence, Tuple
+from functools import partial
+from typing import Any, Callable, ContextManager, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 from pyrevolve.pyrevolve import SingleLevelRevolver
@@ -53,16 +54,26 @@ class ResurgoRevolveStorage(Storage):
     """A pyrevolve storage whose ``n_ckp`` slots are versions of one Resurgo
     store (memory-only, or files in ``disk_path`` prefetched into memory).
 
-    pyrevolve hands over different arrays at different time steps (Devito
-    checkpoints views into its time buffers), while a store restores fixed
-    memory, so every checkpoint passes through one staging array of
-    ``size_ckp`` entries, the size of one of NumpyStorage's slots.
+    NumPy checkpoints: the store has one region per checkpoint array
+    (``checkpoint.0``, ``checkpoint.1``, ...), pointed before each save and
+    load at the array pyrevolve hands over, so that the store copies straight
+    from and into it, once, as NumpyStorage does. pyrevolve hands other
+    arrays at other steps (Devito checkpoints views into its time buffers,
+    whose levels rotate); a region is protected again only when its array
+    lies elsewhere in memory and holds at least 1 MiB (a smaller one is
+    copied into the region's staging array instead). An array the store cannot take as it is (not C-contiguous, of
+    another dtype than ``dtype``, which NumpyStorage casts to, or read-only)
+    passes through a staging array of its region, with the same bytes in the
+    version. The store opens at the first save, from the arrays handed over;
+    a slot restores only into arrays of the sizes it saved.
 
-    For checkpoints on the device, ``device_staging`` is that array, on the
-    device (``size_ckp`` entries of ``dtype``), and ``synchronize`` waits
-    for the copies into it (``cupy.cuda.get_current_stream().synchronize``,
-    ``torch.cuda.synchronize``). The store then has an L0 device cache and
-    ``expect`` stages the versions to be loaded into it, from memory too."""
+    For checkpoints on the device, ``device_staging`` is an array on the
+    device (``size_ckp`` entries of ``dtype``) through which every checkpoint
+    passes, and ``synchronize`` waits for the copies into it
+    (``cupy.cuda.get_current_stream().synchronize``,
+    ``torch.cuda.synchronize``). The store then opens at once, with an L0
+    device cache, and ``expect`` stages the versions to be loaded into it,
+    from memory too."""
 
     def __init__(
         self,
@@ -85,30 +96,29 @@ class ResurgoRevolveStorage(Storage):
         super().__init__(size_ckp, n_ckp, dtype, profiler, wd=wd, rd=rd, name="ResurgoStorage")
         self._label = f"pyrevolve storage '{name}'"
         self._on_device = device_staging is not None
-        if self._on_device:
-            _check_device_staging(self._label, device_staging, size_ckp, dtype, synchronize)
-            self._staging, self._synchronize = device_staging, synchronize
-        else:
-            self._staging, self._synchronize = np.zeros(size_ckp, dtype=dtype), None
-        state = {"checkpoint": self._staging}
-        if disk_path is None:
-            store = memory_store(name, state, ram_capacity, **overrides)
-        else:
-            store = disk_store(name, state, disk_path, prefetch_capacity, **overrides)
         self._size = size_ckp
-        # The staging array's parts for the last NumPy arrays handed over
-        # (their shapes, one part per array): pyrevolve hands arrays of the
-        # same shapes at every call, which then skip the checks and the
-        # slicing.
-        self._numpy_parts: Tuple[Optional[tuple], List[np.ndarray]] = (None, [])
+        if disk_path is None:
+            self._open_store = partial(memory_store, name, capacity=ram_capacity, **overrides)
+        else:
+            self._open_store = partial(disk_store, name, path=disk_path, prefetch_capacity=prefetch_capacity, **overrides)
         # Memory versions are in memory already, but those on the device
         # still gain from being staged into L0.
         self._prefetch = prefetch and (disk_path is not None or self._on_device)
-        self._slots: Optional[VersionMap] = VersionMap(store, self._label, "slot", "pyrevolve restores only slots it saved")
+        self._expected: Optional[List[Tuple[str, int]]] = None  # announced before the store opened
+        self._slots: Optional[VersionMap] = None
+        self._closed = False
+        if self._on_device:
+            _check_device_staging(self._label, device_staging, size_ckp, dtype, synchronize)
+            self._staging, self._synchronize = device_staging, synchronize
+            self._open({"checkpoint": device_staging})
+        else:
+            self._regions = _ArrayRegions(self._label, size_ckp, np.dtype(dtype))
+            self._saved_sizes: Dict[int, Tuple[int, ...]] = {}  # slot -> entries of each array it holds
 
     @property
     def store(self) -> Optional[Store]:
-        """The Resurgo store (for its statistics); None once closed."""
+        """The Resurgo store (for its statistics); None before the first save
+        of NumPy checkpoints, and once closed."""
         return self._slots.store if self._slots is not None else None
 
     @property
@@ -118,87 +128,244 @@ class ResurgoRevolveStorage(Storage):
 
     def save(self, key: int, data_pointers: Sequence[Any]) -> None:
         with self._timer("copy_save"):
-            for part, array in zip(self._parts(data_pointers, "save"), data_pointers):
-                if self._on_device:
-                    part[...] = array  # CuPy and PyTorch alike, on the current stream
-                else:
-                    np.copyto(part, array)  # NumpyStorage's casting
-            if self._synchronize is not None:
-                self._synchronize()  # the store copies the staging array on a stream of its own
-            self._open_slots().save(key)
+            if self._on_device:
+                self._save_through_device_staging(key, data_pointers)
+                return
+            aim = self._regions.aim(data_pointers, "save")
+            slots = self._point(aim)
+            for staging, array in aim.staged:
+                np.copyto(staging, array)  # NumpyStorage's casting
+            slots.save(key)
+            self._saved_sizes[key] = aim.sizes
 
     def load(self, key: int, locations: Sequence[Any]) -> None:
         with self._timer("copy_load"):
-            self._open_slots().load(key, delete=False)
-            for part, array in zip(self._parts(locations, "load"), locations):
-                if self._on_device:
-                    array[...] = part
-                else:
-                    np.copyto(array, part)
+            if self._on_device:
+                self._load_through_device_staging(key, locations)
+                return
+            aim = self._regions.aim(locations, "load")
+            saved = self._saved_sizes.get(key)
+            if saved is not None and saved != aim.sizes:
+                raise InvalidArgumentError(
+                    f"load on {self._label}: slot {key} holds checkpoint arrays of {list(saved)} entries, but the arrays "
+                    f"to restore into have {list(aim.sizes)}; a slot restores only into arrays of the sizes it saved "
+                    "(Checkpoint.get_data_location must return arrays like get_data's)"
+                )
+            self._point(aim).load(key, delete=False)
+            for staging, array in aim.staged:
+                np.copyto(array, staging)
 
     def expect(self, uses: Iterable[Tuple[str, int]]) -> None:
         """The future ``(SAVE | LOAD, slot)`` uses, in order: the versions the
         loads will restore go to the store's prefetch (disk stores, and any
-        store of device checkpoints: into its L0 device cache)."""
-        if self._prefetch:
-            slots = self._open_slots()
-            slots.store.prefetch(slots.future_loads(uses))
+        store of device checkpoints: into its L0 device cache); uses
+        announced before the store opens go to it when it opens."""
+        if not self._prefetch:
+            return
+        if self._slots is None and not self._closed:
+            self._expected = list(uses)
+            return
+        slots = self._open_slots()
+        slots.store.prefetch(slots.future_loads(uses))
 
     def close(self) -> None:
         """Discards the versions held and closes the store; twice is a no-op."""
-        slots, self._slots = self._slots, None
+        slots, self._slots, self._closed = self._slots, None, True
         if slots is not None:
             try:
                 slots.discard_all()
             finally:
                 slots.store.close()
 
+    def _open(self, state: Dict[str, Any]) -> VersionMap:
+        self._slots = VersionMap(self._open_store(state=state), self._label, "slot", "pyrevolve restores only slots it saved")
+        expected, self._expected = self._expected, None
+        if expected:
+            self.expect(expected)
+        return self._slots
+
     def _open_slots(self) -> VersionMap:
         if self._slots is None:
             raise InvalidArgumentError(f"{self._label} is closed")
         return self._slots
 
+    def _point(self, aim: "_Aim") -> VersionMap:
+        """The slots, their store's regions pointed at the arrays of ``aim``
+        (the store opens with them at the first call)."""
+        if self._closed:
+            raise InvalidArgumentError(f"{self._label} is closed")
+        if self._slots is None:
+            slots = self._open({region.label: memory for region, memory, _, _ in aim.moves})
+            self._regions.pointed(aim)
+            return slots
+        if aim.moves or aim.dropped:
+            self._regions.protect(self._slots.store, aim)
+        return self._slots
+
+    def _save_through_device_staging(self, key: int, arrays: Sequence[Any]) -> None:
+        for part, array in zip(self._parts(arrays, "save"), arrays):
+            part[...] = array  # CuPy and PyTorch alike, on the current stream
+        self._synchronize()  # the store copies the staging array on a stream of its own
+        self._open_slots().save(key)
+
+    def _load_through_device_staging(self, key: int, arrays: Sequence[Any]) -> None:
+        self._open_slots().load(key, delete=False)
+        for part, array in zip(self._parts(arrays, "load"), arrays):
+            array[...] = part
+
     def _parts(self, arrays: Sequence[Any], what: str) -> List[Any]:
-        """The staging array's parts that hold ``arrays``, one after the
-        other, each a view shaped like its array."""
-        numpy = all(type(array) is np.ndarray for array in arrays)
-        shapes = tuple(array.shape for array in arrays) if numpy else None
-        known, parts = self._numpy_parts
-        if shapes is not None and shapes == known:
-            return parts
+        """The device staging array's parts that hold ``arrays``, one after
+        the other, each a view shaped like its array."""
         parts, offset = [], 0
         for index, array in enumerate(arrays):
-            size = self._entries(array, index, what)
-            parts.append(self._staging_part(offset, size, what).reshape(array.shape))
+            if not _on_device(array):
+                raise _misplaced(self._label, array, index, what, self._on_device)
+            size = int(np.prod(array.__cuda_array_interface__["shape"], dtype=np.int64))
+            if offset + size > self._size:
+                raise _larger_than_slots(self._label, what, self._size)
+            parts.append(self._staging[offset:offset + size].reshape(array.shape))
             offset += size
-        if shapes is not None:
-            self._numpy_parts = (shapes, parts)
         return parts
-
-    def _entries(self, array: Any, index: int, what: str) -> int:
-        """The entries of ``array``, which must be where the staging array is."""
-        if _on_device(array) != self._on_device:
-            where, staging = ("in host memory", "a device_staging") if self._on_device else ("on the device", "no device_staging")
-            raise InvalidArgumentError(
-                f"{what} on {self._label}: checkpoint array {index} ({type(array).__name__}) is {where}, but the storage "
-                f"has {staging} array; checkpoint arrays on the device need device_staging and synchronize, "
-                "host ones none (docs/adjoint.md, \"pyrevolve (Devito)\")"
-            )
-        if self._on_device:
-            return int(np.prod(array.__cuda_array_interface__["shape"], dtype=np.int64))
-        return array.size
-
-    def _staging_part(self, offset: int, size: int, what: str) -> Any:
-        if offset + size > self._size:
-            raise InvalidArgumentError(
-                f"{what}: the checkpoint's arrays hold more than size_ckp={self._size} entries; "
-                "Checkpoint.size must count every array that get_data returns"
-            )
-        return self._staging[offset:offset + size]
 
     def _timer(self, action: str) -> ContextManager[Any]:
         # pyrevolve's Revolvers hand their profiler over; a storage built alone may have none.
         return self.profiler.get_timer("storage", action) if self.profiler is not None else nullcontext()
+
+
+# A region whose array moves (Devito hands the storage views of its time
+# buffers, which rotate from step to step) is pointed at the new array only
+# from this size up; a smaller array is copied into the region's staging
+# array instead. Pointing a region anew is an unprotect and a protect
+# through the Python layer, a fixed cost that a copy of a small array
+# undercuts.
+_REPOINT_BYTES = 1 << 20
+
+
+class _Region:
+    """One checkpoint array's region of the store (``checkpoint.<index>``)."""
+
+    __slots__ = ("label", "protected", "array", "staging")
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        # (address, entries) of the memory the store has for it; None: not protected.
+        self.protected: Optional[Tuple[int, int]] = None
+        # The array protected as it is, whose next handing over is known at a
+        # glance (the store keeps it alive: no other array can take its
+        # place); None when the region is the staging array.
+        self.array: Any = None
+        self.staging: Optional[np.ndarray] = None
+
+    def staging_for(self, size: int, dtype: np.dtype) -> np.ndarray:
+        """The region's staging array, of ``size`` entries."""
+        if self.staging is None or self.staging.size != size:
+            self.staging = np.empty(size, dtype)
+        return self.staging
+
+
+class _Aim(NamedTuple):
+    """Where one save or load points the store's regions."""
+
+    sizes: Tuple[int, ...]  # the entries of each array handed over
+    # The regions to protect anew: (region, its flat memory, that memory's
+    # address and entries, the array protected as it is or None).
+    moves: List[Tuple[_Region, np.ndarray, Tuple[int, int], Any]]
+    dropped: List[_Region]  # protected regions past the arrays handed over
+    staged: List[Tuple[np.ndarray, Any]]  # (staging array shaped like the array, the array)
+
+
+class _ArrayRegions:
+    """The regions of a store of NumPy checkpoints, one per checkpoint array
+    (ResurgoRevolveStorage): the first ones protected, as many as the
+    arrays of the last save or load."""
+
+    def __init__(self, where: str, size_ckp: int, dtype: np.dtype) -> None:
+        self._where, self._size, self._dtype = where, size_ckp, dtype  # where: the storage, for messages
+        self._regions: List[_Region] = []
+
+    def aim(self, arrays: Sequence[Any], what: str) -> _Aim:
+        """The regions for ``arrays``; checks every array before a region moves."""
+        sizes, moves, staged = [], [], []
+        for index, array in enumerate(arrays):
+            if index == len(self._regions):
+                self._regions.append(_Region(f"checkpoint.{index}"))
+            region = self._regions[index]
+            if array is region.array:  # the array of the last call, protected as it is
+                sizes.append(region.protected[1])
+                continue
+            size = self._entries(array, index, what)
+            sizes.append(size)
+            if _as_it_is(array, self._dtype):
+                place = (array.ctypes.data, size)
+                if place == region.protected:
+                    region.array = array  # another view of the memory the store has
+                    continue
+                if region.protected is None or array.nbytes >= _REPOINT_BYTES:
+                    moves.append((region, array.reshape(-1), place, array))
+                    continue
+            staging = region.staging_for(size, self._dtype)
+            place = (staging.ctypes.data, size)
+            if place != region.protected:
+                moves.append((region, staging, place, None))
+            staged.append((staging.reshape(array.shape), array))
+        if sum(sizes) > self._size:
+            raise _larger_than_slots(self._where, what, self._size)
+        dropped = [region for region in self._regions[len(sizes):] if region.protected is not None]
+        return _Aim(tuple(sizes), moves, dropped, staged)
+
+    def protect(self, store: Store, aim: _Aim) -> None:
+        """Points the store's regions as ``aim`` says. A region is marked
+        unprotected before it is protected anew: a failure in between
+        leaves it to be protected at the next call."""
+        for region in aim.dropped:
+            self._unprotect(store, region)
+        for region, memory, place, array in aim.moves:
+            if region.protected is not None:
+                self._unprotect(store, region)
+            store.protect(region.label, memory)
+            region.protected, region.array = place, array
+
+    def pointed(self, aim: _Aim) -> None:
+        """The store opened protecting the memory of ``aim``'s moves."""
+        for region, _, place, array in aim.moves:
+            region.protected, region.array = place, array
+
+    @staticmethod
+    def _unprotect(store: Store, region: _Region) -> None:
+        store.unprotect(region.label)
+        region.protected = region.array = None
+
+    def _entries(self, array: Any, index: int, what: str) -> int:
+        if not isinstance(array, np.ndarray) and _on_device(array):
+            raise _misplaced(self._where, array, index, what, False)
+        size = array.size
+        if size == 0:
+            raise InvalidArgumentError(
+                f"{what} on {self._where}: checkpoint array {index} is empty; a store region holds at least one entry, "
+                "so Checkpoint.get_data must leave empty arrays out"
+            )
+        return size
+
+
+def _as_it_is(array: Any, dtype: np.dtype) -> bool:
+    """Whether the store can copy from and into ``array`` itself."""
+    return isinstance(array, np.ndarray) and array.dtype == dtype and array.flags.c_contiguous and array.flags.writeable
+
+
+def _misplaced(where: str, array: Any, index: int, what: str, on_device: bool) -> InvalidArgumentError:
+    place, staging = ("in host memory", "a device_staging") if on_device else ("on the device", "no device_staging")
+    return InvalidArgumentError(
+        f"{what} on {where}: checkpoint array {index} ({type(array).__name__}) is {place}, but the storage "
+        f"has {staging} array; checkpoint arrays on the device need device_staging and synchronize, "
+        "host ones none (docs/adjoint.md, \"pyrevolve (Devito)\")"
+    )
+
+
+def _larger_than_slots(where: str, what: str, size_ckp: int) -> InvalidArgumentError:
+    return InvalidArgumentError(
+        f"{what} on {where}: the checkpoint's arrays hold more than size_ckp={size_ckp} entries; "
+        "Checkpoint.size must count every array that get_data returns"
+    )
 
 
 def _check_device_staging(label: str, staging: Any, size_ckp: int, dtype: Any, synchronize: Any) -> None:

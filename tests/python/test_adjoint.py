@@ -416,6 +416,7 @@ def test_prefetch_of_versions_not_written_yet_fetches_them_once_written(tmp_path
 # -- pyrevolve -------------------------------------------------------------------
 
 pyrevolve = pytest.importorskip("pyrevolve")
+from resurgo import adjoint_pyrevolve  # noqa: E402
 from resurgo.adjoint_pyrevolve import ResurgoRevolveStorage, ResurgoRevolver  # noqa: E402
 
 
@@ -452,28 +453,48 @@ class BufferedReverse(pyrevolve.Operator):
             self.model.adjoint.step(self.model.u[t % 2])
 
 
+def halves(level: np.ndarray) -> List[np.ndarray]:
+    """Two non-contiguous views (columns 0-1 and 2-3 of a 3 x 4 grid)
+    covering a time level, each row of each contiguous as NumpyStorage needs."""
+    grid = level.reshape(3, 4)
+    return [grid[:, :2], grid[:, 2:]]
+
+
+# The arrays a Checkpoint hands over for the time levels u[t % 2], v[t % 2]:
+# views that change with the step (as Devito's), contiguous or not.
+LAYOUTS = {
+    "views": lambda u, v: [u, v],
+    "strided": lambda u, v: [*halves(u), *halves(v)],
+    "mixed": lambda u, v: [u, *halves(v)],
+}
+
+
 class BufferedCheckpoint(pyrevolve.Checkpoint):
-    def __init__(self, model: Buffered) -> None:
+    def __init__(self, model: Buffered, layout: str = "views", dtype=np.float64) -> None:
         self.model = model
+        self.layout = LAYOUTS[layout]
+        self._dtype = dtype
 
     @property
     def dtype(self):
-        return np.float64
+        return self._dtype
 
     @property
     def size(self):
         return 2 * SIZE
 
     def get_data(self, timestep):
-        return [self.model.u[timestep % 2], self.model.v[timestep % 2]]
+        return self.layout(self.model.u[timestep % 2], self.model.v[timestep % 2])
 
     def get_data_location(self, timestep):
         return self.get_data(timestep)
 
 
-def pyrevolve_gradient(problem: Problem, revolver_class, **options) -> Tuple[np.ndarray, object]:
+def pyrevolve_gradient(problem: Problem, revolver_class, layout: str = "views", dtype=np.float64,
+                       **options) -> Tuple[np.ndarray, object]:
     model = Buffered(problem)
-    revolver = revolver_class(BufferedCheckpoint(model), BufferedForward(model), BufferedReverse(model), 4, N_STEPS, **options)
+    revolver = revolver_class(BufferedCheckpoint(model, layout, dtype), BufferedForward(model), BufferedReverse(model), 4,
+                              N_STEPS, **options)
     revolver.apply_forward()
     revolver.apply_reverse()
     return model.adjoint.gradient(), revolver
@@ -488,6 +509,144 @@ def test_pyrevolve_with_resurgo_is_bit_identical_to_its_numpy_storage(on_disk, p
     assert resurgo_gradient.tobytes() == reference.tobytes()
     assert revolver.resurgo_storage.store is None  # closed with the reverse pass
     assert revolver.profiler.counts["storage"]["copy_load"] > 0
+
+
+@pytest.mark.parametrize("layout", ["strided", "mixed"])
+@pytest.mark.parametrize("on_disk", [False, True], ids=["memory", "disk"])
+def test_pyrevolve_with_resurgo_stages_only_what_the_store_cannot_take(layout, on_disk, problem, reference, tmp_path):
+    numpy_gradient, _ = pyrevolve_gradient(problem, pyrevolve.Revolver, layout)
+    options = dict(disk_path=str(tmp_path / "disk")) if on_disk else {}
+    resurgo_gradient, _ = pyrevolve_gradient(problem, ResurgoRevolver, layout, **options)
+    assert resurgo_gradient.tobytes() == numpy_gradient.tobytes() == reference.tobytes()
+
+
+def test_pyrevolve_with_resurgo_casts_as_its_numpy_storage(problem, reference):
+    """Checkpoints of float32: both storages round the float64 state."""
+    numpy_gradient, _ = pyrevolve_gradient(problem, pyrevolve.Revolver, dtype=np.float32)
+    resurgo_gradient, _ = pyrevolve_gradient(problem, ResurgoRevolver, dtype=np.float32)
+    assert resurgo_gradient.tobytes() == numpy_gradient.tobytes()
+    assert resurgo_gradient.tobytes() != reference.tobytes()  # the rounding did happen
+
+
+class Counted:
+    """Records the calls of a function (np.copyto, Store.protect) and makes them."""
+
+    def __init__(self, call) -> None:
+        self.call, self.calls = call, []
+
+    def __call__(self, *args, **kwargs):
+        self.calls.append(args)
+        return self.call(*args, **kwargs)
+
+
+def test_pyrevolve_storage_copies_contiguous_arrays_straight_and_protects_moved_ones_only(monkeypatch):
+    """Arrays of at least adjoint_pyrevolve._REPOINT_BYTES (32 bytes here)."""
+    monkeypatch.setattr(adjoint_pyrevolve, "_REPOINT_BYTES", 32)
+    levels = np.arange(3 * 2 * 4, dtype=np.float64).reshape(3, 2, 4)  # a time buffer: 3 levels of 2 fields
+    saved = levels.copy()
+    storage = ResurgoRevolveStorage(8, 3, np.float64, name="direct")
+    try:
+        assert storage.store is None  # opens with the first arrays
+        copies = Counted(np.copyto)
+        monkeypatch.setattr(np, "copyto", copies)
+        storage.save(0, list(levels[0]))
+        store = storage.store
+        protects = Counted(store.protect)
+        monkeypatch.setattr(store, "protect", protects)
+        storage.save(1, [levels[0][0], levels[0][1]])  # new views of the memory protected
+        assert protects.calls == []
+        storage.save(2, list(levels[1]))  # the next time level
+        assert [label for label, _ in protects.calls] == ["checkpoint.0", "checkpoint.1"]
+        levels[:] = 0
+        storage.load(0, list(levels[2]))  # restored straight into another level
+        storage.load(2, list(levels[0]))
+        assert copies.calls == []
+        np.testing.assert_array_equal(levels[2], saved[0])
+        np.testing.assert_array_equal(levels[0], saved[1])
+        for version in store.versions():
+            regions = sorted((r.label, r.bytes, r.dtype) for r in store.describe(version.version).regions)
+            assert regions == [("checkpoint.0", 32, "float64"), ("checkpoint.1", 32, "float64")]
+    finally:
+        storage.close()
+
+
+def test_pyrevolve_storage_copies_small_arrays_that_move_instead_of_pointing_their_regions_anew(monkeypatch):
+    """Devito hands views of a time buffer whose levels rotate: below
+    _REPOINT_BYTES a moved array goes through its region's staging array,
+    which the region points at once, not at every step."""
+    levels = np.arange(3 * 2 * 4, dtype=np.float64).reshape(3, 2, 4)
+    saved = levels.copy()
+    storage = ResurgoRevolveStorage(8, 4, np.float64, name="rotating")
+    try:
+        storage.save(0, list(levels[0]))  # the first arrays: protected as they are
+        store = storage.store
+        protects = Counted(store.protect)
+        monkeypatch.setattr(store, "protect", protects)
+        storage.save(1, list(levels[1]))
+        assert [label for label, _ in protects.calls] == ["checkpoint.0", "checkpoint.1"]  # onto the staging arrays
+        storage.save(2, list(levels[2]))
+        storage.save(3, list(levels[0]))
+        assert len(protects.calls) == 2, "a region on its staging array stays there"
+        levels[:] = 0
+        for slot, level in ((0, 1), (1, 2), (2, 0), (3, 1)):
+            storage.load(slot, list(levels[level]))
+            np.testing.assert_array_equal(levels[level], saved[slot % 3])
+        assert len(protects.calls) == 2
+    finally:
+        storage.close()
+
+
+def test_pyrevolve_storage_stages_arrays_it_cannot_protect_with_the_same_regions(monkeypatch):
+    storage = ResurgoRevolveStorage(8, 3, np.float64, name="staged")
+    try:
+        rng = np.random.default_rng(3)
+        contiguous = rng.random(4)
+        cast, strided, frozen = rng.random(4).astype(np.float32), rng.random(8)[::2], rng.random(4)
+        frozen.flags.writeable = False
+        copies = Counted(np.copyto)
+        monkeypatch.setattr(np, "copyto", copies)
+        storage.save(0, [contiguous, cast])
+        storage.save(1, [strided, frozen])
+        assert len(copies.calls) == 3  # one each for the cast, strided and read-only arrays
+        store = storage.store
+        # A region protected again goes last in the table: the same regions, in another order.
+        tables = {tuple(sorted((r.label, r.bytes, r.dtype, r.shape) for r in store.describe(v.version).regions))
+                  for v in store.versions()}
+        assert tables == {(("checkpoint.0", 32, "float64", (4,)), ("checkpoint.1", 32, "float64", (4,)))}
+        out = [np.empty(4), np.empty(4, np.float32)]
+        storage.load(0, out)
+        np.testing.assert_array_equal(out[0], contiguous)
+        np.testing.assert_array_equal(out[1], cast)
+        out = [np.empty(8)[::2], np.empty((2, 2))]  # a slot restores into arrays of its sizes, whatever their shapes
+        storage.load(1, out)
+        np.testing.assert_array_equal(out[0], strided)
+        np.testing.assert_array_equal(out[1].ravel(), frozen)
+    finally:
+        storage.close()
+
+
+def test_pyrevolve_storage_refuses_to_restore_into_arrays_of_other_sizes(tmp_path):
+    storage = ResurgoRevolveStorage(8, 2, np.float64, name="sized", disk_path=str(tmp_path / "disk"))
+    try:
+        storage.save(0, [np.ones(4), np.full(4, 2.0)])
+        storage.save(1, [np.full(8, 3.0)])
+        out = [np.zeros(3), np.zeros(5)]
+        with pytest.raises(resurgo.InvalidArgumentError,
+                           match=r"load on pyrevolve storage 'sized': slot 0 holds checkpoint arrays of \[4, 4\] entries, "
+                                 r"but the arrays to restore into have \[3, 5\]; a slot restores only into arrays of the sizes it saved"):
+            storage.load(0, out)
+        with pytest.raises(resurgo.InvalidArgumentError, match=r"slot 1 holds checkpoint arrays of \[8\] entries, but .* \[4, 4\]"):
+            storage.load(1, [np.zeros(4), np.zeros(4)])
+        assert not out[0].any() and not out[1].any()  # untouched
+        out = [np.zeros(4), np.zeros(4)]
+        storage.load(0, out)
+        np.testing.assert_array_equal(out, [np.ones(4), np.full(4, 2.0)])
+        with pytest.raises(resurgo.InvalidArgumentError, match=r"checkpoint array 1 is empty"):
+            storage.save(1, [np.ones(8), np.ones(0)])
+    finally:
+        storage.close()
+    with pytest.raises(resurgo.InvalidArgumentError, match=r"pyrevolve storage 'sized' is closed"):
+        storage.save(0, [np.ones(8)])
 
 
 def test_pyrevolve_prefetch_names_the_restores_in_order(problem, tmp_path, monkeypatch):

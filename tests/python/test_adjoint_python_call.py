@@ -1,6 +1,6 @@
 """The per-call paths of the Python layer that an adjoint takes thousands of
 times (issue 27, part 4): their shortcuts (an int version taken as it is,
-the staging parts of a pyrevolve storage kept for the shapes it last saw,
+a pyrevolve storage's regions left pointed at the arrays it last saw,
 the store of a storage type looked up once) must check and copy what the
 general paths do. Timings are bench/small_checkpoints.py's, not tests'."""
 
@@ -37,7 +37,7 @@ def test_pyrevolve_storage_restores_every_layout_it_was_handed(slots):
     first = [rng.random(4), rng.random((2, 3))]
     slots.save(0, first)
     second = [rng.random(12)]
-    slots.save(1, second)  # another layout: the staging parts are made again
+    slots.save(1, second)  # another layout: the regions are pointed anew
     third = [rng.random((3, 2)).astype(np.float32), rng.random(8)[::2]]  # cast, and a strided array
     slots.save(2, third)
 
