@@ -57,6 +57,9 @@ struct RestoreSteps {
   using Filler = std::function<Restored(const Registry& targets)>;
   // From this rank's levels: `version`, or kLatest for the newest intact one.
   std::function<Restored(int version)> from_levels;
+  // `version` from the capture's buffer while its first level still writes
+  // it (Scheduler::read_in_flight); none when it is not there.
+  std::function<std::optional<Restored>(int version)> from_buffer;
   // From anywhere else, `fill` writing the regions.
   std::function<Restored(const Filler& fill)> into_regions;
 };

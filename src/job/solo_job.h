@@ -22,7 +22,8 @@ class SoloJob final : public Job {
   std::optional<int> latest() override;
   // Waits for the versions a restart may read: every pending one for
   // kLatest, else that version's first write (an adjoint's backward pass
-  // restores while later versions are still written).
+  // restores while later versions are still written), unless the capture's
+  // buffer still holds the version (RestoreSteps::from_buffer).
   Restored restart(int version, const RestoreSteps& steps) override;
   void add_stats(std::vector<VersionStats>&) override {}
   void close() override {}

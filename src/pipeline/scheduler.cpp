@@ -94,6 +94,8 @@ void Scheduler::submit(int version, std::vector<Level*> route, Snapshot snapshot
     return "version " + std::to_string(version) + " goes to " + levels;
   });
   Task task{version, std::move(route), 0, std::move(snapshot)};
+  task.readable_in_flight = serve_in_flight_.load(std::memory_order_relaxed) && readable_in_flight(task);
+  if (task.readable_in_flight) in_flight_.add(version, task.snapshot.header, task.snapshot.extents);
   Worker* worker = nullptr;
   bool on_caller = false;
   {
@@ -138,6 +140,19 @@ void Scheduler::run_on_caller(Task& task, Worker& worker) {
 // first, stay with the worker.
 bool Scheduler::writes_on_caller(const Snapshot& snapshot) {
   return snapshot.synchronous && !snapshot.await_writer && !snapshot.stage;
+}
+
+// A full version of host regions whose bytes wait in the capture's buffer
+// (released once written) for a durable first level, whose write ends with
+// fdatasyncs: a restart copies it from there rather than wait. Other
+// versions' bytes are the application's memory (synchronous), a child's or
+// a device's, or a delta's blocks; a memory level's write is short.
+bool Scheduler::readable_in_flight(const Task& task) {
+  const Snapshot& snapshot = task.snapshot;
+  if (!snapshot.release || snapshot.synchronous || snapshot.stage || snapshot.await_writer) return false;
+  if (format::is_delta(snapshot.header) || task.route.front()->features().is_volatile) return false;
+  return std::all_of(snapshot.header.regions.begin(), snapshot.header.regions.end(),
+                     [](const format::RegionEntry& region) { return region.kind == format::RegionKind::kHost; });
 }
 
 void Scheduler::set_capturing(bool capturing) {
@@ -373,6 +388,7 @@ void Scheduler::settle(Task& job, const std::exception_ptr& failure, std::uint64
       catalog_.failed(job.version, level.number(), error);
     }
   }
+  if (job.readable_in_flight) in_flight_.forget(job.version);  // before its buffer space goes
   if (job.step == 0 && job.snapshot.release) job.snapshot.release();
   if (failure) return;
   const bool evicts_here = on_caller && level.features().is_volatile;

@@ -26,6 +26,7 @@
 
 #include "capture/snapshot.h"
 #include "core/catalog.h"
+#include "pipeline/in_flight.h"
 #include "base/log.h"
 #include "base/trace.h"
 #include "base/thread_pool.h"
@@ -67,6 +68,16 @@ class Scheduler {
   // leaves the eviction thread nothing to remove does not wake it
   // (nothing_to_remove).
   void discard(int version);
+  // Restart of a version still on its way to its first level, a durable
+  // one, while the capture's buffer holds it whole (InFlightVersions):
+  // calls `read` with its bytes there; false when the version is not such
+  // a one (any more). Versions are kept readable from the first call on:
+  // a store that never restarts a version it is still writing (all but an
+  // adjoint's) pays no copy of each version's header at checkpoint.
+  bool read_in_flight(int version, const InFlightVersions::Reader& read) {
+    serve_in_flight_.store(true, std::memory_order_relaxed);
+    return in_flight_.read(version, read);
+  }
 
  private:
   struct Task {
@@ -74,6 +85,7 @@ class Scheduler {
     std::vector<Level*> route;  // the version's whole route
     std::size_t step = 0;       // index in `route` of the level this job goes to
     Snapshot snapshot;          // for the first level only
+    bool readable_in_flight = false;  // in in_flight_ until its first level settles
   };
   struct CompactionTask {
     int version = 0;
@@ -89,6 +101,7 @@ class Scheduler {
   };
 
   static bool writes_on_caller(const Snapshot& snapshot);
+  static bool readable_in_flight(const Task& task);
   void run_on_caller(Task& task, Worker& worker);
   void work(Worker& worker);
   // The front of the worker's queue: one task, or the tasks that can be
@@ -132,6 +145,8 @@ class Scheduler {
   Config::Pipeline pipeline_;
   int compact_after_ = 0;
   double compact_share_ = 1;
+  InFlightVersions in_flight_;
+  std::atomic<bool> serve_in_flight_{false};  // read_in_flight was called
   std::atomic<int> drains_{0};  // drain() calls under way
   Holders holders_;
   ThreadPool& pool_;

@@ -71,6 +71,30 @@ Restored restore_from_levels(const RestartParts& parts, int version, RestartScop
   return restored;
 }
 
+// The copy in the capture's buffer of a version its first level still
+// writes (Scheduler::read_in_flight): the restart's regions filled from it
+// as restore_into fills them from the levels.
+std::optional<Restored> restore_from_buffer(const RestartParts& parts, int version, RestartScope scope) {
+  std::optional<Restored> restored;
+  const auto read = [&](const format::Header& header, const std::vector<Extent>& extents) {
+    const auto fill = [&](const Registry& targets) {
+      Restored copied;
+      const std::vector<Level*> no_levels;
+      const RestoreContext context{parts.identity, parts.rank,  no_levels, targets, parts.pool,
+                                   parts.log,      parts.trace, scope};
+      restore_in_flight(context, version, header, extents, copied.report);
+      copied.version = version;
+      copied.metadata = header.metadata;
+      return copied;
+    };
+    restored = restore_into(parts, version, fill, &header.regions);
+  };
+  if (!parts.scheduler.read_in_flight(version, read)) return std::nullopt;
+  parts.prefetcher.restored(version);
+  log_choice(parts.log, version, restored->report);
+  return restored;
+}
+
 }  // namespace
 
 // A restore from the levels says which regions it wrote when it fails
@@ -80,6 +104,7 @@ Restored restore_from_levels(const RestartParts& parts, int version, RestartScop
 RestoreSteps restart_steps(const RestartParts& parts, RestartScope scope) {
   RestoreSteps steps;
   steps.from_levels = [parts, scope](int version) { return restore_from_levels(parts, version, scope); };
+  steps.from_buffer = [parts, scope](int version) { return restore_from_buffer(parts, version, scope); };
   steps.into_regions = [parts](const RestoreSteps::Filler& fill) {
     try {
       return restore_into(parts, kLatest, fill);

@@ -1,6 +1,7 @@
 // The restore steps a Store hands its Job at restart (job/job.h): read a
 // version from this rank's levels, or let the job fill the regions from
-// elsewhere (its redistribution onto another number of ranks). Either way
+// elsewhere (its redistribution onto another number of ranks), or copy a
+// version its first level still writes from the capture's buffer. Either way
 // the regions change only once the version was read and verified: device
 // regions are filled through host copies first (Capture::restart_targets),
 // or copied from L0 last when it holds the version (the device capture's,
@@ -14,6 +15,7 @@
 #include "core/registry.h"
 #include "job/job.h"
 #include "pipeline/prefetcher.h"
+#include "pipeline/scheduler.h"
 #include "store/restore.h"
 #include "resurgo/resurgo.hpp"
 #include "tier/route.h"
@@ -29,6 +31,7 @@ struct RestartParts {
   Registry& registry;
   Capture& capture;
   Prefetcher& prefetcher;
+  Scheduler& scheduler;
   ThreadPool& pool;
   const Logger& log;
   Trace& trace;

@@ -47,19 +47,20 @@ const Region* region_for(const RestoreContext& context, const format::RegionEntr
   return &*it;
 }
 
-// Where each region of the container goes (nullptr: not read); every
+// Where each region of the version's table goes (nullptr: not read); every
 // protected region must be in the checkpoint, and with kExactRegions the
-// protected set must be exactly the checkpoint's.
-std::vector<std::byte*> destinations(const RestoreContext& context, const format::Container& container,
+// protected set must be exactly the checkpoint's. `path`: where the version
+// is read from, for the messages.
+std::vector<std::byte*> destinations(const RestoreContext& context, const format::Header& header,
                                      const std::string& path, int version) {
   const std::string where = " (version " + std::to_string(version) + ", " + path + ")";
   std::vector<std::byte*> list;
-  for (const format::RegionEntry& entry : container.header.regions) {
+  for (const format::RegionEntry& entry : header.regions) {
     const Region* region = region_for(context, entry, where);
     list.push_back(region != nullptr && !region->restored_elsewhere ? region->data : nullptr);
   }
   for (const Region& region : context.registry.regions()) {
-    const bool held = std::any_of(container.header.regions.begin(), container.header.regions.end(),
+    const bool held = std::any_of(header.regions.begin(), header.regions.end(),
                                   [&](const format::RegionEntry& e) { return e.label == region.label; });
     if (!held) throw MismatchError("region '" + region.label + "' is protected but the checkpoint does not hold it" + where);
   }
@@ -275,7 +276,7 @@ class ChainRestorer {
   void read_chain(const std::vector<Link>& chain, std::vector<std::byte>& metadata) {
     const Link& newest = chain.front();
     TraceSpan span(context_.trace, "restore from " + level_name(*newest.level), newest.version);
-    const Targets targets{destinations(context_, newest.container, newest.file->path(), newest.version),
+    const Targets targets{destinations(context_, newest.container.header, newest.file->path(), newest.version),
                           std::vector<std::atomic<bool>>(newest.container.header.regions.size())};
     const std::vector<ChunkRead> plan = plan_reads(chain, targets.regions);
     const std::vector<std::pair<std::size_t, std::size_t>> runs = runs_of(chain, plan);
@@ -551,6 +552,21 @@ std::string with_memory_state(const std::string& message, const std::string& sta
   return message.substr(0, at) + " (" + state + ")" + message.substr(at);
 }
 
+// The extents in pieces of at most this many bytes, so that parallel_for
+// shares a large region's copy.
+constexpr std::uint64_t kBufferCopyPiece = std::uint64_t{1} << 20;
+
+std::vector<Extent> in_pieces(const std::vector<Extent>& extents) {
+  std::vector<Extent> pieces;
+  for (const Extent& extent : extents) {
+    for (std::uint64_t offset = 0; offset < extent.bytes; offset += kBufferCopyPiece) {
+      const std::uint64_t bytes = std::min(kBufferCopyPiece, extent.bytes - offset);
+      pieces.push_back(Extent{extent.region, extent.offset + offset, bytes, extent.source + offset});
+    }
+  }
+  return pieces;
+}
+
 }  // namespace
 
 int restore_version(const RestoreContext& context, int version, RestartReport& report,
@@ -563,6 +579,27 @@ int restore_version(const RestoreContext& context, int version, RestartReport& r
   } catch (const Error& error) {
     rethrow_as_is(Error(error.code(), with_memory_state(error.what(), restorer.memory_state())));
   }
+}
+
+void restore_in_flight(const RestoreContext& context, int version, const format::Header& header,
+                       const std::vector<Extent>& extents, RestartReport& report) {
+  const Clock::time_point started = Clock::now();
+  TraceSpan span(context.trace, "restore from the capture's buffer", version);
+  report = RestartReport{};
+  const std::vector<std::byte*> targets = destinations(context, header, "the capture's buffer", version);
+  const std::vector<Extent> pieces = in_pieces(extents);
+  context.pool.parallel_for(pieces.size(), total_bytes(pieces), [&](std::size_t i) {
+    const Extent& piece = pieces[i];
+    if (targets[piece.region] != nullptr) std::memcpy(targets[piece.region] + piece.offset, piece.source, piece.bytes);
+  });
+  report.version = version;
+  report.level = kL1;
+  for (std::size_t i = 0; i < header.regions.size(); ++i) {
+    if (targets[i] != nullptr) report.bytes += header.regions[i].bytes;
+  }
+  report.chain = {version};
+  report.seconds = seconds_since(started);
+  if (context.table != nullptr) *context.table = header.regions;
 }
 
 void StoreIdentity::check(const format::Container& container, const std::string& path, int version,

@@ -15,6 +15,7 @@
 #include "core/catalog.h"
 #include "core/registry.h"
 #include "format/container.h"
+#include "format/extent.h"
 #include "base/trace.h"
 #include "base/thread_pool.h"
 #include "resurgo/resurgo.hpp"
@@ -57,6 +58,15 @@ struct RestoreContext {
 // intact).
 int restore_version(const RestoreContext& context, int version, RestartReport& report,
                     std::vector<std::byte>& metadata);
+
+// Restores full `version` of host regions from where its capture put its
+// bytes (`extents`, `header` its region table) while its first level still
+// writes it (pipeline/in_flight.h), checking the regions as for a copy on
+// a level; the report names L1, the buffer's level (a version is at L1
+// once captured: Catalog). No checksum covers those bytes yet: they are
+// the capture's own copy of the regions, as the level's writer reads them.
+void restore_in_flight(const RestoreContext& context, int version, const format::Header& header,
+                       const std::vector<Extent>& extents, RestartReport& report);
 
 // The regions and metadata of `version` of store `store`, rank `rank`,
 // from the header of its first intact copy on `levels`. NotFoundError when

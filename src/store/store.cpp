@@ -237,7 +237,7 @@ void Store::Impl::check_version(int version, const char* call) {
 int Store::Impl::restart(int version, RestartScope scope) {
   check_open("restart");
   if (version != kLatest) check_version(version, "restart");
-  const RestartParts parts{identity(), comm->rank(), route_, registry_, *capture_, *prefetcher_, *pool_, log_, trace_};
+  const RestartParts parts{identity(), comm->rank(), route_, registry_, *capture_, *prefetcher_, *scheduler_, *pool_, log_, trace_};
   Restored restored = job_->restart(version, restart_steps(parts, scope));
   last_restart = std::move(restored.report);
   metadata = std::move(restored.metadata);
