@@ -20,6 +20,7 @@
 #include "resurgo/resurgo.h"
 #include "resurgo/resurgo.hpp"
 #include "test_util.h"
+#include "version_pattern.h"
 
 namespace resurgo {
 namespace {
@@ -47,15 +48,8 @@ class AdjointStagingTest : public ::testing::Test {
   std::map<std::string, std::string> disk_with_prefetch(const std::string& capacity) {
     return {{"memory.capacity", capacity}};
   }
-  void fill(int version) {
-    for (std::size_t i = 0; i < u.size(); ++i) u[i] = version * 1e6 + static_cast<double>(i);
-  }
-  bool holds_state_of(int version) const {
-    for (std::size_t i = 0; i < u.size(); i += 4099) {
-      if (u[i] != version * 1e6 + static_cast<double>(i)) return false;
-    }
-    return true;
-  }
+  void fill(int version) { fill_version_pattern(u, version); }
+  bool holds_state_of(int version) const { return has_version_pattern(u, version, 4099); }
   void checkpoints(Store& store, int first, int last) {
     for (int version = first; version <= last; ++version) {
       fill(version);

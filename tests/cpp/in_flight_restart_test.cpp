@@ -17,6 +17,7 @@
 #include "forwarding_env.h"
 #include "resurgo/resurgo.hpp"
 #include "test_util.h"
+#include "version_pattern.h"
 
 namespace resurgo {
 namespace {
@@ -77,15 +78,8 @@ class InFlightRestartTest : public ::testing::Test {
     for (auto& [key, value] : extra) keys[key] = value;
     return Config::load("", keys);
   }
-  void fill(int version) {
-    for (std::size_t i = 0; i < u.size(); ++i) u[i] = version * 1e6 + static_cast<double>(i);
-  }
-  bool holds_state_of(int version) const {
-    for (std::size_t i = 0; i < u.size(); ++i) {
-      if (u[i] != version * 1e6 + static_cast<double>(i)) return false;
-    }
-    return true;
-  }
+  void fill(int version) { fill_version_pattern(u, version); }
+  bool holds_state_of(int version) const { return has_version_pattern(u, version); }
   // Version 1 is durable first: the level's directory is made and synced
   // before the gate closes. Its restart is the store's first restart of a
   // version by number, from which on the store keeps the versions it
@@ -96,6 +90,15 @@ class InFlightRestartTest : public ::testing::Test {
     store.checkpoint(1);
     store.wait(1, kL2);
     EXPECT_EQ(store.restart(1), 1);
+  }
+  // Version 2's commit has started and waits at the gate for its
+  // directory fsync.
+  void version_2_held_in_its_commit(Store& store) {
+    first_version_durable(store);
+    env->close_gate();
+    fill(2);
+    store.checkpoint(2);
+    env->wait_held();
   }
   // restart(version) on another thread; true when it returned (or threw)
   // within 20 s. The gate opens either way, so that the store can close;
@@ -108,6 +111,16 @@ class InFlightRestartTest : public ::testing::Test {
     return returned;
   }
 
+  // restart(version) does not return while the gate is closed; once it
+  // opens, it reads the version from L2.
+  void expect_restart_waits_for_the_level(Store& store, int version, const std::string& otherwise) {
+    auto restart = std::async(std::launch::async, [&] { return store.restart(version); });
+    EXPECT_EQ(restart.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout) << otherwise;
+    env->open_gate();
+    EXPECT_EQ(restart.get(), version);
+    EXPECT_EQ(store.last_restart().level, kL2);
+  }
+
   TempDir dir;
   std::shared_ptr<GatedSyncEnv> env;
   std::vector<double> u = std::vector<double>(kValues);
@@ -115,11 +128,7 @@ class InFlightRestartTest : public ::testing::Test {
 
 TEST_F(InFlightRestartTest, AVersionItsLevelStillCommitsIsCopiedFromTheBuffer) {
   Store store("s", config(), env);
-  first_version_durable(store);
-  env->close_gate();
-  fill(2);
-  store.checkpoint(2);
-  env->wait_held();  // version 2's commit has started and waits for its directory fsync
+  version_2_held_in_its_commit(store);
   fill(0);
   int restored = -1;
   EXPECT_TRUE(restart_returns_while_held(store, 2, restored)) << "the restart waited for the L2 commit";
@@ -138,11 +147,7 @@ TEST_F(InFlightRestartTest, AVersionItsLevelStillCommitsIsCopiedFromTheBuffer) {
 
 TEST_F(InFlightRestartTest, AVersionWaitingBehindAnotherCommitIsCopiedFromTheBuffer) {
   Store store("s", config(), env);
-  first_version_durable(store);
-  env->close_gate();
-  fill(2);
-  store.checkpoint(2);
-  env->wait_held();
+  version_2_held_in_its_commit(store);
   fill(3);
   store.checkpoint(3);  // queued behind version 2's commit
   fill(0);
@@ -161,11 +166,7 @@ TEST_F(InFlightRestartTest, AVersionWaitingBehindAnotherCommitIsCopiedFromTheBuf
 // another size than the version holds is refused, and says where it looked.
 TEST_F(InFlightRestartTest, ARegionOfAnotherSizeIsRefusedNamingTheBuffer) {
   Store store("s", config(), env);
-  first_version_durable(store);
-  env->close_gate();
-  fill(2);
-  store.checkpoint(2);
-  env->wait_held();
+  version_2_held_in_its_commit(store);
   store.unprotect(0);
   std::vector<double> smaller(kValues / 2);
   store.protect(0, smaller.data(), smaller.size() * sizeof(double), "u");
@@ -190,12 +191,7 @@ TEST_F(InFlightRestartTest, BeforeTheFirstRestartByNumberAVersionWaitsForItsLeve
   fill(2);
   store.checkpoint(2);
   env->wait_held();
-  auto restart = std::async(std::launch::async, [&] { return store.restart(2); });
-  EXPECT_EQ(restart.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout)
-      << "restored from the buffer although no restart by number came before";
-  env->open_gate();
-  EXPECT_EQ(restart.get(), 2);
-  EXPECT_EQ(store.last_restart().level, kL2);
+  expect_restart_waits_for_the_level(store, 2, "restored from the buffer although no restart by number came before");
 }
 
 // A delta's bytes in the buffer are only the blocks written since its
@@ -209,12 +205,7 @@ TEST_F(InFlightRestartTest, ADeltaWaitsForItsLevel) {
   u[0] = -1;
   store.checkpoint(3);
   env->wait_held();
-  auto restart = std::async(std::launch::async, [&] { return store.restart(3); });
-  EXPECT_EQ(restart.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout)
-      << "a delta was restored before its level held it";
-  env->open_gate();
-  EXPECT_EQ(restart.get(), 3);
-  EXPECT_EQ(store.last_restart().level, kL2);
+  expect_restart_waits_for_the_level(store, 3, "a delta was restored before its level held it");
   EXPECT_EQ(store.last_restart().chain, (std::vector<int>{3, 2})) << "version 3 is a delta";
   EXPECT_EQ(u[0], -1);
 }

@@ -8,6 +8,7 @@
 
 #include "resurgo/resurgo.hpp"
 #include "test_util.h"
+#include "version_pattern.h"
 
 namespace resurgo {
 namespace {
@@ -23,15 +24,8 @@ class RepeatedRestartTest : public ::testing::Test {
                              {"persistent.every", "0"},
                              {"log.level", "off"}});
   }
-  void fill(int version) {
-    for (std::size_t i = 0; i < u.size(); ++i) u[i] = version * 1e6 + static_cast<double>(i);
-  }
-  bool holds_state_of(int version) const {
-    for (std::size_t i = 0; i < u.size(); ++i) {
-      if (u[i] != version * 1e6 + static_cast<double>(i)) return false;
-    }
-    return true;
-  }
+  void fill(int version) { fill_version_pattern(u, version); }
+  bool holds_state_of(int version) const { return has_version_pattern(u, version); }
   std::vector<int> held_at(Store& store, int level) {
     std::vector<int> held;
     for (const VersionInfo& info : store.versions()) {
