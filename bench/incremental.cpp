@@ -14,6 +14,10 @@
 // directory (as a restarted process would) protecting a third, touched array,
 // restores the newest version, and checks it is that version and equals the
 // state bit for bit (the "restart" line says whether it did).
+// Before the restart, each store prints the bytes the process wrote from its
+// first delta to the store's close, which waits for the compactions
+// ("traffic" line; --compact-after N sets delta.compact_after, default 0:
+// never, whatever the library's default).
 // With --one-store every pattern goes to one store after one version 0
 // (the fixed-granularity sweep: no full version per pattern).
 //
@@ -45,8 +49,8 @@
 // background threads' CPU seconds (process CPU less the application
 // thread's) and the eviction thread's ("compaction" lines).
 //
-// Output: one JSON object per line on stdout ("interval", "restart",
-// "compaction"). Exit
+// Output: one JSON object per line on stdout ("interval", "traffic",
+// "restart", "compaction"). Exit
 // status 3 and "unavailable: REASON" on stderr when the store refuses the
 // tracking method (the library's message).
 #include <sys/mman.h>
@@ -108,7 +112,7 @@ struct Options {
   bool one_store = false;
   bool compaction_cost = false;
   int compaction_cycles = 1;
-  int compact_after = 0;
+  int compact_after = 0;  // delta.compact_after of the chains (--compact-after)
 };
 
 [[noreturn]] void usage(const std::string& why) {
@@ -117,16 +121,16 @@ struct Options {
                "usage: incremental --dir DIR [--size BYTES] [--mode copy|delta] [--method M]\n"
                "                   [--granularity auto|SIZE] --patterns KIND:FRACTION[,...]\n"
                "                   [--intervals N] [--full-every N] [--restart] [--one-store]\n"
-               "                   [--compaction-cost [--compaction-cycles N]]\n"
+               "                   [--compact-after N] [--compaction-cost [--compaction-cycles N]]\n"
                "  KIND: scattered | strided | slab | himeno; FRACTION in (0, 1]\n",
                why.c_str());
   std::exit(64);
 }
 
-long positive(const std::string& flag, const std::string& value) {
+long at_least(const std::string& flag, const std::string& value, long minimum) {
   char* end = nullptr;
   const long n = std::strtol(value.c_str(), &end, 10);
-  if (*end != '\0' || n < 1) usage(flag + " takes a positive integer");
+  if (*end != '\0' || n < minimum) usage(flag + " takes an integer of at least " + std::to_string(minimum));
   return n;
 }
 
@@ -188,11 +192,13 @@ Options parse(int argc, char** argv) {
     } else if (arg == "--patterns") {
       opt.patterns = parse_patterns(value);
     } else if (arg == "--intervals") {
-      opt.intervals = static_cast<int>(positive(arg, value));
+      opt.intervals = static_cast<int>(at_least(arg, value, 1));
     } else if (arg == "--compaction-cycles") {
-      opt.compaction_cycles = static_cast<int>(positive(arg, value));
+      opt.compaction_cycles = static_cast<int>(at_least(arg, value, 1));
+    } else if (arg == "--compact-after") {
+      opt.compact_after = static_cast<int>(at_least(arg, value, 0));
     } else if (arg == "--full-every") {
-      opt.full_every = static_cast<int>(positive(arg, value));
+      opt.full_every = static_cast<int>(at_least(arg, value, 1));
     } else {
       usage("unknown argument " + arg);
     }
@@ -203,6 +209,7 @@ Options parse(int argc, char** argv) {
   if (opt.compaction_cost && (opt.one_store || opt.restart || opt.mode != "delta")) {
     usage("--compaction-cost takes delta mode, without --restart or --one-store");
   }
+  if (opt.compaction_cost && opt.compact_after > 0) usage("--compaction-cost sets delta.compact_after itself");
   return opt;
 }
 
@@ -370,6 +377,37 @@ void print_version(const Options& opt, const Pattern& pattern, int interval, con
   std::fflush(stdout);
 }
 
+// The process's I/O counters (/proc/self/io, every thread's): `write_bytes`,
+// the bytes it dirtied in the page cache or sent to the disk (what the files
+// put on the disk), and `wchar`, the bytes passed to write calls.
+struct IoCounters {
+  std::uint64_t write_bytes = 0;
+  std::uint64_t wchar = 0;
+};
+
+IoCounters io_counters() {
+  IoCounters counters;
+  std::ifstream io("/proc/self/io");
+  std::string name;
+  std::uint64_t value = 0;
+  while (io >> name >> value) {
+    if (name == "write_bytes:") counters.write_bytes = value;
+    if (name == "wchar:") counters.wchar = value;
+  }
+  return counters;
+}
+
+// What one chain's deltas wrote, from the first delta to the store's close
+// (which waits for the background work, compactions included).
+void print_traffic(const Options& opt, const Pattern& pattern, const IoCounters& before, const IoCounters& after) {
+  std::printf(
+      "{\"kind\": \"traffic\", \"mode\": \"%s\", \"method\": \"%s\", \"pattern\": %s, \"deltas\": %d, "
+      "\"compact_after\": %d, \"write_bytes\": %" PRIu64 ", \"wchar\": %" PRIu64 "}\n",
+      opt.mode.c_str(), opt.method.c_str(), json_string(pattern.name()).c_str(), opt.intervals, opt.compact_after,
+      after.write_bytes - before.write_bytes, after.wchar - before.wchar);
+  std::fflush(stdout);
+}
+
 // Restores the newest version into `into` from a new store and prints how
 // long it took. A restore that is not the newest version bit for bit is
 // reported ("verified": false, with the library's lines on what it skipped)
@@ -389,9 +427,10 @@ void restore(const Options& opt, const Pattern& pattern, const std::string& path
   std::printf(
       "{\"kind\": \"restart\", \"mode\": \"%s\", \"method\": \"%s\", \"granularity\": \"%s\", \"pattern\": %s, "
       "\"newest\": %d, \"version\": %d, \"verified\": %s, \"state_bytes\": %zu, \"seconds\": %.9e, "
-      "\"report_seconds\": %.9e, \"level\": %d, \"skipped\": [%s]}\n",
+      "\"report_seconds\": %.9e, \"level\": %d, \"links_read\": %zu, \"skipped\": [%s]}\n",
       opt.mode.c_str(), opt.method.c_str(), opt.granularity.c_str(), json_string(pattern.name()).c_str(), newest,
-      version, verified ? "true" : "false", opt.size, seconds, report.seconds, report.level, skipped.c_str());
+      version, verified ? "true" : "false", opt.size, seconds, report.seconds, report.level, report.chain.size(),
+      skipped.c_str());
   std::fflush(stdout);
   store.close();
 }
@@ -414,8 +453,10 @@ class Session {
       const std::string path = opt_.dir + "/p" + std::to_string(i);
       {
         Chain chain(*this, path);
+        const IoCounters before = io_counters();
         chain.intervals(opt_.patterns[i]);
         chain.close();
+        print_traffic(opt_, opt_.patterns[i], before, io_counters());
       }
       if (restored) restore(opt_, opt_.patterns[i], path, opt_.intervals, state_, *restored);
       std::filesystem::remove_all(path);

@@ -248,8 +248,8 @@ def analyse_method(res: Results, method: str, size: int) -> dict:
                 per["stored_ratio"].append(sum(d["stored_bytes"] for d in ds_delta) / dirty)
                 per["captured_ratio"].append(sum(d["captured_bytes"] for d in ds_delta) / dirty)
                 per["tracker_ratio"].append(sum(d["dirty_bytes"] for d in ds_delta) / dirty)
-            chain_len.append(len(chain_of(ds)))
             restart, full = restart_of(rows, pattern), res.full_restore(size, repeat)
+            chain_len.append(restart["links_read"] if restart else len(chain_of(ds)))
             full_gibs = full["state_bytes"] / full["seconds"] / GiB if full and full["verified"] else None
             per["full_gibs"].append(full_gibs)
             if restart and not restart["verified"]:
@@ -327,6 +327,9 @@ def main() -> None:
     ap.add_argument("--intervals", type=int, default=10, help="deltas per chain (default 10)")
     ap.add_argument("--sweep-intervals", type=int, default=3,
                     help="deltas per pattern in the fixed-granularity sweep (default 3; 0 skips the sweep)")
+    ap.add_argument("--compact-after", type=int, default=0,
+                    help="delta.compact_after of the delta chains (default 0: never compacted; the restart rows "
+                         "then read the chain as compaction left it, after the store's close)")
     ap.add_argument("--section", choices=("all", "compaction"), default="all",
                     help="all (default), or compaction: only compaction's cost, whose section replaces the one "
                          "in the existing incremental.md (or starts one)")
@@ -349,6 +352,8 @@ def main() -> None:
         ap.error("--size and --mprotect-size must be whole pages")
     if args.intervals < 1 or args.sweep_intervals < 0 or args.sweep_intervals > args.intervals:
         ap.error("--intervals must be >= 1 and --sweep-intervals in [0, --intervals]")
+    if args.compact_after < 0:
+        ap.error("--compact-after must be >= 0")
     if args.compaction_size % 4096 or args.compaction_deltas < 2 or args.compaction_cycles < 1:
         ap.error("--compaction-size must be whole pages, --compaction-deltas >= 2, --compaction-cycles >= 1")
     methods = [m for m in args.methods.split(",") if m]
@@ -416,7 +421,8 @@ def run_all(args, driver: Driver, methods: List[str], size: int, msize: int) -> 
                     f"({time.perf_counter() - t0:.1f} s)")
             else:
                 msz = msize if what == "mprotect" else size
-                _, rows, stderr = driver.run(msz, "delta", PATTERNS, args.intervals, what, restart=True)
+                _, rows, stderr = driver.run(msz, "delta", PATTERNS, args.intervals, what, restart=True,
+                                             extra=("--compact-after", str(args.compact_after)))
                 res.delta[what].append(rows)
                 res.stderr[what] = res.stderr.get(what, "") + stderr
                 log(f"repeat {r + 1}/{args.repeats}: {what} chains of {human(msz)} "
@@ -710,7 +716,9 @@ def what_is_measured(args, size: int, msize: int) -> List[str]:
         f"{args.intervals} intervals: writes the interval's pages into a second, untracked array (the **floor**: "
         "the same loop, no tracker, in the same process), writes them into the state, calls `checkpoint(i)` and "
         "`wait(i, 2)`. `delta.full_every` is intervals + 1, so each chain is one full version and "
-        f"{args.intervals} deltas. It then closes the store, opens a new one on the same directory (as a restarted "
+        f"{args.intervals} deltas, compacted on the level once a chain holds more than "
+        f"`delta.compact_after` = {args.compact_after} of them (0: never). It then closes the store (which waits "
+        "for the compactions), opens a new one on the same directory (as a restarted "
         "process would) protecting a third, touched array, calls `restart()` for the newest version and checks "
         "that it equals the state bit for bit (or the run stops).",
         "",
@@ -817,8 +825,8 @@ def bytes_section(methods, tables) -> List[str]:
 
 def restart_section(methods, tables, sizes_of) -> List[str]:
     lines = ["## Restart: a chain of deltas against a full version (page cache)", "",
-             "GiB/s = state bytes / `restart()` wall time. Chain = the versions the newest one needs (the "
-             "stats' `base_version` links, version 0 included).", "",
+             "GiB/s = state bytes / `restart()` wall time. Chain = the versions `restart()` read (its report's "
+             "`chain`: the newest, then its bases down to a full version; a compacted version is one).", "",
              "| pattern | " + " | ".join(f"{m}: chain GiB/s | {m}: full GiB/s | {m}: chain / full | {m}: chain"
                                       for m in methods) + " |",
              "|---|" + "---:|---:|---:|---:|" * len(methods)]
