@@ -97,6 +97,7 @@ void Route::prepare(DirectoryLevel& level) {
   }
   if (!state.lock) state.lock = level.lock();
   if (!identity_.unknown()) adopt_identity(level);
+  if (&level == &local_ && std::exchange(persistent_held_.identity_waits, false)) adopt_identity(persistent_);
   level.refuse_writes(nullptr);
   state.prepared = true;
 }
@@ -162,7 +163,7 @@ std::optional<format::StoreId> Route::identity_written_elsewhere(const Directory
 void Route::set_identity(const format::StoreId& id, bool drawn) {
   identity_ = id;
   identity_drawn_ = drawn;
-  for (DirectoryLevel* level : {&persistent_, &local_}) {
+  for (DirectoryLevel* level : {&local_, &persistent_}) {
     if (held(*level).prepared) adopt_identity(*level);
   }
 }
@@ -173,8 +174,17 @@ void Route::set_identity(const format::StoreId& id, bool drawn) {
 // this directory once written. Ranks prepare their directories in
 // different orders (one finds L4 at open, another makes L2 first), so
 // looking only at the directory being prepared let two ranks write two
-// identities into L2 and L4 (the TSan stress campaign, once).
+// identities into L2 and L4 (the TSan stress campaign, once), and looking
+// at the other directory first still let a rank write L4 while another,
+// having found L4 empty a moment before, wrote L2 (the ASan stress
+// campaign, once). So where L2 takes checkpoints, a drawn identity is
+// settled there first: its identity file is written only if absent, so
+// the ranks agree on it. L4, prepared at open before L2, waits for that.
 void Route::adopt_identity(DirectoryLevel& level) {
+  if (identity_drawn_ && &level == &persistent_ && every_of(local_) > 0 && !held(local_).prepared) {
+    held(level).identity_waits = true;
+    return;
+  }
   if (identity_drawn_) {
     if (const std::optional<format::StoreId> written = identity_written_elsewhere(level)) {
       identity_ = *written;
