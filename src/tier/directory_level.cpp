@@ -536,16 +536,22 @@ DirectoryLevel::~DirectoryLevel() = default;
 // was synced before them, and one written there (a store from before
 // identities) is synced at once: a damaged identity beside versions makes
 // open fail.
+//
+// Whether a file was there is looked at before it is read: looked at after,
+// a file another rank made in between would be replaced by the identity
+// this store drew while none was there (the stress campaign under ASan
+// ended with two identities in a store's directories so).
 format::StoreId DirectoryLevel::adopt_identity(const format::StoreId& id) {
   Directory& directory = existing_directory();
   const bool versions = holds_versions(directory);
+  const bool absent = !directory.exists(format::kStoreIdFileName);
   const std::optional<format::StoreId> found = identity();
   if (found && versions) return *found;
   const format::StoreId adopted = found.value_or(id);
   auto unsynced = std::make_unique<UnsyncedIdentity>(UnsyncedIdentity{nullptr, adopted.hex() + "\n"});
   // Another rank or process may have written one first: theirs stays. One
   // found, or a damaged one (identity() said none), is replaced.
-  if (!write_identity(directory, *unsynced, versions, !directory.exists(format::kStoreIdFileName))) {
+  if (!write_identity(directory, *unsynced, versions, absent)) {
     if (const std::optional<format::StoreId> theirs = identity()) return adopt_identity(*theirs);
     throw StateError("store identity file '" + dir_ + "/" + format::kStoreIdFileName +
                      "' was replaced by a damaged one while this store wrote its own; open the store again");
