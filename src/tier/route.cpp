@@ -81,11 +81,16 @@ Route::Route(const std::string& store, int rank, int node, const Config& config,
 Route::Held& Route::held(const DirectoryLevel& level) { return &level == &local_ ? local_held_ : persistent_held_; }
 
 // persist() may prepare a level on another thread while checkpoint() does.
+// A level prepared at open whose identity waits (set_identity) takes it
+// here, before the first version goes there.
 void Route::prepare(DirectoryLevel& level) {
   Held& state = held(level);
-  if (state.prepared) return;
+  if (state.prepared && !state.identity_waits) return;
   std::lock_guard guard(prepare_mutex_);
-  if (state.prepared) return;
+  if (state.prepared) {
+    if (state.identity_waits.exchange(false)) adopt_identity(level);
+    return;
+  }
   try {
     level.prepare();
   } catch (const StorageError& error) {
@@ -97,7 +102,6 @@ void Route::prepare(DirectoryLevel& level) {
   }
   if (!state.lock) state.lock = level.lock();
   if (!identity_.unknown()) adopt_identity(level);
-  if (&level == &local_ && std::exchange(persistent_held_.identity_waits, false)) adopt_identity(persistent_);
   level.refuse_writes(nullptr);
   state.prepared = true;
 }
@@ -164,7 +168,12 @@ void Route::set_identity(const format::StoreId& id, bool drawn) {
   identity_ = id;
   identity_drawn_ = drawn;
   for (DirectoryLevel* level : {&local_, &persistent_}) {
-    if (held(*level).prepared) adopt_identity(*level);
+    if (!held(*level).prepared) continue;
+    if (identity_drawn_ && level == &persistent_ && every_of(local_) > 0 && !held(local_).prepared) {
+      held(*level).identity_waits = true;  // for L2 to settle it (adopt_identity)
+    } else {
+      adopt_identity(*level);
+    }
   }
 }
 
@@ -179,12 +188,10 @@ void Route::set_identity(const format::StoreId& id, bool drawn) {
 // having found L4 empty a moment before, wrote L2 (the ASan stress
 // campaign, once). So where L2 takes checkpoints, a drawn identity is
 // settled there first: its identity file is written only if absent, so
-// the ranks agree on it. L4, prepared at open before L2, waits for that.
+// the ranks agree on it. L4, prepared at open before L2, waits for that
+// (set_identity) until a version goes there (prepare), which comes after
+// L2 where the version goes to both.
 void Route::adopt_identity(DirectoryLevel& level) {
-  if (identity_drawn_ && &level == &persistent_ && every_of(local_) > 0 && !held(local_).prepared) {
-    held(level).identity_waits = true;
-    return;
-  }
   if (identity_drawn_) {
     if (const std::optional<format::StoreId> written = identity_written_elsewhere(level)) {
       identity_ = *written;

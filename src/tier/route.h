@@ -126,7 +126,7 @@ class Route {
     std::unique_ptr<FileLock> claim;  // from open, when missing then (store_claim.h)
     std::unique_ptr<FileLock> lock;   // the lock file's, once prepared
     std::atomic<bool> prepared{false};  // read by the prefetcher's thread
-    bool identity_waits = false;        // for L2 to settle a drawn identity (adopt_identity)
+    std::atomic<bool> identity_waits{false};  // for L2 to settle a drawn identity (set_identity)
   };
 
   int every_of(const Level& level) const;

@@ -10,6 +10,7 @@
 
 #include <filesystem>
 #include <optional>
+#include <vector>
 
 #include "base/log.h"
 #include "format/store_id.h"
@@ -64,6 +65,27 @@ TEST(RouteIdentityRaceTest, TheRankThatFoundL4MaySettleTheIdentityFirst) {
   other.levels_for(1);
   EXPECT_EQ(other.identity(), drawn_identity('b'));
   EXPECT_NO_THROW(other.persist_target(kL4));
+}
+
+// A version that goes to L4 alone while L2 was never prepared (here
+// local.every = 2 and the first version's number is odd) finds L4's
+// identity written first: a version carries the identity, and one in L4
+// without it would be another store's at the next open.
+TEST(RouteIdentityRaceTest, TheWaitingIdentityIsWrittenBeforeAVersionGoesToL4Alone) {
+  const TempDir dir;
+  const Config config = Config::load("", {{"local.path", dir.path() + "/l2"},
+                                          {"local.every", "2"},
+                                          {"persistent.path", dir.path() + "/l4"},
+                                          {"persistent.every", "1"}});
+  const Logger log("s", LogLevel::kError);
+  std::filesystem::create_directories(dir.path() + "/l4/s");
+  Route found_l4("s", 0, 0, config, Env::posix(), log);
+  found_l4.set_identity(drawn_identity('b'), true);
+  EXPECT_EQ(found_l4.persistent().identity(), std::nullopt);
+  const std::vector<Level*> levels = found_l4.levels_for(1);
+  ASSERT_EQ(levels.size(), 1u);
+  EXPECT_EQ(levels.front(), &found_l4.persistent());
+  EXPECT_EQ(found_l4.persistent().identity(), drawn_identity('b'));
 }
 
 }  // namespace
