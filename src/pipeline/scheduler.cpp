@@ -388,8 +388,10 @@ void Scheduler::settle(Task& job, const std::exception_ptr& failure, std::uint64
       catalog_.failed(job.version, level.number(), error);
     }
   }
-  if (job.readable_in_flight) in_flight_.forget(job.version);  // before its buffer space goes
-  if (job.step == 0 && job.snapshot.release) job.snapshot.release();
+  if (job.step == 0) {  // the snapshot was for the first level
+    if (job.readable_in_flight) in_flight_.forget(job.version);  // before its buffer space goes
+    if (job.snapshot.release) job.snapshot.release();
+  }
   if (failure) return;
   const bool evicts_here = on_caller && level.features().is_volatile;
   const bool compacts = !evicts_here && wants_compaction(job.version, level);
