@@ -76,12 +76,10 @@ struct Link {
   format::Container container;
 };
 
-// One chunk of the plan: read whole straight into its region, or (`parts`
-// not empty) into scratch, copying only the parts no newer link holds.
+// One chunk of the plan, read whole straight into its region.
 struct ChunkRead {
   std::size_t link = 0;
   const format::ChunkRecord* chunk = nullptr;
-  std::vector<ByteRange> parts;
 };
 
 // Thrown out of the parallel read: which link failed, with the error.
@@ -268,38 +266,40 @@ class ChainRestorer {
     }
   };
 
-  // Plans the chain newest first so that no byte is read twice, then reads
-  // every chunk the plan needs in parallel. The first failing chunk stops
-  // the reads; the regions written so far are remembered for memory_state()
-  // and the caller reads the whole chain again (from another level) or
-  // gives up.
+  // Plans the chain (plan_waves), then reads each wave's chunks in
+  // parallel, one wave after the other. The first failing chunk stops the
+  // reads; the regions written so far are remembered for memory_state() and
+  // the caller reads the whole chain again (from another level) or gives up.
   void read_chain(const std::vector<Link>& chain, std::vector<std::byte>& metadata) {
     const Link& newest = chain.front();
     TraceSpan span(context_.trace, "restore from " + level_name(*newest.level), newest.version);
     const Targets targets{destinations(context_, newest.container.header, newest.file->path(), newest.version),
                           std::vector<std::atomic<bool>>(newest.container.header.regions.size())};
-    const std::vector<ChunkRead> plan = plan_reads(chain, targets.regions);
-    const std::vector<std::pair<std::size_t, std::size_t>> runs = runs_of(chain, plan);
     try {
-      context_.pool.parallel_for(runs.size(), work_bytes(chain, plan), [&](std::size_t i) {
-        const auto [first, count] = runs[i];
-        const Link& link = chain[plan[first].link];
-        try {
-          if (in_run(link, plan[first])) {
-            read_run(link, &plan[first], count, targets);
-          } else {
-            read_planned(link, plan[first], targets);
-          }
-        } catch (const Error&) {
-          throw LinkFailure{plan[first].link, std::current_exception()};
-        }
-      });
+      for (const std::vector<ChunkRead>& wave : plan_waves(chain, targets.regions)) read_wave(chain, wave, targets);
     } catch (...) {
       note_overwritten(newest, targets);
       throw;
     }
     metadata = newest.container.header.metadata;
     if (context_.table != nullptr) *context_.table = newest.container.header.regions;
+  }
+
+  void read_wave(const std::vector<Link>& chain, const std::vector<ChunkRead>& wave, const Targets& targets) {
+    const std::vector<std::pair<std::size_t, std::size_t>> runs = runs_of(chain, wave);
+    context_.pool.parallel_for(runs.size(), work_bytes(chain, wave), [&](std::size_t i) {
+      const auto [first, count] = runs[i];
+      const Link& link = chain[wave[first].link];
+      try {
+        if (in_run(link, wave[first])) {
+          read_run(link, &wave[first], count, targets);
+        } else {
+          read_planned(link, wave[first], targets);
+        }
+      } catch (const Error&) {
+        throw LinkFailure{wave[first].link, std::current_exception()};
+      }
+    });
   }
 
   // Device and managed regions are read into host copies that reach them
@@ -313,27 +313,65 @@ class ChainRestorer {
     }
   }
 
-  static std::vector<ChunkRead> plan_reads(const std::vector<Link>& chain, const std::vector<std::byte*>& targets) {
+  // The chunks to read, in waves that must land one after the other. The
+  // chain is claimed newest first, so that no chunk a newer link holds whole
+  // is read. A chunk a newer link holds in part is read whole (its checksum
+  // covers all of it) straight into its region, in a wave before every
+  // newer link's chunks, which then overwrite their part: the partly held
+  // chunks of the oldest link first, then of each newer link, then every
+  // chunk no newer link holds any of. Within a wave no two chunks overlap.
+  static std::vector<std::vector<ChunkRead>> plan_waves(const std::vector<Link>& chain,
+                                                        const std::vector<std::byte*>& targets) {
     std::vector<ByteRanges> claimed(chain.front().container.header.regions.size());
-    std::vector<ChunkRead> plan;
+    std::vector<std::vector<ChunkRead>> waves(chain.size() + 1);  // partly held by link, oldest first; then the rest
     for (std::size_t l = 0; l < chain.size(); ++l) {
-      for (const format::ChunkRecord& chunk : chain[l].container.chunks) {
-        if (targets[chunk.region] == nullptr) continue;  // a region this restart does not read
-        std::vector<ByteRange> parts = claimed[chunk.region].claim(chunk.offset, chunk.offset + chunk.raw_length);
-        if (parts.empty()) continue;  // newer links hold all of it
-        if (parts.size() == 1 && parts[0].size() == chunk.raw_length) parts.clear();
-        plan.push_back({l, &chunk, std::move(parts)});
+      const std::vector<format::ChunkRecord>& chunks = chain[l].container.chunks;
+      const std::vector<ByteRanges::Held> held = claim_link(chunks, targets, claimed);
+      for (std::size_t c = 0; c < chunks.size(); ++c) {
+        if (targets[chunks[c].region] == nullptr || held[c] == ByteRanges::Held::kAll) continue;
+        const std::size_t wave = held[c] == ByteRanges::Held::kPart ? chain.size() - 1 - l : chain.size();
+        waves[wave].push_back({l, &chunks[c]});
       }
     }
-    return plan;
+    std::erase_if(waves, [](const std::vector<ChunkRead>& wave) { return wave.empty(); });
+    return waves;
+  }
+
+  // Claims one link's chunks region by region, in order of offset; how much
+  // of each chunk (in the link's order) newer links held.
+  static std::vector<ByteRanges::Held> claim_link(const std::vector<format::ChunkRecord>& chunks,
+                                                  const std::vector<std::byte*>& targets,
+                                                  std::vector<ByteRanges>& claimed) {
+    std::vector<std::size_t> order(chunks.size());
+    for (std::size_t c = 0; c < order.size(); ++c) order[c] = c;
+    const auto by_place = [&](std::size_t a, std::size_t b) {
+      return std::pair(chunks[a].region, chunks[a].offset) < std::pair(chunks[b].region, chunks[b].offset);
+    };
+    if (!std::is_sorted(order.begin(), order.end(), by_place)) std::sort(order.begin(), order.end(), by_place);
+    std::vector<ByteRanges::Held> held(chunks.size(), ByteRanges::Held::kAll);
+    for (std::size_t first = 0; first < order.size();) {
+      const std::uint32_t region = chunks[order[first]].region;
+      std::size_t end = first;
+      std::vector<ByteRange> ranges;
+      for (; end < order.size() && chunks[order[end]].region == region; ++end) {
+        const format::ChunkRecord& chunk = chunks[order[end]];
+        ranges.push_back({chunk.offset, chunk.offset + chunk.raw_length});
+      }
+      if (targets[region] != nullptr) {
+        const std::vector<ByteRanges::Held> region_held = claimed[region].claim(ranges);
+        for (std::size_t i = first; i < end; ++i) held[order[i]] = region_held[i - first];
+      }
+      first = end;
+    }
+    return held;
   }
 
   // What the reads cost, for parallel_for: raw chunks from a memory level
   // are copies at memory speed, counted by their bytes; decompression and
   // file reads are always worth a worker.
-  static std::uint64_t work_bytes(const std::vector<Link>& chain, const std::vector<ChunkRead>& plan) {
+  static std::uint64_t work_bytes(const std::vector<Link>& chain, const std::vector<ChunkRead>& wave) {
     std::uint64_t bytes = 0;
-    for (const ChunkRead& read : plan) {
+    for (const ChunkRead& read : wave) {
       const Level::Features source = chain[read.link].level->features();
       if (read.chunk->codec != Codec::kNone || !source.is_volatile || source.device) return ThreadPool::kAlwaysShared;
       bytes += read.chunk->raw_length;
@@ -341,7 +379,7 @@ class ChainRestorer {
     return bytes;
   }
 
-  // Runs of the plan, as (first, count): small chunks of one link that lie
+  // Runs of a wave, as (first, count): small chunks of one link that lie
   // back to back in its file are read together, up to 1 MiB, so that a
   // delta of scattered 4 KiB blocks costs a read per MiB, not two per block.
   // A chunk read with its neighbours (read_run); larger ones, and every one
@@ -358,16 +396,16 @@ class ChainRestorer {
   }
 
   static std::vector<std::pair<std::size_t, std::size_t>> runs_of(const std::vector<Link>& chain,
-                                                                   const std::vector<ChunkRead>& plan) {
+                                                                   const std::vector<ChunkRead>& wave) {
     constexpr std::uint64_t kRunBytes = 1u << 20;
     std::vector<std::pair<std::size_t, std::size_t>> runs;
-    for (std::size_t i = 0; i < plan.size();) {
+    for (std::size_t i = 0; i < wave.size();) {
       std::size_t end = i + 1;
-      const std::uint64_t begin_offset = plan[i].chunk->file_offset - format::kChunkRecordBytes;
-      while (in_run(chain[plan[i].link], plan[i]) && end < plan.size() && small(plan[end]) &&
-             plan[end].link == plan[i].link) {
-        const format::ChunkRecord& previous = *plan[end - 1].chunk;
-        const format::ChunkRecord& next = *plan[end].chunk;
+      const std::uint64_t begin_offset = wave[i].chunk->file_offset - format::kChunkRecordBytes;
+      while (in_run(chain[wave[i].link], wave[i]) && end < wave.size() && small(wave[end]) &&
+             wave[end].link == wave[i].link) {
+        const format::ChunkRecord& previous = *wave[end - 1].chunk;
+        const format::ChunkRecord& next = *wave[end].chunk;
         const bool adjacent = next.file_offset - format::kChunkRecordBytes == previous.file_offset + previous.stored_length;
         if (!adjacent || next.file_offset + next.stored_length - begin_offset > kRunBytes) break;
         ++end;
@@ -386,25 +424,16 @@ class ChainRestorer {
   // first chunk read for it, and a failed restart names it (memory_state).
   static void read_planned(const Link& link, const ChunkRead& read, const Targets& targets) {
     thread_local std::vector<std::byte> scratch;  // stored bytes of a compressed chunk
-    thread_local std::vector<std::byte> partial;  // a chunk newer links hold part of
     const format::ChunkRecord& chunk = *read.chunk;
     format::check_chunk_record(*link.file, link.container, chunk);  // one 48-byte read per chunk
     std::byte* region = targets.region_written(chunk.region);
-    if (read.parts.empty()) {
-      format::read_chunk(*link.file, link.container, chunk, region + chunk.offset, scratch);
-    } else {
-      // Its checksum covers the whole stored chunk: read all of it, keep the parts.
-      partial.resize(chunk.raw_length);
-      format::read_chunk(*link.file, link.container, chunk, partial.data(), scratch);
-      keep_parts(read, partial.data(), region);
-    }
+    format::read_chunk(*link.file, link.container, chunk, region + chunk.offset, scratch);
     RESURGO_CRASH_POINT("restore.chunk", link.level->number());
   }
 
   // `count` small chunks lying back to back in the file, records included: one read.
   static void read_run(const Link& link, const ChunkRead* reads, std::size_t count, const Targets& targets) {
     thread_local std::vector<std::byte> bytes;
-    thread_local std::vector<std::byte> partial;
     const std::uint64_t begin = reads[0].chunk->file_offset - format::kChunkRecordBytes;
     const format::ChunkRecord& last = *reads[count - 1].chunk;
     bytes.resize(last.file_offset + last.stored_length - begin);
@@ -413,20 +442,8 @@ class ChainRestorer {
       const format::ChunkRecord& chunk = *read->chunk;
       const std::byte* record = bytes.data() + (chunk.file_offset - format::kChunkRecordBytes - begin);
       std::byte* region = targets.region_written(chunk.region);
-      if (read->parts.empty()) {
-        format::decode_chunk(*link.file, link.container, chunk, record, region + chunk.offset);
-      } else {
-        partial.resize(chunk.raw_length);
-        format::decode_chunk(*link.file, link.container, chunk, record, partial.data());
-        keep_parts(*read, partial.data(), region);
-      }
+      format::decode_chunk(*link.file, link.container, chunk, record, region + chunk.offset);
       RESURGO_CRASH_POINT("restore.chunk", link.level->number());
-    }
-  }
-
-  static void keep_parts(const ChunkRead& read, const std::byte* raw, std::byte* region) {
-    for (const ByteRange& part : read.parts) {
-      std::memcpy(region + part.begin, raw + (part.begin - read.chunk->offset), part.size());
     }
   }
 

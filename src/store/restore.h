@@ -1,7 +1,7 @@
 // Restore: reads a version back into the protected regions from its chain
 // (the version, its base, and so on down to a full version), newest link
 // first, each link from the fastest level holding an intact copy, verifying
-// every chunk read and reading no byte that a newer link holds. A damaged
+// every chunk read and reading no chunk that newer links hold whole. A damaged
 // copy is repaired from an intact one on another level, or quarantined when
 // restart falls back past it. And the store's other reads of its levels:
 // describe, the list of versions, whether a version is held.

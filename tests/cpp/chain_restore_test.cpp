@@ -159,17 +159,19 @@ class ChainRestoreTest : public ::testing::Test {
   std::vector<std::byte> u_ = std::vector<std::byte>(kRegionBytes);
 };
 
-TEST(ByteRangesTest, ClaimReturnsOnlyWhatWasNotClaimedBefore) {
+TEST(ByteRangesTest, ClaimSaysHowMuchOfEachRangeWasClaimedBefore) {
+  using Held = ByteRanges::Held;
   ByteRanges ranges;
-  EXPECT_EQ(ranges.claim(100, 200), (std::vector<ByteRange>{{100, 200}}));
-  EXPECT_EQ(ranges.claim(300, 400), (std::vector<ByteRange>{{300, 400}}));
-  EXPECT_TRUE(ranges.claim(120, 180).empty());
-  EXPECT_EQ(ranges.claim(50, 450), (std::vector<ByteRange>{{50, 100}, {200, 300}, {400, 450}}));
-  EXPECT_EQ(ranges.range_count(), 1u);
-  EXPECT_EQ(ranges.claim(450, 460), (std::vector<ByteRange>{{450, 460}}));  // adjacent: merged
-  EXPECT_EQ(ranges.range_count(), 1u);
-  EXPECT_EQ(ranges.claim(0, 10), (std::vector<ByteRange>{{0, 10}}));
+  EXPECT_EQ(ranges.claim({{100, 200}, {300, 400}}), (std::vector<Held>{Held::kNone, Held::kNone}));
   EXPECT_EQ(ranges.range_count(), 2u);
+  EXPECT_EQ(ranges.claim({{50, 100}, {120, 180}, {190, 310}, {400, 450}}),
+            (std::vector<Held>{Held::kNone, Held::kAll, Held::kPart, Held::kNone}));
+  EXPECT_EQ(ranges.range_count(), 1u);  // 50..450: adjacent ranges joined
+  EXPECT_EQ(ranges.claim({{0, 10}, {40, 460}, {460, 470}}), (std::vector<Held>{Held::kNone, Held::kPart, Held::kNone}));
+  EXPECT_EQ(ranges.range_count(), 2u);  // 0..10 and 40..470
+  EXPECT_EQ(ranges.claim({{0, 500}}), (std::vector<Held>{Held::kPart}));
+  EXPECT_EQ(ranges.claim({{5, 5}, {10, 20}}), (std::vector<Held>{Held::kAll, Held::kAll}));  // empty: nothing to read
+  EXPECT_EQ(ranges.range_count(), 1u);
 }
 
 TEST_F(ChainRestoreTest, TenDeltaChainIsBitExactAndReadsNoChunkNewerLinksHold) {
@@ -213,7 +215,7 @@ TEST_F(ChainRestoreTest, TenDeltaChainIsBitExactAndReadsNoChunkNewerLinksHold) {
   EXPECT_LT(needed.size(), all - 40);  // most of the full version's chunks are held by the deltas
 }
 
-TEST_F(ChainRestoreTest, PartlyHeldChunksAreReadOnceAndOnlyTheirOtherBytesKept) {
+TEST_F(ChainRestoreTest, PartlyHeldChunksAreReadOnceBeforeNewerLinksOverwriteTheirPart) {
   write(0, -1, {}, {2});
   write(1, 0, {{0, 1000, 2000}, {0, 3000, 2000}}, {2});             // inside and across v0's first chunks
   write(2, 1, {{0, 2000, 500}, {0, kBlock, kBlock + 100}}, {2});  // holds v0's second chunk whole
@@ -229,6 +231,35 @@ TEST_F(ChainRestoreTest, PartlyHeldChunksAreReadOnceAndOnlyTheirOtherBytesKept) 
   EXPECT_EQ(read.count({0, kBlock}), 0u);
   EXPECT_EQ(read.count({0, 0}), 1u);     // partly held by versions 1 and 2
   EXPECT_EQ(read.count({1, 3000}), 1u);  // partly held by version 2
+}
+
+// Extents of any size and alignment, so that chunks of several links hold
+// parts of one another at every depth of the chain: each link's partly held
+// chunks must land before every newer link's.
+TEST_F(ChainRestoreTest, ChainsOfUnalignedOverlappingDeltasAreBitExact) {
+  std::mt19937 random(2026);
+  for (int round = 0; round < 5; ++round) {
+    const int first = round * 20;
+    write(first, -1, {}, {2});
+    for (int version = first + 1; version <= first + 12; ++version) {
+      std::vector<Extent> extents;
+      for (std::uint64_t at = random() % 3000; at < kRegionBytes;) {
+        const std::uint64_t bytes = std::min<std::uint64_t>(1 + random() % (3 * kBlock), kRegionBytes - at);
+        extents.push_back({0, at, bytes});
+        at += bytes + 1 + random() % (6 * kBlock);
+      }
+      write(version, version - 1, extents, {2});
+    }
+    std::vector<std::pair<int, std::string>> chain;
+    for (int version = first + 12; version >= first; --version) chain.emplace_back(version, path(2, version));
+
+    const auto env = std::make_shared<CountingEnv>();
+    const auto store = open(env);
+    env->take_reads();
+    EXPECT_EQ(store->restart(), first + 12);
+    EXPECT_EQ(u_, model_.region(first + 12, 0)) << "round " << round;
+    EXPECT_EQ(chunks_read(chain, env->take_reads()), chunks_needed(chain, kRegionBytes)) << "round " << round;
+  }
 }
 
 TEST_F(ChainRestoreTest, DeltaWithoutChunksRestoresItsBase) {
