@@ -19,8 +19,16 @@ struct EncodedChunk {
   bool early_abort = false;           // stored raw: a sample did not compress
 };
 
+// A delta's chunks are at most kDeltaChunkBytes. A restart of a chain reads
+// whole every chunk a newer delta holds in part (its checksum covers all of
+// it), so the smaller an older delta's chunks, the fewer bytes a newer one
+// makes it read for nothing: 1 MiB slabs written at new places each interval
+// otherwise cost a restart of ten deltas every older slab whole.
+constexpr std::uint64_t kDeltaChunkBytes = std::uint64_t{256} << 10;
+
 std::vector<EncodedChunk> plan_chunks(const format::Header& header, const std::vector<Extent>& extents,
                                       std::uint64_t chunk_size) {
+  if (format::is_delta(header)) chunk_size = std::min(chunk_size, kDeltaChunkBytes);
   std::vector<EncodedChunk> chunks;
   for (const Extent& extent : extents) {
     const std::size_t element_size = format::element_size(header.regions[extent.region].dtype);
