@@ -45,6 +45,7 @@ from _common import (  # noqa: E402
     machine_description,
     machine_lines,
     parse_size,
+    plot_title,
     pyplot,
     report_header,
 )
@@ -143,8 +144,7 @@ def plot(args, table: Dict, columns: List[str]) -> None:
     ax.set_xticklabels([pattern_label(p) for p in PATTERNS], rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("chain restore / full restore (throughput)")
     ax.legend(fontsize=8)
-    ax.set_title(("SMOKE RUN, not a result — " if args.smoke else "")
-                 + f"newest of {args.intervals} deltas, {human(args.size)}, median [min–max] of {args.repeats}")
+    ax.set_title(plot_title(f"newest of {args.intervals} deltas against a full restore, {human(args.size)}", args))
     fig.tight_layout()
     png = args.out / f"{NAME}.png"
     fig.savefig(png, dpi=100)
