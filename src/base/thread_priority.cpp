@@ -1,5 +1,6 @@
 #include "base/thread_priority.h"
 
+#include <sched.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -21,6 +22,11 @@ void lower_this_thread_priority() {
   const int current = ::getpriority(PRIO_PROCESS, thread);
   if (current == -1 && errno != 0) return;
   ::setpriority(PRIO_PROCESS, thread, std::min(current + kBackgroundNiceness, kLowestPriority));
+}
+
+void make_this_thread_batch() {
+  const sched_param param{};  // SCHED_BATCH takes priority 0
+  ::sched_setscheduler(0, SCHED_BATCH, &param);
 }
 
 }  // namespace resurgo

@@ -106,13 +106,19 @@ void CopyCapture::resize(std::uint64_t state_bytes) {
   if (state_bytes > kStraightToMemoryBytes) grow(state_bytes);
 }
 
+// The background touch keeps the next two versions' pieces (all of a
+// buffer of two) and one piece more touched. Small versions fill a piece
+// many captures apart but may come closer together than a scheduler tick,
+// which the background touch may wait for (HostBuffer::prefault): with a
+// piece more it has the captures of a whole piece to get there, and the
+// run holds at most one piece more than its ring reached.
 void CopyCapture::grow(std::uint64_t state_bytes) {
   const std::uint64_t wanted = wanted_capacity(state_bytes);
   if (state_bytes == 0 || (buffer_ && buffer_->capacity() >= wanted)) return;
   if (buffer_) buffer_->wait_empty();
   buffer_.reset();
   buffer_ = std::make_shared<HostBuffer>(wanted);
-  buffer_->start_prefault(2 * state_bytes);  // the next two versions' pieces; all of a buffer of two
+  buffer_->start_prefault(2 * state_bytes + HostBuffer::kPiece);
 }
 
 void CopyCapture::restarting(bool restarting) {

@@ -7,6 +7,8 @@
 #include <cstring>
 
 #include "base/clock.h"
+#include "base/thread_priority.h"
+#include "base/trace.h"
 #include "resurgo/errors.hpp"
 
 namespace resurgo {
@@ -37,17 +39,27 @@ HostBuffer::~HostBuffer() {
 
 void HostBuffer::start_prefault(std::uint64_t ahead) {
   ahead_.store(std::max<std::uint64_t>(ahead, 1), std::memory_order_relaxed);
-  if (!prefaulter_.joinable()) prefaulter_ = std::thread([this] { prefault(); });
+  if (prefaulter_.joinable()) {
+    wake_prefault();  // a farther `ahead` may hold untouched pieces
+    return;
+  }
+  prefaulter_ = std::thread([this] { prefault(); });
 }
 
-// It runs at normal priority: at SCHED_IDLE (as before) it never ran on a
-// machine whose cores were busy with the application and the pipeline, and
-// the first checkpoints paid the first touch. It pauses while a capture
-// copies (which faults in its own untouched pieces) and while a restart
-// runs, which it used to slow down up to 7x; it stops between two pieces.
-// With the pieces ahead touched it waits for the end of a capture, which
-// moved the ring on (pause_prefault notifies).
+// It runs at SCHED_BATCH (base/thread_priority.h): at SCHED_IDLE (as
+// before) it never ran on a machine whose cores were busy with the
+// application and the pipeline, and the first checkpoints paid the first
+// touch; at normal priority, woken at the end of a capture on such a
+// machine, it took the capture's core before checkpoint() returned, and
+// the saves of small versions, whose ring goes round a buffer of many of
+// them, waited for its touch of the ring's first lap. It pauses while a
+// capture copies (which faults in its own untouched pieces) and while a
+// restart runs, which it used to slow down up to 7x; it stops between two
+// pieces. With the pieces ahead touched it waits for the end of a capture
+// that moved the ring on to untouched ones (pause_prefault wakes it then).
 void HostBuffer::prefault() {
+  Trace::name_this_thread("prefault");
+  make_this_thread_batch();
   while (!all_touched()) {
     {
       std::unique_lock lock(mutex_);
@@ -63,6 +75,17 @@ void HostBuffer::pause_prefault(Pause why, bool paused) {
     std::lock_guard lock(mutex_);
     const auto bit = static_cast<std::uint8_t>(why);
     prefault_pauses_ = static_cast<std::uint8_t>(paused ? prefault_pauses_ | bit : prefault_pauses_ & ~bit);
+  }
+  if (!paused) wake_prefault();
+}
+
+// Only when it has a piece to touch: a wake at the end of every capture,
+// most of which leave the pieces ahead touched, costs the capturing thread
+// a system call and, on a busy core, a turn of the scheduler.
+void HostBuffer::wake_prefault() {
+  {
+    std::lock_guard lock(mutex_);
+    if (prefault_pauses_ != 0 || !untouched_ahead()) return;
   }
   prefault_resumed_.notify_all();
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "base/thread_priority.h"
 #include "resurgo/errors.hpp"
 
 namespace resurgo {
@@ -102,8 +103,12 @@ std::unique_ptr<RestartTargets> Prefetcher::restart_targets(const Registry& regi
   return device_ ? device_->restart_targets(registry, version) : nullptr;
 }
 
+// At SCHED_BATCH (base/thread_priority.h): a discard, commit or restore
+// that wakes it must not lose its core to it before returning, as the
+// saves of a small adjoint run with a disk level did at their discards.
 void Prefetcher::run() {
   Trace::name_this_thread("prefetch");
+  make_this_thread_batch();
   for (;;) {
     {
       std::unique_lock lock(mutex_);

@@ -4,8 +4,13 @@
 // itself, just before it copies into each, and reports that time; the
 // background touch waits while a capture or a restart runs.
 #include <gtest/gtest.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <optional>
 #include <cstring>
 #include <numeric>
 #include <thread>
@@ -90,6 +95,19 @@ TEST(FirstCheckpointsTest, TheBackgroundTouchStaysAFewVersionsAheadOfTheRing) {
   buffer.release(block);
 }
 
+// Woken at the end of a capture, the background touch must not take the
+// capturing thread's core before checkpoint() returns (a normal thread woken
+// on a busy core does): the saves of small versions paid its touch of the
+// ring's first lap that way.
+TEST(FirstCheckpointsTest, TheBackgroundTouchDoesNotPreemptTheThreadThatWakesIt) {
+  HostBuffer buffer(8 * kPiece);
+  buffer.start_prefault(kPiece);
+  std::optional<int> policy;
+  EXPECT_TRUE(eventually([&] { return (policy = policy_of_thread("rsg prefault")).has_value(); }, std::chrono::seconds(5)))
+      << "the background touch's thread is named \"rsg prefault\"";
+  EXPECT_EQ(policy, SCHED_BATCH);
+}
+
 class CopyCaptureTouchTest : public ::testing::Test {
  protected:
   CopyCaptureTouchTest() { config_.buffer.capacity = 8 * kPiece; }
@@ -115,6 +133,14 @@ class CopyCaptureTouchTest : public ::testing::Test {
       EXPECT_NE(snapshot.extents[r].source, regions[r].data()) << "region " << r << " points into the buffer";
       EXPECT_EQ(std::memcmp(snapshot.extents[r].source, regions[r].data(), regions[r].size()), 0) << "region " << r;
     }
+  }
+
+  // Whether every page of [at, at + bytes) is resident: faulted in.
+  static bool resident(const std::byte* at, std::uint64_t bytes) {
+    const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+    std::vector<unsigned char> pages((bytes + page - 1) / page);
+    if (::mincore(const_cast<std::byte*>(at), bytes, pages.data()) != 0) return false;
+    return std::all_of(pages.begin(), pages.end(), [](unsigned char p) { return (p & 1) != 0; });
   }
 
   Config config_;
@@ -154,6 +180,22 @@ TEST_F(CopyCaptureTouchTest, APieceByPieceCopyKeepsEveryByteAndReportsItsTimes) 
   EXPECT_EQ(third.extents[0].source, first.extents[0].source);
   EXPECT_EQ(again.first_touch_seconds, 0.0) << "every piece of this block was touched by the first capture";
   third.release();
+}
+
+// A small version's ring goes round a buffer of many of them, its versions
+// closer together than the background touch may wait for a core: the piece
+// after the one the next block begins in is touched before a capture gets
+// there, and nothing beyond it.
+TEST_F(CopyCaptureTouchTest, SmallVersionsKeepTheNextPieceTouchedAheadOfTheRing) {
+  const std::vector<std::vector<std::byte>> regions{pattern(256 << 10, 1)};
+  CaptureTimes times;
+  Snapshot first = capture_.capture(extents_of(regions), format::Header{}, times);  // the ring's first block
+  const std::byte* base = first.extents[0].source;
+  EXPECT_TRUE(eventually([&] { return resident(base + kPiece, kPiece); }))
+      << "the next block begins in piece 0; piece 1 is touched ahead of it";
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(resident(base + 2 * kPiece, kPiece)) << "beyond the next piece: the buffer is not touched whole";
+  first.release();
 }
 
 }  // namespace

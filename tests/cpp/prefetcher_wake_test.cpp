@@ -4,7 +4,10 @@
 // nothing (issue 27).
 #include <gtest/gtest.h>
 
+#include <sched.h>
+
 #include <chrono>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -52,6 +55,15 @@ TEST_F(PrefetcherWakeTest, ANewOrderLooksAgainWithoutAPoke) {
   expect_passes_settle_at(1);
   prefetcher.set_order({});
   expect_passes_settle_at(2);
+}
+
+// Woken by a discard, a commit or a restore on the application's thread, it
+// must not take that thread's core before the call returns.
+TEST_F(PrefetcherWakeTest, TheThreadDoesNotPreemptTheThreadThatWakesIt) {
+  prefetcher.set_order({});
+  std::optional<int> policy;
+  ASSERT_TRUE(eventually([&] { return (policy = policy_of_thread("rsg prefetch")).has_value(); }));
+  EXPECT_EQ(policy, SCHED_BATCH);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // access for damaging checkpoint files on purpose, random test data.
 #pragma once
 
+#include <sched.h>
 #include <stdlib.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -30,6 +32,17 @@ inline bool eventually(const std::function<bool()>& done, std::chrono::seconds t
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
   return true;
+}
+
+// The scheduling policy (sched_getscheduler) of this process's thread named
+// `name` (/proc/self/task/*/comm); nothing when there is none.
+inline std::optional<int> policy_of_thread(const std::string& name) {
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::string comm;
+    std::getline(std::ifstream(task.path() / "comm"), comm);
+    if (comm == name) return ::sched_getscheduler(std::stoi(task.path().filename().string()));
+  }
+  return std::nullopt;
 }
 
 // A fresh directory under /tmp, removed with everything in it on destruction.
