@@ -49,12 +49,34 @@ store call losing its CPU to a thread it has just woken.
 extension, e.g. an older commit's python/resurgo with its build's _core)
 adds every Resurgo row once more, run with that package ("ROW@before" rows,
 labelled [before]), interleaved with the others in every repeat.
+
+`--rotating` runs the model as Devito keeps a TimeFunction(time_order=2,
+save=None): one time buffer of three levels indexed by step % 3, each step
+writing the level two steps back, and pyrevolve's Checkpoint.get_data(t)
+handing views of the levels of u[t-1] and u[t], new view objects over memory
+that moves at every step. Without it the Checkpoint hands the same two arrays
+at every step, which never times ResurgoRevolveStorage's handling of moved
+arrays. Only the rows that drive the model through pyrevolve (and the ideal)
+run it; all its rows must still agree bit for bit (the rotating model's
+arithmetic is the fixed one's, so its gradient is the same too).
+
+`--repoint-bytes LIST` (sizes, 0 or inf) runs each ResurgoRevolver row once
+per value, with resurgo.adjoint_pyrevolve._REPOINT_BYTES set to it in the
+worker ("ROW@repoint=VALUE" rows): a moved checkpoint array of at least that
+many bytes has its store region pointed at it anew, a smaller one is copied
+into the region's staging array. 0 re-points every moved array, inf stages
+every one. The report then compares the values per row and size:
+
+    .venv/bin/python bench/adjoint.py --rotating --name adjoint_rotating \\
+        --sizes 64KiB,256KiB,1MiB,2MiB,4MiB --steps 2000 --snapshots 40 --repeats 5 \\
+        --rows pyrevolve,pyrevolve_resurgo,pyrevolve_resurgo_disk --repoint-bytes 0,inf
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import functools
 import hashlib
 import json
 import math
@@ -78,8 +100,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (  # noqa: E402
     HERE, MiB, Series, add_common_args, check_resources, finish_common_args, fmt_time,
-    grouped_bars, human, log, machine_description, machine_lines, mem_available, parse_sizes,
-    pyplot, report_header,
+    grouped_bars, human, log, machine_description, machine_lines, mem_available, parse_size,
+    parse_sizes, pyplot, report_header,
 )
 import offcpu  # noqa: E402
 
@@ -106,6 +128,16 @@ SHOT_SCHEDULE = (1000, 40)  # Revolve steps and snapshots of a shot-sized run, f
 MEMORY_SCHEDULES = {"revolve": "Revolve", "multistage": "Multistage (RAM only)"}  # --memory-schedule
 BEFORE = "@before"  # the suffix of a row run with --before-package
 PACKAGE_VARIABLE = "ADJOINT_BENCH_PACKAGE"  # the worker imports resurgo from this directory
+REPOINT = "@repoint="  # a ResurgoRevolver row run with --repoint-bytes: ROW@repoint=VALUE
+# Devito's TimeFunction(time_order=2, save=None): u[t+1], u[t] and u[t-1] in
+# a buffer of three levels indexed t % 3 (--rotating).
+TIME_LEVELS = 3
+# The rows that drive the model through pyrevolve, whose Checkpoint asks for
+# the arrays at each step (and the ideal, which keeps copies): the others'
+# storages hold model.state's arrays, fixed for the run, so only these run
+# the rotating model.
+ROTATING_ROWS = ("ideal", "pyrevolve", "pyrevolve_disk", "pyrevolve_resurgo", "pyrevolve_resurgo_disk")
+ROTATING_DEFAULT_ROWS = "pyrevolve,pyrevolve_resurgo,pyrevolve_resurgo_disk"
 
 
 def import_package_from_environment() -> None:
@@ -145,13 +177,32 @@ class Job:
     directory: str
     memory_schedule: str  # a key of MEMORY_SCHEDULES
     package: str = ""  # the directory to import resurgo from (a before row), or "" for the installed one
+    rotating: bool = False  # the model's field in a rotating time buffer (--rotating)
+    repoint_bytes: Optional[float] = None  # _REPOINT_BYTES for the run (math.inf: never); None: the library's
+
+
+def split_key(key: str) -> Tuple[str, bool, Optional[float]]:
+    """A row key's row, whether it runs the before package, and its
+    --repoint-bytes value (None: the library's): ROW[@repoint=VALUE][@before]."""
+    key, before, _ = key.partition(BEFORE)
+    row, _, repoint = key.partition(REPOINT)
+    return row, bool(before), parse_repoint(repoint) if repoint else None
+
+
+def parse_repoint(text: str) -> float:
+    """A --repoint-bytes value: 0 (re-point every moved array), a size, or
+    inf (never re-point: stage every moved array)."""
+    text = text.strip().lower()
+    if text == "inf":
+        return math.inf
+    return 0 if text == "0" else parse_size(text, multiple=1)
 
 
 def make_job(key: str, nbytes: int, args, directory: Path) -> Job:
-    row, before, _ = key.partition(BEFORE)
+    row, before, repoint = split_key(key)
     return Job(row, nbytes, args.steps, args.snapshots, args.ram_snapshots, args.disk_snapshots,
                args.prefetch_checkpoints, str(directory), args.memory_schedule,
-               str(args.before_package) if before else "")
+               str(args.before_package) if before else "", args.rotating, repoint)
 
 
 @dataclass
@@ -259,11 +310,23 @@ class RawFileStorage:
         shutil.rmtree(self._directory, ignore_errors=True)
 
 
+def checkpoint_arrays(model: Any) -> Callable[[int], List[np.ndarray]]:
+    """The arrays pyrevolve's Checkpoint hands over for the state at the
+    start of a step: views of (u[t-1], u[t]) in the rotating model's time
+    buffer (new objects at each call, their memory moving from step to step,
+    as Devito's), or the fixed model's two arrays, the same at every step."""
+    if hasattr(model, "time_levels"):
+        return lambda timestep: list(model.time_levels(timestep).values())
+    fields = [model.state["u_prev"], model.state["u_curr"]]
+    return lambda timestep: fields
+
+
 def pyrevolve_parts(model: Any) -> Tuple[Any, Any, Any]:
     """pyrevolve's Checkpoint and forward/reverse Operators around the model.
     pyrevolve runs one forward step before each adjoint step, after which the
     state is (u[n], u[n+1]): the reverse operator keeps u[n] from there."""
-    fields = [model.state["u_prev"], model.state["u_curr"]]
+    arrays = checkpoint_arrays(model)
+    fields = arrays(0)
 
     class Checkpoint:
         dtype = np.float64
@@ -271,7 +334,7 @@ def pyrevolve_parts(model: Any) -> Tuple[Any, Any, Any]:
         nbytes = sum(a.nbytes for a in fields)
 
         def get_data(self, timestep: int) -> List[np.ndarray]:
-            return fields
+            return arrays(timestep)
 
         get_data_location = get_data
 
@@ -340,6 +403,7 @@ def row_pyrevolve_resurgo(disk: bool) -> Callable[[Any, Job], Measured]:
     def row(model: Any, job: Job) -> Measured:
         from resurgo.adjoint_pyrevolve import ResurgoRevolver
 
+        set_repoint_bytes(job)  # here, so that the import is timed as in the other rows
         room = job.nbytes + PIECE
         where = (dict(disk_path=str(Path(job.directory) / "resurgo"),
                       prefetch_capacity=job.prefetch_checkpoints * room) if disk
@@ -477,7 +541,70 @@ def wave_module() -> Any:
 def make_model(job: Job) -> Any:
     wave = wave_module()
     shape = grid_shape(job.nbytes)
-    return wave.WaveModel(wave.make_survey(shape, job.steps), wave.layered_velocity(shape), xp=np)
+    model = rotating_model_class() if job.rotating else wave.WaveModel
+    return model(wave.make_survey(shape, job.steps), wave.layered_velocity(shape), xp=np)
+
+
+@functools.lru_cache(maxsize=None)
+def rotating_model_class() -> type:
+    """The wave model with its field in one time buffer of TIME_LEVELS levels
+    (--rotating), defined once the example's module is imported."""
+    wave = wave_module()
+
+    class RotatingWaveModel(wave.WaveModel):
+        """WaveModel keeping u as Devito keeps a TimeFunction(time_order=2,
+        save=None): u[n] in level n % TIME_LEVELS, step n writing u[n+1]
+        over u[n-2]. The same operations in the same order as WaveModel's
+        step (which copies u[n] and u[n+1] into two fixed arrays instead), so
+        the same gradient bit for bit. `state` holds the views of the last
+        forward's end; what pyrevolve restores goes into time_levels(t)."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.buffer = self.xp.zeros((TIME_LEVELS,) + self.survey.shape)
+            self.state = self.time_levels(0)  # drops WaveModel's two fixed arrays
+
+        def time_levels(self, n: int) -> Dict[str, np.ndarray]:
+            """Views of the state at the start of step n: u[n-1] and u[n]."""
+            return {"u_prev": self.buffer[(n - 1) % TIME_LEVELS], "u_curr": self.buffer[n % TIME_LEVELS]}
+
+        def forward(self, n0: int, n1: int, *, adj_deps: bool) -> None:
+            self._check_steps("forward", n0, n1)
+            for n in range(n0, n1):
+                if adj_deps:
+                    self._adj_deps[n] = self.buffer[n % TIME_LEVELS].copy()
+                self._step(n)
+            self.state = self.time_levels(n1)
+
+        def keep_adj_dep_of_last_step(self, n: int) -> None:
+            self._adj_deps[n] = self.buffer[n % TIME_LEVELS].copy()
+
+        def _step(self, n: int) -> None:
+            levels = self.time_levels(n)
+            u_prev, u_curr, nxt = levels["u_prev"], levels["u_curr"], self.buffer[(n + 1) % TIME_LEVELS]
+            wave.laplacian(u_curr, nxt)
+            nxt *= self._coef
+            nxt += u_curr
+            nxt += u_curr
+            nxt -= u_prev
+            nxt[self.survey.source] += self._source[n]
+            self.traces[n] = nxt[self._receivers]
+            self.steps_advanced += 1
+
+    return RotatingWaveModel
+
+
+def set_repoint_bytes(job: Job) -> None:
+    """--repoint-bytes: the job's threshold into resurgo.adjoint_pyrevolve,
+    which reads it at each save and load."""
+    if job.repoint_bytes is None:
+        return
+    import resurgo.adjoint_pyrevolve as module
+
+    if not hasattr(module, "_REPOINT_BYTES"):
+        raise SystemExit(f"adjoint.py: {module.__file__} has no _REPOINT_BYTES to set; run --repoint-bytes "
+                         "with a resurgo that re-points moved checkpoint arrays by size, or leave it out")
+    module._REPOINT_BYTES = job.repoint_bytes
 
 
 def worker(job: Job) -> Measured:
@@ -490,7 +617,8 @@ def worker(job: Job) -> Measured:
     measured.wall = time.perf_counter() - started
     measured.peak_rss = max_rss()  # before memcpy_seconds allocates its sources
     measured.start_rss = start_rss
-    measured.model_bytes = (MODEL_FIELDS * math.prod(shape) + 2 * model.traces.size) * 8
+    fields = MODEL_FIELDS + (TIME_LEVELS - FIELDS_PER_CHECKPOINT if job.rotating else 0)  # its buffer
+    measured.model_bytes = (fields * math.prod(shape) + 2 * model.traces.size) * 8
     measured.forward_steps = model.steps_advanced
     measured.gradient_sha256 = hashlib.sha256(model.gradient().tobytes()).hexdigest()
     measured.memcpy_seconds = memcpy_seconds(model.state)
@@ -764,13 +892,16 @@ def configured_memory(result: RowResult, args, nbytes: int, buffer_floor: int) -
     staging buffer per store (resurgo.adjoint sets buffer.capacity to the
     state's bytes, at least `buffer_floor`; the disk case opens two stores).
     The ResurgoRevolver rows open one store, whose regions are the arrays
-    this benchmark hands pyrevolve (the same ones at every step)."""
+    this benchmark hands pyrevolve (the same ones at every step) or, with
+    --rotating, staging arrays for the moved ones."""
     room, buffer = nbytes + PIECE, max(nbytes, buffer_floor)
-    key = result.key.partition(BEFORE)[0]
+    # --rotating: the regions' staging arrays, at most one checkpoint, hold the moved arrays.
+    staging = nbytes if args.rotating else 0
+    key = split_key(result.key)[0]
     if key == "pyrevolve_resurgo":
-        return (args.snapshots + 1) * room + buffer
+        return (args.snapshots + 1) * room + buffer + staging
     if key == "pyrevolve_resurgo_disk":
-        return args.prefetch_checkpoints * room + buffer
+        return args.prefetch_checkpoints * room + buffer + staging
     if result.row.case == "memory":
         return (args.snapshots + 1) * room + buffer
     return (args.ram_snapshots + 1 + args.prefetch_checkpoints) * room + 2 * buffer
@@ -836,6 +967,43 @@ def same_schedule_lines(results: Dict[str, RowResult]) -> List[str]:
             "wall per call is the wall difference over the Resurgo row's saves + loads):", "",
             "| row | same schedule, NumPy storage | wall ratio | extra wall per save or load |",
             "|---|---|---|---|"] + lines + [""]
+
+
+def repoint_lines(results: Dict[str, RowResult]) -> List[str]:
+    """--repoint-bytes: each ResurgoRevolver row's values side by side, per
+    repeat against pyrevolve's NumpyStorage and against the row's first value."""
+    groups: Dict[str, List[Tuple[str, RowResult]]] = {}
+    for key, r in results.items():
+        row, before, repoint = split_key(key)
+        if repoint is not None and r.runs:
+            groups.setdefault(ROWS[row].label + (" [before]" if before else ""), []).append(
+                (key.partition(REPOINT)[2].partition(BEFORE)[0], r))
+    numpy = results.get("pyrevolve")
+    if not groups or numpy is None or not numpy.runs:
+        return []
+    lines = ["Re-pointing moved arrays against staging them (`_REPOINT_BYTES`, per repeat; blocking: "
+             "seconds in saves + loads, where the two differ, without the model's compute around them):", "",
+             f"| row | `_REPOINT_BYTES` | total wall | wall / {numpy.row.label} | wall / the row's first value | "
+             "blocking | blocking / the row's first value's |",
+             "|---|---|---|---|---|---|---|"]
+    for label, variants in groups.items():
+        first = variants[0][1]
+        for text, r in variants:
+            lines.append(f"| {label} | {text} | {wall(r).cell()} | "
+                         f"{wall_ratio(r, numpy).cell(lambda v: f'{v:.3f}')} | "
+                         f"{wall_ratio(r, first).cell(lambda v: f'{v:.3f}')} | {blocking(r).cell()} | "
+                         f"{blocking_ratio(r, first).cell(lambda v: f'{v:.3f}')} |")
+    return lines + [""]
+
+
+def blocking(result: RowResult) -> Series:
+    return result.series("blocking", lambda m: m.save_seconds + m.load_seconds)
+
+
+def blocking_ratio(result: RowResult, other: RowResult) -> Series:
+    """Per repeat: this row's saves + loads blocking / `other`'s in the same repeat."""
+    pairs = zip(blocking(result).times, blocking(other).times)
+    return Series(label=result.row.label, times=[a / b for a, b in pairs])
 
 
 def memcpy_line(results: Dict[str, RowResult]) -> str:
@@ -916,8 +1084,10 @@ def write_markdown(path: Path, machine: Dict[str, str], by_size: Dict[int, Dict[
               "= snapshots + 1 versions, or every slot in files under `--dir` with "
               "`prefetch_capacity` as below; blocking from pyrevolve's profiler.",
               "- **peak RSS**: the worker's `ru_maxrss`; the next column subtracts the RSS after "
-              "the imports and the model's own arrays (9 grid fields), leaving what the "
+              f"the imports and the model's own arrays ({MODEL_FIELDS} grid fields, "
+              f"{MODEL_FIELDS + TIME_LEVELS - FIELDS_PER_CHECKPOINT} with `--rotating`), leaving what the "
               "checkpoints and the storage's buffers held.",
+              *variant_notes(args),
               "- **loads from Resurgo memory**: RAM loads (memory case) or DISK loads (disk case: "
               "the prefetched ones) whose `Store.last_restart.level` was 1, of all such loads "
               "(first repeat).",
@@ -936,6 +1106,7 @@ def write_markdown(path: Path, machine: Dict[str, str], by_size: Dict[int, Dict[
         for case in CASES:
             lines += case_table(results, case)
         lines += ["### Targets", ""] + target_lines(results, args, nbytes) + same_schedule_lines(results)
+        lines += repoint_lines(results)
         lines += [memcpy_line(results), ""]
         for key, profile in profiles.get(nbytes, {}).items():
             lines += profile_lines(key, profile)
@@ -946,6 +1117,26 @@ def write_markdown(path: Path, machine: Dict[str, str], by_size: Dict[int, Dict[
                                          result.get("wall", 0.0), result.get("calls", 0), fmt_time)
     lines += [f"![wall time, blocking and peak memory per row]({plot_name})", ""]
     path.write_text("\n".join(lines))
+
+
+def variant_notes(args) -> List[str]:
+    """The "What is measured" bullets of --rotating and --repoint-bytes."""
+    notes = []
+    if args.rotating:
+        notes.append(f"- **Rotating time buffer** (`--rotating`): the wave field lives in one buffer of "
+                     f"{TIME_LEVELS} levels indexed by step % {TIME_LEVELS}, each step writing the level two "
+                     "steps back, as Devito's `TimeFunction(time_order=2, save=None)`; pyrevolve's "
+                     "`Checkpoint.get_data(t)` hands new views of the levels of u[t-1] and u[t], so the "
+                     "arrays a save or load gets lie elsewhere than the previous call's at almost every "
+                     "call (Devito's route through ResurgoRevolveStorage's moved arrays).")
+    if args.repoint_bytes:
+        notes.append(f"- **`_REPOINT_BYTES`** (`--repoint-bytes {','.join(args.repoint_bytes)}`): each "
+                     "ResurgoRevolver row runs once per value with `resurgo.adjoint_pyrevolve._REPOINT_BYTES` "
+                     "set to it in the worker: a moved checkpoint array of at least that many bytes has its "
+                     "store region protected anew (unprotect + protect), a smaller one is copied into the "
+                     "region's staging array (one more copy per array per call). 0: always re-point; "
+                     "inf: always stage.")
+    return notes
 
 
 def write_plot(path: Path, by_size: Dict[int, Dict[str, RowResult]]) -> None:
@@ -1058,9 +1249,17 @@ def parse_args(argv: List[str]):
                     help="DISK snapshots, disk case (default %(default)s)")
     ap.add_argument("--prefetch-checkpoints", type=int, default=2,
                     help="Resurgo prefetch_capacity in checkpoints, disk case (default %(default)s)")
-    ap.add_argument("--rows", default=",".join(DEFAULT_ROWS),
+    ap.add_argument("--rows", default=None,
                     help="rows to run, comma-separated, or 'all' (default: all but the "
-                         "pyrevolve_resurgo ones): " + ", ".join(ROWS))
+                         f"pyrevolve_resurgo ones; with --rotating {ROTATING_DEFAULT_ROWS}): " + ", ".join(ROWS))
+    ap.add_argument("--rotating", action="store_true",
+                    help="the model's field in a rotating time buffer of three levels, pyrevolve's "
+                         "Checkpoint handing views of it that move at every step, as Devito's "
+                         f"(rows: {', '.join(ROTATING_ROWS)})")
+    ap.add_argument("--repoint-bytes", default="", metavar="LIST",
+                    help="run each ResurgoRevolver row once per value (sizes, 0 or inf, comma-separated) "
+                         "with resurgo.adjoint_pyrevolve._REPOINT_BYTES set to it: moved checkpoint "
+                         "arrays from that size up are re-pointed, smaller ones staged")
     ap.add_argument("--profile", default="", metavar="ROWS",
                     help="after the repeats, run each of these rows (comma-separated) once more per "
                          "size under cProfile and report its top functions")
@@ -1082,6 +1281,8 @@ def parse_args(argv: List[str]):
     args = ap.parse_args(argv)
     args.argv = argv
     finish_common_args(ap, args)
+    if args.rows is None:
+        args.rows = ROTATING_DEFAULT_ROWS if args.rotating else ",".join(DEFAULT_ROWS)
     args.rows = list(ROWS) if args.rows == "all" else [key.strip() for key in args.rows.split(",") if key.strip()]
     args.profile = [key.strip() for key in args.profile.split(",") if key.strip()]
     args.perf = [key.strip() for key in args.perf.split(",") if key.strip()]
@@ -1089,16 +1290,67 @@ def parse_args(argv: List[str]):
     unknown = [key for key in args.rows + args.profile + args.perf + args.offcpu if key not in ROWS]
     if unknown:
         ap.error(f"unknown rows {unknown}; choose from {', '.join(ROWS)}")
+    check_rotating_and_repoint(ap, args)
     if min(args.snapshots, args.ram_snapshots, args.disk_snapshots, args.prefetch_checkpoints) < 1:
         ap.error("snapshot and prefetch counts must be at least 1")
     if args.before_package is not None:
         if not (args.before_package / "resurgo" / "__init__.py").is_file():
             ap.error(f"--before-package {args.before_package}: no resurgo/__init__.py in it")
-        args.rows += [key + BEFORE for key in args.rows if ROWS[key].role == "resurgo"]
+        args.rows += [key + BEFORE for key in args.rows if ROWS[split_key(key)[0]].role == "resurgo"]
     args.sizes = parse_sizes(args.sizes, multiple=16)
     for nbytes in args.sizes:
         grid_shape(nbytes)
     return args
+
+
+def check_rotating_and_repoint(ap: argparse.ArgumentParser, args) -> None:
+    """--rotating runs only ROTATING_ROWS; --repoint-bytes replaces each
+    ResurgoRevolver row (in --rows, --profile, --perf, --offcpu) by one row
+    per value."""
+    if args.rotating:
+        fixed = [key for key in args.rows + args.profile + args.perf + args.offcpu if key not in ROTATING_ROWS]
+        if fixed:
+            ap.error(f"--rotating: rows {fixed} run the model through resurgo.adjoint.run, whose storages "
+                     f"hold model.state's arrays for the whole run; choose from {', '.join(ROTATING_ROWS)}")
+    values = [text.strip() for text in args.repoint_bytes.split(",") if text.strip()]
+    for text in values:
+        try:
+            parse_repoint(text)
+        except argparse.ArgumentTypeError as error:
+            ap.error(f"--repoint-bytes: {error}; give sizes, 0 or inf")
+    args.repoint_bytes = values
+
+    def expand(keys: List[str]) -> List[str]:
+        expanded = []
+        for key in keys:
+            expanded += [key + REPOINT + text for text in values] if key.startswith("pyrevolve_resurgo") else [key]
+        return expanded
+
+    if values:
+        if not any(key.startswith("pyrevolve_resurgo") for key in args.rows):
+            ap.error("--repoint-bytes sets the threshold of the ResurgoRevolver rows; add "
+                     "pyrevolve_resurgo or pyrevolve_resurgo_disk to --rows")
+        args.rows, args.profile = expand(args.rows), expand(args.profile)
+        args.perf, args.offcpu = expand(args.perf), expand(args.offcpu)
+
+
+def register_variants(keys: List[str], before: str) -> None:
+    """ROWS and SAME_SCHEDULE entries of the ROW@repoint=VALUE and ROW@before
+    rows, labelled by what they change (`before`: the before rows' label)."""
+    for key in keys:
+        row, is_before, repoint = split_key(key)
+        if key in ROWS:
+            continue
+        label = ROWS[row].label
+        if repoint == 0:
+            label += " [re-point every moved array]"
+        elif repoint == math.inf:
+            label += " [stage every moved array]"
+        elif repoint is not None:
+            label += f" [re-point moved arrays from {human(repoint)}, stage smaller ones]"
+        ROWS[key] = replace(ROWS[row], label=label + (before if is_before else ""))
+        if row in SAME_SCHEDULE:
+            SAME_SCHEDULE[key] = SAME_SCHEDULE[row]
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -1113,12 +1365,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
     memory = MEMORY_SCHEDULES[args.memory_schedule]
     ROWS.update({key: replace(row, label=row.label.format(memory=memory)) for key, row in ROWS.items()})
-    before = f" [before: {args.before_label or args.before_package}]"
-    for key in [key for key in args.rows if BEFORE in key]:
-        row = key.partition(BEFORE)[0]
-        ROWS[key] = replace(ROWS[row], label=ROWS[row].label + before)
-        if row in SAME_SCHEDULE:
-            SAME_SCHEDULE[key] = SAME_SCHEDULE[row]
+    register_variants(args.rows + args.profile + args.perf + args.offcpu,
+                      f" [before: {args.before_label or args.before_package}]")
     CASES["memory"] = CASES["memory"].format(memory=memory)
     import resurgo
     from resurgo import _core

@@ -237,7 +237,9 @@ class ResurgoRevolveStorage(Storage):
 # from this size up; a smaller array is copied into the region's staging
 # array instead. Pointing a region anew is an unprotect and a protect
 # through the Python layer, a fixed cost that a copy of a small array
-# undercuts.
+# undercuts. Measured (bench/results/adjoint_rotating.md, docs/adjoint.md):
+# staging blocks less up to arrays of 128 KiB, re-pointing from 2 MiB, and
+# between them neither wins both in memory and with disk_path.
 _REPOINT_BYTES = 1 << 20
 
 
