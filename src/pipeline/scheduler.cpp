@@ -461,9 +461,11 @@ void Scheduler::request_eviction() {
 // or a discard on its level: discards first, then compactions (each followed
 // by an eviction, which drops the links the compacted version no longer
 // needs), then evictions. Neither compactions nor evictions run while a
-// capture does.
+// capture does. At SCHED_BATCH (base/thread_priority.h): a discard on the
+// application's thread wakes it, and must not lose its core to it first.
 void Scheduler::evict_loop() {
   Trace::name_this_thread("evict");
+  make_this_thread_batch();
   for (;;) {
     std::optional<int> discard;
     std::optional<CompactionTask> compaction;

@@ -6,8 +6,10 @@
 // open has its copy removed, a removal that fails is retried by the next
 // discard.
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <atomic>
+#include <optional>
 #include <filesystem>
 #include <mutex>
 #include <thread>
@@ -99,6 +101,15 @@ TEST(DiscardCostTest, ASettledVersionOutOfMemoryIsDiscardedOnTheCallersThreadAlo
     EXPECT_EQ(thread, std::this_thread::get_id()) << "the eviction thread was woken for nothing to remove";
   }
   EXPECT_TRUE(route.level.removers().empty());
+}
+
+// The discard that wakes the eviction thread runs on the application's
+// thread, which must not lose its core to it before the call returns.
+TEST(DiscardCostTest, TheEvictionThreadDoesNotPreemptTheThreadThatWakesIt) {
+  MemoryRoute route;
+  std::optional<int> policy;
+  ASSERT_TRUE(eventually([&] { return (policy = policy_of_thread("rsg evict")).has_value(); }));
+  EXPECT_EQ(policy, SCHED_BATCH);
 }
 
 TEST(DiscardCostTest, AVersionStillHeldIsRemovedOffTheCallersThread) {
