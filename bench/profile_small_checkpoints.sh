@@ -5,7 +5,7 @@
 # at 4 KiB and 256 KiB. Writes the self time (all threads of the process) by
 # library and the top symbols to bench/results/small_checkpoints_profile.md,
 # and per case the kernel's counts per call (perf stat: page faults, context
-# switches), from two runs of CALLS and CALLS/10 calls, so that the
+# switches, system calls), from two runs of CALLS and CALLS/10 calls, so that the
 # process's start cancels out: a version written into fresh pages would
 # show about 256 faults per MiB.
 #
@@ -39,10 +39,13 @@ count() {
   rm -rf "$work/dir"
   awk -F, -v event="$1" '$3 == event { print $1 }' "$work/stat.csv"
 }
-# Per checkpoint-and-restart pair: (count at CALLS - count at CALLS/10) / (0.9 CALLS).
+# Per checkpoint-and-restart pair: (count at CALLS - count at CALLS/10) / (0.9 CALLS);
+# "n/a" when perf may not count the event here (a tracepoint needs root or
+# kernel.perf_event_paranoid <= -1).
 per_call() {
   local many few
   many=$(count "$1" "$calls") few=$(count "$1" $((calls / 10)))
+  [[ $many =~ ^[0-9]+$ && $few =~ ^[0-9]+$ ]] || { echo "n/a"; return; }
   awk -v many="$many" -v few="$few" -v calls="$calls" 'BEGIN { printf "%.3f", (many - few) / (calls - int(calls / 10)) }'
 }
 
@@ -68,7 +71,7 @@ per_call() {
     echo
     echo "Driver output (per-call medians, seconds): \`$(cat "$work/run.json")\`"
     echo
-    echo "Per checkpoint and restart (perf stat): $(per_call page-faults) page faults, $(per_call context-switches) context switches, $(per_call cpu-migrations) CPU migrations."
+    echo "Per checkpoint and restart (perf stat): $(per_call page-faults) page faults, $(per_call context-switches) context switches, $(per_call cpu-migrations) CPU migrations, $(per_call raw_syscalls:sys_enter) system calls."
     echo
     echo "| self % | library |"
     echo "|---:|---|"

@@ -359,6 +359,7 @@ void ContainerWriter::finish() {
     out.put(chunk.file_offset);
   }
   std::vector<std::byte> footer;
+  footer.reserve(kFooterBytes);  // written a field at a time: it would grow from empty 4 times per version
   ByteWriter footer_out(footer);
   footer_out.put(static_cast<std::uint64_t>(header_bytes_.size()));
   footer_out.put(position_);

@@ -13,13 +13,18 @@ namespace resurgo {
 
 class OwnerProcess {
  public:
-  // Whether this process is a child forked while the store was open.
-  bool inherited() const { return ::getpid() != owner_; }
+  OwnerProcess();
+
+  // Whether this process is a child forked while the store was open. Asked
+  // by every call on the store; the kernel is asked for the process id only
+  // once a fork happened since the store opened (see owner_process.cpp).
+  bool inherited() const;
   // Throws StateError for `call` on store `store` in an inheriting child.
   void check(const char* call, const std::string& store) const;
 
  private:
-  const pid_t owner_ = ::getpid();
+  const pid_t owner_;
+  const unsigned long forks_at_open_;  // forks counted in this process's line when the store opened
 };
 
 }  // namespace resurgo

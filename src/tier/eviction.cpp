@@ -11,6 +11,8 @@ namespace {
 // a tree: this runs at every checkpoint, and a tree allocates per version.
 class VersionSet {
  public:
+  // Room for `versions` without growing: each growth is an allocation.
+  explicit VersionSet(std::size_t versions) { sorted_.reserve(versions); }
   bool contains(int version) const { return std::binary_search(sorted_.begin(), sorted_.end(), version); }
   // False when the version was there already.
   bool insert(int version) {
@@ -31,7 +33,8 @@ std::vector<int> versions_to_evict(const std::vector<int>& listed, int keep, con
                                    const std::function<std::optional<int>(int)>& base_of) {
   std::vector<int> evicted;
   if (keep <= 0 || listed.size() <= static_cast<std::size_t>(keep)) return evicted;
-  VersionSet retained;
+  evicted.reserve(listed.size() - keep);
+  VersionSet retained(listed.size());
   for (auto version = listed.end() - keep; version != listed.end(); ++version) retained.insert(*version);
   // The newest `keep` are retained anyway: only the older ones ask whether
   // they are pinned (a question to the catalog, under its lock).

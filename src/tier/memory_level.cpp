@@ -565,6 +565,7 @@ void MemoryLevel::commit_image(int version, std::uint64_t expected, const std::f
 std::vector<int> MemoryLevel::versions() {
   std::lock_guard lock(mutex_);
   std::vector<int> found;
+  found.reserve(images_.size());  // one allocation: the eviction at every checkpoint asks
   for (const auto& [version, image] : images_) found.push_back(version);
   return found;
 }
