@@ -58,8 +58,8 @@ void HostBuffer::start_prefault(std::uint64_t ahead) {
 // pieces. With the pieces ahead touched it waits for the end of a capture
 // that moved the ring on to untouched ones (pause_prefault wakes it then).
 void HostBuffer::prefault() {
-  Trace::name_this_thread("prefault");
   make_this_thread_batch();
+  Trace::name_this_thread("prefault");  // named once its policy is set: it can be found by name
   while (!all_touched()) {
     {
       std::unique_lock lock(mutex_);

@@ -107,8 +107,8 @@ std::unique_ptr<RestartTargets> Prefetcher::restart_targets(const Registry& regi
 // that wakes it must not lose its core to it before returning, as the
 // saves of a small adjoint run with a disk level did at their discards.
 void Prefetcher::run() {
-  Trace::name_this_thread("prefetch");
   make_this_thread_batch();
+  Trace::name_this_thread("prefetch");  // named once its policy is set: it can be found by name
   for (;;) {
     {
       std::unique_lock lock(mutex_);

@@ -464,8 +464,8 @@ void Scheduler::request_eviction() {
 // capture does. At SCHED_BATCH (base/thread_priority.h): a discard on the
 // application's thread wakes it, and must not lose its core to it first.
 void Scheduler::evict_loop() {
-  Trace::name_this_thread("evict");
   make_this_thread_batch();
+  Trace::name_this_thread("evict");  // named once its policy is set: it can be found by name
   for (;;) {
     std::optional<int> discard;
     std::optional<CompactionTask> compaction;
