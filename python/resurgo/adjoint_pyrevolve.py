@@ -238,8 +238,8 @@ class ResurgoRevolveStorage(Storage):
 # array instead. Pointing a region anew is an unprotect and a protect
 # through the Python layer, a fixed cost that a copy of a small array
 # undercuts. Measured (bench/results/adjoint_rotating.md, docs/adjoint.md):
-# staging blocks less up to arrays of 128 KiB, re-pointing from 2 MiB, and
-# between them neither wins both in memory and with disk_path.
+# staging blocks less up to arrays of 512 KiB, re-pointing from 1 MiB, in
+# memory and with disk_path alike.
 _REPOINT_BYTES = 1 << 20
 
 
