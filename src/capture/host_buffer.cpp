@@ -39,11 +39,16 @@ HostBuffer::~HostBuffer() {
 
 void HostBuffer::start_prefault(std::uint64_t ahead) {
   ahead_.store(std::max<std::uint64_t>(ahead, 1), std::memory_order_relaxed);
-  if (prefaulter_.joinable()) {
-    wake_prefault();  // a farther `ahead` may hold untouched pieces
+  if (!prefaulter_.joinable()) {
+    prefaulter_ = std::thread([this] { prefault(); });
     return;
   }
-  prefaulter_ = std::thread([this] { prefault(); });
+  bool wake = false;
+  {
+    std::lock_guard lock(mutex_);
+    wake = prefault_due();  // a farther `ahead` may hold untouched pieces
+  }
+  if (wake) prefault_resumed_.notify_all();
 }
 
 // It runs at SCHED_BATCH (base/thread_priority.h): at SCHED_IDLE (as
@@ -63,32 +68,29 @@ void HostBuffer::prefault() {
   while (!all_touched()) {
     {
       std::unique_lock lock(mutex_);
-      prefault_resumed_.wait(lock, [&] { return stop_prefault_ || (prefault_pauses_ == 0 && untouched_ahead()); });
+      prefault_resumed_.wait(lock, [&] { return stop_prefault_ || prefault_due(); });
       if (stop_prefault_) return;
     }
     prefault_next();
   }
 }
 
+// The background touch is woken only when it has a piece to touch: a wake
+// at the end of every capture, most of which leave the pieces ahead
+// touched, would cost the capturing thread a system call and, on a busy
+// core, a turn of the scheduler.
 void HostBuffer::pause_prefault(Pause why, bool paused) {
+  bool wake = false;
   {
     std::lock_guard lock(mutex_);
     const auto bit = static_cast<std::uint8_t>(why);
     prefault_pauses_ = static_cast<std::uint8_t>(paused ? prefault_pauses_ | bit : prefault_pauses_ & ~bit);
+    wake = !paused && prefault_due();
   }
-  if (!paused) wake_prefault();
+  if (wake) prefault_resumed_.notify_all();
 }
 
-// Only when it has a piece to touch: a wake at the end of every capture,
-// most of which leave the pieces ahead touched, costs the capturing thread
-// a system call and, on a busy core, a turn of the scheduler.
-void HostBuffer::wake_prefault() {
-  {
-    std::lock_guard lock(mutex_);
-    if (prefault_pauses_ != 0 || !untouched_ahead()) return;
-  }
-  prefault_resumed_.notify_all();
-}
+bool HostBuffer::prefault_due() const { return prefault_pauses_ == 0 && untouched_ahead(); }
 
 // The next block begins at next_offset(): the pieces from there on are the
 // next ones a capture copies into, and those behind it were copied into

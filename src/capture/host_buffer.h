@@ -75,7 +75,7 @@ class HostBuffer {
   enum PieceState : std::uint8_t { kUntouched, kTouching, kTouched };
   bool touch_piece(std::uint64_t piece);  // false: someone else claimed it
   void prefault();
-  void wake_prefault();  // when not paused and a piece ahead is untouched
+  bool prefault_due() const;  // not paused, and a piece ahead untouched (mutex_ held)
   std::uint64_t pieces_ahead() const;  // from the next block's piece on, within ahead_
   bool untouched_ahead() const;
   bool all_touched() const;
