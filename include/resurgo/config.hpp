@@ -115,6 +115,11 @@ struct Config {
     // true: the directory may be shared with its group (writable by the
     // group; files of other members read); false: yours alone
     bool shared_group = false;
+    // false: the files are scratch (a staging area, such as the adjoint's
+    // DISK store): each version is written and renamed but neither the file
+    // nor the directory is synced. A version then survives the process's
+    // crash, not the node's (docs/config.md).
+    bool durable = true;
   } local;
   struct Persistent {  // L4: shared / parallel file system directory
     std::string path = "checkpoints";

@@ -247,6 +247,7 @@ std::vector<Key> keys_of(Config& c) {
       entry("local.every", c.local.every, count),
       entry("local.mode", c.local.mode, parse_mode),
       entry("local.shared_group", c.local.shared_group, parse_flag),
+      entry("local.durable", c.local.durable, parse_flag),
       entry("persistent.path", c.persistent.path, verbatim),
       entry("persistent.keep", c.persistent.keep, count),
       entry("persistent.every", c.persistent.every, count),

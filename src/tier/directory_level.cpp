@@ -114,7 +114,7 @@ void DirectoryLevel::prepare() {
 void DirectoryLevel::commit(int version, const std::function<void(WritableFile&)>& write) {
   if (shared_layout_ && commit_into_slot(version, write)) return;
   const std::string name = file_name(version);
-  commit_file(name, format::temporary_file_name(name, ::getpid()), write, !shared_layout_);
+  commit_file(name, format::temporary_file_name(name, ::getpid()), write, durable_ && !shared_layout_);
 }
 
 void DirectoryLevel::refuse_writes(std::exception_ptr failure) {
@@ -184,6 +184,7 @@ std::vector<std::exception_ptr> DirectoryLevel::commit_group(const std::vector<P
     files[i].final_name = file_name(pending.version);
     files[i].temporary = format::temporary_file_name(files[i].final_name, ::getpid());
     files[i].write = pending_write(pending);
+    files[i].durable = durable_;
   }
   commit_files(files);
   std::vector<std::exception_ptr> failures;
@@ -464,7 +465,7 @@ void DirectoryLevel::remove_copies(Directory& directory, int version) {
 void DirectoryLevel::remove(int version) {
   Directory& directory = existing_directory();
   remove_copies(directory, version);
-  directory.sync();
+  if (durable_) directory.sync();
 }
 
 // A copy read from the shared file is the shared file's: it goes aside

@@ -146,6 +146,12 @@ class DirectoryLevel final : public Level {
   // a version durable); open() reads a version's slot until its shared file
   // is published, then the shared file first.
   void set_shared_layout() { shared_layout_ = true; }
+  // local.durable = false: the files are scratch. A commit writes and
+  // renames but syncs neither the file nor the directory, and remove()
+  // does not sync the directory: a version survives the process's crash
+  // (the kernel holds what was written), not the node's, whose power loss
+  // may leave a file torn, which restart detects. Manifests stay durable.
+  void set_scratch() { durable_ = false; }
   // The slots the job reserves for this rank's commits in the versions'
   // shared temporaries (tier/shared_slots.h): a commit with a slot writes
   // its container there, unsynced, and no file of its own.
@@ -207,6 +213,7 @@ class DirectoryLevel final : public Level {
   int keep_;
   bool collective_ = false;
   bool shared_layout_ = false;
+  bool durable_ = true;
   SharedSlots shared_slots_;
   bool shared_group_;
   std::shared_ptr<Env> env_;

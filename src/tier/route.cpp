@@ -69,6 +69,7 @@ Route::Route(const std::string& store, int rank, int node, const Config& config,
     throw ConfigError(
         "no level takes checkpoints: memory.every, local.every and persistent.every are all 0; set one of them");
   }
+  if (!config.local.durable) local_.set_scratch();
   const bool partner = config.partner.scheme != PartnerScheme::kNone;
   if (exists_at_open(persistent_, config.persistent.every, *env)) prepare(persistent_);
   if (exists_at_open(local_, config.local.every, *env) || partner) prepare(local_);

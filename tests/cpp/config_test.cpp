@@ -150,6 +150,7 @@ capacity = "512MiB"
 path = "/dev/shm/resurgo"
 keep = 3
 mode = "0640"
+durable = false
 
 [persistent]
 path = "/lustre/run/ckpt"
@@ -183,6 +184,8 @@ accept_foreign = "yes"
   EXPECT_EQ(c.persistent.mode, 0644u);
   EXPECT_TRUE(c.persistent.shared_group);
   EXPECT_FALSE(c.local.shared_group);
+  EXPECT_FALSE(c.local.durable);
+  EXPECT_TRUE(Config{}.local.durable);
   EXPECT_TRUE(c.restart.accept_foreign);
   EXPECT_EQ(c.pipeline.threads, 4);
   EXPECT_EQ(c.pipeline.compress, Codec::kZstd);

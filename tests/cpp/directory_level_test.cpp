@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <exception>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -169,6 +170,48 @@ TEST_F(DirectoryLevelTest, RecommitReplacesTheVersion) {
   t.commit(3, writes(second));
   EXPECT_EQ(read_file(t.path(3)), second);
   EXPECT_EQ(names_in(store_dir()).size(), 1u);
+}
+
+// local.durable = false: versions are committed (temporary, rename) and read
+// back as usual, and nothing is synced: no file, no directory, by a commit,
+// a group commit, a removal or an eviction. A durable level syncs each.
+TEST_F(DirectoryLevelTest, AScratchLevelCommitsAndRemovesWithoutSyncing) {
+  for (const bool scratch : {true, false}) {
+    SCOPED_TRACE(scratch ? "scratch" : "durable");
+    auto env = std::make_shared<FaultEnv>();
+    DirectoryLevel t = tier(2, 0600, 0, env, scratch ? "scratch" : "durable");
+    if (scratch) t.set_scratch();
+    t.prepare();
+    const int directory_syncs_at_prepare = env->calls(FaultEnv::Op::kSyncDir);
+    const auto v1 = payload(3000, 1);
+    const auto v2 = payload(2000, 2);
+    const auto v3 = payload(1000, 3);
+    t.commit(1, writes(v1));
+    PendingCommit second;
+    second.version = 2;
+    second.write = writes(v2);
+    PendingCommit third;
+    third.version = 3;
+    third.write = writes(v3);
+    const std::vector<std::exception_ptr> failures = t.commit_group({second, third});
+    EXPECT_FALSE(failures.at(0) || failures.at(1));
+    EXPECT_EQ(t.evict(nothing_pinned), std::vector<int>{1});
+    t.remove(2);
+    EXPECT_EQ(t.versions(), std::vector<int>{3});
+    EXPECT_EQ(read_file(t.path(3)), v3);
+    EXPECT_FALSE(has_temporary(t.dir())) << ::testing::PrintToString(names_in(t.dir()));
+    const int file_syncs = env->calls(FaultEnv::Op::kSync);
+    const int directory_syncs = env->calls(FaultEnv::Op::kSyncDir) - directory_syncs_at_prepare;
+    if (scratch) {
+      EXPECT_EQ(file_syncs, 0);
+      EXPECT_EQ(directory_syncs, 0);
+    } else {
+      EXPECT_EQ(file_syncs, 3);
+      // The commit, the group and the removal; the first also syncs the
+      // directories above that prepare() made (DirectoryRules::create).
+      EXPECT_GE(directory_syncs, 3);
+    }
+  }
 }
 
 TEST_F(DirectoryLevelTest, ThrowingWriterLeavesNothing) {

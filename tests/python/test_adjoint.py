@@ -350,11 +350,31 @@ def test_work_is_not_a_storage(storage_kind, problem, tmp_path):
             checkpoints.save(0, WORK)
 
 
-def test_resurgo_storage_refuses_overrides_of_its_own_route(problem):
+@pytest.mark.parametrize("key, value", [("local_keep", 2), ("local_durable", True)])
+def test_resurgo_storage_refuses_overrides_of_its_own_route(problem, key, value):
     model = Oscillators(problem)
-    with ResurgoStorage("route", model.state, local_keep=2) as storage:
-        with pytest.raises(resurgo.InvalidArgumentError, match=r"local_keep set by the adjoint storage itself"):
+    with ResurgoStorage("route", model.state, **{key: value}) as storage:
+        with pytest.raises(resurgo.InvalidArgumentError, match=rf"{key} set by the adjoint storage itself"):
             storage.save(0, DISK)
+
+
+def test_a_scratch_l2_restores_what_it_saved(tmp_path):
+    """local_durable=False (the DISK store's files): versions are committed
+    and restored as on a durable L2, and a bad value names the key."""
+    array = np.zeros(4096)
+    with resurgo.Store("scratch", local_path=str(tmp_path / "l2"), local_durable=False, local_keep=2,
+                       persistent_every=0) as store:
+        store.protect("a", array)
+        for version in range(4):
+            array[:] = version
+            store.checkpoint(version)
+        store.wait()
+        assert [info.version for info in store.versions()][-2:] == [2, 3]
+        array[:] = -1
+        assert store.restart(2) == 2
+        assert np.all(array == 2)
+    with pytest.raises(resurgo.ConfigError, match=r"local_durable"):
+        resurgo.Store("bad", local_path=str(tmp_path / "l2"), local_durable="perhaps")
 
 
 def test_close_discards_the_checkpoints_a_schedule_leaves(problem, tmp_path):
