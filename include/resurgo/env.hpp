@@ -86,6 +86,16 @@ class Directory {
   // NotFoundError when missing, StorageError for any other file.
   virtual std::unique_ptr<PositionalFile> open_positional(const std::string& name) = 0;
   virtual void rename(const std::string& from, const std::string& to) = 0;
+  // Renames the regular file `from` of this user to `to`, which must not
+  // exist, and opens it emptied, with permission bits `mode`, for appends:
+  // a file made without allocating an inode, where creating one after
+  // removing another makes ext4 search its inode bitmap past the inodes
+  // just freed. This default removes `from` and creates `to` (the Envs that
+  // wrap another); the POSIX directory renames and truncates.
+  virtual std::unique_ptr<WritableFile> reuse(const std::string& from, const std::string& to, unsigned mode) {
+    remove(from);
+    return create(to, mode);
+  }
   // Publishes `from` as `to` only when `to` does not exist; false when it
   // does (`from` is left in place). For files that are written once.
   virtual bool rename_new(const std::string& from, const std::string& to) = 0;

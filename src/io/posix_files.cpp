@@ -151,16 +151,38 @@ std::unique_ptr<ReadableFile> readable_file(int fd, const std::string& path, con
   return std::make_unique<PosixReadableFile>(fd, path, static_cast<std::uint64_t>(status.st_size), calls);
 }
 
-std::unique_ptr<PositionalFile> positional_file(int fd, const std::string& path, const SystemCalls& calls) {
+namespace {
+
+// `fd`, opened with kPositionalFlags, made blocking; closed, and `why` thrown
+// naming `path`, unless it is a regular file of this user.
+int own_regular_file(int fd, const std::string& path, const std::string& why) {
   opened_or_fail(fd, path);
   struct stat status {};
   if (::fstat(fd, &status) != 0 || !S_ISREG(status.st_mode) || status.st_uid != ::geteuid()) {
     ::close(fd);
-    throw StorageError("cannot write '" + path + "': it is not a regular file of this user, and the shared file of "
-                       "a version is written only into the file rank 0 created; remove what is in its place");
+    throw StorageError("cannot write '" + path + "': it is not a regular file of this user, " + why);
   }
   make_blocking(fd, path);
-  return std::make_unique<PosixPositionalFile>(fd, path, calls);
+  return fd;
+}
+
+}  // namespace
+
+std::unique_ptr<PositionalFile> positional_file(int fd, const std::string& path, const SystemCalls& calls) {
+  const std::string why = "and the shared file of a version is written only into the file rank 0 created; remove "
+                          "what is in its place";
+  return std::make_unique<PosixPositionalFile>(own_regular_file(fd, path, why), path, calls);
+}
+
+std::unique_ptr<WritableFile> emptied_file(int fd, const std::string& path, unsigned mode, const SystemCalls& calls) {
+  const std::string why = "as the file of a removed version this store renamed there was; remove what is in its place";
+  own_regular_file(fd, path, why);
+  if (::ftruncate(fd, 0) != 0) {
+    const int error_number = errno;
+    ::close(fd);
+    fail("empty", path, error_number);
+  }
+  return writable_file(fd, path, mode, calls);
 }
 
 std::unique_ptr<WritableFile> writable_file(int fd, const std::string& path, unsigned mode,

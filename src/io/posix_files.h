@@ -89,6 +89,12 @@ std::unique_ptr<ReadableFile> readable_file(int fd, const std::string& path, con
 std::unique_ptr<WritableFile> writable_file(int fd, const std::string& path, unsigned mode,
                                             const SystemCalls& calls);
 
+// What open() returned for `path` with kPositionalFlags, as a WritableFile
+// emptied and given exactly `mode`: StorageError (NotFoundError when
+// missing) for anything but a regular file of this user, which is left as
+// it is.
+std::unique_ptr<WritableFile> emptied_file(int fd, const std::string& path, unsigned mode, const SystemCalls& calls);
+
 // What open() returned for `path` with kPositionalFlags, as a
 // PositionalFile: StorageError (NotFoundError when missing) for anything
 // but a regular file of this user, which only rank 0 of the job can have

@@ -29,6 +29,7 @@ DirectoryLevel::DirectoryLevel(int level, std::string root, const std::string& s
       rank_(rank),
       mode_(mode),
       keep_(keep),
+      owner_pid_(::getpid()),
       shared_group_(shared_group),
       env_(std::move(env)) {}
 
@@ -209,7 +210,9 @@ void DirectoryLevel::commit_files(std::vector<StagedFile>& files) {
       std::rethrow_exception(refusal_);
     }
     directory = &existing_directory();
-    if (std::any_of(files.begin(), files.end(), [](const StagedFile& file) { return file.durable; })) {
+    // A scratch level syncs the identity too, once: a store whose identity
+    // a power loss tore could not be opened at all (the power campaign).
+    if (!durable_ || std::any_of(files.begin(), files.end(), [](const StagedFile& file) { return file.durable; })) {
       make_identity_durable(*directory);
     }
   } catch (...) {
@@ -225,7 +228,7 @@ void DirectoryLevel::write_temporaries(Directory& directory, std::vector<StagedF
   for (StagedFile& staged : files) {
     try {
       staged.replaces = directory.exists(staged.final_name);
-      staged.file = directory.create(staged.temporary, mode_);
+      staged.file = create_temporary(directory, staged.temporary);
       RESURGO_CRASH_POINT("commit.created", level_);
       staged.write(*staged.file);
       RESURGO_CRASH_POINT("commit.written", level_);
@@ -458,8 +461,42 @@ void DirectoryLevel::discard_temporary(const std::string& temporary) {
 void DirectoryLevel::remove_rank_file(int version) { existing_directory().remove(file_name(version)); }
 
 void DirectoryLevel::remove_copies(Directory& directory, int version) {
-  directory.remove(file_name(version));
+  if (!keep_as_spare(directory, file_name(version))) directory.remove(file_name(version));
   if (rank_ == 0) directory.remove(format::shared_file_name(version));
+}
+
+bool DirectoryLevel::keeps_spares() const {
+  return !durable_ && !collective_ && !shared_layout_ && ::getpid() == owner_pid_;
+}
+
+// A spare's name is a temporary of this process: prepare() removes the
+// spares of a process that died.
+bool DirectoryLevel::keep_as_spare(Directory& directory, const std::string& name) {
+  if (!keeps_spares()) return false;
+  std::lock_guard guard(spares_mutex_);
+  if (spares_.size() >= kSpares || !directory.exists(name)) return false;
+  const std::string spare = format::temporary_file_name(name, owner_pid_);
+  directory.rename(name, spare);
+  spares_.push_back(spare);
+  return true;
+}
+
+std::unique_ptr<WritableFile> DirectoryLevel::create_temporary(Directory& directory, const std::string& temporary) {
+  std::optional<std::string> spare;
+  if (keeps_spares()) {
+    std::lock_guard guard(spares_mutex_);
+    if (!spares_.empty()) {
+      spare = std::move(spares_.back());
+      spares_.pop_back();
+    }
+  }
+  if (!spare) return directory.create(temporary, mode_);
+  try {
+    return directory.reuse(*spare, temporary, mode_);
+  } catch (const Error&) {
+    remove_quietly(directory, *spare);
+    throw;
+  }
 }
 
 void DirectoryLevel::remove(int version) {
@@ -524,7 +561,12 @@ struct DirectoryLevel::UnsyncedIdentity {
   std::string text;
 };
 
-DirectoryLevel::~DirectoryLevel() = default;
+// The spares go with the level; a forked child leaves its parent's alone.
+DirectoryLevel::~DirectoryLevel() {
+  Directory* opened = opened_.load(std::memory_order_acquire);
+  if (opened == nullptr || ::getpid() != owner_pid_) return;
+  for (const std::string& spare : spares_) remove_quietly(*opened, spare);
+}
 
 // The identity's bytes are synced by the first commit that makes a version
 // durable here (make_identity_durable), off the first checkpoint's path,
@@ -603,6 +645,7 @@ void DirectoryLevel::make_identity_durable(Directory& directory) {
       write_identity(directory, identity, true, false);
     }
     identity.file->close();
+    if (!durable_) directory.sync();  // its name: no commit of a scratch level syncs the directory
   } catch (const Error& error) {
     identity.file.reset();
     throw StorageError("cannot make the store identity file '" + dir_ + "/" + format::kStoreIdFileName +

@@ -151,7 +151,14 @@ class DirectoryLevel final : public Level {
   // does not sync the directory: a version survives the process's crash
   // (the kernel holds what was written), not the node's, whose power loss
   // may leave a file torn, which restart detects. Manifests stay durable.
+  // The files of removed versions are kept as spares (under temporary
+  // names) that commits write anew (Directory::reuse). A commit creates a
+  // file only when no spare is left, so the level never holds more files
+  // than the most versions (with those on their way) it held at once; a
+  // group commit takes as many spares as it has versions, hence a cap well
+  // above a group's usual size.
   void set_scratch() { durable_ = false; }
+  static constexpr std::size_t kSpares = 32;
   // The slots the job reserves for this rank's commits in the versions'
   // shared temporaries (tier/shared_slots.h): a commit with a slot writes
   // its container there, unsynced, and no file of its own.
@@ -191,8 +198,16 @@ class DirectoryLevel final : public Level {
   std::string file_name(int version) const;
   // Whether rank `rank`'s copy of `version` is read from the shared file.
   bool reads_shared(Directory& directory, int version, int rank);
-  // Unlinks this rank's file of `version` (and, on rank 0, the shared file).
+  // Unlinks this rank's file of `version`, or keeps it as a spare, and,
+  // on rank 0, the shared file.
   void remove_copies(Directory& directory, int version);
+  // Spares: a scratch level's files of removed versions, only in the
+  // process that opened the level (a forked writer's commits would take
+  // them unknown to it), and never beside a shared file or a job manifest.
+  bool keeps_spares() const;
+  bool keep_as_spare(Directory& directory, const std::string& name);
+  // The temporary `temporary` of a commit: a spare reused, else created.
+  std::unique_ptr<WritableFile> create_temporary(Directory& directory, const std::string& temporary);
   // The directory once it exists (nullptr before), opened on first use and
   // then kept: the pointer stays valid while the level lives.
   Directory* directory();
@@ -202,7 +217,8 @@ class DirectoryLevel final : public Level {
   struct UnsyncedIdentity;  // an identity file written, not yet synced (directory_level.cpp)
   bool write_identity(Directory& directory, UnsyncedIdentity& identity, bool sync, bool only_new);
   // Syncs the identity file adopt_identity() wrote, before the first
-  // version that carries it can be durable.
+  // version that carries it can be durable; on a scratch level, before its
+  // first version, with the directory.
   void make_identity_durable(Directory& directory);
   std::vector<std::string> names();
 
@@ -214,6 +230,9 @@ class DirectoryLevel final : public Level {
   bool collective_ = false;
   bool shared_layout_ = false;
   bool durable_ = true;
+  const int owner_pid_;
+  std::mutex spares_mutex_;  // guards spares_
+  std::vector<std::string> spares_;
   SharedSlots shared_slots_;
   bool shared_group_;
   std::shared_ptr<Env> env_;

@@ -74,9 +74,18 @@ std::vector<std::string> names_in(const std::string& dir) {
   return names;
 }
 
-bool has_temporary(const std::string& dir) {
+std::size_t temporaries_in(const std::string& dir) {
   const auto names = names_in(dir);
-  return std::any_of(names.begin(), names.end(), [](const std::string& n) { return n.find(".tmp-") != std::string::npos; });
+  return static_cast<std::size_t>(
+      std::count_if(names.begin(), names.end(), [](const std::string& n) { return n.find(".tmp-") != std::string::npos; }));
+}
+
+bool has_temporary(const std::string& dir) { return temporaries_in(dir) > 0; }
+
+ino_t inode_of(const std::string& path) {
+  struct stat info {};
+  EXPECT_EQ(::stat(path.c_str(), &info), 0) << path;
+  return info.st_ino;
 }
 
 // A pid that belonged to a process which has exited and been reaped.
@@ -199,7 +208,9 @@ TEST_F(DirectoryLevelTest, AScratchLevelCommitsAndRemovesWithoutSyncing) {
     t.remove(2);
     EXPECT_EQ(t.versions(), std::vector<int>{3});
     EXPECT_EQ(read_file(t.path(3)), v3);
-    EXPECT_FALSE(has_temporary(t.dir())) << ::testing::PrintToString(names_in(t.dir()));
+    // The removed versions' files, kept as spares by the scratch level.
+    EXPECT_EQ(temporaries_in(t.dir()), scratch ? 2u : 0u)
+        << ::testing::PrintToString(names_in(t.dir()));
     const int file_syncs = env->calls(FaultEnv::Op::kSync);
     const int directory_syncs = env->calls(FaultEnv::Op::kSyncDir) - directory_syncs_at_prepare;
     if (scratch) {
@@ -212,6 +223,98 @@ TEST_F(DirectoryLevelTest, AScratchLevelCommitsAndRemovesWithoutSyncing) {
       EXPECT_GE(directory_syncs, 3);
     }
   }
+}
+
+// Its identity is what a scratch level syncs, once, with the directory:
+// a power loss that tore it would keep the store from opening at all.
+TEST_F(DirectoryLevelTest, AScratchLevelSyncsItsIdentityOnceBeforeItsFirstVersion) {
+  auto env = std::make_shared<FaultEnv>();
+  DirectoryLevel t = tier(2, 0600, 0, env);
+  t.set_scratch();
+  t.prepare();
+  const format::StoreId id = format::StoreId::random();
+  EXPECT_EQ(t.adopt_identity(id), id);
+  const int directory_syncs = env->calls(FaultEnv::Op::kSyncDir);
+  EXPECT_EQ(env->calls(FaultEnv::Op::kSync), 0);
+  t.commit(1, writes(payload(1000, 1)));
+  EXPECT_EQ(env->calls(FaultEnv::Op::kSync), 1);
+  // (The first directory sync also syncs the directories prepare() made.)
+  const int directory_syncs_after = env->calls(FaultEnv::Op::kSyncDir);
+  EXPECT_GT(directory_syncs_after, directory_syncs);
+  t.commit(2, writes(payload(1000, 2)));
+  EXPECT_EQ(env->calls(FaultEnv::Op::kSync), 1);
+  EXPECT_EQ(env->calls(FaultEnv::Op::kSyncDir), directory_syncs_after);
+  EXPECT_EQ(t.identity(), id);
+}
+
+// A scratch level keeps the files of removed versions as spares, under
+// temporary names, and writes new versions into them: the same inode, the
+// new bytes only (a shorter version leaves no tail of the older one).
+TEST_F(DirectoryLevelTest, AScratchLevelWritesNewVersionsIntoTheFilesOfRemovedOnes) {
+  DirectoryLevel t = tier();
+  t.set_scratch();
+  t.prepare();
+  t.commit(1, writes(payload(10000, 1)));
+  t.commit(2, writes(payload(3000, 2)));
+  const ino_t first = inode_of(t.path(1));
+  t.remove(1);
+  EXPECT_EQ(temporaries_in(store_dir()), 1u);
+  const auto v3 = payload(5000, 3);
+  t.commit(3, writes(v3));
+  EXPECT_EQ(inode_of(t.path(3)), first);
+  EXPECT_EQ(read_file(t.path(3)), v3);
+  EXPECT_EQ(temporaries_in(store_dir()), 0u);
+  EXPECT_EQ(t.versions(), (std::vector<int>{2, 3}));
+  EXPECT_EQ(read_file(t.open(3)->path()), v3);
+}
+
+// At most kSpares are kept (the rest removed), by removals and evictions
+// alike, and the level removes them when it goes.
+TEST_F(DirectoryLevelTest, AScratchLevelKeepsAFewSparesAndRemovesThemWhenItGoes) {
+  {
+    DirectoryLevel t = tier(1);
+    t.set_scratch();
+    t.prepare();
+    const int newest = static_cast<int>(DirectoryLevel::kSpares) + 3;
+    for (int version = 1; version <= newest; ++version) t.commit(version, writes(payload(400, version)));
+    EXPECT_EQ(t.evict(nothing_pinned).size(), DirectoryLevel::kSpares + 2);
+    EXPECT_EQ(temporaries_in(store_dir()), DirectoryLevel::kSpares);
+    EXPECT_EQ(t.versions(), std::vector<int>{newest});
+  }
+  EXPECT_EQ(names_in(store_dir()), std::vector<std::string>{format::container_file_name(DirectoryLevel::kSpares + 3, 0)});
+}
+
+// A durable level removes what it removes: a spare renamed from a version's
+// name could bring that name back after a power loss, pointing at another
+// version's bytes.
+TEST_F(DirectoryLevelTest, ADurableLevelKeepsNoSpares) {
+  DirectoryLevel t = tier();
+  t.prepare();
+  t.commit(1, writes(payload(4000, 1)));
+  t.remove(1);
+  EXPECT_TRUE(names_in(store_dir()).empty()) << ::testing::PrintToString(names_in(store_dir()));
+}
+
+// A commit that cannot write into a spare fails as a commit that cannot
+// create its file does, and leaves neither the spare nor a temporary.
+TEST_F(DirectoryLevelTest, AFailedReuseOfASpareFailsTheCommitAndLeavesNothing) {
+  auto env = std::make_shared<FaultEnv>();
+  DirectoryLevel t = tier(2, 0600, 0, env);
+  t.set_scratch();
+  t.prepare();
+  t.commit(1, writes(payload(4000, 1)));
+  t.remove(1);
+  ASSERT_EQ(temporaries_in(store_dir()), 1u);
+  FaultEnv::Fault create;
+  create.op = FaultEnv::Op::kCreate;
+  create.error_number = ENOSPC;
+  create.path_part = "v0000000002";
+  env->inject(create);
+  EXPECT_THROW(t.commit(2, writes(payload(4000, 2))), StorageError);
+  EXPECT_TRUE(names_in(store_dir()).empty()) << ::testing::PrintToString(names_in(store_dir()));
+  const auto v2 = payload(4000, 2);
+  t.commit(2, writes(v2));
+  EXPECT_EQ(read_file(t.path(2)), v2);
 }
 
 TEST_F(DirectoryLevelTest, ThrowingWriterLeavesNothing) {
