@@ -15,7 +15,9 @@
 // tracking method and a chain length) with the rest of its configuration; one
 // copy or delta trial in three routes versions through the memory level first
 // and discards older ones as an adjoint does, and one in three protects the
-// field as a device region (host backend) through an L0 cache. Under fork
+// field as a device region (host backend) through an L0 cache. One trial in
+// four keeps a scratch L2 (local.durable = false: nothing synced there);
+// a SIGKILL leaves the page cache, so its checks are the same. Under fork
 // capture the first level is written by a forked child, so the points on
 // that path (write.chunk, L2.commit.*) are passed in the child. The pass count is shared with the child (crash_point.h), and a
 // point that kills the child kills only the writer of one version: the
@@ -391,6 +393,11 @@ Trial plan(std::mt19937_64& random, const Layout& layout, long number) {
   trial.settings["local.keep"] = pick(random, kLocalKeep);
   trial.settings["persistent.keep"] = pick(random, kPersistentKeep);
   trial.settings["persistent.every"] = pick(random, kEvery);
+  // One trial in four keeps a scratch L2 (docs/config.md, local.durable):
+  // its commits and removals sync nothing, which a SIGKILL cannot tell from
+  // a durable L2 (the kernel keeps what was written), so the checks are
+  // the same.
+  if (random() % 4 == 0) trial.settings["local.durable"] = "false";
   // Three trials in five stop at a crash point, taken in turn so that each
   // is tried equally often; the others die after a random delay.
   const long point_trials = number / 5 * 3 + std::min(number % 5, 3L);
@@ -468,6 +475,7 @@ struct Tally {
   long killed_in_writer = 0;
   long memory_route = 0;  // trials through the memory level, with discards
   long device_regions = 0;  // trials with the field a device region
+  long scratch_local = 0;   // trials with local.durable = false
   long trials = 0;
   long killed_at_point = 0;
   long killed_by_timer = 0;
@@ -503,6 +511,7 @@ class Campaign {
     ++mode.trials;
     if (trial.settings.count("memory.every") != 0) ++tally_.memory_route;
     if (trial.settings.count("device.backend") != 0) ++tally_.device_regions;
+    if (trial.settings.count("local.durable") != 0) ++tally_.scratch_local;
     if (!killed(status)) {
       const bool wrong_bytes = WIFEXITED(status) && WEXITSTATUS(status) == kWrongBytes;
       fail(wrong_bytes ? tally_.bad_restores : tally_.other_failures, number, "the application " + describe(status));
@@ -546,6 +555,7 @@ class Campaign {
                 tally_.memory_route, field_values_ * sizeof(double) + Application::kDefaultTagBytes,
                 field_values_ == kFieldValues[0] ? "through the staging buffer" : "straight into memory");
     std::printf("  the field a device region through an L0 cache (host backend): %ld trials\n", tally_.device_regions);
+    std::printf("  a scratch L2 (local.durable = false): %ld trials\n", tally_.scratch_local);
     std::printf("  damage before the run: repairable %ld, whole version %ld, stale temporary %ld\n",
                 count(tally_.damages, Damage::kRepairable), count(tally_.damages, Damage::kWholeVersion),
                 count(tally_.damages, Damage::kStaleTemporary));

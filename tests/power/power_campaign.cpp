@@ -3,7 +3,7 @@
 // then cuts the history at operation after operation and, for each cut,
 // materialises several states the disk could hold after a power failure
 // there. On each state a fresh store, on the plain POSIX Env, restarts.
-// Invariants, per state and store:
+// Invariants, per state and store (a store with a scratch L2: below):
 //   - no visible checkpoint file is damaged or partial (the commit protocol
 //     makes a version visible only once complete and durable);
 //   - restart restores the newest version whose wait() returned before the
@@ -16,10 +16,19 @@
 // power also fails while restart repairs a copy or quarantines a version;
 // those copies are excused, and a version whose every copy was damaged is
 // no longer expected.
-// Three workloads capture deltas whose chains outgrow delta.compact_after,
-// so that power also fails while a compaction rewrites a version in place
-// (docs/tracking.md, "Compaction"): the cut must leave the delta with its
-// chain or the full version, and restart the newest durable version's bytes.
+// Three workloads (a fourth on a scratch L2, below) capture deltas whose
+// chains outgrow delta.compact_after, so that power also fails while a
+// compaction rewrites a version in place (docs/tracking.md, "Compaction"):
+// the cut must leave the delta with its chain or the full version, and
+// restart the newest durable version's bytes.
+// Four workloads keep a scratch L2 (local.durable = false: its commits and
+// removals sync nothing), which promises less: its files survive a crash of
+// the process, not a power loss. For such a store, an L2 file may be torn,
+// partial or missing after the cut (counted, not a violation), and the
+// version restart must reach is the newest reported durable at L4 (none
+// without L4); the rest holds as for any store: what restart restores is
+// the version's bytes bit for bit, L4 keeps what it reported durable, no
+// visible L4 file is damaged, and restart never fails or crashes.
 //
 //   power_campaign [--states N] [--seed S] [--semantics posix|ordered|both] [--dir PATH]
 //
@@ -76,6 +85,7 @@ struct StoreSpec {
   int every;                 // every n-th version to L4; 0: L2 only
   const char* codec;
   const char* buffer;        // smaller than a version: synchronous checkpoints
+  bool scratch = false;      // local.durable = false: checked by the scratch contract (check_store)
 };
 
 // Bit rot applied to the newest version of every store just before the
@@ -121,6 +131,24 @@ const std::vector<Workload>& workloads() {
       // Restart repairs a compacted version's L2 copy from L4.
       {"delta-compact-repair", Capture::kDelta, {{"alpha", 9000, 20001, 2, 2, 1, "lz4", "auto"}}, 5, 3,
        Damage::kL2Copy, 1},
+      // A scratch L2 (local.durable = false) syncs nothing: its files may be
+      // torn or gone after the cut, and restart must skip them. L2 alone,
+      // with a reopen that restarts from scratch files.
+      {"scratch-L2", Capture::kCopy, {{"alpha", 9000, 20001, 2, 1, 0, "none", "auto", true}}, 5, 3, Damage::kNone},
+      // A scratch L2 copied to L4 at every version, beside a durable store
+      // in the same directories, whose invariants stay those of a durable L2.
+      {"scratch-L2+L4", Capture::kCopy,
+       {{"alpha", 12000, 5000, 2, 1, 1, "lz4", "auto", true}, {"gamma", 3000, 90001, 1, 1, 3, "none", "128KiB"}}, 5,
+       0, Damage::kNone},
+      // Every second version to L4, synchronous zstd checkpoints: restart
+      // may find a newer intact scratch version or fall back to L4.
+      {"scratch-L4-every-2", Capture::kCopy, {{"beta", 20000, 7777, 1, 2, 2, "zstd", "64KiB", true}}, 6, 0,
+       Damage::kNone},
+      // Deltas on a scratch L2 alone, compacted in place: a torn base makes
+      // its deltas unrestorable, and the unsynced rename of a compaction
+      // may be undone.
+      {"scratch-delta-compact", Capture::kDelta, {{"alpha", 9000, 20001, 2, 2, 0, "none", "auto", true}}, 6, 0,
+       Damage::kNone, 1},
   };
   return table;
 }
@@ -143,6 +171,7 @@ Config configure(const StoreSpec& spec, const Workload& workload, const std::str
                                                  {"pipeline.chunk_size", "64KiB"},
                                                  {"buffer.capacity", spec.buffer},
                                                  {"log.level", "off"}};
+  if (spec.scratch) settings["local.durable"] = "false";
   switch (workload.capture) {
     case Capture::kCopy: break;  // the default
     case Capture::kDelta:
@@ -280,6 +309,12 @@ struct Tally {
   long torn_or_lost_appends = 0;
   long rewrites = 0;           // files committed over an existing name: compactions, repairs
   long cuts_in_rewrites = 0;   // states cut between such a file's creation and its rename
+  // Stores with a scratch L2, which its contract allows to lose to power.
+  long scratch_states = 0;        // store states checked
+  long scratch_torn = 0;          // damaged or partial L2 files visible after the cut
+  long scratch_torn_left = 0;     // the same, after restart
+  long scratch_skipped = 0;       // copies restart skipped (included in skipped_copies)
+  long scratch_older = 0;         // restored older than the newest version whose wait(v, 2) returned
   long violations() const {
     return lost + damaged_restored + damaged_visible + durable_copy_missing + restart_errors;
   }
@@ -299,18 +334,39 @@ std::string verify_file(const std::string& path, const char* store, int version)
   }
 }
 
-// The first damaged visible file of `store`, described, or "". Files whose
+// The damaged visible files of `store` at `level`, described. Files whose
 // path, under kRoot, is `excused` were damaged on purpose.
-std::string first_damaged(const std::string& root, const char* store, const std::set<std::string>& excused = {}) {
-  for (int level : {2, 4}) {
-    DirectoryLevel tier = tier_of(root, store, level);
-    for (int version : tier.versions()) {
-      if (excused.count(tier_of(kRoot, store, level).path(version))) continue;
-      std::string error = verify_file(tier.path(version), store, version);
-      if (!error.empty()) return error;
-    }
+std::vector<std::string> damaged_files(const std::string& root, const char* store, int level,
+                                       const std::set<std::string>& excused = {}) {
+  std::vector<std::string> errors;
+  DirectoryLevel tier = tier_of(root, store, level);
+  for (int version : tier.versions()) {
+    if (excused.count(tier_of(kRoot, store, level).path(version))) continue;
+    std::string error = verify_file(tier.path(version), store, version);
+    if (!error.empty()) errors.push_back(std::move(error));
   }
-  return {};
+  return errors;
+}
+
+// The levels whose damaged files are violations: a scratch L2's may be torn.
+std::vector<int> durable_levels(const StoreSpec& spec) {
+  return spec.scratch ? std::vector<int>{4} : std::vector<int>{2, 4};
+}
+
+// Counts a damaged file visible on a durable level of `spec` as a violation
+// (`when`: after the power loss, or after restart), and adds the number of
+// damaged files on a scratch L2 to `scratch_torn`.
+void check_visible_files(const StoreSpec& spec, const std::string& root, const std::set<std::string>& excused,
+                         const char* when, long& scratch_torn, Tally& tally, std::vector<std::string>& violations) {
+  std::vector<std::string> errors;
+  for (int level : durable_levels(spec)) {
+    for (std::string& error : damaged_files(root, spec.name, level, excused)) errors.push_back(std::move(error));
+  }
+  if (!errors.empty()) {
+    ++tally.damaged_visible;
+    violations.push_back(std::string(spec.name) + ": visible damaged file " + when + ": " + errors.front());
+  }
+  if (spec.scratch) scratch_torn += static_cast<long>(damaged_files(root, spec.name, 2).size());
 }
 
 // The newest version of store `s` reported durable at `level` (0: any)
@@ -332,6 +388,13 @@ int newest_durable(const Recording& recording, std::size_t s, int level, std::si
   return newest;
 }
 
+// The version restart must reach at least: the newest reported durable
+// anywhere, or with a scratch L2 (whose wait(v, 2) returns unsynced) the
+// newest reported durable at L4; -1 when none.
+int expected_at_least(const StoreSpec& spec, const Recording& recording, std::size_t s, std::size_t cut) {
+  return newest_durable(recording, s, spec.scratch ? 4 : 0, cut);
+}
+
 // The copies of store `s` damaged on purpose before the cut.
 std::set<std::string> damaged_on_purpose(const Recording& recording, std::size_t s, std::size_t cut) {
   std::set<std::string> paths;
@@ -341,20 +404,13 @@ std::set<std::string> damaged_on_purpose(const Recording& recording, std::size_t
   return paths;
 }
 
-// Restarts store `s` on the materialised state and checks it; appends what
-// is wrong to `violations`.
-void check_store(const Workload& workload, std::size_t s, const Recording& recording, std::size_t cut,
-                 const std::string& root, Tally& tally, std::vector<std::string>& violations) {
+// Restarts store `s` with a fresh store on the materialised state and
+// checks that what it restored is the version's bytes. Returns the version
+// restored, -1 for none, or nullopt when the restart failed.
+std::optional<int> restart_store(const Workload& workload, std::size_t s, const std::string& root, Tally& tally,
+                                 std::vector<std::string>& violations) {
   const StoreSpec& spec = workload.stores[s];
   const std::string name = std::string(spec.name) + ": ";
-  const std::string damaged_before = first_damaged(root, spec.name, damaged_on_purpose(recording, s, cut));
-  if (!damaged_before.empty()) {
-    ++tally.damaged_visible;
-    violations.push_back(name + "visible damaged file after the power loss: " + damaged_before);
-  }
-  const int durable = newest_durable(recording, s, 0, cut);
-  if (durable < 0) ++tally.nothing_durable;
-  else ++tally.durable_checked;
   fault::Application application = application_for(spec);
   int restored = -1;
   try {
@@ -367,7 +423,9 @@ void check_store(const Workload& workload, std::size_t s, const Recording& recor
       // Every visible copy was damaged: reported (and counted below), and
       // the checks on visible files count the damage itself.
     }
-    tally.skipped_copies += static_cast<long>(store.last_restart().skipped.size());
+    const long skipped = static_cast<long>(store.last_restart().skipped.size());
+    tally.skipped_copies += skipped;
+    if (spec.scratch) tally.scratch_skipped += skipped;
     if (restored >= 0) {
       const std::string difference = application.difference_from(store, restored);
       if (!difference.empty()) {
@@ -379,14 +437,34 @@ void check_store(const Workload& workload, std::size_t s, const Recording& recor
   } catch (const std::exception& error) {
     ++tally.restart_errors;
     violations.push_back(name + "restart failed: " + error.what());
-    return;
+    return std::nullopt;
   }
-  if (restored < durable) {
+  return restored;
+}
+
+// Restarts store `s` on the materialised state and checks it; appends what
+// is wrong to `violations`. A scratch L2 is held to its contract: its files
+// may be torn or missing, so only L4 must hold what was reported durable
+// there, but restart still restores intact bytes or nothing.
+void check_store(const Workload& workload, std::size_t s, const Recording& recording, std::size_t cut,
+                 const std::string& root, Tally& tally, std::vector<std::string>& violations) {
+  const StoreSpec& spec = workload.stores[s];
+  const std::string name = std::string(spec.name) + ": ";
+  if (spec.scratch) ++tally.scratch_states;
+  check_visible_files(spec, root, damaged_on_purpose(recording, s, cut), "after the power loss", tally.scratch_torn,
+                      tally, violations);
+  const int durable = expected_at_least(spec, recording, s, cut);
+  if (durable < 0) ++tally.nothing_durable;
+  else ++tally.durable_checked;
+  const std::optional<int> restored = restart_store(workload, s, root, tally, violations);
+  if (!restored) return;
+  if (*restored < durable) {
     ++tally.lost;
     violations.push_back(name + "version " + std::to_string(durable) + " was reported durable but restart " +
-                         (restored < 0 ? "found nothing" : "restored " + std::to_string(restored)));
+                         (*restored < 0 ? "found nothing" : "restored " + std::to_string(*restored)));
   }
-  for (int level : {2, 4}) {
+  if (spec.scratch && *restored < newest_durable(recording, s, 2, cut)) ++tally.scratch_older;
+  for (int level : durable_levels(spec)) {
     const int newest = newest_durable(recording, s, level, cut);
     if (newest < 0) continue;
     const std::vector<int> held = tier_of(root, spec.name, level).versions();
@@ -396,11 +474,7 @@ void check_store(const Workload& workload, std::size_t s, const Recording& recor
                            ", reported durable there");
     }
   }
-  const std::string damaged_after = first_damaged(root, spec.name);
-  if (!damaged_after.empty()) {
-    ++tally.damaged_visible;
-    violations.push_back(name + "visible damaged file after restart: " + damaged_after);
-  }
+  check_visible_files(spec, root, {}, "after restart", tally.scratch_torn_left, tally, violations);
 }
 
 // ------------------------------------------------------------------ driver
@@ -443,6 +517,25 @@ void check_state(const Workload& workload, const Recording& recording, std::size
   }
 }
 
+void print_summary(const Options& options, const Tally& tally, long operations) {
+  std::string semantics;
+  for (Semantics s : options.semantics) semantics += std::string(semantics.empty() ? "" : "+") + semantics_name(s);
+  std::printf(
+      "power campaign (%s, seed %llu): %ld cut states over %ld recorded operations; %ld durable versions checked, "
+      "%ld lost, %ld damaged restored, %ld visible damaged files, %ld durable copies missing, %ld restart errors; "
+      "%ld copies skipped by restart, %ld store states with nothing durable yet, %ld entry changes reverted, "
+      "%ld appends torn or lost; %ld files rewritten in place (compactions, repairs), %ld states cut inside one\n",
+      semantics.c_str(), static_cast<unsigned long long>(options.seed), tally.states, operations,
+      tally.durable_checked, tally.lost, tally.damaged_restored, tally.damaged_visible, tally.durable_copy_missing,
+      tally.restart_errors, tally.skipped_copies, tally.nothing_durable, tally.reverted_entries,
+      tally.torn_or_lost_appends, tally.rewrites, tally.cuts_in_rewrites);
+  std::printf(
+      "  stores with a scratch L2 (local.durable = false): %ld store states; %ld damaged or partial L2 files visible "
+      "after the cut, %ld after restart; %ld copies skipped by restart; %ld restarts older than the newest version "
+      "whose wait(v, 2) returned (the contract allows it)\n",
+      tally.scratch_states, tally.scratch_torn, tally.scratch_torn_left, tally.scratch_skipped, tally.scratch_older);
+}
+
 bool run_campaign(const Options& options) {
   std::mt19937_64 random(options.seed);
   const std::vector<Workload>& table = workloads();
@@ -475,17 +568,7 @@ bool run_campaign(const Options& options) {
                 every_cut ? "cut at every operation" : "cut at random operations");
   }
   fs::remove_all(options.dir + "/state");
-  std::string semantics;
-  for (Semantics s : options.semantics) semantics += std::string(semantics.empty() ? "" : "+") + semantics_name(s);
-  std::printf(
-      "power campaign (%s, seed %llu): %ld cut states over %ld recorded operations; %ld durable versions checked, "
-      "%ld lost, %ld damaged restored, %ld visible damaged files, %ld durable copies missing, %ld restart errors; "
-      "%ld copies skipped by restart, %ld store states with nothing durable yet, %ld entry changes reverted, "
-      "%ld appends torn or lost; %ld files rewritten in place (compactions, repairs), %ld states cut inside one\n",
-      semantics.c_str(), static_cast<unsigned long long>(options.seed), tally.states, operations,
-      tally.durable_checked, tally.lost, tally.damaged_restored, tally.damaged_visible, tally.durable_copy_missing,
-      tally.restart_errors, tally.skipped_copies, tally.nothing_durable, tally.reverted_entries,
-      tally.torn_or_lost_appends, tally.rewrites, tally.cuts_in_rewrites);
+  print_summary(options, tally, operations);
   return tally.violations() == 0;
 }
 
