@@ -87,11 +87,13 @@ class Directory {
   virtual std::unique_ptr<PositionalFile> open_positional(const std::string& name) = 0;
   virtual void rename(const std::string& from, const std::string& to) = 0;
   // Renames the regular file `from` of this user to `to`, which must not
-  // exist, and opens it emptied, with permission bits `mode`, for appends:
-  // a file made without allocating an inode, where creating one after
-  // removing another makes ext4 search its inode bitmap past the inodes
-  // just freed. This default removes `from` and creates `to` (the Envs that
-  // wrap another); the POSIX directory renames and truncates.
+  // exist, and opens it, with permission bits `mode`, for appends that
+  // write over it from its start; at the first sync and at close the file
+  // ends where the appends did. A file made without allocating an inode or
+  // pages, where creating one after removing another makes ext4 search its
+  // inode bitmap past the inodes just freed. This default removes `from`
+  // and creates `to` (the Envs that wrap another); the POSIX directory
+  // renames and writes over.
   virtual std::unique_ptr<WritableFile> reuse(const std::string& from, const std::string& to, unsigned mode) {
     remove(from);
     return create(to, mode);

@@ -311,14 +311,14 @@ class PosixDirectory final : public Directory {
   void rename(const std::string& from, const std::string& to) override {
     if (::renameat(fd_, from.c_str(), fd_, to.c_str()) != 0) fail("rename to '" + join(to) + "'", join(from), errno);
   }
-  // Emptied only once checked: a file put in its place between the rename
+  // Written only once checked: a file put in its place between the rename
   // and the open (in a directory shared with the group) is left as it is.
   std::unique_ptr<WritableFile> reuse(const std::string& from, const std::string& to, unsigned mode) override {
     if (::renameat2(fd_, from.c_str(), fd_, to.c_str(), RENAME_NOREPLACE) != 0) {
       if (errno != EINVAL && errno != ENOSYS) fail("rename to '" + join(to) + "'", join(from), errno);
       return Directory::reuse(from, to, mode);  // no RENAME_NOREPLACE here (some network file systems)
     }
-    return emptied_file(::openat(fd_, to.c_str(), kPositionalFlags), join(to), mode, calls_);
+    return overwritten_file(::openat(fd_, to.c_str(), kPositionalFlags), join(to), mode, calls_);
   }
   bool rename_new(const std::string& from, const std::string& to) override {
     if (::renameat2(fd_, from.c_str(), fd_, to.c_str(), RENAME_NOREPLACE) == 0) return true;

@@ -39,10 +39,20 @@ void PosixWritableFile::append(const void* data, std::size_t bytes) {
     }
     p += written;
     bytes -= static_cast<std::size_t>(written);
+    appended_ += static_cast<std::uint64_t>(written);
   }
 }
 
+void PosixWritableFile::cut_stale_tail() {
+  if (stale_bytes_ <= appended_) return;
+  while (::ftruncate(fd_, static_cast<off_t>(appended_)) != 0) {
+    if (errno != EINTR) fail("cut the old bytes of", path_, errno);
+  }
+  stale_bytes_ = appended_;
+}
+
 void PosixWritableFile::sync() {
+  cut_stale_tail();
   while (calls_.fdatasync(fd_) != 0) {
     if (errno != EINTR) fail("fsync", path_, errno);
   }
@@ -50,6 +60,7 @@ void PosixWritableFile::sync() {
 
 void PosixWritableFile::close() {
   if (fd_ < 0) return;
+  cut_stale_tail();
   const int fd = fd_;
   fd_ = -1;
   // Linux closes the descriptor even when close() reports EINTR.
@@ -174,19 +185,21 @@ std::unique_ptr<PositionalFile> positional_file(int fd, const std::string& path,
   return std::make_unique<PosixPositionalFile>(own_regular_file(fd, path, why), path, calls);
 }
 
-std::unique_ptr<WritableFile> emptied_file(int fd, const std::string& path, unsigned mode, const SystemCalls& calls) {
+std::unique_ptr<WritableFile> overwritten_file(int fd, const std::string& path, unsigned mode,
+                                               const SystemCalls& calls) {
   const std::string why = "as the file of a removed version this store renamed there was; remove what is in its place";
   own_regular_file(fd, path, why);
-  if (::ftruncate(fd, 0) != 0) {
+  struct stat status {};
+  if (::fstat(fd, &status) != 0) {
     const int error_number = errno;
     ::close(fd);
-    fail("empty", path, error_number);
+    fail("inspect", path, error_number);
   }
-  return writable_file(fd, path, mode, calls);
+  return writable_file(fd, path, mode, calls, static_cast<std::uint64_t>(status.st_size));
 }
 
-std::unique_ptr<WritableFile> writable_file(int fd, const std::string& path, unsigned mode,
-                                            const SystemCalls& calls) {
+std::unique_ptr<WritableFile> writable_file(int fd, const std::string& path, unsigned mode, const SystemCalls& calls,
+                                            std::uint64_t stale_bytes) {
   if (fd < 0) fail("create", path, errno);
   // The umask must not widen or narrow the configured mode.
   if (::fchmod(fd, mode) != 0) {
@@ -194,7 +207,7 @@ std::unique_ptr<WritableFile> writable_file(int fd, const std::string& path, uns
     ::close(fd);
     fail("set the mode of", path, error_number);
   }
-  return std::make_unique<PosixWritableFile>(fd, path, calls);
+  return std::make_unique<PosixWritableFile>(fd, path, calls, stale_bytes);
 }
 
 namespace {

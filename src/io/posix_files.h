@@ -22,8 +22,11 @@ namespace resurgo {
 
 class PosixWritableFile final : public WritableFile {
  public:
-  PosixWritableFile(int fd, std::string path, const SystemCalls& calls)
-      : fd_(fd), path_(std::move(path)), calls_(calls) {}
+  // `stale_bytes`: the size of an existing file written over from its start
+  // (Directory::reuse); what lies beyond the bytes appended is cut before
+  // the first sync and at close.
+  PosixWritableFile(int fd, std::string path, const SystemCalls& calls, std::uint64_t stale_bytes = 0)
+      : fd_(fd), path_(std::move(path)), calls_(calls), stale_bytes_(stale_bytes) {}
   ~PosixWritableFile() override;
   void append(const void* data, std::size_t bytes) override;
   void sync() override;
@@ -31,9 +34,13 @@ class PosixWritableFile final : public WritableFile {
   const std::string& path() const override { return path_; }
 
  private:
+  void cut_stale_tail();
+
   int fd_;
   std::string path_;
   SystemCalls calls_;
+  std::uint64_t appended_ = 0;
+  std::uint64_t stale_bytes_;
 };
 
 class PosixReadableFile final : public ReadableFile {
@@ -85,15 +92,19 @@ struct stat regular_file_status(int fd, const std::string& path);
 // `fd` (opened with O_NONBLOCK) made blocking again, as a ReadableFile.
 std::unique_ptr<ReadableFile> readable_file(int fd, const std::string& path, const struct stat& status,
                                             const SystemCalls& calls);
-// `fd` (created with kCreateFlags) given exactly `mode`, whatever the umask.
-std::unique_ptr<WritableFile> writable_file(int fd, const std::string& path, unsigned mode,
-                                            const SystemCalls& calls);
+// `fd` (created with kCreateFlags) given exactly `mode`, whatever the umask;
+// `stale_bytes` as PosixWritableFile's.
+std::unique_ptr<WritableFile> writable_file(int fd, const std::string& path, unsigned mode, const SystemCalls& calls,
+                                            std::uint64_t stale_bytes = 0);
 
 // What open() returned for `path` with kPositionalFlags, as a WritableFile
-// emptied and given exactly `mode`: StorageError (NotFoundError when
-// missing) for anything but a regular file of this user, which is left as
-// it is.
-std::unique_ptr<WritableFile> emptied_file(int fd, const std::string& path, unsigned mode, const SystemCalls& calls);
+// given exactly `mode` that writes over the file from its start and cuts
+// what the new bytes do not cover (not emptied first: ext4 writes back a
+// file's data when it is closed after a truncation to zero, and overwritten
+// pages need no allocation): StorageError (NotFoundError when missing) for
+// anything but a regular file of this user, which is left as it is.
+std::unique_ptr<WritableFile> overwritten_file(int fd, const std::string& path, unsigned mode,
+                                               const SystemCalls& calls);
 
 // What open() returned for `path` with kPositionalFlags, as a
 // PositionalFile: StorageError (NotFoundError when missing) for anything

@@ -187,6 +187,46 @@ TEST_F(SafeFileTest, RenameNewNeverReplaces) {
   EXPECT_FALSE(fs::exists(at("second")));
 }
 
+std::vector<std::byte> bytes_of(std::size_t count, int value) {
+  return std::vector<std::byte>(count, static_cast<std::byte>(value));
+}
+
+// Directory::reuse writes over a file of this user from its start and ends
+// it where the new bytes do (shorter or longer); it never replaces an
+// existing name, never writes through a link and never writes another
+// user's file, which it leaves as it is.
+TEST_F(SafeFileTest, ReuseWritesOverTheFileAndEndsItWhereTheNewBytesEnd) {
+  write_file(at("spare"), bytes_of(1000, 1));
+  const auto shorter = bytes_of(300, 2);
+  std::unique_ptr<WritableFile> file = directory_->reuse("spare", "shorter", 0640);
+  file->append(shorter.data(), shorter.size());
+  file->close();
+  EXPECT_FALSE(fs::exists(at("spare")));
+  EXPECT_EQ(read_file(at("shorter")), shorter);
+  struct stat status {};
+  ASSERT_EQ(::stat(at("shorter").c_str(), &status), 0);
+  EXPECT_EQ(status.st_mode & 07777, 0640u);
+  const auto longer = bytes_of(5000, 3);
+  file = directory_->reuse("shorter", "longer", 0600);
+  file->append(longer.data(), 2000);
+  file->append(longer.data() + 2000, 3000);
+  file->sync();
+  file->close();
+  EXPECT_EQ(read_file(at("longer")), longer);
+  write_file(at("kept"), {std::byte{7}});
+  EXPECT_THROW(directory_->reuse("longer", "kept", 0600), StorageError);
+  EXPECT_EQ(read_file(at("kept")), std::vector<std::byte>{std::byte{7}});
+  write_file(root_ + "/victim", {std::byte{9}});
+  fs::create_symlink(root_ + "/victim", at("link"));
+  EXPECT_THROW(directory_->reuse("link", "through", 0600), StorageError);
+  EXPECT_EQ(read_file(root_ + "/victim"), std::vector<std::byte>{std::byte{9}});
+  if (::geteuid() != 0) GTEST_SKIP() << "giving a file to another user needs root";
+  write_file(at("theirs"), bytes_of(10, 4));
+  ASSERT_EQ(::chown(at("theirs").c_str(), kOtherUser, kOtherUser), 0);
+  EXPECT_THROW(directory_->reuse("theirs", "taken", 0600), StorageError);
+  EXPECT_EQ(read_file(at("taken")), bytes_of(10, 4));
+}
+
 class StoreIdentityTest : public ::testing::Test {
  protected:
   Config config(const std::string& l2 = "l2", const std::string& l4 = "l4") const {
