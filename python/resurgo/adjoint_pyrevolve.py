@@ -60,7 +60,7 @@ class ResurgoRevolveStorage(Storage):
     from and into it, once, as NumpyStorage does. pyrevolve hands other
     arrays at other steps (Devito checkpoints views into its time buffers,
     whose levels rotate); a region is protected again only when its array
-    lies elsewhere in memory and holds at least 1 MiB (a smaller one is
+    lies elsewhere in memory and holds at least 512 KiB (a smaller one is
     copied into the region's staging array instead). An array the store cannot take as it is (not C-contiguous, of
     another dtype than ``dtype``, which NumpyStorage casts to, or read-only)
     passes through a staging array of its region, with the same bytes in the
@@ -235,18 +235,19 @@ class ResurgoRevolveStorage(Storage):
 # A region whose array moves (Devito hands the storage views of its time
 # buffers, which rotate from step to step) is pointed at the new array only
 # from this size up; a smaller array is copied into the region's staging
-# array instead. Pointing a region anew is an unprotect and a protect
-# through the Python layer, a fixed cost that a copy of a small array
-# undercuts. Measured (bench/results/adjoint_rotating.md, docs/adjoint.md):
-# staging blocks less up to arrays of 512 KiB, re-pointing from 1 MiB, in
-# memory and with disk_path alike.
-_REPOINT_BYTES = 1 << 20
+# array instead. Pointing a region anew (Store._repoint: the core's
+# unprotect and protect, about 2 us, plus the array's address, 1 us) is a
+# fixed cost that a copy of a small array undercuts. Measured with
+# bench/adjoint.py --rotating --repoint-bytes 0,inf (blocking, staging over
+# re-pointing, median per repeat): arrays of 512 KiB 1.25 in memory and
+# 1.13 with disk_path, arrays of 128 KiB 0.94 and 0.86.
+_REPOINT_BYTES = 512 << 10
 
 
 class _Region:
     """One checkpoint array's region of the store (``checkpoint.<index>``)."""
 
-    __slots__ = ("label", "protected", "array", "staging")
+    __slots__ = ("label", "protected", "array", "staging", "staging_place", "staging_view")
 
     def __init__(self, label: str) -> None:
         self.label = label
@@ -257,12 +258,31 @@ class _Region:
         # place); None when the region is the staging array.
         self.array: Any = None
         self.staging: Optional[np.ndarray] = None
+        # The staging array's (address, entries), and its last view shaped
+        # like a checkpoint array: found once, not at every save and load
+        # (an ndarray's address costs a microsecond through ctypes).
+        self.staging_place: Optional[Tuple[int, int]] = None
+        self.staging_view: Optional[np.ndarray] = None
+
+    def on_staging(self) -> bool:
+        """Whether the store has the region's staging array, which no
+        checkpoint array handed over can share memory with."""
+        return self.protected is not None and self.protected == self.staging_place
 
     def staging_for(self, size: int, dtype: np.dtype) -> np.ndarray:
         """The region's staging array, of ``size`` entries."""
         if self.staging is None or self.staging.size != size:
             self.staging = np.empty(size, dtype)
+            self.staging_place = (self.staging.ctypes.data, size)
+            self.staging_view = None
         return self.staging
+
+    def staged_as(self, shape: Tuple[int, ...]) -> np.ndarray:
+        """The staging array shaped ``shape`` (as many entries)."""
+        view = self.staging_view
+        if view is None or view.shape != shape:
+            view = self.staging_view = self.staging.reshape(shape)
+        return view
 
 
 class _Aim(NamedTuple):
@@ -297,7 +317,7 @@ class _ArrayRegions:
                 continue
             size = self._entries(array, index, what)
             sizes.append(size)
-            if _as_it_is(array, self._dtype):
+            if _as_it_is(array, self._dtype) and not (region.on_staging() and array.nbytes < _REPOINT_BYTES):
                 place = (array.ctypes.data, size)
                 if place == region.protected:
                     region.array = array  # another view of the memory the store has
@@ -306,10 +326,9 @@ class _ArrayRegions:
                     moves.append((region, array.reshape(-1), place, array))
                     continue
             staging = region.staging_for(size, self._dtype)
-            place = (staging.ctypes.data, size)
-            if place != region.protected:
-                moves.append((region, staging, place, None))
-            staged.append((staging.reshape(array.shape), array))
+            if region.staging_place != region.protected:
+                moves.append((region, staging, region.staging_place, None))
+            staged.append((region.staged_as(array.shape), array))
         if sum(sizes) > self._size:
             raise _larger_than_slots(self._where, what, self._size)
         dropped = [region for region in self._regions[len(sizes):] if region.protected is not None]
@@ -322,15 +341,28 @@ class _ArrayRegions:
         for region in aim.dropped:
             self._unprotect(store, region)
         for region, memory, place, array in aim.moves:
-            if region.protected is not None:
+            if region.protected is None:
+                store.protect(region.label, memory)
+            elif region.protected[1] == place[1]:  # as many entries: the region's memory alone moves
+                self._repoint(store, region, memory, place[0])
+            else:
                 self._unprotect(store, region)
-            store.protect(region.label, memory)
+                store.protect(region.label, memory)
             region.protected, region.array = place, array
 
     def pointed(self, aim: _Aim) -> None:
         """The store opened protecting the memory of ``aim``'s moves."""
         for region, _, place, array in aim.moves:
             region.protected, region.array = place, array
+
+    @staticmethod
+    def _repoint(store: Store, region: _Region, memory: np.ndarray, address: int) -> None:
+        try:
+            store._repoint(region.label, memory, address)
+        except BaseException:
+            if region.label not in store._regions:  # unprotected, the new memory refused
+                region.protected = region.array = None
+            raise
 
     @staticmethod
     def _unprotect(store: Store, region: _Region) -> None:

@@ -559,6 +559,48 @@ class Counted:
         return self.call(*args, **kwargs)
 
 
+def pointings(monkeypatch, store) -> List[str]:
+    """The labels of the regions ``store`` protects or points at other
+    memory of their size (Store._repoint) from now on, in order."""
+    labels: List[str] = []
+
+    def recorded(call):
+        def record(label, *args, **kwargs):
+            labels.append(label)
+            return call(label, *args, **kwargs)
+        return record
+
+    for name in ("protect", "_repoint"):
+        monkeypatch.setattr(store, name, recorded(getattr(store, name)))
+    return labels
+
+
+def test_store_repoint_moves_a_region_to_memory_of_its_size_and_protects_anything_else_anew(tmp_path, monkeypatch):
+    """Store._repoint, ResurgoRevolveStorage's way of pointing a region at a
+    moved array: the next checkpoint reads the new memory, a restart writes
+    it, the old one is left alone; an array of another shape or dtype takes
+    unprotect and protect."""
+    levels = np.arange(3 * 4, dtype=np.float64).reshape(3, 4)
+    with resurgo.Store("repoint", local_path=str(tmp_path), memory_every=1, local_every=0, persistent_every=0) as store:
+        store.protect("u", levels[0])
+        store.checkpoint(0)
+        with monkeypatch.context() as patch:
+            patch.setattr(store, "protect", None)  # not protect's general route
+            store._repoint("u", levels[1], levels[1].ctypes.data)
+        store.checkpoint(1)
+        levels[:] = -1
+        store.restart(0)
+        np.testing.assert_array_equal(levels[1], np.arange(4.0))
+        np.testing.assert_array_equal(levels[0], np.full(4, -1.0))
+        store.restart(1)
+        np.testing.assert_array_equal(levels[1], np.arange(4.0, 8.0))
+        for version, other in enumerate((np.zeros(8), np.zeros(4, np.float32), np.zeros((2, 2))), start=2):
+            store._repoint("u", other, other.ctypes.data)
+            store.checkpoint(version)
+            region, = store.describe(version).regions
+            assert (region.bytes, region.dtype, region.shape) == (other.nbytes, other.dtype.name, other.shape)
+
+
 def test_pyrevolve_storage_copies_contiguous_arrays_straight_and_protects_moved_ones_only(monkeypatch):
     """Arrays of at least adjoint_pyrevolve._REPOINT_BYTES (32 bytes here)."""
     monkeypatch.setattr(adjoint_pyrevolve, "_REPOINT_BYTES", 32)
@@ -571,12 +613,11 @@ def test_pyrevolve_storage_copies_contiguous_arrays_straight_and_protects_moved_
         monkeypatch.setattr(np, "copyto", copies)
         storage.save(0, list(levels[0]))
         store = storage.store
-        protects = Counted(store.protect)
-        monkeypatch.setattr(store, "protect", protects)
+        pointed = pointings(monkeypatch, store)
         storage.save(1, [levels[0][0], levels[0][1]])  # new views of the memory protected
-        assert protects.calls == []
+        assert pointed == []
         storage.save(2, list(levels[1]))  # the next time level
-        assert [label for label, _ in protects.calls] == ["checkpoint.0", "checkpoint.1"]
+        assert pointed == ["checkpoint.0", "checkpoint.1"]
         levels[:] = 0
         storage.load(0, list(levels[2]))  # restored straight into another level
         storage.load(2, list(levels[0]))
@@ -600,18 +641,17 @@ def test_pyrevolve_storage_copies_small_arrays_that_move_instead_of_pointing_the
     try:
         storage.save(0, list(levels[0]))  # the first arrays: protected as they are
         store = storage.store
-        protects = Counted(store.protect)
-        monkeypatch.setattr(store, "protect", protects)
+        pointed = pointings(monkeypatch, store)
         storage.save(1, list(levels[1]))
-        assert [label for label, _ in protects.calls] == ["checkpoint.0", "checkpoint.1"]  # onto the staging arrays
+        assert pointed == ["checkpoint.0", "checkpoint.1"]  # onto the staging arrays
         storage.save(2, list(levels[2]))
         storage.save(3, list(levels[0]))
-        assert len(protects.calls) == 2, "a region on its staging array stays there"
+        assert len(pointed) == 2, "a region on its staging array stays there"
         levels[:] = 0
         for slot, level in ((0, 1), (1, 2), (2, 0), (3, 1)):
             storage.load(slot, list(levels[level]))
             np.testing.assert_array_equal(levels[level], saved[slot % 3])
-        assert len(protects.calls) == 2
+        assert len(pointed) == 2
     finally:
         storage.close()
 
