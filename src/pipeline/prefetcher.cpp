@@ -289,6 +289,10 @@ bool Prefetcher::fetch(int version, Level& source, std::uint64_t bytes) {
     std::lock_guard lock(mutex_);
     in_flight_ = -1;
     dropped = forgotten_.count(version) != 0;
+    // Discarded while it was copied: what the copy found no longer matters
+    // (a scratch level may already have written another version into the
+    // file, DirectoryLevel::set_scratch).
+    if (dropped) failure.reset();
     if (failure) failed(version, *failure);
   }
   changed_.notify_all();
