@@ -12,7 +12,8 @@ discards the version --lag versions back, then waits for the last; the
 process's wall and CPU time (user + system, every thread: the writer's
 file system work included) over that loop, per version, are the figures,
 beside the copy of the state (np.copyto, the floor of a capture) measured
-in the same process. Rows run interleaved in every repeat.
+in the same process. Rows run interleaved in every repeat, in an order
+that turns from repeat to repeat.
 
 With --before-package (a directory holding resurgo/ with its _core
 extension, e.g. an older commit's python/resurgo with its build's _core),
@@ -100,7 +101,10 @@ def measure(args, root: Path) -> Dict[tuple, Dict[str, Series]]:
     results: Dict[tuple, Dict[str, Series]] = {}
     for repeat in range(args.repeats):
         for nbytes in args.sizes:
-            for row in rows:
+            # Each row follows each other in turn: a run that removed many
+            # files makes the next one's creations dearer on some file
+            # systems (ext4 without a journal skips recently freed inodes).
+            for row in rows[repeat % len(rows):] + rows[:repeat % len(rows)]:
                 log(f"repeat {repeat + 1}/{args.repeats}: {human(nbytes)} {row}")
                 figures = run_one(row, nbytes, args, root)
                 series = results.setdefault((nbytes, row), {k: Series(k) for k in ("wall", "cpu", "copy",
@@ -128,7 +132,7 @@ def report(results, args, machine) -> List[str]:
               f"{args.step_us:g} µs of sleep between checkpoints; L2 only (`local.keep = 0`, memory level off, "
               "`buffer.capacity = 64MiB`). Per version: the process's wall and CPU (user + system, every thread) "
               "over the loop and the final wait; ratios to the durable row of the same repeat. The copy is "
-              "np.copyto of the state (the floor of a capture).", "",
+              "np.copyto of the state (the floor of a capture). The rows' order turns from repeat to repeat.", "",
               "| state | row | wall per version | CPU per version | wall / durable | CPU / durable | copy of the state |",
               "|---|---|---|---|---|---|---|"]
     for (nbytes, row), s in results.items():

@@ -237,10 +237,10 @@ class ResurgoRevolveStorage(Storage):
 # from this size up; a smaller array is copied into the region's staging
 # array instead. Pointing a region anew (Store._repoint: the core's
 # unprotect and protect, about 2 us, plus the array's address, 1 us) is a
-# fixed cost that a copy of a small array undercuts. Measured with
-# bench/adjoint.py --rotating --repoint-bytes 0,inf (blocking, staging over
-# re-pointing, median per repeat): arrays of 512 KiB 1.25 in memory and
-# 1.13 with disk_path, arrays of 128 KiB 0.94 and 0.86.
+# fixed cost that a copy of a small array undercuts. Measured
+# (bench/results/adjoint_rotating.md, docs/adjoint.md: blocking, staging
+# over re-pointing, median per repeat): arrays of 512 KiB 1.19 in memory
+# and 1.08 with disk_path, arrays of 128 KiB 0.87 and 0.87.
 _REPOINT_BYTES = 512 << 10
 
 
