@@ -262,9 +262,8 @@ def disk_store(name: str, state: Mapping[str, Any], path: str, prefetch_capacity
     its memory level holds only what ``prefetch`` brings back. Its files are
     scratch (``local_durable=False``: never synced): the run that wrote
     them is the only one that reads them, and discards them at close."""
-    route = dict(
-        local_path=path, local_every=1, local_keep=0, local_durable=False, persistent_every=0, memory_every=0, memory_capacity=prefetch_capacity
-    )
+    route = dict(local_path=path, local_every=1, local_keep=0, local_durable=False, persistent_every=0, memory_every=0,
+                 memory_capacity=prefetch_capacity)
     return _protected_store(name, state, route, overrides)
 
 

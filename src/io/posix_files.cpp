@@ -164,9 +164,10 @@ std::unique_ptr<ReadableFile> readable_file(int fd, const std::string& path, con
 
 namespace {
 
-// `fd`, opened with kPositionalFlags, made blocking; closed, and `why` thrown
-// naming `path`, unless it is a regular file of this user.
-int own_regular_file(int fd, const std::string& path, const std::string& why) {
+// The status of `fd`, opened with kPositionalFlags, then made blocking;
+// `fd` closed, and `why` thrown naming `path`, unless it is a regular file
+// of this user.
+struct stat own_regular_file(int fd, const std::string& path, const std::string& why) {
   opened_or_fail(fd, path);
   struct stat status {};
   if (::fstat(fd, &status) != 0 || !S_ISREG(status.st_mode) || status.st_uid != ::geteuid()) {
@@ -174,7 +175,7 @@ int own_regular_file(int fd, const std::string& path, const std::string& why) {
     throw StorageError("cannot write '" + path + "': it is not a regular file of this user, " + why);
   }
   make_blocking(fd, path);
-  return fd;
+  return status;
 }
 
 }  // namespace
@@ -182,19 +183,15 @@ int own_regular_file(int fd, const std::string& path, const std::string& why) {
 std::unique_ptr<PositionalFile> positional_file(int fd, const std::string& path, const SystemCalls& calls) {
   const std::string why = "and the shared file of a version is written only into the file rank 0 created; remove "
                           "what is in its place";
-  return std::make_unique<PosixPositionalFile>(own_regular_file(fd, path, why), path, calls);
+  own_regular_file(fd, path, why);
+  return std::make_unique<PosixPositionalFile>(fd, path, calls);
 }
 
 std::unique_ptr<WritableFile> overwritten_file(int fd, const std::string& path, unsigned mode,
                                                const SystemCalls& calls) {
-  const std::string why = "as the file of a removed version this store renamed there was; remove what is in its place";
-  own_regular_file(fd, path, why);
-  struct stat status {};
-  if (::fstat(fd, &status) != 0) {
-    const int error_number = errno;
-    ::close(fd);
-    fail("inspect", path, error_number);
-  }
+  const std::string why = "as the file of a removed version this store renamed there would be; remove what is in "
+                          "its place";
+  const struct stat status = own_regular_file(fd, path, why);
   return writable_file(fd, path, mode, calls, static_cast<std::uint64_t>(status.st_size));
 }
 
