@@ -4,12 +4,15 @@
 // levels only about the versions the memory level could hold (a lookup on
 // a directory level is a file system call), and a restore or a discard that
 // leaves the thread nothing to do does not wake it (the woken thread would
-// take the restoring thread's CPU first on a busy machine).
+// take the restoring thread's CPU first on a busy machine). A copy of a
+// version discarded meanwhile reports no failure.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -18,6 +21,7 @@
 #include "chain_files.h"
 #include "forwarding_level.h"
 #include "pipeline/prefetcher.h"
+#include "resurgo/errors.hpp"
 #include "test_util.h"
 #include "tier/memory_level.h"
 
@@ -109,6 +113,43 @@ TEST_F(PrefetcherWindowTest, ARestoreOrADiscardLeavingNothingToFetchWakesNothing
   EXPECT_EQ(passes_after([&] { prefetcher.restored(2); }), fetched);
   EXPECT_EQ(passes_after([&] { prefetcher.forget(2); }), fetched);
   EXPECT_TRUE(memory.holds(1)) << "version 1 is still needed";
+}
+
+// A level whose copy of a version turns out damaged when the prefetcher
+// copies it (its second open: the first finds the size), once the test lets
+// it go on: what a scratch level's file reads as when a later version was
+// written over it meanwhile (DirectoryLevel::set_scratch).
+class OverwrittenLevel : public testing::ForwardingLevel {
+ public:
+  using ForwardingLevel::ForwardingLevel;
+  std::unique_ptr<ReadableFile> open(int version) override {
+    if (!sized.exchange(true)) return level_.open(version);
+    opened = true;
+    while (!go_on) std::this_thread::yield();
+    throw CorruptionError("version " + std::to_string(version) + ": chunk 0 fails its checksum");
+  }
+  std::atomic<bool> sized{false};
+  std::atomic<bool> opened{false};
+  std::atomic<bool> go_on{false};
+};
+
+// A failed copy is reported to the restart of its version (settle), unless
+// the version was discarded while it was copied: then what the copy found
+// no longer matters.
+TEST_F(PrefetcherWindowTest, ACopyOfAVersionDiscardedMeanwhileReportsNoFailure) {
+  for (const bool discarded : {false, true}) {
+    SCOPED_TRACE(discarded ? "discarded while copied" : "kept");
+    MemoryLevel target{"t", 0, 64u << 20, 0};
+    OverwrittenLevel overwritten{slow};
+    Prefetcher fetching{target, [&] { return std::vector<Level*>{&overwritten}; }, log, trace};
+    fetching.set_order({1});
+    ASSERT_TRUE(eventually([&] { return overwritten.opened.load(); }));
+    if (discarded) fetching.forget(1);
+    overwritten.go_on = true;
+    const std::optional<std::string> failure = fetching.settle(1);
+    EXPECT_EQ(failure.has_value(), !discarded) << failure.value_or("");
+    EXPECT_FALSE(target.holds(1));
+  }
 }
 
 }  // namespace
