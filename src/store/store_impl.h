@@ -16,7 +16,7 @@
 #include "pipeline/prefetcher.h"
 #include "pipeline/scheduler.h"
 #include "resurgo/resurgo.hpp"
-#include "store/owner_process.h"
+#include "base/owner_process.h"
 #include "store/restore.h"
 #include "tier/route.h"
 

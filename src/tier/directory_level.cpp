@@ -29,7 +29,6 @@ DirectoryLevel::DirectoryLevel(int level, std::string root, const std::string& s
       rank_(rank),
       mode_(mode),
       keep_(keep),
-      owner_pid_(::getpid()),
       shared_group_(shared_group),
       env_(std::move(env)) {}
 
@@ -466,7 +465,7 @@ void DirectoryLevel::remove_copies(Directory& directory, int version) {
 }
 
 bool DirectoryLevel::keeps_spares() const {
-  return !durable_ && !collective_ && !shared_layout_ && ::getpid() == owner_pid_;
+  return !durable_ && !collective_ && !shared_layout_ && !opener_.inherited();
 }
 
 // A spare's name is a temporary of this process: prepare() removes the
@@ -475,7 +474,7 @@ bool DirectoryLevel::keep_as_spare(Directory& directory, const std::string& name
   if (!keeps_spares()) return false;
   std::lock_guard guard(spares_mutex_);
   if (spares_.size() >= kSpares || !directory.exists(name)) return false;
-  const std::string spare = format::temporary_file_name(name, owner_pid_);
+  const std::string spare = format::temporary_file_name(name, ::getpid());
   directory.rename(name, spare);
   spares_.push_back(spare);
   return true;
@@ -564,7 +563,7 @@ struct DirectoryLevel::UnsyncedIdentity {
 // The spares go with the level; a forked child leaves its parent's alone.
 DirectoryLevel::~DirectoryLevel() {
   Directory* opened = opened_.load(std::memory_order_acquire);
-  if (opened == nullptr || ::getpid() != owner_pid_) return;
+  if (opened == nullptr || opener_.inherited()) return;
   for (const std::string& spare : spares_) remove_quietly(*opened, spare);
 }
 

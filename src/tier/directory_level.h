@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "base/owner_process.h"
 #include "format/store_id.h"
 #include "io/fork_safe_lock.h"
 #include "resurgo/env.hpp"
@@ -230,7 +231,7 @@ class DirectoryLevel final : public Level {
   bool collective_ = false;
   bool shared_layout_ = false;
   bool durable_ = true;
-  const int owner_pid_;
+  OwnerProcess opener_;  // spares are its alone
   std::mutex spares_mutex_;  // guards spares_
   std::vector<std::string> spares_;
   SharedSlots shared_slots_;

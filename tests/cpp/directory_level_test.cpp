@@ -268,6 +268,20 @@ TEST_F(DirectoryLevelTest, AScratchLevelWritesNewVersionsIntoTheFilesOfRemovedOn
   EXPECT_EQ(read_file(t.open(3)->path()), v3);
 }
 
+// A commit creates a file only when no spare is left: the level never holds
+// more files than the most versions it held at once.
+TEST_F(DirectoryLevelTest, AScratchLevelCreatesAFileOnlyWhenNoSpareIsLeft) {
+  DirectoryLevel t = tier(0);
+  t.set_scratch();
+  t.prepare();
+  for (int version = 1; version <= 4; ++version) t.commit(version, writes(payload(2000, version)));
+  for (int version = 1; version <= 4; ++version) t.remove(version);
+  EXPECT_EQ(temporaries_in(store_dir()), 4u);
+  for (int version = 5; version <= 9; ++version) t.commit(version, writes(payload(2000, version)));
+  EXPECT_EQ(t.versions(), (std::vector<int>{5, 6, 7, 8, 9}));
+  EXPECT_EQ(names_in(store_dir()).size(), 5u) << ::testing::PrintToString(names_in(store_dir()));
+}
+
 // At most kSpares are kept (the rest removed), by removals and evictions
 // alike, and the level removes them when it goes.
 TEST_F(DirectoryLevelTest, AScratchLevelKeepsAFewSparesAndRemovesThemWhenItGoes) {

@@ -1,4 +1,4 @@
-// The fork check of every call on a store (store/owner_process.h) asks the
+// The fork check of every call on a store (base/owner_process.h) asks the
 // kernel for the process id only once a fork happened since the store
 // opened (issue 27: getpid() was a system call per checkpoint and per
 // restart, about a tenth of a small checkpoint into the memory level). The

@@ -1,8 +1,10 @@
-// The process that opened a store. A child forked while the store is open
-// inherits the Store object but none of its threads, and the files and
-// locks it holds stay the parent's: in the child, close() and the
-// destructor do nothing (the Store leaks its state on purpose) and every
-// other call is a StateError naming both processes.
+// The process that opened a store (or made one of its levels). A child
+// forked while the store is open inherits the Store object but none of its
+// threads, and the files and locks it holds stay the parent's: in the
+// child, close() and the destructor do nothing (the Store leaks its state
+// on purpose) and every other call is a StateError naming both processes.
+// A scratch level's spare files are likewise its opener's alone
+// (tier/directory_level.h).
 #pragma once
 
 #include <unistd.h>

@@ -1,10 +1,10 @@
-#include "store/owner_process.h"
+#include "base/owner_process.h"
 
 #include <pthread.h>
 
 #include <atomic>
 
-#include "resurgo/resurgo.hpp"
+#include "resurgo/errors.hpp"
 
 namespace resurgo {
 
