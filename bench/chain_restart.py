@@ -40,6 +40,7 @@ from _common import (  # noqa: E402
     add_common_args,
     check_resources,
     finish_common_args,
+    grouped_bars,
     human,
     log,
     machine_description,
@@ -132,16 +133,10 @@ def plot(args, table: Dict, columns: List[str]) -> None:
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(12, 5))
     ratios = [c for c in columns if c.startswith("ratio")]
-    width = 0.8 / len(ratios)
-    for i, c in enumerate(ratios):
-        xs = [k + i * width for k in range(len(PATTERNS))]
-        medians = [table[p][c].median if table[p][c].times else float("nan") for p in PATTERNS]
-        lows = [m - table[p][c].min if table[p][c].times else 0 for m, p in zip(medians, PATTERNS)]
-        highs = [table[p][c].max - m if table[p][c].times else 0 for m, p in zip(medians, PATTERNS)]
-        ax.bar(xs, medians, width, yerr=[lows, highs], capsize=2, label=c)
+    groups = [(pattern_label(p), {c: table[p][c] for c in ratios}) for p in PATTERNS]
+    grouped_bars(ax, groups, keys=ratios, log_scale=False)
     ax.axhline(TARGET_RESTART, color="black", linestyle="--", label=f"target {TARGET_RESTART}")
-    ax.set_xticks([k + 0.4 - width / 2 for k in range(len(PATTERNS))])
-    ax.set_xticklabels([pattern_label(p) for p in PATTERNS], rotation=30, ha="right", fontsize=8)
+    ax.set_xticklabels([name for name, _ in groups], rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("chain restore / full restore (throughput)")
     ax.legend(fontsize=8)
     ax.set_title(plot_title(f"newest of {args.intervals} deltas against a full restore, {human(args.size)}", args))
