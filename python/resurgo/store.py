@@ -5,7 +5,7 @@ from __future__ import annotations
 import operator
 import os
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
 
@@ -66,6 +66,20 @@ StagingBufferStats = _core.StagingBufferStats
 DeviceStats = _core.DeviceStats
 
 
+class _CoreArgs(NamedTuple):
+    """What _core.protect is given, in its order."""
+
+    id: int
+    kind: str
+    pointer: int
+    bytes: int
+    label: str
+    dtype: str
+    shape: List[int]
+    global_shape: List[int]
+    offset: List[int]
+
+
 @dataclass
 class _Region:
     id: int
@@ -74,7 +88,7 @@ class _Region:
     view: Any  # what pins the memory handed to the core (ArrayView.keep)
     # What _core.protect was given, so that restart(regions=) can protect it
     # again; None for a region protected another way (a ConvergentMatrix).
-    core_args: Optional[tuple] = None
+    core_args: Optional[_CoreArgs] = None
 
 
 def _override_key(name: str) -> str:
@@ -314,7 +328,7 @@ class Store:
                 f"{self._call('protect')}: region '{printable(label)}' is in CUDA {view.kind} memory; global_shape and offset "
                 "(a block of a global array) are supported for host regions only"
             )
-        core_args = (region_id, view.kind, view.pointer, view.bytes, label, view.dtype, list(view.shape), *block)
+        core_args = _CoreArgs(region_id, view.kind, view.pointer, view.bytes, label, view.dtype, list(view.shape), *block)
         self._core.protect(*core_args)
         self._regions[label] = _Region(region_id, label, array, view.keep, core_args)
 
@@ -332,12 +346,12 @@ class Store:
         args = None if region is None else region.core_args
         # The dtype against the array protected before (an ndarray's
         # dtype.name costs two microseconds).
-        if (args is None or args[1] != "host" or type(region.source) is not np.ndarray or region.source.dtype != array.dtype
-                or args[3] != array.nbytes or args[6] != list(array.shape)):
+        if (args is None or args.kind != "host" or type(region.source) is not np.ndarray
+                or region.source.dtype != array.dtype or args.bytes != array.nbytes or args.shape != list(array.shape)):
             self.unprotect(label)
             self.protect(label, array)
             return
-        core_args = (args[0], "host", address, *args[3:])
+        core_args = _CoreArgs(args.id, args.kind, address, *args[3:])
         self._core.unprotect(region.id)
         del self._regions[label]
         self._core.protect(*core_args)
