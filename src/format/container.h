@@ -107,6 +107,10 @@ class AppendsInMemory {
  public:
   // Appends the bytes and returns checksum() of them, in one pass where it can.
   virtual std::uint64_t append_hashed(const void* data, std::size_t bytes) = 0;
+  // The longest chunk append_hashed copies and hashes in one pass, and that
+  // a restore then reads and verifies in one pass: a writer cuts the chunks
+  // it appends here at this size.
+  virtual std::uint64_t longest_run() const = 0;
   // Overwrites [offset, offset + bytes), appended already.
   virtual void overwrite_appended(std::uint64_t offset, const void* data, std::size_t bytes) = 0;
 

@@ -45,6 +45,15 @@ std::vector<EncodedChunk> plan_chunks(const format::Header& header, const std::v
   return chunks;
 }
 
+// A file in memory copies and checksums a chunk in one pass only when the
+// chunk fits one run of its memory (AppendsInMemory::longest_run), and so
+// does a restore out of it; a longer chunk costs a copy and a checksum pass
+// at both ends (bench/results/memory_chunks.md).
+std::uint64_t chunk_size_for(const WritableFile& file, const Config::Pipeline& pipeline) {
+  const auto* in_memory = dynamic_cast<const format::AppendsInMemory*>(&file);
+  return in_memory == nullptr ? pipeline.chunk_size : std::min(pipeline.chunk_size, in_memory->longest_run());
+}
+
 // A raw chunk's checksum is left to the writer when it computes it in the
 // pass that copies the chunk (ContainerWriter::hashes_while_appending).
 void encode(EncodedChunk& chunk, const Config::Pipeline& pipeline, bool hash_raw) {
@@ -141,7 +150,7 @@ std::vector<Extent> whole_regions(const format::Header& header, const std::vecto
 
 std::uint64_t write_extents(WritableFile& file, const format::Header& header, const std::vector<Extent>& extents,
                             const Config::Pipeline& pipeline, ThreadPool& pool, WriteResult* result) {
-  std::vector<EncodedChunk> chunks = plan_chunks(header, extents, pipeline.chunk_size);
+  std::vector<EncodedChunk> chunks = plan_chunks(header, extents, chunk_size_for(file, pipeline));
   return write_chunks(file, header, chunks, pipeline, pool, nullptr, result);
 }
 
@@ -153,7 +162,7 @@ std::uint64_t write_version(WritableFile& file, const format::Header& header, co
 std::uint64_t write_version(WritableFile& file, const format::Header& header, const FillChunk& fill,
                             const Config::Pipeline& pipeline, ThreadPool& pool, WriteResult* result) {
   const std::vector<const std::byte*> unfilled(header.regions.size(), nullptr);
-  std::vector<EncodedChunk> chunks = plan_chunks(header, whole_regions(header, unfilled), pipeline.chunk_size);
+  std::vector<EncodedChunk> chunks = plan_chunks(header, whole_regions(header, unfilled), chunk_size_for(file, pipeline));
   return write_chunks(file, header, chunks, pipeline, pool, fill, result);
 }
 

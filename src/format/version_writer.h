@@ -24,7 +24,8 @@ struct WriteResult {
 
 // Writes `extents` (ascending and disjoint within each region; covering
 // every region whole unless header.base_version marks a delta), each split
-// into chunks of at most pipeline.chunk_size. Returns the file's size; fills
+// into chunks of at most pipeline.chunk_size (and of at most the longest
+// run of a file in memory: format::AppendsInMemory). Returns the file's size; fills
 // `result` too when given.
 std::uint64_t write_extents(WritableFile& file, const format::Header& header, const std::vector<Extent>& extents,
                             const Config::Pipeline& pipeline, ThreadPool& pool, WriteResult* result = nullptr);

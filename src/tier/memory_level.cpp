@@ -39,6 +39,13 @@ constexpr std::uint64_t kLineBytes = 64;
 
 std::uint64_t line_up(std::uint64_t bytes) { return (bytes + kLineBytes - 1) / kLineBytes * kLineBytes; }
 
+// The longest chunk a writer appends here (AppendsInMemory::longest_run):
+// a chunk is copied and hashed in one pass, at checkpoint and at restore,
+// only within one run of a piece. A piece less 4 KiB: the chunk, its
+// record and gap fit one piece with room for a version's header or index,
+// and a state of up to 1 MiB (the capture's straight route) stays one chunk.
+constexpr std::uint64_t kLongestChunk = kPieceBytes - 4096;
+
 // The piece that holds `at`: pieces are aligned to their size.
 std::byte* piece_of(const std::byte* at) {
   return reinterpret_cast<std::byte*>(reinterpret_cast<std::uintptr_t>(at) & ~(kPieceBytes - 1));
@@ -492,6 +499,7 @@ class ImageWriter final : public WritableFile, public format::AppendsInMemory {
   std::uint64_t append_hashed(const void* data, std::size_t bytes) override {
     return image_.append_hashed(static_cast<const std::byte*>(data), bytes);
   }
+  std::uint64_t longest_run() const override { return kLongestChunk; }
   void overwrite_appended(std::uint64_t offset, const void* data, std::size_t bytes) override {
     image_.overwrite(offset, static_cast<const std::byte*>(data), bytes);
   }

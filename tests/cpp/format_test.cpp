@@ -1168,6 +1168,7 @@ class GatherInMemoryFile final : public GatherRecordingFile, public format::Appe
     append(data, bytes);
     return format::checksum(data, bytes);
   }
+  std::uint64_t longest_run() const override { return ~std::uint64_t{0}; }
   void overwrite_appended(std::uint64_t offset, const void* data, std::size_t bytes) override {
     std::memcpy(contents.data() + offset, data, bytes);
   }

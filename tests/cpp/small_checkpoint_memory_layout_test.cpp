@@ -11,7 +11,9 @@
 
 #include "base/checksum.h"
 #include "base/units.h"
+#include "base/thread_pool.h"
 #include "format/container.h"
+#include "format/version_writer.h"
 #include "tier/memory_level.h"
 
 namespace resurgo {
@@ -155,6 +157,41 @@ TEST_F(MemoryLayoutTest, AChunkThatFitsOnlyWithoutAGapFollowsTheBytesBefore) {
     EXPECT_EQ(0, std::memcmp(data, state_.data(), bytes));
   });
   EXPECT_EQ(spans, 1);
+}
+
+// A version written with the default chunk size (4 MiB, two pieces) is cut
+// into chunks of at most the level's longest run, each in one span: copied
+// and hashed in one pass when written, read and verified in one pass at
+// restore. A file gets the configured chunks.
+TEST_F(MemoryLayoutTest, AWriterCutsTheChunksOfAVersionInMemoryToOneRunEach) {
+  const std::uint64_t region_bytes = 7 * kMiB + 5;
+  format::Header header = this->header();
+  header.chunk_size = Config{}.pipeline.chunk_size;
+  header.regions[0].bytes = region_bytes;
+  ThreadPool pool(0);
+  const std::vector<const std::byte*> sources{state_.data()};
+  std::uint64_t longest = 0;
+  memory_.commit(4, [&](WritableFile& file) {
+    longest = dynamic_cast<format::AppendsInMemory&>(file).longest_run();
+    write_version(file, header, sources, Config{}.pipeline, pool);
+  });
+  ASSERT_LT(longest, header.chunk_size);
+  const std::unique_ptr<MemoryLevel::Reader> reader = memory_.open_in_place(4);
+  const format::Container in_memory = format::read_container(*reader);
+  ASSERT_EQ(in_memory.chunks.size(), (region_bytes + longest - 1) / longest);
+  for (const format::ChunkRecord& chunk : in_memory.chunks) {
+    EXPECT_LE(chunk.raw_length, longest);
+    int spans = 0;
+    reader->for_each_span(chunk.file_offset, chunk.stored_length, [&](const std::byte*, std::uint64_t) { ++spans; });
+    EXPECT_EQ(spans, 1) << "chunk at byte " << chunk.offset << " of the region";
+    std::vector<std::byte> out(chunk.stored_length);
+    EXPECT_EQ(reader->read_hashed_at(chunk.file_offset, out.data(), out.size()), chunk.checksum);
+    EXPECT_EQ(0, std::memcmp(out.data(), state_.data() + chunk.offset, out.size()));
+  }
+  LayoutVectorFile file;
+  WriteResult written;
+  write_version(file, header, sources, Config{}.pipeline, pool, &written);
+  EXPECT_EQ(written.chunks, 2u) << "4 MiB chunks in a file";
 }
 
 }  // namespace
