@@ -99,12 +99,16 @@ build: deps $(BUILD_DIR)/CMakeCache.txt
 	cmake --build $(BUILD_DIR) -j$(JOBS)
 
 # scikit-build-core keeps its build tree in build/python, so a re-install
-# only recompiles what changed.
+# only recompiles what changed. The editable install imports python/resurgo
+# itself, whose bytecode pip does not compile as it does an installed
+# package's: compiled here, or a process under PYTHONDONTWRITEBYTECODE
+# compiles every module of the package at each import.
 $(PY_BUILD)/.installed: $(PY_INPUTS) $(VENV)/.resurgo-requirements | deps
 	@echo "python: building the extension and installing resurgo into $(VENV) (editable)"
 	CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(VENV_PY) -m pip install -q --disable-pip-version-check \
 	  --no-build-isolation --config-settings=build-dir=$(PY_BUILD) \
 	  --config-settings=cmake.build-type=$(BUILD_TYPE) --config-settings=cmake.define.RESURGO_WERROR=ON -e .
+	$(VENV_PY) -m compileall -q python/resurgo
 	@mkdir -p $(PY_BUILD) && touch $@
 
 # The virtualenv and its stamp are made by bootstrap (deps).
