@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "base/clock.h"
@@ -55,12 +57,20 @@ class Trace {
 // the trace is off (two spans a checkpoint, on the application's thread).
 class TraceSpan {
  public:
-  TraceSpan(Trace& trace, std::string name, int version = -1, std::uint64_t bytes = 0)
-      : trace_(trace),
-        name_(std::move(name)),
-        version_(version),
-        bytes_(bytes),
-        begin_(trace.enabled() ? Clock::now() : Clock::time_point{}) {}
+  // `name`: a string, or a function that makes one, called only when the
+  // trace is on: a span of every write or restore then formats and
+  // allocates no name that nobody records.
+  template <class Name>
+  TraceSpan(Trace& trace, Name&& name, int version = -1, std::uint64_t bytes = 0)
+      : trace_(trace), version_(version), bytes_(bytes) {
+    if (!trace_.enabled()) return;
+    if constexpr (std::is_invocable_r_v<std::string, Name>) {
+      name_ = name();
+    } else {
+      name_ = std::forward<Name>(name);
+    }
+    begin_ = Clock::now();
+  }
   ~TraceSpan() {
     if (trace_.enabled()) trace_.record(name_, begin_, Clock::now(), version_, bytes_);
   }
@@ -72,7 +82,7 @@ class TraceSpan {
   std::string name_;
   int version_;
   std::uint64_t bytes_;
-  Clock::time_point begin_;
+  Clock::time_point begin_{};
 };
 
 }  // namespace resurgo

@@ -267,17 +267,17 @@ void check_coverage(const ReadableFile& file, const Container& container) {
   for (std::size_t r = 0; r < regions.size(); ++r) {
     auto& chunks = by_region[r];
     std::sort(chunks.begin(), chunks.end(), [](auto* a, auto* b) { return a->offset < b->offset; });
-    const std::string region = "region '" + printable(regions[r].label) + "'";
+    const auto region = [&] { return "region '" + printable(regions[r].label) + "'"; };  // named on failure only
     std::uint64_t covered = 0;
     for (const ChunkRecord* chunk : chunks) {
       if (chunk->offset < covered) {
-        corrupt(file, region + " has overlapping chunks at byte " + std::to_string(chunk->offset));
+        corrupt(file, region() + " has overlapping chunks at byte " + std::to_string(chunk->offset));
       }
-      if (!delta && chunk->offset != covered) corrupt(file, region + " has a gap at byte " + std::to_string(covered));
+      if (!delta && chunk->offset != covered) corrupt(file, region() + " has a gap at byte " + std::to_string(covered));
       covered = chunk->offset + chunk->raw_length;  // no overflow: the chunk lies inside the region
     }
     if (!delta && covered != regions[r].bytes) {
-      corrupt(file, region + " is covered up to byte " + std::to_string(covered) + " of " +
+      corrupt(file, region() + " is covered up to byte " + std::to_string(covered) + " of " +
                         std::to_string(regions[r].bytes));
     }
   }

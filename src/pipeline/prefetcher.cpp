@@ -278,7 +278,7 @@ bool Prefetcher::fetch(int version, Level& source, std::uint64_t bytes) {
   std::optional<std::string> failure;
   bool fitted = true;
   try {
-    TraceSpan span(trace_, "prefetch L" + std::to_string(source.number()) + " to L1", version, bytes);
+    TraceSpan span(trace_, [&] { return "prefetch L" + std::to_string(source.number()) + " to L1"; }, version, bytes);
     memory_.commit_copy(version, *source.open(version));
   } catch (const Error& error) {
     fitted = memory_.free_bytes() >= bytes;  // else memory was taken meanwhile: retry when freed

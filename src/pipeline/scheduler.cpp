@@ -271,14 +271,15 @@ std::uint64_t Scheduler::write(Task& job, Clock::time_point& started, bool on_ca
   Level& level = *job.route[job.step];
   if (job.step > 0) {
     Level& source = *job.route[job.step - 1];
-    TraceSpan span(trace_, "copy L" + std::to_string(source.number()) + " to L" + std::to_string(level.number()),
-                   job.version);
+    TraceSpan span(
+        trace_, [&] { return "copy L" + std::to_string(source.number()) + " to L" + std::to_string(level.number()); },
+        job.version);
     level.commit_copy(job.version, *source.open(job.version));
     return level.open(job.version)->size();
   }
   wait_for_backlog(job, on_caller);
   started = Clock::now();
-  TraceSpan span(trace_, "write L" + std::to_string(level.number()), job.version);
+  TraceSpan span(trace_, [&] { return "write L" + std::to_string(level.number()); }, job.version);
   if (job.snapshot.await_writer) {
     const WrittenVersion written = job.snapshot.await_writer();
     catalog_.set_copy_on_write_bytes(job.version, written.copy_on_write_bytes);
@@ -362,8 +363,10 @@ void Scheduler::run_group(std::vector<Task>& jobs) {
     members.push_back(i);
   }
   {
-    TraceSpan span(trace_, "group commit of " + std::to_string(group.size()) + " to L" + std::to_string(level.number()),
-                   jobs.front().version);
+    TraceSpan span(
+        trace_,
+        [&] { return "group commit of " + std::to_string(group.size()) + " to L" + std::to_string(level.number()); },
+        jobs.front().version);
     const std::vector<std::exception_ptr> committed = level.commit_group(group);
     for (std::size_t k = 0; k < members.size(); ++k) failures[members[k]] = committed[k];
   }
@@ -521,7 +524,7 @@ void Scheduler::compact(const CompactionTask& task) {
   lowered_ = true;
   Level& level = *task.level;
   const std::string where = "version " + std::to_string(task.version) + " on L" + std::to_string(level.number());
-  TraceSpan span(trace_, "compact L" + std::to_string(level.number()), task.version);
+  TraceSpan span(trace_, [&] { return "compact L" + std::to_string(level.number()); }, task.version);
   const Clock::time_point started = Clock::now();
   try {
     // Paced while nothing waits for the background work (pipeline/pacer.h).

@@ -272,7 +272,7 @@ class ChainRestorer {
   // the caller reads the whole chain again (from another level) or gives up.
   void read_chain(const std::vector<Link>& chain, std::vector<std::byte>& metadata) {
     const Link& newest = chain.front();
-    TraceSpan span(context_.trace, "restore from " + level_name(*newest.level), newest.version);
+    TraceSpan span(context_.trace, [&] { return "restore from " + level_name(*newest.level); }, newest.version);
     const Targets targets{destinations(context_, newest.container.header, newest.file->path(), newest.version),
                           std::vector<std::atomic<bool>>(newest.container.header.regions.size())};
     try {

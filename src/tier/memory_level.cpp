@@ -298,12 +298,14 @@ class MemoryLevel::Image {
   Image(const Image&) = delete;
   Image& operator=(const Image&) = delete;
 
-  // Named when first asked (an error message, a copy's check): a checkpoint
-  // that nothing asks pays no formatting.
+  // Named when first asked (an error message, a restore's checks): a
+  // checkpoint that nothing asks pays no formatting. Named under a mutex,
+  // not std::call_once: glibc's first call_once of each flag ends in a
+  // futex wake-up system call, which every version's first restore paid.
+  // Written once, never changed after: the reference stays valid.
   const std::string& path() const {
-    std::call_once(path_named_, [&] {
-      path_ = "memory:" + pool_->store() + "/" + format::container_file_name(version_, rank_);
-    });
+    const std::lock_guard lock(path_mutex_);
+    if (path_.empty()) path_ = "memory:" + pool_->store() + "/" + format::container_file_name(version_, rank_);
     return path_;
   }
   std::uint64_t size() const { return size_; }
@@ -453,7 +455,7 @@ class MemoryLevel::Image {
   const int version_;
   const int rank_;
   const std::uint64_t expected_;
-  mutable std::once_flag path_named_;
+  mutable std::mutex path_mutex_;
   mutable std::string path_;
   std::vector<Extent> extents_;  // held, in the version's order
   std::vector<Segment> segments_;
