@@ -43,8 +43,12 @@ class ThreadPool {
   // bench/results/adjoint_small_offcpu.md), more than sharing a copy of
   // 1 MiB (about 22 us alone: small_checkpoints_python_call.md) can save.
   // The effect: bench/results/small_checkpoints_calls.md as of commit 3c83e74. The threshold is
-  // for work at the speed of memory (copies, checksums).
-  static constexpr std::uint64_t kCallerOnlyBytes = std::uint64_t{1} << 20;
+  // for work at the speed of memory (copies, checksums). 1 MiB until a
+  // restore from memory of 2 and 4 MiB was found faster on the caller alone
+  // (bench/results/caller_only_threshold.md, back to back: 66 -> 53 us and
+  // 136 -> 107 us); checkpoints, 8 and 16 MiB and the L2 route were alike
+  // either way within the run's spread.
+  static constexpr std::uint64_t kCallerOnlyBytes = std::uint64_t{4} << 20;
   // `bytes` for slower work (compression, file reads): shared whatever its
   // size, as all work was before the threshold.
   static constexpr std::uint64_t kAlwaysShared = std::numeric_limits<std::uint64_t>::max();

@@ -12,8 +12,20 @@
 namespace resurgo {
 
 // Versions up to this size whose first level is the memory level are written
-// straight into it (take()).
-inline constexpr std::uint64_t kStraightToMemoryBytes = std::uint64_t{1} << 20;
+// straight into it (take()), on the application's thread alone
+// (ThreadPool::kCallerOnlyBytes). 1 MiB until versions of 2 and 4 MiB
+// were measured that way against the staging buffer and a second copy in
+// the background (bench/results/memory_one_copy.md, C++, 4 MiB: back to
+// back 332 -> 187 us, none waiting for the buffer where 25 of 512 did, a
+// restore 139 -> 107 us; with a 0.5 ms step 187 -> 213 us, the one-pass
+// copy and checksum costing more than a memcpy into the warm buffer), and
+// the adjoint at 4 MiB (adjoint_memory_one_copy.md: wall / NumpyStorage
+// 1.53 -> 1.29 through ResurgoStorage, 1.08 -> 1.14 through
+// ResurgoRevolver, within that row's spread). Larger versions written so
+// made the adjoint's saves at 16 MiB block longer for the same wall (a run
+// not kept): into memory not touched lately, the one-pass copy and
+// checksum reads every line it stores, where the buffer's memcpy does not.
+inline constexpr std::uint64_t kStraightToMemoryBytes = std::uint64_t{4} << 20;
 
 class CopyCapture final : public Capture {
  public:

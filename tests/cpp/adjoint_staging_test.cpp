@@ -14,6 +14,7 @@
 #include <mutex>
 #include <thread>
 
+#include "base/units.h"
 #include "capture/copy_capture.h"
 #include "hook_env.h"
 #include "io/fault_env.h"
@@ -275,10 +276,14 @@ TEST_F(AdjointStagingTest, AVersionLargerThanTheMemoryLevelIsReadFromItsLevel) {
 
 TEST_F(AdjointStagingTest, AFullMemoryRouteFailsTheVersionNamingTheCapacity) {
   auto keys = memory_only();
-  keys["memory.capacity"] = "4MiB";
+  keys["memory.capacity"] = "8MiB";  // one version of 5 MiB (three pieces), not two
   Store store("s", config(keys));
-  store.protect(0, u.data(), u.size() * sizeof(double), "u");
-  checkpoints(store, 1, 2);
+  // Over kStraightToMemoryBytes: through the staging buffer, so that the
+  // level's worker fails the version and the next call reports it.
+  std::vector<double> large((5u << 20) / sizeof(double), 1.0);
+  store.protect(0, large.data(), large.size() * sizeof(double), "large");
+  store.checkpoint(1);
+  store.checkpoint(2);
   try {
     store.wait(2, kL1);
     FAIL() << "version 2 fitted in a memory level that holds version 1";
@@ -286,21 +291,23 @@ TEST_F(AdjointStagingTest, AFullMemoryRouteFailsTheVersionNamingTheCapacity) {
     EXPECT_NE(std::string(error.what()).find("memory.capacity"), std::string::npos) << error.what();
   }
   store.discard(1);
-  fill(3);
+  large.assign(large.size(), 3.0);
   store.checkpoint(3);  // room again
   store.wait(3, kL1);
+  large.assign(large.size(), 0.0);
   EXPECT_EQ(store.restart(3), 3);
+  EXPECT_EQ(large.back(), 3.0);
 }
 
-// A version of at most kStraightToMemoryBytes bound for the memory level is
-// written into it by checkpoint() itself (no staging buffer, no worker): it
-// is there when checkpoint returns, and a full level fails that checkpoint,
-// not a later call.
+// A version bound for the memory level first is written into it by
+// checkpoint() itself (no staging buffer, no worker): it is there when
+// checkpoint returns, and a full level fails that checkpoint, not a later
+// call.
 TEST_F(AdjointStagingTest, ASmallVersionIsInMemoryWhenCheckpointReturns) {
   auto keys = memory_only();
   keys["memory.capacity"] = "2MiB";  // one version of 1 MiB and its records, not two
   Store store("s", config(keys));
-  std::vector<double> small(kStraightToMemoryBytes / sizeof(double), 1.0);
+  std::vector<double> small(kMiB / sizeof(double), 1.0);  // under kStraightToMemoryBytes
   store.protect(0, small.data(), small.size() * sizeof(double), "small");
   store.checkpoint(1);
   ASSERT_EQ(store.stats().size(), 1u);
@@ -317,6 +324,39 @@ TEST_F(AdjointStagingTest, ASmallVersionIsInMemoryWhenCheckpointReturns) {
   small.assign(small.size(), 0.0);
   EXPECT_EQ(store.restart(3), 3);
   EXPECT_EQ(small.front(), 3.0);
+}
+
+// So does one of kStraightToMemoryBytes, in several chunks (each in one run
+// of the level's memory), with pipeline threads that it does not wake.
+TEST_F(AdjointStagingTest, AVersionOfSeveralChunksIsInMemoryWhenCheckpointReturns) {
+  auto keys = memory_only();
+  keys["memory.capacity"] = "6MiB";  // one version of 4 MiB, not two
+  keys["pipeline.threads"] = "2";
+  Store store("s", config(keys));
+  std::vector<std::uint64_t> large(kStraightToMemoryBytes / sizeof(std::uint64_t));
+  const auto pattern = [&](std::uint64_t seed) {
+    std::vector<std::uint64_t> values(large.size());
+    for (std::size_t i = 0; i < values.size(); ++i) values[i] = i * 0x9E3779B97F4A7C15u + seed;
+    return values;
+  };
+  store.protect(0, large.data(), large.size() * sizeof(std::uint64_t), "large");
+  const auto fill_large = [&](std::uint64_t seed) {
+    const std::vector<std::uint64_t> values = pattern(seed);
+    std::copy(values.begin(), values.end(), large.begin());  // in the protected memory
+  };
+  fill_large(1);
+  store.checkpoint(1);
+  fill_large(2);
+  try {
+    store.checkpoint(2);
+    FAIL() << "version 2 fitted in a memory level that holds version 1";
+  } catch (const StorageError& error) {
+    EXPECT_NE(std::string(error.what()).find("memory.capacity"), std::string::npos) << error.what();
+  }
+  large.assign(large.size(), 0);
+  EXPECT_EQ(store.restart(1), 1);
+  EXPECT_TRUE(large == pattern(1));
+  EXPECT_EQ(store.stats().front().capture, "copy");
 }
 
 TEST_F(AdjointStagingTest, AForkCaptureCannotFeedTheMemoryLevel) {
