@@ -43,7 +43,7 @@ std::uint64_t line_up(std::uint64_t bytes) { return (bytes + kLineBytes - 1) / k
 // a chunk is copied and hashed in one pass, at checkpoint and at restore,
 // only within one run of a piece. A piece less 4 KiB: the chunk, its
 // record and gap fit one piece with room for a version's header or index,
-// and a state of up to 1 MiB (the capture's straight route) stays one chunk.
+// and a region of less than 2 MiB stays one chunk.
 constexpr std::uint64_t kLongestChunk = kPieceBytes - 4096;
 
 // The piece that holds `at`: pieces are aligned to their size.

@@ -299,10 +299,10 @@ TEST_F(AdjointStagingTest, AFullMemoryRouteFailsTheVersionNamingTheCapacity) {
   EXPECT_EQ(large.back(), 3.0);
 }
 
-// A version bound for the memory level first is written into it by
-// checkpoint() itself (no staging buffer, no worker): it is there when
-// checkpoint returns, and a full level fails that checkpoint, not a later
-// call.
+// A version of at most kStraightToMemoryBytes bound for the memory level is
+// written into it by checkpoint() itself (no staging buffer, no worker): it
+// is there when checkpoint returns, and a full level fails that checkpoint,
+// not a later call.
 TEST_F(AdjointStagingTest, ASmallVersionIsInMemoryWhenCheckpointReturns) {
   auto keys = memory_only();
   keys["memory.capacity"] = "2MiB";  // one version of 1 MiB and its records, not two
