@@ -359,6 +359,23 @@ TEST_F(AdjointStagingTest, AVersionOfSeveralChunksIsInMemoryWhenCheckpointReturn
   EXPECT_EQ(store.stats().front().capture, "copy");
 }
 
+// docs/adjoint.md's sizing rule: a checkpoint over 2 MiB written into the
+// memory level may take 2 MiB more than its bytes (each chunk needs one
+// free run of a piece), and that much more per version is enough: two
+// versions of 3 MiB fit in 10 MiB.
+TEST_F(AdjointStagingTest, TwoMiBMorePerVersionHoldsVersionsOverTwoMiB) {
+  auto keys = memory_only();
+  keys["memory.capacity"] = std::to_string(2 * (kValues * sizeof(double) + 2 * kMiB));
+  Store store("s", config(keys));
+  store.protect(0, u.data(), u.size() * sizeof(double), "u");
+  checkpoints(store, 1, 2);  // each fails the checkpoint when it does not fit
+  for (int version = 1; version <= 2; ++version) {
+    fill(0);
+    EXPECT_EQ(store.restart(version), version);
+    EXPECT_TRUE(holds_state_of(version));
+  }
+}
+
 TEST_F(AdjointStagingTest, AForkCaptureCannotFeedTheMemoryLevel) {
   auto keys = memory_only();
   keys["capture.mode"] = "fork";
