@@ -551,9 +551,8 @@ class Campaign {
                   name, mode.trials, mode.killed_at_point, mode.killed_in_writer, mode.killed_by_timer,
                   mode.point_not_reached);
     }
-    std::printf("  through the memory level first, discarding older versions: %ld trials (a state of %zu bytes: %s)\n",
-                tally_.memory_route, field_values_ * sizeof(double) + Application::kDefaultTagBytes,
-                field_values_ == kFieldValues[0] ? "through the staging buffer" : "straight into memory");
+    std::printf("  through the memory level first, discarding older versions: %ld trials (a state of %zu bytes)\n",
+                tally_.memory_route, field_values_ * sizeof(double) + Application::kDefaultTagBytes);
     std::printf("  the field a device region through an L0 cache (host backend): %ld trials\n", tally_.device_regions);
     std::printf("  a scratch L2 (local.durable = false): %ld trials\n", tally_.scratch_local);
     std::printf("  damage before the run: repairable %ld, whole version %ld, stale temporary %ld\n",
@@ -702,9 +701,9 @@ class Campaign {
   Layout layout_;
   std::mt19937_64 random_;
   // Every trial of a campaign restarts what the previous ones left, so the
-  // state's size is drawn once per campaign: over 1 MiB (the capture copies
-  // it into the staging buffer) or under (a memory-first route writes it
-  // straight into the memory level, docs/adjoint.md).
+  // state's size is drawn once per campaign: over 1 MiB or under. A
+  // memory-first route writes either straight into the memory level
+  // (docs/adjoint.md); the others copy it into the staging buffer.
   static constexpr std::size_t kFieldValues[] = {160 * 1024, 64 * 1024};
   const std::size_t field_values_;
   int newest_durable_ = -1;
