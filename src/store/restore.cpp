@@ -23,26 +23,31 @@ std::string describe(int version) { return version == kLatest ? "any version" : 
 
 std::string level_name(const Level& level) { return "L" + std::to_string(level.number()); }
 
+// For region_for where its checks passed before: names no copy.
+std::string unnamed() { return ""; }
+
 // The protected region `entry` goes to; nullptr for a region that is not
-// protected when the restart reads only the protected ones.
-const Region* region_for(const RestoreContext& context, const format::RegionEntry& entry, const std::string& where) {
+// protected when the restart reads only the protected ones. `where()`
+// names the version's copy for a message, made only when one is thrown.
+template <class Where>
+const Region* region_for(const RestoreContext& context, const format::RegionEntry& entry, const Where& where) {
   const auto& regions = context.registry.regions();
   const auto it = std::find_if(regions.begin(), regions.end(), [&](const Region& r) { return r.label == entry.label; });
   if (it == regions.end()) {
     if (context.scope == RestartScope::kProtectedRegions) return nullptr;
     throw MismatchError("the checkpoint holds region '" + entry.label + "' (" + std::to_string(entry.bytes) +
-                        " bytes) that is not protected" + where + "; protect it before restart");
+                        " bytes) that is not protected" + where() + "; protect it before restart");
   }
   if (it->bytes != entry.bytes) {
     throw MismatchError("region '" + entry.label + "' is protected with " + std::to_string(it->bytes) +
-                        " bytes but the checkpoint holds " + std::to_string(entry.bytes) + " bytes" + where);
+                        " bytes but the checkpoint holds " + std::to_string(entry.bytes) + " bytes" + where());
   }
   if (!it->type.dtype.empty() && !entry.dtype.empty() && it->type.dtype != entry.dtype) {
     throw MismatchError("region '" + entry.label + "' is protected as " + it->type.dtype +
-                        " but the checkpoint holds " + entry.dtype + where);
+                        " but the checkpoint holds " + entry.dtype + where());
   }
   if (!it->type.shape.empty() && !entry.shape.empty() && it->type.shape != entry.shape) {
-    throw MismatchError("region '" + entry.label + "' is protected with another shape than the checkpoint holds" + where);
+    throw MismatchError("region '" + entry.label + "' is protected with another shape than the checkpoint holds" + where());
   }
   return &*it;
 }
@@ -53,7 +58,7 @@ const Region* region_for(const RestoreContext& context, const format::RegionEntr
 // is read from, for the messages.
 std::vector<std::byte*> destinations(const RestoreContext& context, const format::Header& header,
                                      const std::string& path, int version) {
-  const std::string where = " (version " + std::to_string(version) + ", " + path + ")";
+  const auto where = [&] { return " (version " + std::to_string(version) + ", " + path + ")"; };
   std::vector<std::byte*> list;
   for (const format::RegionEntry& entry : header.regions) {
     const Region* region = region_for(context, entry, where);
@@ -62,7 +67,7 @@ std::vector<std::byte*> destinations(const RestoreContext& context, const format
   for (const Region& region : context.registry.regions()) {
     const bool held = std::any_of(header.regions.begin(), header.regions.end(),
                                   [&](const format::RegionEntry& e) { return e.label == region.label; });
-    if (!held) throw MismatchError("region '" + region.label + "' is protected but the checkpoint does not hold it" + where);
+    if (!held) throw MismatchError("region '" + region.label + "' is protected but the checkpoint does not hold it" + where());
   }
   return list;
 }
@@ -308,7 +313,7 @@ class ChainRestorer {
   void note_overwritten(const Link& newest, const Targets& targets) {
     const std::vector<format::RegionEntry>& entries = newest.container.header.regions;
     for (std::size_t i = 0; i < entries.size(); ++i) {
-      const Region* region = targets.written[i] ? region_for(context_, entries[i], "") : nullptr;
+      const Region* region = targets.written[i] ? region_for(context_, entries[i], unnamed) : nullptr;
       if (region != nullptr && region->kind == MemoryKind::kHost) overwritten_[region->label] = newest.version;
     }
   }
@@ -453,7 +458,7 @@ class ChainRestorer {
     report_.level = newest.level->number();
     report_.bytes = 0;
     for (const format::RegionEntry& entry : newest.container.header.regions) {
-      if (region_for(context_, entry, "") != nullptr) report_.bytes += entry.bytes;  // the regions restored
+      if (region_for(context_, entry, unnamed) != nullptr) report_.bytes += entry.bytes;  // the regions restored
     }
     report_.chain.clear();
     for (const Link& link : chain) report_.chain.push_back(link.version);

@@ -442,6 +442,7 @@ TEST_F(StoreTest, RestartIntoOtherRegionsFailsNamingTheRegion) {
       EXPECT_NE(message.find("'u'"), std::string::npos) << message;
       EXPECT_NE(message.find("400"), std::string::npos) << message;
       EXPECT_NE(message.find("800"), std::string::npos) << message;
+      EXPECT_NE(message.find("(version 1, "), std::string::npos) << "names the copy read: " << message;
     }
     EXPECT_EQ(w, std::vector<double>(50, 2.0));  // nothing overwritten
   }
