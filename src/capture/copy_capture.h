@@ -21,10 +21,10 @@ namespace resurgo {
 // copy and checksum costing more than a memcpy into the warm buffer), and
 // the adjoint at 4 MiB (adjoint_memory_one_copy.md: wall / NumpyStorage
 // 1.53 -> 1.29 through ResurgoStorage, 1.08 -> 1.14 through
-// ResurgoRevolver, within that row's spread). Larger versions written so
-// made the adjoint's saves at 16 MiB block longer for the same wall (a run
-// not kept): into memory not touched lately, the one-pass copy and
-// checksum reads every line it stores, where the buffer's memcpy does not.
+// ResurgoRevolver, within that row's spread). Larger versions are not
+// measured this way here: into memory not touched lately, the one-pass
+// copy and checksum reads every line it stores, where the buffer's memcpy
+// does not.
 inline constexpr std::uint64_t kStraightToMemoryBytes = std::uint64_t{4} << 20;
 
 class CopyCapture final : public Capture {
