@@ -277,8 +277,40 @@ void DirectoryLevel::sync_temporaries(Directory& directory, std::vector<StagedFi
   }
 }
 
+// Names new files as being published from before their rename to the end
+// of the directory sync after it: until then a power loss may take back
+// the rename, and durable_versions() leaves them out.
+class DirectoryLevel::Publishing {
+ public:
+  Publishing(DirectoryLevel& level, std::vector<std::string> names) : level_(level), names_(std::move(names)) {
+    if (names_.empty()) return;
+    std::lock_guard guard(level_.publishing_lock_);
+    level_.publishing_.insert(level_.publishing_.end(), names_.begin(), names_.end());
+  }
+  ~Publishing() {
+    if (names_.empty()) return;
+    std::lock_guard guard(level_.publishing_lock_);
+    for (const std::string& name : names_) {
+      level_.publishing_.erase(std::find(level_.publishing_.begin(), level_.publishing_.end(), name));
+    }
+  }
+  Publishing(const Publishing&) = delete;
+  Publishing& operator=(const Publishing&) = delete;
+
+ private:
+  DirectoryLevel& level_;
+  std::vector<std::string> names_;
+};
+
 // Renames each durable temporary, then syncs the directory once for all.
+// A file replacing a committed copy of its version is not named as being
+// published: either entry holds the version whole.
 void DirectoryLevel::publish(Directory& directory, std::vector<StagedFile>& files) {
+  std::vector<std::string> new_names;
+  for (const StagedFile& staged : files) {
+    if (!staged.failure && staged.durable && !staged.replaces) new_names.push_back(staged.final_name);
+  }
+  const Publishing publishing(*this, std::move(new_names));
   bool any_renamed = false;
   for (StagedFile& staged : files) {
     if (staged.failure) continue;
@@ -447,6 +479,7 @@ std::vector<std::exception_ptr> DirectoryLevel::commit_each(const std::vector<Pe
 void DirectoryLevel::publish_shared(const std::string& temporary, int version) {
   Directory& directory = existing_directory();
   make_identity_durable(directory);
+  const Publishing publishing(*this, {format::shared_file_name(version)});
   directory.rename(temporary, format::shared_file_name(version));
   directory.sync();
 }
@@ -654,11 +687,31 @@ void DirectoryLevel::make_identity_durable(Directory& directory) {
   unsynced_identity_.reset();
 }
 
+// A commit renames its file into place before the directory sync that
+// makes the rename durable. Counted among the versions an eviction keeps in
+// between (the scheduler evicts on its own thread), such a version would
+// let the eviction remove the durable one it supersedes, and a power loss
+// before the sync could then take both (the power campaign, POSIX
+// semantics, on L4 with keep = 1). Listed first, then filtered: a version
+// named as being published was named before its rename.
+std::vector<int> DirectoryLevel::durable_versions() {
+  std::vector<int> listed = versions();
+  std::lock_guard guard(publishing_lock_);
+  if (publishing_.empty()) return listed;
+  const auto published = [&](const std::string& name) {
+    return std::find(publishing_.begin(), publishing_.end(), name) != publishing_.end();
+  };
+  std::erase_if(listed, [&](int version) {
+    return published(file_name(version)) || published(format::shared_file_name(version));
+  });
+  return listed;
+}
+
 std::vector<int> DirectoryLevel::evict(const std::function<bool(int)>& pinned, const KnownBases& known_bases) {
   // A damaged file names no base and pins nothing; an unreadable one throws
   // before anything is removed.
   const auto base = [&](int version) { return base_of(version, known_bases); };
-  const std::vector<int> listed = versions();
+  const std::vector<int> listed = durable_versions();
   std::function<bool(int)> kept = pinned;
   if (collective_) {
     const std::vector<int> manifests = manifest_versions();

@@ -177,6 +177,7 @@ class DirectoryLevel final : public Level {
 
  private:
   struct StagedFile;  // one file of a commit on its way (directory_level.cpp)
+  class Publishing;  // names renamed into place, their directory sync not returned (directory_level.cpp)
 
   // Writes `final_name` through a temporary `temporary` (fsync, rename,
   // directory fsync); on failure nothing is visible.
@@ -187,6 +188,8 @@ class DirectoryLevel final : public Level {
   void write_temporaries(Directory& directory, std::vector<StagedFile>& files);
   void sync_temporaries(Directory& directory, std::vector<StagedFile>& files);
   void publish(Directory& directory, std::vector<StagedFile>& files);
+  // versions(), less those whose new file is visible but not yet durable.
+  std::vector<int> durable_versions();
   // How a version of a group is written: its `write`, or a verified copy of
   // its `source`.
   std::function<void(WritableFile&)> pending_write(const PendingCommit& pending);
@@ -251,6 +254,11 @@ class DirectoryLevel final : public Level {
   // reason as the two atomics above (io/fork_safe_lock.h).
   ForkSafeLock identity_lock_;
   std::unique_ptr<UnsyncedIdentity> unsynced_identity_;
+  // The new files of commits between their rename and the end of the
+  // directory sync after it (Publishing); a fork-safe lock for the reason
+  // above.
+  ForkSafeLock publishing_lock_;
+  std::vector<std::string> publishing_;
 };
 
 }  // namespace resurgo

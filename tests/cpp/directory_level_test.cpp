@@ -471,6 +471,36 @@ TEST_F(DirectoryLevelTest, EvictAsksWhatIsPinnedAfterListing) {
   EXPECT_EQ(evicting.versions(), (std::vector<int>{3, 4}));
 }
 
+// An eviction running between a commit's rename and its directory sync
+// (the scheduler's eviction thread beside a worker) must not count the new
+// version among those it keeps: a power loss before the sync may take back
+// the rename, and the version it superseded, removed meanwhile, would be
+// gone too (power campaign, POSIX semantics). Once the sync returned, the
+// new version counts. A rewrite of a committed version does not hide it.
+TEST_F(DirectoryLevelTest, EvictDoesNotCountAVersionWhoseCommitIsNotDurableYet) {
+  const auto env = std::make_shared<HookEnv>();
+  DirectoryLevel t = tier(1, 0600, 0, env);
+  t.prepare();
+  t.commit(1, writes(payload(10, 1)));
+  std::optional<std::vector<int>> evicted_before_sync;
+  env->after_rename = [&](const std::string&, const std::string& to) {
+    if (to == t.path(2)) evicted_before_sync = t.evict(nothing_pinned);
+  };
+  t.commit(2, writes(payload(10, 2)));
+  ASSERT_TRUE(evicted_before_sync.has_value());
+  EXPECT_TRUE(evicted_before_sync->empty()) << ::testing::PrintToString(*evicted_before_sync);
+  EXPECT_EQ(t.evict(nothing_pinned), std::vector<int>{1});
+
+  evicted_before_sync.reset();
+  t.commit(3, writes(payload(10, 3)));  // 2 and 3 held; 3 is rewritten in place (a compaction)
+  env->after_rename = [&](const std::string&, const std::string& to) {
+    if (to == t.path(3)) evicted_before_sync = t.evict(nothing_pinned);
+  };
+  t.commit(3, writes(payload(20, 3)));
+  ASSERT_TRUE(evicted_before_sync.has_value());
+  EXPECT_EQ(*evicted_before_sync, std::vector<int>{2});
+}
+
 TEST_F(DirectoryLevelTest, EvictWithKeepZeroKeepsEverything) {
   DirectoryLevel t = tier(0);
   t.prepare();

@@ -33,10 +33,12 @@
 //   power_campaign [--states N] [--seed S] [--semantics posix|ordered|both] [--dir PATH]
 //
 // A history depends on thread timing, so a seed reproduces the states drawn
-// from a history, not the history; a failing state's directory is kept.
+// from a history, not the history; a failing state's directory is kept,
+// with the history beside it (failed-N.history, the cut marked).
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <random>
@@ -509,6 +511,12 @@ void check_state(const Workload& workload, const Recording& recording, std::size
     fs::create_directories(kept);
     std::mt19937_64 again(state_seed);
     recording.env->materialise(cut, semantics, again, kept);
+    std::ofstream history(kept + ".history");
+    history << recording.env->describe(cut);
+    for (const Durable& d : recording.durable) {
+      history << "wait(" << d.version << ", " << d.level << ") of " << workload.stores[d.store].name
+              << " returned after operation " << d.operations << "\n";
+    }
   }
   for (const std::string& violation : violations) {
     std::printf("VIOLATION %s/%s cut %zu of %zu, state seed %llu: %s [%s]\n", workload.name,

@@ -231,6 +231,25 @@ std::size_t PowerLossEnv::operations() const {
   return history_.size();
 }
 
+std::string PowerLossEnv::describe(std::size_t cut) const {
+  static constexpr const char* kNames[] = {"mkdir", "create", "rename", "remove", "write", "sync", "sync_dir"};
+  std::lock_guard lock(mutex_);
+  std::string text;
+  for (std::size_t i = 0; i <= history_.size(); ++i) {
+    if (i == cut) text += "---- power lost here (cut " + std::to_string(cut) + ")\n";
+    if (i == history_.size()) break;
+    const Operation& operation = history_[i];
+    text += std::to_string(i) + " " + kNames[static_cast<int>(operation.kind)] + " " + operation.path;
+    if (!operation.to.empty()) text += " -> " + operation.to;
+    if (operation.inode >= 0) text += " inode " + std::to_string(operation.inode);
+    if (operation.kind == Kind::kWrite) {
+      text += " bytes " + std::to_string(operation.bytes.size()) + " at " + std::to_string(operation.offset);
+    }
+    text += "\n";
+  }
+  return text;
+}
+
 void PowerLossEnv::record(Kind kind, const std::string& path, int inode, const std::string& to, std::uint64_t offset,
                           std::vector<std::byte> bytes) {
   history_.push_back({kind, path, to, inode, offset, std::move(bytes)});

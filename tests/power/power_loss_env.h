@@ -106,6 +106,11 @@ class PowerLossEnv final : public Env {
   };
   std::vector<Replacement> replacements() const;
 
+  // The recorded operations, one per line, numbered from 0, with a line
+  // marking where `cut` falls: written beside a kept failing state, since
+  // the history (thread timing) cannot be recorded again from a seed.
+  std::string describe(std::size_t cut) const;
+
   // Bit rot: flips one bit of the file at `path` in place, durably (a write
   // and a sync are recorded), as a failing disk would. Restart must then
   // repair or quarantine the copy.
