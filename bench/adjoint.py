@@ -109,6 +109,9 @@ EXAMPLE_DIR = HERE.parent / "examples" / "adjoint_wave"  # acoustic.py, the mode
 FIELDS_PER_CHECKPOINT = 2
 MODEL_FIELDS = 9  # state 2, scratch 1, velocity and c^2 2, adjoint 3, gradient sum 1
 MEMCPY_REPEATS = 7
+# Sources of a cold memcpy fill this much: twice the 32 MiB L3 of the
+# machines measured here, so that each, copied once in turn, comes from DRAM.
+COLD_SOURCE_BYTES = 64 * MiB
 # The memory configured per version: a checkpoint plus one 2 MiB piece, what
 # builds up to b01a0b4 took per version (whole pieces), so that before rows
 # of such builds run with the same capacities; later builds take a version's
@@ -219,11 +222,13 @@ class Measured:
     load_storages: List[str] = field(default_factory=list)  # its StorageType name (RAM, DISK)
     load_levels: List[int] = field(default_factory=list)  # Resurgo level each load read (1: memory)
     memcpy_seconds: float = 0.0  # np.copyto of one checkpoint's bytes, median
+    cold_memcpy_seconds: float = 0.0  # the same from a source out of the caches, median
     peak_rss: int = 0  # ru_maxrss, bytes
     start_rss: int = 0  # ru_maxrss after the imports, before the model
     model_bytes: int = 0  # the model's own arrays
     gradient_sha256: str = ""
     pid: int = 0  # the worker's process id (its main thread's, for --offcpu)
+    schedule_seconds: float = 0.0  # listing a checkpoint_schedules schedule's actions, outside the wall
 
 
 class TimedStorage:
@@ -456,16 +461,47 @@ def resurgo_storage(prefetch: bool) -> Callable[[Any, Job], Any]:
     return make
 
 
+class ListedSchedule:
+    """An offline checkpoint_schedules schedule whose actions, up to the first
+    EndReverse, were listed before the run: its pure-Python Revolve is slow to
+    list them (the report gives the time), where pyrevolve's C++ Revolve (the
+    baseline rows) takes milliseconds inside its run, and that time is the
+    schedule's, not the storage's. resurgo.adjoint.run reads it as it reads
+    the schedule (max_n, then its actions)."""
+
+    def __init__(self, schedule: Any) -> None:
+        from checkpoint_schedules import EndReverse
+
+        self.max_n = schedule.max_n
+        actions = []
+        for action in schedule:
+            actions.append(action)
+            if isinstance(action, EndReverse):
+                break
+        self._actions = iter(actions)
+
+    def __iter__(self) -> "ListedSchedule":
+        return self
+
+    def __next__(self) -> Any:
+        return next(self._actions)
+
+
 def scheduled(schedule: Callable[[Job], Any], storage: Callable[[Any, Job], Any]):
-    """A row: checkpoint_schedules' `schedule` run by resurgo.adjoint.run on `storage`."""
+    """A row: checkpoint_schedules' `schedule` run by resurgo.adjoint.run on
+    `storage`; the time to list its actions is noted apart from the wall."""
     def row(model: Any, job: Job) -> Measured:
         from resurgo.adjoint import run
 
+        listing = time.perf_counter()
+        actions = ListedSchedule(schedule(job))
+        schedule_seconds = time.perf_counter() - listing
         with TimedStorage(storage(model, job)) as timed:
-            stats = run(schedule(job), model, timed, n_steps=job.steps)
+            stats = run(actions, model, timed, n_steps=job.steps)
         return Measured(save_seconds=stats.save_seconds, load_seconds=stats.load_seconds,
                         saves=stats.saves, loads=stats.loads, load_times=timed.load_times,
-                        load_storages=timed.load_storages, load_levels=timed.load_levels)
+                        load_storages=timed.load_storages, load_levels=timed.load_levels,
+                        schedule_seconds=schedule_seconds)
     return row
 
 
@@ -518,14 +554,20 @@ def max_rss() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
 
 
-def memcpy_seconds(state: Dict[str, np.ndarray]) -> float:
-    """Median time of np.copyto of one checkpoint's bytes into the (touched) state."""
-    sources = {label: array.copy() for label, array in state.items()}
+def memcpy_seconds(state: Dict[str, np.ndarray], cold: bool = False) -> float:
+    """Median time of np.copyto of one checkpoint's bytes into the (touched)
+    state: from one source again and again (it stays in the caches), or, when
+    `cold`, from each of the copies that fill COLD_SOURCE_BYTES in turn (out of
+    the caches, as a version saved or prefetched long before its load may be)."""
+    nbytes = sum(array.nbytes for array in state.values())
+    count = max(1, COLD_SOURCE_BYTES // nbytes) if cold else 1
+    sources = [{label: array.copy() for label, array in state.items()} for _ in range(count)]
     times = []
-    for _ in range(MEMCPY_REPEATS):
+    for repeat in range(max(MEMCPY_REPEATS, count)):
+        source = sources[repeat % count]
         started = time.perf_counter()
         for label, array in state.items():
-            np.copyto(array, sources[label])
+            np.copyto(array, source[label])
         times.append(time.perf_counter() - started)
     return statistics.median(times)
 
@@ -614,7 +656,7 @@ def worker(job: Job) -> Measured:
     model = make_model(job)
     started = time.perf_counter()
     measured = ROWS[job.row].run(model, job)
-    measured.wall = time.perf_counter() - started
+    measured.wall = time.perf_counter() - started - measured.schedule_seconds
     measured.peak_rss = max_rss()  # before memcpy_seconds allocates its sources
     measured.start_rss = start_rss
     fields = MODEL_FIELDS + (TIME_LEVELS - FIELDS_PER_CHECKPOINT if job.rotating else 0)  # its buffer
@@ -622,6 +664,7 @@ def worker(job: Job) -> Measured:
     measured.forward_steps = model.steps_advanced
     measured.gradient_sha256 = hashlib.sha256(model.gradient().tobytes()).hexdigest()
     measured.memcpy_seconds = memcpy_seconds(model.state)
+    measured.cold_memcpy_seconds = memcpy_seconds(model.state, cold=True)
     measured.pid = os.getpid()
     return measured
 
@@ -801,14 +844,16 @@ def best_baseline(results: Dict[str, RowResult], case: str, role: str) -> Option
     return min(candidates, key=lambda r: wall(r).median, default=None)
 
 
-def prefetched_restore_ratio(result: RowResult, storage: str) -> Series:
+def prefetched_restore_ratio(result: RowResult, storage: str, cold: bool) -> Series:
     """Per repeat: the median blocking of the loads of `storage` (RAM, DISK)
     that Resurgo served from its memory level / the same process's memcpy of
-    one checkpoint. DISK loads served from memory are the prefetched ones."""
+    one checkpoint (from a source out of the caches when `cold`). DISK loads
+    served from memory are the prefetched ones."""
     def ratio(m: Measured) -> Optional[float]:
         times = [t for t, kind, level in zip(m.load_times, m.load_storages, m.load_levels)
                  if kind == storage and level == 1]
-        return statistics.median(times) / m.memcpy_seconds if times else None
+        floor = m.cold_memcpy_seconds if cold else m.memcpy_seconds
+        return statistics.median(times) / floor if times else None
     return result.series("restore / memcpy", ratio)
 
 
@@ -936,9 +981,10 @@ def target_lines(results: Dict[str, RowResult], args, nbytes: int) -> List[str]:
     for key, storage in (("resurgo_prefetch", "RAM"), ("ms_resurgo_prefetch", "DISK")):
         r = results.get(key)
         if r and r.runs:
-            lines.append(target_row(f"{r.row.label}: {storage} restore from memory / memcpy of the "
-                                    "same bytes", prefetched_restore_ratio(r, storage), "≤",
-                                    TARGET_RESTORE_VS_MEMCPY))
+            for cold, source in ((False, ""), (True, " from a source out of the caches")):
+                lines.append(target_row(f"{r.row.label}: {storage} restore from memory / memcpy of the "
+                                        f"same bytes{source}", prefetched_restore_ratio(r, storage, cold),
+                                        "≤", TARGET_RESTORE_VS_MEMCPY))
     lines += wall_targets(results, nbytes)
     for r in results.values():
         if r.row.role == "resurgo" and r.runs:
@@ -1006,10 +1052,28 @@ def blocking_ratio(result: RowResult, other: RowResult) -> Series:
     return Series(label=result.row.label, times=[a / b for a, b in pairs])
 
 
+def schedule_line(results: Dict[str, RowResult]) -> str:
+    """The time checkpoint_schedules took to list each case's actions, left out of the walls."""
+    cells = []
+    for case in CASES:
+        listed = [m.schedule_seconds for r in results.values() if r.row.case == case for m in r.runs
+                  if m.schedule_seconds > 0]
+        if listed:
+            cells.append(f"{case} case {Series('schedule', times=listed).cell()}")
+    if not cells:
+        return ""
+    return ("Listing checkpoint_schedules' actions before each run (not in its wall; over all its workers): "
+            + "; ".join(cells) + ".")
+
+
 def memcpy_line(results: Dict[str, RowResult]) -> str:
-    memcpy = Series("memcpy", times=[m.memcpy_seconds for r in results.values() for m in r.runs])
+    runs = [m for r in results.values() for m in r.runs]
+    memcpy = Series("memcpy", times=[m.memcpy_seconds for m in runs])
+    cold = Series("memcpy", times=[m.cold_memcpy_seconds for m in runs])
     return (f"memcpy of one checkpoint (np.copyto of both fields into the touched state, median of "
-            f"{MEMCPY_REPEATS} in each worker; over all workers): {memcpy.cell()}.")
+            f"{MEMCPY_REPEATS} in each worker; over all workers): {memcpy.cell()}; from a source out "
+            f"of the caches (each of the copies that fill {human(COLD_SOURCE_BYTES)} once in turn): "
+            f"{cold.cell()}.")
 
 
 def schedule_code(args, steps: int, snapshots: int) -> str:
@@ -1063,7 +1127,10 @@ def write_markdown(path: Path, machine: Dict[str, str], by_size: Dict[int, Dict[
               f"case: `{schedule_code(args, args.steps, args.snapshots)}`; disk case: "
               f"`MultistageCheckpointSchedule({args.steps}, {args.ram_snapshots}, "
               f"{args.disk_snapshots})` (pyrevolve rows: its own CRevolve / HRevolve schedule "
-              "with the same snapshot counts, so their forward step counts differ slightly).", "",
+              "with the same snapshot counts, so their forward step counts differ slightly). "
+              "checkpoint_schedules' actions are listed before each run and that time is not in its "
+              "wall (`ListedSchedule`: its pure-Python Revolve is slow to list them, the time is "
+              "given under each size; pyrevolve's C++ schedule runs inside its run).", "",
               scale_note(args), "",
               "- **forward blocking**: seconds blocked in all saves (forward sweep and recomputation "
               "sweeps); **backward blocking**: seconds blocked in all loads. checkpoint_schedules "
@@ -1107,7 +1174,7 @@ def write_markdown(path: Path, machine: Dict[str, str], by_size: Dict[int, Dict[
             lines += case_table(results, case)
         lines += ["### Targets", ""] + target_lines(results, args, nbytes) + same_schedule_lines(results)
         lines += repoint_lines(results)
-        lines += [memcpy_line(results), ""]
+        lines += [memcpy_line(results), "", schedule_line(results), ""]
         for key, profile in profiles.get(nbytes, {}).items():
             lines += profile_lines(key, profile)
         for key, summary in perfs.get(nbytes, {}).items():
