@@ -370,13 +370,13 @@ def pyrevolve_measured(revolver: Any) -> Measured:
 
 
 # ---------------------------------------------------------------- the rows
-def row_ideal(model: Any, job: Job) -> Measured:
+def row_ideal(model: Any, job: Job, actions: None) -> Measured:
     model.forward(0, job.steps, adj_deps=True)
     model.reverse(job.steps, 0, clear_adj_deps=True)
     return Measured()
 
 
-def row_pyrevolve(model: Any, job: Job) -> Measured:
+def row_pyrevolve(model: Any, job: Job, actions: None) -> Measured:
     import pyrevolve
 
     revolver = pyrevolve.Revolver(*pyrevolve_parts(model), job.snapshots, job.steps)
@@ -385,7 +385,7 @@ def row_pyrevolve(model: Any, job: Job) -> Measured:
     return pyrevolve_measured(revolver)
 
 
-def row_pyrevolve_disk(model: Any, job: Job) -> Measured:
+def row_pyrevolve_disk(model: Any, job: Job, actions: None) -> Measured:
     import pyrevolve
     from pyrevolve.profiling import Profiler
     from pyrevolve.storage import DiskStorage, NumpyStorage
@@ -402,10 +402,10 @@ def row_pyrevolve_disk(model: Any, job: Job) -> Measured:
     return pyrevolve_measured(revolver)
 
 
-def row_pyrevolve_resurgo(disk: bool) -> Callable[[Any, Job], Measured]:
+def row_pyrevolve_resurgo(disk: bool) -> Callable[[Any, Job, None], Measured]:
     """pyrevolve's Revolver with its slots in Resurgo (the Devito route), in
     memory or with every slot in files under the job's directory."""
-    def row(model: Any, job: Job) -> Measured:
+    def row(model: Any, job: Job, actions: None) -> Measured:
         from resurgo.adjoint_pyrevolve import ResurgoRevolver
 
         set_repoint_bytes(job)  # here, so that the import is timed as in the other rows
@@ -487,21 +487,17 @@ class ListedSchedule:
         return next(self._actions)
 
 
-def scheduled(schedule: Callable[[Job], Any], storage: Callable[[Any, Job], Any]):
-    """A row: checkpoint_schedules' `schedule` run by resurgo.adjoint.run on
-    `storage`; the time to list its actions is noted apart from the wall."""
-    def row(model: Any, job: Job) -> Measured:
+def scheduled(storage: Callable[[Any, Job], Any]):
+    """A row's run: checkpoint_schedules' actions, listed before, run by
+    resurgo.adjoint.run on `storage`."""
+    def row(model: Any, job: Job, actions: ListedSchedule) -> Measured:
         from resurgo.adjoint import run
 
-        listing = time.perf_counter()
-        actions = ListedSchedule(schedule(job))
-        schedule_seconds = time.perf_counter() - listing
         with TimedStorage(storage(model, job)) as timed:
             stats = run(actions, model, timed, n_steps=job.steps)
         return Measured(save_seconds=stats.save_seconds, load_seconds=stats.load_seconds,
                         saves=stats.saves, loads=stats.loads, load_times=timed.load_times,
-                        load_storages=timed.load_storages, load_levels=timed.load_levels,
-                        schedule_seconds=schedule_seconds)
+                        load_storages=timed.load_storages, load_levels=timed.load_levels)
     return row
 
 
@@ -510,28 +506,35 @@ class Row:
     label: str
     case: str  # "memory" or "disk"
     role: str  # "ideal", "baseline" (in memory), "disk baseline" or "resurgo"
-    run: Callable[[Any, Job], Measured]
+    # run(model, job, actions): `actions` are the checkpoint_schedules
+    # schedule's, listed before the run is timed or profiled (schedule);
+    # None for the rows without one (pyrevolve schedules inside its run).
+    run: Callable[[Any, Job, Optional[ListedSchedule]], Measured]
+    schedule: Optional[Callable[[Job], Any]] = None
+
+    def list_actions(self, job: Job) -> Optional[ListedSchedule]:
+        return ListedSchedule(self.schedule(job)) if self.schedule else None
 
 
 ROWS: Dict[str, Row] = {
     "ideal": Row("every u[n] kept in NumPy memory (no recomputation)", "memory", "ideal", row_ideal),
     "pyrevolve": Row("pyrevolve Revolver, NumpyStorage", "memory", "baseline", row_pyrevolve),
     "cs_dict": Row("checkpoint_schedules {memory}, DictStorage", "memory", "baseline",
-                   scheduled(revolve, dict_storage)),
+                   scheduled(dict_storage), revolve),
     "resurgo": Row("{memory}, ResurgoStorage(prefetch=False)", "memory", "resurgo",
-                   scheduled(revolve, resurgo_storage(False))),
+                   scheduled(resurgo_storage(False)), revolve),
     "resurgo_prefetch": Row("{memory}, ResurgoStorage (prefetch)", "memory", "resurgo",
-                            scheduled(revolve, resurgo_storage(True))),
+                            scheduled(resurgo_storage(True)), revolve),
     "ms_dict": Row("Multistage, DictStorage (RAM and DISK both in memory)", "disk", "baseline",
-                   scheduled(multistage, dict_storage)),
+                   scheduled(dict_storage), multistage),
     "pyrevolve_disk": Row("pyrevolve MultiLevelRevolver, NumpyStorage + DiskStorage", "disk",
                           "disk baseline", row_pyrevolve_disk),
     "ms_files": Row("Multistage, dict RAM + raw files DISK", "disk", "disk baseline",
-                    scheduled(multistage, file_storage)),
+                    scheduled(file_storage), multistage),
     "ms_resurgo": Row("Multistage, ResurgoStorage(prefetch=False)", "disk", "resurgo",
-                      scheduled(multistage, resurgo_storage(False))),
+                      scheduled(resurgo_storage(False)), multistage),
     "ms_resurgo_prefetch": Row("Multistage, ResurgoStorage (prefetch)", "disk", "resurgo",
-                               scheduled(multistage, resurgo_storage(True))),
+                               scheduled(resurgo_storage(True)), multistage),
     "pyrevolve_resurgo": Row("pyrevolve Revolver, slots in Resurgo memory (ResurgoRevolver)", "memory",
                              "resurgo", row_pyrevolve_resurgo(disk=False)),
     "pyrevolve_resurgo_disk": Row("pyrevolve Revolver(snapshots), every slot in Resurgo files (ResurgoRevolver, "
@@ -539,7 +542,8 @@ ROWS: Dict[str, Row] = {
 }
 DEFAULT_ROWS = [key for key in ROWS if not key.startswith("pyrevolve_resurgo")]  # the large runs' rows
 # Each Resurgo row's schedule run with its checkpoints in NumPy memory: the
-# difference in wall is the storage's alone, schedule library included in both.
+# difference in wall is the storage's alone, the schedule's work in neither
+# wall (checkpoint_schedules' listed before) or in both (pyrevolve's).
 SAME_SCHEDULE = {"resurgo": "cs_dict", "resurgo_prefetch": "cs_dict", "ms_resurgo": "ms_dict",
                  "ms_resurgo_prefetch": "ms_dict", "pyrevolve_resurgo": "pyrevolve",
                  "pyrevolve_resurgo_disk": "pyrevolve"}
@@ -654,9 +658,13 @@ def worker(job: Job) -> Measured:
     start_rss = max_rss()
     shape = grid_shape(job.nbytes)
     model = make_model(job)
+    listing = time.perf_counter()
+    actions = ROWS[job.row].list_actions(job)
+    schedule_seconds = time.perf_counter() - listing if actions is not None else 0.0
     started = time.perf_counter()
-    measured = ROWS[job.row].run(model, job)
-    measured.wall = time.perf_counter() - started - measured.schedule_seconds
+    measured = ROWS[job.row].run(model, job, actions)
+    measured.wall = time.perf_counter() - started
+    measured.schedule_seconds = schedule_seconds
     measured.peak_rss = max_rss()  # before memcpy_seconds allocates its sources
     measured.start_rss = start_rss
     fields = MODEL_FIELDS + (TIME_LEVELS - FIELDS_PER_CHECKPOINT if job.rotating else 0)  # its buffer
@@ -674,10 +682,11 @@ def profile_worker(job: Job) -> Dict[str, Any]:
     PROFILE_TOP functions by own time (function, calls, own seconds,
     cumulative seconds), with the own time of all functions."""
     model = make_model(job)
+    actions = ROWS[job.row].list_actions(job)  # not profiled: the schedule's, as in worker()
     profiler = cProfile.Profile()
     started = time.perf_counter()
     profiler.enable()
-    ROWS[job.row].run(model, job)
+    ROWS[job.row].run(model, job, actions)
     profiler.disable()
     wall_seconds = time.perf_counter() - started
     entries = pstats.Stats(profiler).stats  # (file, line, name) -> (cc, calls, own, cumulative, callers)
