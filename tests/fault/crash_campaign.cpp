@@ -68,6 +68,7 @@
 #include "campaign_main.h"
 #include "child_process.h"
 #include "base/crash_point.h"
+#include "capture/copy_capture.h"
 #include "format/container.h"
 #include "resurgo/env.hpp"
 #include "resurgo/errors.hpp"
@@ -379,7 +380,9 @@ const T& pick(std::mt19937_64& random, const T (&choices)[N]) {
 Trial plan(std::mt19937_64& random, const Layout& layout, long number) {
   Trial trial;
   trial.settings = base_settings(layout);
-  static const char* const kBuffers[] = {"1MiB", "2MiB", "6MiB", "auto"};  // 1 MiB: synchronous for the larger state
+  // 1 MiB: synchronous for the larger state, one version for the smaller;
+  // 6 MiB: one larger version; 12 MiB: two.
+  static const char* const kBuffers[] = {"1MiB", "6MiB", "12MiB", "auto"};
   static const char* const kChunks[] = {"64KiB", "256KiB"};
   static const char* const kCodecs[] = {"none", "lz4", "zstd", "blosc-lz4", "blosc-zstd"};
   static const char* const kThreads[] = {"1", "2", "3"};
@@ -447,7 +450,7 @@ Trial plan(std::mt19937_64& random, const Layout& layout, long number) {
   // the field as one: through an L0 cache that holds a few versions, one
   // smaller than a version (every capture bypasses it), or none.
   if ((trial.capture_mode == "copy" || trial.capture_mode == "delta") && random() % 3 == 0) {
-    static const char* const kDeviceCaches[] = {"4MiB", "512KiB", "0"};
+    static const char* const kDeviceCaches[] = {"12MiB", "512KiB", "0"};
     trial.settings["device.backend"] = "host";
     trial.settings["device.capacity"] = pick(random, kDeviceCaches);
     trial.settings["device.chunk"] = "1MiB";
@@ -551,8 +554,9 @@ class Campaign {
                   name, mode.trials, mode.killed_at_point, mode.killed_in_writer, mode.killed_by_timer,
                   mode.point_not_reached);
     }
-    std::printf("  through the memory level first, discarding older versions: %ld trials (a state of %zu bytes)\n",
-                tally_.memory_route, field_values_ * sizeof(double) + Application::kDefaultTagBytes);
+    std::printf("  through the memory level first, discarding older versions: %ld trials (a state of %zu bytes: %s)\n",
+                tally_.memory_route, field_values_ * sizeof(double) + Application::kDefaultTagBytes,
+                field_values_ == kFieldValues[0] ? "through the staging buffer" : "straight into memory");
     std::printf("  the field a device region through an L0 cache (host backend): %ld trials\n", tally_.device_regions);
     std::printf("  a scratch L2 (local.durable = false): %ld trials\n", tally_.scratch_local);
     std::printf("  damage before the run: repairable %ld, whole version %ld, stale temporary %ld\n",
@@ -701,10 +705,11 @@ class Campaign {
   Layout layout_;
   std::mt19937_64 random_;
   // Every trial of a campaign restarts what the previous ones left, so the
-  // state's size is drawn once per campaign: over 1 MiB or under. A
-  // memory-first route writes either straight into the memory level
-  // (docs/adjoint.md); the others copy it into the staging buffer.
-  static constexpr std::size_t kFieldValues[] = {160 * 1024, 64 * 1024};
+  // state's size is drawn once per campaign: over kStraightToMemoryBytes,
+  // which every route copies into the staging buffer, or under, which a
+  // memory-first route writes straight into the memory level
+  // (docs/adjoint.md) and the others copy into the buffer.
+  static constexpr std::size_t kFieldValues[] = {kStraightToMemoryBytes / sizeof(double) + 16 * 1024, 64 * 1024};
   const std::size_t field_values_;
   int newest_durable_ = -1;
   std::set<std::string> damaged_on_purpose_;
