@@ -241,7 +241,12 @@ TEST(GroupCommitTest, AVersionWaitsForL2OnlyOnceTheMemoryLevelIsFullOfVersionsWa
   burst.get();
   pipeline.scheduler->drain();
   for (int version = 1; version <= 6; ++version) pipeline.expect_bit_for_bit(version);
-  EXPECT_GT(pipeline.backpressure(5), 0.1) << "the wait for L2 is backpressure";
+  // Counted as backpressure, which the scheduler records only for a wait
+  // for a copy to L2. No bound on how long: that depends on when the
+  // burst's thread reached version 5 after version 4 landed. Under TSan on
+  // the 2-core VM its wait was once 92 ms of the 200 ms that L2 is held
+  // here, against a bound of 100 ms (bench/ci_time.sh, 2026-11-29).
+  EXPECT_GT(pipeline.backpressure(5), 0.0) << "the wait for L2 is backpressure";
   for (int version = 1; version <= 4; ++version) EXPECT_EQ(pipeline.backpressure(version), 0.0) << version;
   EXPECT_EQ(pipeline.catalog.failure_count(), 0);
 }
