@@ -35,6 +35,16 @@ SMOKE_OUT = HERE.parent / "build" / "bench-smoke"
 QUICK_OUT = HERE.parent / "build" / "bench-quick"  # bench/results holds only full runs
 
 
+def put_package_first(package: str) -> None:
+    """Makes `import resurgo` load the package in the directory `package`
+    (resurgo/ with its _core, e.g. an older build's), ahead of the editable
+    install's finders; nothing when `package` is empty. How a benchmark runs
+    an older build beside the current one without a venv of its own."""
+    if package:
+        sys.meta_path[:] = [f for f in sys.meta_path if not type(f).__name__.startswith("ScikitBuild")]
+        sys.path.insert(0, package)
+
+
 def import_resurgo(script: str):
     """Imports resurgo, or exits with how to build it."""
     try:

@@ -101,7 +101,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
     HERE, MiB, Series, add_common_args, check_resources, finish_common_args, fmt_time,
     grouped_bars, human, log, machine_description, machine_lines, mem_available, parse_size,
-    parse_sizes, pyplot, report_header,
+    parse_sizes, put_package_first, pyplot, report_header,
 )
 import offcpu  # noqa: E402
 
@@ -146,10 +146,7 @@ ROTATING_DEFAULT_ROWS = "pyrevolve,pyrevolve_resurgo,pyrevolve_resurgo_disk"
 def import_package_from_environment() -> None:
     """A worker of a before row: resurgo from $ADJOINT_BENCH_PACKAGE, ahead
     of the editable install's finders."""
-    package = os.environ.get(PACKAGE_VARIABLE)
-    if package:
-        sys.meta_path[:] = [f for f in sys.meta_path if not type(f).__name__.startswith("ScikitBuild")]
-        sys.path.insert(0, package)
+    put_package_first(os.environ.get(PACKAGE_VARIABLE, ""))
 
 
 def grid_shape(nbytes: int) -> Tuple[int, int]:

@@ -37,6 +37,12 @@ whose median is the build's change with the machine's modes shared by both.
 
     .venv/bin/python bench/host_ab.py --before-python /tmp/old/venv/bin/python \
         --before-label 9d8341d --after-label HEAD --repeats 10
+    .venv/bin/python bench/host_ab.py --before-package /tmp/old-package \
+        --before-label 9217f5b --after-label HEAD --repeats 8
+
+--before-package DIR runs the old build with this interpreter, importing
+resurgo from DIR (a copy of python/resurgo with its _core built at the old
+commit) ahead of the editable install, as adjoint.py's does.
 """
 
 from __future__ import annotations
@@ -50,10 +56,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 from _common import (MiB, Series, add_common_args, evict, finish_common_args, fmt_time, log, machine_description,
-                     machine_lines, parse_size, pyplot, report_header)
+                     machine_lines, parse_size, put_package_first, pyplot, report_header)
 
 WARMUP_VERSIONS = 3  # as host_checkpoint.py
 FIRST_CHECKPOINTS = 5  # as host_checkpoint.py: the 1st and 2nd against the 5th
@@ -165,9 +171,12 @@ def restart(resurgo, state, config: dict, out: Dict[str, List[float]]) -> None:
             out[key] = [time.perf_counter() - started]
 
 
-def child(nbytes: int, checkpoints: int, interval: float, stores: int, work: Path) -> None:
-    """One process of one build: prints {figure: [values]} as JSON."""
+def child(nbytes: int, checkpoints: int, interval: float, stores: int, work: Path, package: str) -> None:
+    """One process of one build (resurgo from `package` when given): prints
+    {figure: [values]} as JSON."""
     import numpy as np
+
+    put_package_first(package)
     import resurgo
 
     state = np.arange(nbytes // 8, dtype=np.float64)
@@ -178,23 +187,25 @@ def child(nbytes: int, checkpoints: int, interval: float, stores: int, work: Pat
     print(json.dumps(out))
 
 
-def run_child(python: str, args, work: Path) -> Dict[str, List[float]]:
+def run_child(build: Tuple[str, str], args, work: Path) -> Dict[str, List[float]]:
+    """`build`: (the Python to run, the package directory it imports resurgo from or "")."""
+    python, package = build
     command = [python, str(Path(__file__).resolve()), "--child", "--size", str(args.size),
                "--checkpoints", str(args.checkpoints), "--interval", str(args.interval),
-               "--first-stores", str(args.first_stores), "--dir", str(work)]
+               "--first-stores", str(args.first_stores), "--dir", str(work), "--package", package]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"host_ab.py: a process of {python} failed:\n{done.stderr}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def measure(args, builds: Dict[str, str], root: Path) -> Dict[str, Dict[str, Series]]:
+def measure(args, builds: Dict[str, Tuple[str, str]], root: Path) -> Dict[str, Dict[str, Series]]:
     series = {label: {key: Series(text) for key, (text, _) in FIGURES.items()} for label in builds}
     every_blocking = {label: [] for label in builds}
     for turn in range(args.repeats):
-        for label, python in builds.items():
+        for label, build in builds.items():
             work = Path(tempfile.mkdtemp(dir=root, prefix=f"{label}-"))
-            got = run_child(python, args, work)
+            got = run_child(build, args, work)
             subprocess.run(["rm", "-rf", str(work)], check=True)
             for key in FIGURES:
                 series[label][key].times.append(statistics.median(got[key]))
@@ -268,6 +279,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_common_args(ap, "host_ab", "where the stores go (default: a temporary directory in /tmp)")
     ap.add_argument("--before-python", help="the Python whose resurgo is the old build")
+    ap.add_argument("--before-package", default="", metavar="DIR",
+                    help="instead: a directory holding the old build's resurgo/ (with its _core), imported "
+                         "by this interpreter ahead of the editable install")
+    ap.add_argument("--package", default="", help=argparse.SUPPRESS)
     ap.add_argument("--before-label", default="before")
     ap.add_argument("--after-label", default="after", help="this interpreter's resurgo")
     ap.add_argument("--size", type=lambda t: parse_size(t), default=256 * MiB)
@@ -281,15 +296,16 @@ def main() -> None:
     args = ap.parse_args()
     args.argv = sys.argv[1:]
     if args.child:
-        child(args.size, args.checkpoints, args.interval, args.first_stores, args.dir)
+        child(args.size, args.checkpoints, args.interval, args.first_stores, args.dir, args.package)
         return
-    if not args.before_python:
-        ap.error("--before-python is required")
+    if bool(args.before_python) == bool(args.before_package):
+        ap.error("give one of --before-python and --before-package")
     finish_common_args(ap, args)
     if args.first_stores < 1:
         ap.error("--first-stores must be at least 1")
     root = Path(tempfile.mkdtemp(prefix="resurgo-host-ab-", dir=args.dir))
-    builds = {args.before_label: args.before_python, args.after_label: sys.executable}
+    builds = {args.before_label: (args.before_python or sys.executable, args.before_package),
+              args.after_label: (sys.executable, "")}
     series = measure(args, builds, root)
     import resurgo
 

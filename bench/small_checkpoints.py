@@ -66,7 +66,8 @@ from typing import Dict, List, Tuple
 import numpy as np
 
 from _common import (MiB, Series, add_common_args, finish_common_args, fmt_time, human, import_resurgo,
-                     log, machine_description, machine_lines, parse_sizes, pyplot, report_header)
+                     log, machine_description, machine_lines, parse_sizes, put_package_first, pyplot,
+                     report_header)
 import python_layer
 
 PACKAGE_VARIABLE = "SMALL_CHECKPOINTS_PACKAGE"
@@ -75,10 +76,7 @@ PACKAGE_VARIABLE = "SMALL_CHECKPOINTS_PACKAGE"
 def import_package():
     """resurgo from the directory $SMALL_CHECKPOINTS_PACKAGE names (ahead of
     the editable install's finders), else the installed one."""
-    package = os.environ.get(PACKAGE_VARIABLE)
-    if package:
-        sys.meta_path[:] = [f for f in sys.meta_path if not type(f).__name__.startswith("ScikitBuild")]
-        sys.path.insert(0, package)
+    put_package_first(os.environ.get(PACKAGE_VARIABLE, ""))
     return import_resurgo("small_checkpoints.py")
 
 
