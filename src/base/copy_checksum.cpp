@@ -12,10 +12,11 @@
 // tests/cpp/copy_checksum_test.cpp compares every kernel's value with
 // XXH3_64bits at every length around the loop's bounds. This file is
 // compiled on its own (src/CMakeLists.txt: not in a unity batch), since
-// XXH_INLINE_ALL must not meet another include of xxhash.h. GCC only (its
-// target pragma) and libxxhash 0.8.1 only (below); elsewhere the two-pass
-// path.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// XXH_INLINE_ALL must not meet another include of xxhash.h. GCC and clang,
+// each with its own pragma that compiles a stretch of functions for an
+// instruction set, and libxxhash 0.8.1 only (below); elsewhere the
+// two-pass path.
+#if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define XXH_INLINE_ALL
 #define XXH_X86DISPATCH  // accumulators aligned for AVX-512, as libxxhash's dispatcher has them
@@ -31,6 +32,14 @@
 #if XXH_VERSION_NUMBER == 801
 #define RESURGO_COPY_CHECKSUM_X86 1
 #endif
+#define RESURGO_PRAGMA(text) _Pragma(#text)
+#if defined(__clang__)
+#define RESURGO_TARGET_PUSH(isa) RESURGO_PRAGMA(clang attribute push(__attribute__((target(isa))), apply_to = function))
+#define RESURGO_TARGET_POP RESURGO_PRAGMA(clang attribute pop)
+#else
+#define RESURGO_TARGET_PUSH(isa) RESURGO_PRAGMA(GCC push_options) RESURGO_PRAGMA(GCC target(isa))
+#define RESURGO_TARGET_POP RESURGO_PRAGMA(GCC pop_options)
+#endif
 #endif
 
 namespace resurgo {
@@ -42,10 +51,11 @@ namespace {
 // undefined vector (_mm512_undefined_epi32), which -Wuninitialized flags.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
-#pragma GCC push_options
-#pragma GCC target("avx512f")
+RESURGO_TARGET_PUSH("avx512f")
 namespace avx512 {
 
 using Lanes = __m512i;
@@ -67,10 +77,9 @@ inline void copy_stripe(Lanes& acc, xxh_u8* destination, const xxh_u8* source, c
 #include "base/copy_checksum_loop.inl"
 
 }  // namespace avx512
-#pragma GCC pop_options
+RESURGO_TARGET_POP
 
-#pragma GCC push_options
-#pragma GCC target("avx2")
+RESURGO_TARGET_PUSH("avx2")
 namespace avx2 {
 
 struct Lanes {
@@ -102,7 +111,7 @@ inline void copy_stripe(Lanes& acc, xxh_u8* destination, const xxh_u8* source, c
 #include "base/copy_checksum_loop.inl"
 
 }  // namespace avx2
-#pragma GCC pop_options
+RESURGO_TARGET_POP
 
 #pragma GCC diagnostic pop
 #endif
