@@ -166,9 +166,11 @@ FAKE_CUDA_TESTS := $(shell grep -v '^\#' tests/cpp/fake_cuda/suites.txt | paste 
 # (bench/ci_time.sh measures both). TSan's stays at -O1: its runs are the
 # longest of make test. A new tree uses Ninja, which
 # builds the listed programs side by side (make builds one goal at a time).
-# $(call sanitizer_build,build dir,-fsanitize= list,library -O,GoogleTest target).
+# Each tree has its compiler (a tree configured with another is made anew).
+# $(call sanitizer_build,build dir,-fsanitize= list,library -O,GoogleTest target,C++ compiler).
 define sanitizer_build
-	cmake -S . -B $(1) $(if $(wildcard $(1)/CMakeCache.txt),,$(GENERATOR)) -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DRESURGO_BUILD_EXAMPLES=OFF -DRESURGO_BUILD_FORTRAN=OFF \
+	if [ -f $(1)/CMakeCache.txt ] && ! grep -q '^CMAKE_CXX_COMPILER:[A-Z]*=$(5)$$' $(1)/CMakeCache.txt; then rm -rf $(1); fi
+	cmake -S . -B $(1) $$([ -f $(1)/CMakeCache.txt ] || echo '$(GENERATOR)') -DCMAKE_CXX_COMPILER=$(5) -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DRESURGO_BUILD_EXAMPLES=OFF -DRESURGO_BUILD_FORTRAN=OFF \
 	  -DCMAKE_CXX_FLAGS="-fsanitize=$(2) -fno-omit-frame-pointer -fno-sanitize-recover=all $(3)" \
 	  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=$(2)" -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=$(2)"
 	cmake --build $(1) -j$(JOBS) --target resurgo $(4) resurgo_fake_cuda crash_campaign auto_crash_campaign stress_campaign power_tests power_campaign
@@ -186,15 +188,27 @@ define sanitized_tests
 	  "$(2) $(1)/tests/fault/stress_campaign --seconds 5"
 endef
 
-# GCC's shared ASan runtime, which the ASan tree's library loads (clang
-# links its runtime statically unless given -shared-libasan).
-ASAN_RUNTIME = $(shell $(CXX) -print-file-name=libasan.so)
+# The ASan+UBSan tree is compiled by clang (bootstrap installs it): at -O0
+# with both sanitizers it compiled the library's largest batch (job/) in
+# 16 s of CPU against GCC's 32 s, and GCC with TSan at -O1 (the TSan tree's
+# compiler) in 20 s against clang's 24 s (medians of 5,
+# bench/results/compile_cost.md). build/cpp's GoogleTest program (GCC, not
+# instrumented; both compilers use libstdc++) runs on the clang-built
+# library with clang's shared ASan runtime preloaded, which holds the UBSan
+# handlers too; the tree's own programs link the runtime statically and
+# export it to the library. ODR indicators: the library registers its own
+# copies of the globals the program also defines (vtables), so their
+# redzones are not laid over the program's copies (without them ASan
+# reported overflows there).
+ASAN_CXX     = $(or $(shell command -v clang++ 2>/dev/null),clang++)
+ASAN_RUNTIME = $(shell $(ASAN_CXX) -print-file-name=libclang_rt.asan-$(shell uname -m).so)
+TSAN_CXX     = $(shell command -v $(CXX) 2>/dev/null)
 
 build-asan: deps
-	$(call sanitizer_build,build/asan,address$(,)undefined,-O0,)
+	$(call sanitizer_build,build/asan,address$(,)undefined,-O0 -fsanitize-address-use-odr-indicator,,$(ASAN_CXX))
 
 build-tsan: deps
-	$(call sanitizer_build,build/tsan,thread,-O1,resurgo_tests)
+	$(call sanitizer_build,build/tsan,thread,-O1,resurgo_tests,$(TSAN_CXX))
 
 test-asan: build build-asan
 	$(call sanitized_tests,build/asan,ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1,LD_PRELOAD=$(ASAN_RUNTIME) $(BUILD_DIR)/tests/cpp/resurgo_tests)

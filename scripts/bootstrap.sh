@@ -39,7 +39,8 @@ debian_packages=(build-essential cmake pkg-config gfortran libtomlplusplus-dev
   libscalapack-openmpi-dev  # the ConvergentMatrix's ScaLAPACK interoperation test
   ninja-build  # build/cpp and pip's build of the Python package both use Ninja (Makefile)
   ccache  # the build trees of one `make test` share what they compile alike (Makefile)
-  lld)  # links make test's programs faster than GNU ld (CMakeLists.txt)
+  lld  # links make test's programs faster than GNU ld (CMakeLists.txt)
+  clang)  # compiles the ASan+UBSan tree in half GCC's time (Makefile), and the fuzz targets
 # Baselines of bench/matrix.py (PETSc's MATSCALAPACK assembly, Global
 # Arrays' NGA_Acc): large, and needed by no test, so only for `make bench`.
 bench_packages=(petsc-dev libglobalarrays-dev)
@@ -96,7 +97,7 @@ check_debian() {
 check_other() {
   # Not Debian: look for the commands and headers themselves.
   local missing=() c h d found
-  for c in c++ cmake pkg-config; do
+  for c in c++ clang++ cmake pkg-config; do
     command -v "$c" >/dev/null 2>&1 || missing+=("command $c")
   done
   command -v gfortran >/dev/null 2>&1 \
