@@ -82,7 +82,7 @@ def variant_command(command: List[str], variant: Variant, compilers: Dict[str, s
         if skip:
             skip -= 1
             continue
-        if arg in ("-MD",):
+        if arg == "-MD":
             continue
         if arg in ("-MT", "-MF"):
             skip = 1

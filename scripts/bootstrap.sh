@@ -40,7 +40,7 @@ debian_packages=(build-essential cmake pkg-config gfortran libtomlplusplus-dev
   ninja-build  # build/cpp and pip's build of the Python package both use Ninja (Makefile)
   ccache  # the build trees of one `make test` share what they compile alike (Makefile)
   lld  # links make test's programs faster than GNU ld (CMakeLists.txt)
-  clang)  # compiles the ASan+UBSan tree with half the CPU GCC takes (Makefile), and the fuzz targets
+  clang)  # the ASan+UBSan tree: half GCC's compile CPU (Makefile); the fuzz targets
 # Baselines of bench/matrix.py (PETSc's MATSCALAPACK assembly, Global
 # Arrays' NGA_Acc): large, and needed by no test, so only for `make bench`.
 bench_packages=(petsc-dev libglobalarrays-dev)
