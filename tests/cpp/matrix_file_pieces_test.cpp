@@ -16,6 +16,7 @@
 #include "matrix/file_pieces.h"
 #include "matrix/local_rows.h"
 #include "matrix/part_checksums.h"
+#include "matrix/transpose.h"
 
 namespace resurgo {
 namespace {
@@ -56,6 +57,35 @@ void expect_reference_sums() {
 TEST(MatrixFilePiecesTest, PartSumsAreTheFormulaTermByTerm) {
   expect_reference_sums<float>();
   expect_reference_sums<double>();
+}
+
+// Every shape up to 40 x 40, around the AVX2 squares (8 x 8 floats, 4 x 4
+// doubles) and their bands of two: each element lands transposed, and the
+// destination's padding past `rows` in each line is left as it was.
+template <typename T>
+void expect_transposed(std::int64_t rows, std::int64_t cols) {
+  const std::int64_t source_stride = cols + 3;
+  const std::int64_t destination_stride = rows + 5;
+  std::vector<T> source(static_cast<std::size_t>(rows * source_stride + 1));
+  for (std::size_t i = 0; i < source.size(); ++i) source[i] = static_cast<T>(i);
+  std::vector<T> destination(static_cast<std::size_t>(cols * destination_stride + 1), T(-1));
+  transpose(source.data(), source_stride, destination.data(), destination_stride, rows, cols);
+  for (std::int64_t c = 0; c < cols; ++c) {
+    for (std::int64_t r = 0; r < destination_stride; ++r) {
+      const T wanted = r < rows ? source[r * source_stride + c] : T(-1);
+      ASSERT_EQ(destination[c * destination_stride + r], wanted) << rows << " x " << cols << ", at " << r << ", " << c;
+    }
+  }
+  EXPECT_EQ(destination.back(), T(-1));
+}
+
+TEST(MatrixFilePiecesTest, TransposeMovesEveryElementAndNothingElse) {
+  for (std::int64_t rows = 0; rows <= 40; ++rows) {
+    for (std::int64_t cols = 0; cols <= 40; ++cols) {
+      expect_transposed<float>(rows, cols);
+      expect_transposed<double>(rows, cols);
+    }
+  }
 }
 
 TEST(MatrixFilePiecesTest, LocalRowsGoToRowMajorOrderAndBack) {
