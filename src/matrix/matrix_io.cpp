@@ -26,6 +26,7 @@
 #include "matrix/mpi_call.h"
 #include "matrix/polite_wait.h"
 #include "matrix/scratch_buffer.h"
+#include "matrix/slab_delivery.h"
 #include "resurgo/env.hpp"
 #include "resurgo/errors.hpp"
 
@@ -256,19 +257,15 @@ std::vector<Piece<T>> own_lines(const MatrixContext& context, MatrixOrder order,
   return pieces;
 }
 
-// This rank's slab as one piece: written from the elements that arrived
-// from their owners (`arrived`, each owner's next one at next[owner]),
-// read into those leaving for them (`leaving`, the same cut).
+// This rank's slab as one piece, written from the elements that arrived
+// from their owners (`arrived`, each owner's next one at next[owner]).
 template <typename T>
-Piece<T> slab_piece(const MatrixContext& context, const FileSlabs& slabs, const T* arrived, T* leaving,
+Piece<T> slab_piece(const MatrixContext& context, const FileSlabs& slabs, const T* arrived,
                     std::vector<std::uint64_t>& next) {
   Piece<T> piece{.first = slabs.first(context.rank), .count = slabs.elements(context.rank)};
   const int rank = context.rank;
   piece.copy_out = [&slabs, rank, arrived, &next](std::uint64_t at, std::uint64_t n, T* out) {
     slabs.unpack(rank, at, at + n, arrived, next, out);
-  };
-  piece.copy_in = [&slabs, rank, leaving, &next](std::uint64_t at, std::uint64_t n, const T* in) {
-    slabs.pack(rank, at, at + n, in, next, leaving);
   };
   return piece;
 }
@@ -289,16 +286,6 @@ ArrivedSlab<T> gather_slab(const MatrixContext& context, const FileSlabs& slabs,
   ArrivedSlab<T> arrived{ScratchBuffer<T>(slabs.elements(context.rank)), traffic.slab.starts};
   exchange(context, part.data(), traffic.own, arrived.elements.data(), traffic.slab);
   return arrived;
-}
-
-// The inverse: the slab as read (`leaving`, cut by owner as `traffic`
-// says) to the elements' owners.
-template <typename T>
-void scatter_slab(const MatrixContext& context, const SlabTraffic& traffic, const ScratchBuffer<T>& leaving, T* storage,
-                  MatrixOrder order) {
-  FileOrderPart<T> part(context, storage, order);
-  exchange(context, leaving.data(), traffic.slab, part.data(), traffic.own);
-  part.scatter();
 }
 
 // Sums every rank's terms of the file's table, waiting politely for the
@@ -388,7 +375,7 @@ void ConvergentMatrix<T>::write_global(const std::string& path, MatrixOrder orde
   ArrivedSlab<T> arrived = whole ? ArrivedSlab<T>() : gather_slab(context, slabs, storage, order);
   const std::vector<Piece<T>> pieces =
       whole ? own_lines(context, order, storage)
-            : std::vector<Piece<T>>{slab_piece<T>(context, slabs, arrived.elements.data(), nullptr, arrived.next)};
+            : std::vector<Piece<T>>{slab_piece<T>(context, slabs, arrived.elements.data(), arrived.next)};
   char suffix[17] = {};
   on_rank_0(context, where, [&] { random_hex(8).copy(suffix, 16); });
   check_mpi(MPI_Bcast(suffix, 16, MPI_CHAR, 0, context.comm), "MPI_Bcast");
@@ -431,12 +418,15 @@ std::vector<std::byte> read_head(const std::string& path, const GlobalHeader& he
   return head;
 }
 
-// Reads this rank's pieces of the file; the table of their terms, summed
-// over every rank.
+// Reads this rank's pieces of the file, then runs `settle` (the end of
+// the slab exchange); the table of their terms, summed over every rank.
+// Every chunk goes on to its copy_in even after a failed read, so that no
+// owner waits for elements that never come; the ranks agree on the
+// failure after `settle`.
 template <typename T>
 std::vector<std::uint64_t> read_file_pieces(const MatrixContext& context, const std::vector<Piece<T>>& pieces,
                                             const GlobalHeader& written, const std::string& path,
-                                            const std::string& where) {
+                                            const std::string& where, const std::function<void()>& settle = {}) {
   IoStatus status;
   MPI_File file = MPI_FILE_NULL;
   status.note(MPI_File_open(context.comm, path.c_str(), MPI_MODE_RDONLY, MPI_INFO_NULL, &file), "MPI_File_open");
@@ -444,15 +434,36 @@ std::vector<std::uint64_t> read_file_pieces(const MatrixContext& context, const 
   std::vector<std::uint64_t> table(written.parts, 0);
   read_pieces<T>(pieces, written.part_bytes / sizeof(T), table, [&](std::uint64_t first, T* data, std::uint64_t n) {
     const auto offset = static_cast<MPI_Offset>(written.data_offset + first * sizeof(T));
-    return in_calls(offset, reinterpret_cast<std::byte*>(data), n * sizeof(T), status, "MPI_File_read_at",
-                    [&](MPI_Offset at, std::byte* bytes, int count) {
-                      return MPI_File_read_at(file, at, bytes, count, MPI_BYTE, MPI_STATUS_IGNORE);
-                    });
+    in_calls(offset, reinterpret_cast<std::byte*>(data), n * sizeof(T), status, "MPI_File_read_at",
+             [&](MPI_Offset at, std::byte* bytes, int count) {
+               return MPI_File_read_at(file, at, bytes, count, MPI_BYTE, MPI_STATUS_IGNORE);
+             });
+    return true;
   });
+  if (settle) settle();
   status.note(MPI_File_close(&file), "MPI_File_close");
   status.check(context, where, "check that every rank can read the file");
   sum_table(context, table);
   return table;
+}
+
+// Reads this rank's slab of the file, its chunks delivered to their owners
+// as they are read (slab_delivery.h); the table of the slab's terms,
+// summed over every rank.
+template <typename T>
+std::vector<std::uint64_t> read_slab(const MatrixContext& context, T* storage, const GlobalHeader& written,
+                                     const std::string& path, const std::string& where) {
+  const FileSlabs slabs(context.layout, context.size, written.order, written.part_bytes / sizeof(T));
+  const SlabTraffic traffic = traffic_of(context, slabs);
+  FileOrderPart<T> part(context, storage, written.order);
+  Piece<T> piece{.first = slabs.first(context.rank), .count = slabs.elements(context.rank)};
+  SlabDelivery<T> delivery(context, slabs, traffic.own.starts, traffic.own.counts, part.data(),
+                           std::min(piece.chunk, piece.count));
+  piece.copy_in = [&delivery](std::uint64_t at, std::uint64_t n, const T* in) { delivery.deliver(at, n, in); };
+  std::vector<std::uint64_t> sums =
+      read_file_pieces<T>(context, {piece}, written, path, where, [&delivery] { delivery.finish(); });
+  part.scatter();
+  return sums;
 }
 
 // CorruptionError naming the first part whose sum differs from the table's.
@@ -492,16 +503,11 @@ void ConvergentMatrix<T>::read_global(const std::string& path) {
       decode_global_table(std::span<const std::byte>(head).subspan(kGlobalHeaderBytes), written, where);
   T* storage = impl_->backend->storage();
   try {
-    const FileSlabs slabs(context.layout, context.size, written.order, written.part_bytes / sizeof(T));
-    const bool whole = lines_whole<T>(context.layout, written.order);
-    const SlabTraffic traffic = whole ? SlabTraffic() : traffic_of(context, slabs);
-    ScratchBuffer<T> leaving(whole ? 0 : slabs.elements(context.rank));
-    std::vector<std::uint64_t> next = traffic.slab.starts;
-    const std::vector<Piece<T>> pieces =
-        whole ? own_lines(context, written.order, storage)
-              : std::vector<Piece<T>>{slab_piece<T>(context, slabs, nullptr, leaving.data(), next)};
-    check_parts(read_file_pieces(context, pieces, written, path, where), table, written, where);
-    if (!whole) scatter_slab(context, traffic, leaving, storage, written.order);
+    const std::vector<std::uint64_t> sums =
+        lines_whole<T>(context.layout, written.order)
+            ? read_file_pieces(context, own_lines(context, written.order, storage), written, path, where)
+            : read_slab(context, storage, written, path, where);
+    check_parts(sums, table, written, where);
   } catch (const Error&) {
     std::fill_n(storage, impl_->storage_elements(), T{0});  // no rank keeps a damaged or partial part
     throw;
