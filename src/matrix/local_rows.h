@@ -5,6 +5,7 @@
 // copy of the whole part.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "matrix/transpose.h"
@@ -25,6 +26,27 @@ struct LocalRows {
   // The inverse: `in`, row after row, into local rows [first, first + count).
   void copy_in(std::int64_t first, std::int64_t count, const T* in) const {
     transpose<T>(in, cols, storage + first, lld, count, cols);
+  }
+  // `count` elements of the rows in row-major order, from element `offset`
+  // of that order on, into the local array: a stretch that may start and
+  // end part way through a row.
+  void copy_in_at(std::uint64_t offset, const T* in, std::uint64_t count) const {
+    const auto width = static_cast<std::uint64_t>(cols);
+    std::uint64_t row = width == 0 ? 0 : offset / width;
+    std::uint64_t col = width == 0 ? 0 : offset % width;
+    while (count > 0) {
+      const std::uint64_t whole_rows = col == 0 ? count / width : 0;
+      const std::uint64_t n = whole_rows > 0 ? whole_rows * width : std::min(count, width - col);
+      if (whole_rows > 0) {
+        copy_in(static_cast<std::int64_t>(row), static_cast<std::int64_t>(whole_rows), in);
+      } else {
+        transpose<T>(in, static_cast<std::int64_t>(n), storage + col * lld + row, lld, 1, static_cast<std::int64_t>(n));
+      }
+      in += n;
+      count -= n;
+      row += (col + n) / width;
+      col = (col + n) % width;
+    }
   }
 };
 

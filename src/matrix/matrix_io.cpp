@@ -113,10 +113,11 @@ void check_sizes(const MatrixLayout& layout, std::size_t element_bytes, const st
                              std::to_string(kMostParts) + " MiB of data); write it with checkpoint() instead");
 }
 
-// This rank's elements in the file's order, as one buffer, for the
-// exchange with the slabs: the local array itself for column-major files
-// (ScaLAPACK's column-major local array holds its columns and rows in
-// ascending global order), a row-major copy for row-major ones.
+// This rank's elements in the file's order, for the exchange with the
+// slabs: the local array itself for column-major files (ScaLAPACK's
+// column-major local array holds its columns and rows in ascending global
+// order), its rows for row-major ones: a row-major copy to write from,
+// transposed stretches into the array when reading.
 template <typename T>
 class FileOrderPart {
  public:
@@ -124,16 +125,21 @@ class FileOrderPart {
       : rows_{storage, context.layout.leading_dimension(context.layout.grid_row_of(context.rank)),
               context.layout.cols().local_extent(context.layout.grid_col_of(context.rank))},
         local_rows_(context.layout.rows().local_extent(context.layout.grid_row_of(context.rank))),
-        row_major_(order == MatrixOrder::kRowMajor) {
-    if (row_major_) copy_.resize(static_cast<std::size_t>(local_rows_ * rows_.cols));
+        row_major_(order == MatrixOrder::kRowMajor) {}
+  // Before a write: the elements in file order.
+  const T* gather() {
+    if (!row_major_) return rows_.storage;
+    copy_ = ScratchBuffer<T>(static_cast<std::size_t>(local_rows_ * rows_.cols));
+    rows_.copy_out(0, local_rows_, copy_.data());
+    return copy_.data();
   }
-  T* data() { return row_major_ ? copy_.data() : rows_.storage; }
-  // Before a write: the local array into the buffer; after a read: back.
-  void gather() {
-    if (row_major_) rows_.copy_out(0, local_rows_, copy_.data());
-  }
-  void scatter() {
-    if (row_major_) rows_.copy_in(0, local_rows_, copy_.data());
+  // When reading: where the elements go.
+  FileOrderSink<T> sink() const {
+    if (!row_major_) return FileOrderSink<T>{.in_place = rows_.storage};
+    const LocalRows<T> rows = rows_;
+    return FileOrderSink<T>{.put = [rows](std::uint64_t offset, const T* elements, std::uint64_t count) {
+      rows.copy_in_at(offset, elements, count);
+    }};
   }
 
  private:
@@ -281,10 +287,10 @@ struct ArrivedSlab {
 template <typename T>
 ArrivedSlab<T> gather_slab(const MatrixContext& context, const FileSlabs& slabs, T* storage, MatrixOrder order) {
   FileOrderPart<T> part(context, storage, order);
-  part.gather();
+  const T* file_order = part.gather();
   const SlabTraffic traffic = traffic_of(context, slabs);
   ArrivedSlab<T> arrived{ScratchBuffer<T>(slabs.elements(context.rank)), traffic.slab.starts};
-  exchange(context, part.data(), traffic.own, arrived.elements.data(), traffic.slab);
+  exchange(context, file_order, traffic.own, arrived.elements.data(), traffic.slab);
   return arrived;
 }
 
@@ -455,15 +461,11 @@ std::vector<std::uint64_t> read_slab(const MatrixContext& context, T* storage, c
                                      const std::string& path, const std::string& where) {
   const FileSlabs slabs(context.layout, context.size, written.order, written.part_bytes / sizeof(T));
   const SlabTraffic traffic = traffic_of(context, slabs);
-  FileOrderPart<T> part(context, storage, written.order);
+  const FileOrderPart<T> part(context, storage, written.order);
   Piece<T> piece{.first = slabs.first(context.rank), .count = slabs.elements(context.rank)};
-  SlabDelivery<T> delivery(context, slabs, traffic.own.starts, traffic.own.counts, part.data(),
-                           std::min(piece.chunk, piece.count));
+  SlabDelivery<T> delivery(context, slabs, traffic.own.starts, traffic.own.counts, part.sink(), piece.chunk);
   piece.copy_in = [&delivery](std::uint64_t at, std::uint64_t n, const T* in) { delivery.deliver(at, n, in); };
-  std::vector<std::uint64_t> sums =
-      read_file_pieces<T>(context, {piece}, written, path, where, [&delivery] { delivery.finish(); });
-  part.scatter();
-  return sums;
+  return read_file_pieces<T>(context, {piece}, written, path, where, [&delivery] { delivery.finish(); });
 }
 
 // CorruptionError naming the first part whose sum differs from the table's.

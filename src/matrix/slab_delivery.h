@@ -2,7 +2,8 @@
 // matrix_io.cpp), a chunk at a time: the elements of each chunk read from
 // this rank's slab leave for their owners as soon as the chunk is summed,
 // through two send buffers of one chunk each, while this rank takes what
-// the other holders send it into its own elements in file order. Sending
+// the other holders send it into its own elements (the local array, or its
+// rows transposed for a row-major file). Sending
 // the whole slab after reading it needed a buffer the size of the slab,
 // whose pages the kernel zeroes at their first touch on every read, and
 // left the exchange for after the reads (bench/results/matrix_io.md).
@@ -14,6 +15,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,20 +28,31 @@
 
 namespace resurgo {
 
+// Where this rank's elements go, by their offset in its file order: into
+// memory at `in_place` + offset (a column-major file: the local array is in
+// file order), else through put(offset, elements, count) (a row-major file:
+// into the local array's rows, transposed).
+template <typename T>
+struct FileOrderSink {
+  T* in_place = nullptr;
+  std::function<void(std::uint64_t offset, const T* elements, std::uint64_t count)> put{};
+};
+
 template <typename T>
 class SlabDelivery {
  public:
-  // `file_order`: this rank's elements in file order, of which the slab of
-  // rank r holds [starts[r], starts[r] + counts[r]).
+  // This rank's elements [starts[r], starts[r] + counts[r]) of its file
+  // order are in rank r's slab; they go to `sink`.
   SlabDelivery(const MatrixContext& context, const FileSlabs& slabs, std::vector<std::uint64_t> starts,
-               std::vector<std::uint64_t> counts, T* file_order, std::uint64_t chunk_elements)
+               std::vector<std::uint64_t> counts, FileOrderSink<T> sink, std::uint64_t chunk_elements)
       : context_(context),
         slabs_(slabs),
         starts_(std::move(starts)),
         counts_(std::move(counts)),
         arrived_(counts_.size(), 0),
-        file_order_(file_order),
+        sink_(std::move(sink)),
         outgoing_{Outgoing{ScratchBuffer<T>(chunk_elements)}, Outgoing{ScratchBuffer<T>(chunk_elements)}},
+        arriving_(sink_.in_place == nullptr ? chunk_elements : 0),
         owner_counts_(counts_.size()),
         owner_offsets_(counts_.size()) {}
 
@@ -92,7 +105,12 @@ class SlabDelivery {
 
   // The next `count` of this rank's elements held by `holder`'s slab.
   void take(int holder, const T* elements, std::uint64_t count) {
-    std::copy_n(elements, count, file_order_ + starts_[holder] + arrived_[holder]);
+    const std::uint64_t offset = starts_[holder] + arrived_[holder];
+    if (sink_.in_place != nullptr) {
+      std::copy_n(elements, count, sink_.in_place + offset);
+    } else {
+      sink_.put(offset, elements, count);
+    }
     arrived_[holder] += count;
   }
 
@@ -108,16 +126,21 @@ class SlabDelivery {
       int count = 0;
       check_mpi(MPI_Get_count(&status, mpi_type<T>(), &count), "MPI_Get_count");
       const int holder = status.MPI_SOURCE;
-      if (count < 0 || static_cast<std::uint64_t>(count) > counts_[holder] - arrived_[holder]) {
+      const bool in_place = sink_.in_place != nullptr;  // else through a buffer of one chunk, which holds any message
+      const auto room = in_place ? counts_[holder] - arrived_[holder]
+                                 : std::min<std::uint64_t>(counts_[holder] - arrived_[holder], arriving_.size());
+      if (count < 0 || static_cast<std::uint64_t>(count) > room) {
         throw StateError("ConvergentMatrix::read_global: rank " + std::to_string(holder) + " sent " +
-                         std::to_string(count) + " elements where " +
-                         std::to_string(counts_[holder] - arrived_[holder]) +
-                         " were left to come: the ranks disagree on the file's layout (a bug; please report it)");
+                         std::to_string(count) + " elements where at most " + std::to_string(room) +
+                         " could come: the ranks disagree on the file's layout (a bug; please report it)");
       }
-      check_mpi(MPI_Mrecv(file_order_ + starts_[holder] + arrived_[holder], count, mpi_type<T>(), &message,
-                          MPI_STATUS_IGNORE),
-                "MPI_Mrecv");
-      arrived_[holder] += static_cast<std::uint64_t>(count);
+      T* into = in_place ? sink_.in_place + starts_[holder] + arrived_[holder] : arriving_.data();
+      check_mpi(MPI_Mrecv(into, count, mpi_type<T>(), &message, MPI_STATUS_IGNORE), "MPI_Mrecv");
+      if (in_place) {
+        arrived_[holder] += static_cast<std::uint64_t>(count);
+      } else {
+        take(holder, into, static_cast<std::uint64_t>(count));
+      }
       took = true;
     }
   }
@@ -141,9 +164,10 @@ class SlabDelivery {
   std::vector<std::uint64_t> starts_;
   std::vector<std::uint64_t> counts_;
   std::vector<std::uint64_t> arrived_;
-  T* file_order_;
+  FileOrderSink<T> sink_;
   Outgoing outgoing_[2];
   int turn_ = 0;
+  ScratchBuffer<T> arriving_;
   std::vector<std::uint64_t> owner_counts_;
   std::vector<std::uint64_t> owner_offsets_;
 };

@@ -109,6 +109,28 @@ TEST(MatrixFilePiecesTest, LocalRowsGoToRowMajorOrderAndBack) {
             -1.0);  // and so is the padding below the rows
 }
 
+// What read_global's slab exchange hands a row-major file's owner: stretches
+// of its rows in row-major order that start and end anywhere, each put in
+// place in the column-major local array, transposed.
+TEST(MatrixFilePiecesTest, StretchesOfRowsLandInTheLocalArrayWhereverTheyStartAndEnd) {
+  constexpr std::int64_t kRows = 29, kCols = 13, kLld = 31;
+  std::vector<float> row_major(kRows * kCols);
+  for (std::size_t i = 0; i < row_major.size(); ++i) row_major[i] = static_cast<float>(i);
+  for (std::uint64_t stretch : {1, 5, 13, 14, 40, 377}) {
+    std::vector<float> storage(kLld * kCols, -1);
+    const LocalRows<float> rows{storage.data(), kLld, kCols};
+    for (std::uint64_t at = 0; at < row_major.size(); at += stretch) {
+      rows.copy_in_at(at, &row_major[at], std::min<std::uint64_t>(stretch, row_major.size() - at));
+    }
+    for (std::int64_t j = 0; j < kCols; ++j) {
+      for (std::int64_t i = 0; i < kLld; ++i) {
+        const float wanted = i < kRows ? static_cast<float>(i * kCols + j) : -1.0f;  // padding untouched
+        ASSERT_EQ(storage[j * kLld + i], wanted) << "stretches of " << stretch << ", row " << i << ", column " << j;
+      }
+    }
+  }
+}
+
 // A piece through the copies, in chunks of 3 elements: each chunk is
 // written where it belongs in file order and summed; reading puts it back.
 TEST(MatrixFilePiecesTest, ChunksCoverAPieceInOrderAndSumAsAWhole) {
