@@ -61,16 +61,17 @@ void write_pieces(const std::vector<Piece<T>>& pieces, std::uint64_t part_elemen
 }
 
 // The inverse: io(file element index, elements, count) reads each chunk,
-// which is summed and put in place.
+// which is summed and put in place; every chunk, even after a failed read
+// (the slab exchange must see them all: matrix_io.cpp).
 template <typename T>
 void read_pieces(const std::vector<Piece<T>>& pieces, std::uint64_t part_elements, std::vector<std::uint64_t>& sums,
-                 const std::function<bool(std::uint64_t, T*, std::uint64_t)>& io) {
+                 const std::function<void(std::uint64_t, T*, std::uint64_t)>& io) {
   ScratchBuffer<T> buffer = chunk_buffer(pieces);
   for (const Piece<T>& piece : pieces) {
     for (std::uint64_t at = 0; at < piece.count; at += piece.chunk) {
       const std::uint64_t n = std::min(piece.chunk, piece.count - at);
       T* chunk = piece.in_place != nullptr ? piece.in_place + at : buffer.data();
-      if (!io(piece.first + at, chunk, n)) return;
+      io(piece.first + at, chunk, n);
       add_part_sums(chunk, piece.first + at, n, part_elements, sums);
       if (piece.in_place == nullptr) piece.copy_in(at, n, chunk);
     }

@@ -444,7 +444,6 @@ std::vector<std::uint64_t> read_file_pieces(const MatrixContext& context, const 
              [&](MPI_Offset at, std::byte* bytes, int count) {
                return MPI_File_read_at(file, at, bytes, count, MPI_BYTE, MPI_STATUS_IGNORE);
              });
-    return true;
   });
   if (settle) settle();
   status.note(MPI_File_close(&file), "MPI_File_close");

@@ -160,7 +160,6 @@ TEST(MatrixFilePiecesTest, ChunksCoverAPieceInOrderAndSumAsAWhole) {
   std::vector<std::uint64_t> read_sums(8, 0);
   read_pieces<float>({pieces[0]}, 8, read_sums, [&](std::uint64_t first, float* data, std::uint64_t n) {
     std::memcpy(data, &file[first], n * 4);
-    return true;
   });
   EXPECT_EQ(std::memcmp(back.data(), memory.data(), 20 * 4), 0);
 }
