@@ -27,8 +27,8 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from _common import (MiB, Series, add_common_args, finish_common_args, log, machine_description, machine_lines,
-                     pyplot, report_header)
+from _common import (MiB, Series, add_common_args, finish_common_args, grouped_bars, log, machine_description,
+                     machine_lines, pyplot, report_header)
 
 SCRIPT = "matrix_kernels.py"
 NAME = "matrix_kernels"
@@ -94,14 +94,10 @@ def plot(args, now: List[dict], before: Optional[List[dict]]) -> None:
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4))
     builds = [("now", ratios(now))] + ([("before", ratios(before))] if before else [])
-    width = 0.8 / len(builds)
-    for index, (name, series) in enumerate(builds):
-        values = [series[f"{step}_ratio"] for step in STEPS]
-        xs = [i + (index - (len(builds) - 1) / 2) * width for i in range(len(values))]
-        ax.bar(xs, [v.median for v in values], width=width, label=name,
-               yerr=[[v.median - v.min for v in values], [v.max - v.median for v in values]], capsize=3)
+    groups = [(label, {name: Series(name, times=series[f"{step}_ratio"].times) for name, series in builds})
+              for step, label in STEPS.items()]
+    grouped_bars(ax, groups, log_scale=False)
     ax.axhline(1.0, color="gray", linestyle="--", linewidth=1, label="memcpy")
-    ax.set_xticks(range(len(STEPS)), list(STEPS.values()))
     ax.set_ylabel("time / memcpy of the same bytes")
     ax.set_title(("SMOKE RUN — " if args.smoke else "") +
                  f"global-layout file kernels, median [min–max] of {args.repeats}")

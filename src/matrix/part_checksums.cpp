@@ -32,9 +32,9 @@ std::uint64_t bits_of(T value) {
 // vector types: the sum is the same in any order), cloned for AVX-512 and
 // AVX2 on x86-64 where the compiler supports it. Four lanes are one AVX2
 // register: with eight lanes in one vector type, GCC 12 kept the AVX2
-// clone's halves on the stack between operations, and the sums took 5.3
+// clone's halves on the stack between operations, and the sums took 5.7
 // times as long as a memcpy of the same bytes on this project's
-// development VM, against 1.4 times in four-lane groups
+// development VM, against 1.2 times in four-lane groups
 // (bench/results/matrix_kernels.md).
 // The index's multiple is advanced by addition rather than multiplied
 // anew: one 64-bit multiply per term fewer, the same terms.

@@ -2,8 +2,8 @@
 // column-major local array and the row-major lines of a global-layout file
 // (local_rows.h). In AVX2 registers where the processor has them, 8 x 8
 // floats or 4 x 4 doubles at a time: element by element in cache tiles,
-// the copies took 9 to 11 times as long as a memcpy of the same bytes on
-// this project's development VM, in registers 2.5 to 2.7 times
+// the copies took 8 to 10 times as long as a memcpy of the same bytes on
+// this project's development VM, in registers 2.7 times
 // (bench/results/matrix_kernels.md).
 #pragma once
 
