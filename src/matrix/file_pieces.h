@@ -43,11 +43,12 @@ ScratchBuffer<T> chunk_buffer(const std::vector<Piece<T>>& pieces) {
 }
 
 // Writes the pieces: io(file element index, elements, count) per chunk,
-// false after a failure (nothing more is written); the part checksums'
-// terms go into `sums` (parts of part_elements).
+// every chunk even after a failed write (the slab exchange must see them
+// all: matrix_io.cpp); the part checksums' terms go into `sums` (parts of
+// part_elements).
 template <typename T>
 void write_pieces(const std::vector<Piece<T>>& pieces, std::uint64_t part_elements, std::vector<std::uint64_t>& sums,
-                  const std::function<bool(std::uint64_t, const T*, std::uint64_t)>& io) {
+                  const std::function<void(std::uint64_t, const T*, std::uint64_t)>& io) {
   ScratchBuffer<T> buffer = chunk_buffer(pieces);
   for (const Piece<T>& piece : pieces) {
     for (std::uint64_t at = 0; at < piece.count; at += piece.chunk) {
@@ -55,7 +56,7 @@ void write_pieces(const std::vector<Piece<T>>& pieces, std::uint64_t part_elemen
       T* chunk = piece.in_place != nullptr ? piece.in_place + at : buffer.data();
       if (piece.in_place == nullptr) piece.copy_out(at, n, chunk);
       add_part_sums(chunk, piece.first + at, n, part_elements, sums);
-      if (!io(piece.first + at, chunk, n)) return;
+      io(piece.first + at, chunk, n);
     }
   }
 }

@@ -14,6 +14,7 @@
 #include <climits>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,7 @@
 #include "matrix/mpi_call.h"
 #include "matrix/polite_wait.h"
 #include "matrix/scratch_buffer.h"
+#include "matrix/slab_collection.h"
 #include "matrix/slab_delivery.h"
 #include "resurgo/env.hpp"
 #include "resurgo/errors.hpp"
@@ -182,37 +184,6 @@ SlabTraffic traffic_of(const MatrixContext& context, const FileSlabs& slabs) {
   return SlabTraffic{stretches_of(std::move(own_counts)), stretches_of(std::move(slab_counts))};
 }
 
-// Sends each rank p its stretch out[p] of `send` and receives its stretch
-// in[p] of `receive` from it, in messages MPI's int counts hold (MPI keeps
-// the order of the messages between two ranks with one tag). Waits
-// politely: ranks that spin in MPI_Waitall take the cores of those still
-// copying when a node runs more ranks than it has cores.
-template <typename T>
-void exchange(const MatrixContext& context, const T* send, const Stretches& out, T* receive, const Stretches& in) {
-  constexpr std::uint64_t kMessageElements = (std::uint64_t{1} << 30) / sizeof(T);
-  std::vector<MPI_Request> requests;
-  const auto post = [&](std::uint64_t count, const auto& start_message) {
-    for (std::uint64_t done = 0; done < count; done += kMessageElements) {
-      start_message(done, static_cast<int>(std::min(kMessageElements, count - done)), &requests.emplace_back());
-    }
-  };
-  for (int peer = 0; peer < context.size; ++peer) {
-    if (peer == context.rank) continue;
-    post(in.counts[peer], [&](std::uint64_t done, int count, MPI_Request* request) {
-      check_mpi(
-          MPI_Irecv(receive + in.starts[peer] + done, count, mpi_type<T>(), peer, kSlabTag, context.comm, request),
-          "MPI_Irecv");
-    });
-    post(out.counts[peer], [&](std::uint64_t done, int count, MPI_Request* request) {
-      check_mpi(MPI_Isend(send + out.starts[peer] + done, count, mpi_type<T>(), peer, kSlabTag, context.comm, request),
-                "MPI_Isend");
-    });
-  }
-  const auto self = static_cast<std::size_t>(context.rank);
-  std::copy_n(send + out.starts[self], out.counts[self], receive + in.starts[self]);
-  for (MPI_Request& request : requests) wait_politely(request);
-}
-
 // Whether the grid splits no line of the file (a row of a row-major file,
 // a column of a column-major one) between ranks and its blocks of lines
 // are large enough to be written with a call each (at least 16 KiB): then
@@ -263,37 +234,6 @@ std::vector<Piece<T>> own_lines(const MatrixContext& context, MatrixOrder order,
   return pieces;
 }
 
-// This rank's slab as one piece, written from the elements that arrived
-// from their owners (`arrived`, each owner's next one at next[owner]).
-template <typename T>
-Piece<T> slab_piece(const MatrixContext& context, const FileSlabs& slabs, const T* arrived,
-                    std::vector<std::uint64_t>& next) {
-  Piece<T> piece{.first = slabs.first(context.rank), .count = slabs.elements(context.rank)};
-  const int rank = context.rank;
-  piece.copy_out = [&slabs, rank, arrived, &next](std::uint64_t at, std::uint64_t n, T* out) {
-    slabs.unpack(rank, at, at + n, arrived, next, out);
-  };
-  return piece;
-}
-
-// This rank's slab of the file from every owner's elements in file order:
-// what arrived, and where each owner's elements start.
-template <typename T>
-struct ArrivedSlab {
-  ScratchBuffer<T> elements;
-  std::vector<std::uint64_t> next;
-};
-
-template <typename T>
-ArrivedSlab<T> gather_slab(const MatrixContext& context, const FileSlabs& slabs, T* storage, MatrixOrder order) {
-  FileOrderPart<T> part(context, storage, order);
-  const T* file_order = part.gather();
-  const SlabTraffic traffic = traffic_of(context, slabs);
-  ArrivedSlab<T> arrived{ScratchBuffer<T>(slabs.elements(context.rank)), traffic.slab.starts};
-  exchange(context, file_order, traffic.own, arrived.elements.data(), traffic.slab);
-  return arrived;
-}
-
 // Sums every rank's terms of the file's table, waiting politely for the
 // ranks still writing or reading.
 void sum_table(const MatrixContext& context, std::vector<std::uint64_t>& table) {
@@ -336,25 +276,45 @@ std::string where_of(const char* call, const std::string& path) {
   return std::string(call) + ": file '" + path + "'";
 }
 
+// A rank's pieces of a file to write, and for a slab the exchange that
+// brings its elements (started once the file is open, settled after the
+// last chunk).
+template <typename T>
+struct WritePlan {
+  std::vector<Piece<T>> pieces;
+  std::function<void()> start{};
+  std::function<void()> settle{};
+};
+
+// This rank's slab as one piece, its chunks collected from their owners.
+template <typename T>
+WritePlan<T> slab_plan(const MatrixContext& context, const FileSlabs& slabs, SlabCollection<T>& collection) {
+  Piece<T> slab{.first = slabs.first(context.rank), .count = slabs.elements(context.rank)};
+  slab.copy_out = [&collection](std::uint64_t at, std::uint64_t n, T* out) { collection.collect(at, n, out); };
+  return WritePlan<T>{{slab}, [&collection] { collection.start(); }, [&collection] { collection.finish(); }};
+}
+
 // Writes the whole file under `temporary`, which rank 0 created empty:
 // each rank its pieces, then rank 0 the head, whose table sums every
 // rank's terms (the same MPI calls on every rank even after a failure).
 template <typename T>
-void write_temporary(const MatrixContext& context, const std::vector<Piece<T>>& pieces, const GlobalHeader& header,
+void write_temporary(const MatrixContext& context, const WritePlan<T>& plan, const GlobalHeader& header,
                      const std::string& temporary, const std::string& where) {
   IoStatus status;
   MPI_File file = MPI_FILE_NULL;
   status.note(MPI_File_open(context.comm, temporary.c_str(), MPI_MODE_WRONLY, MPI_INFO_NULL, &file), "MPI_File_open");
   status.check(context, where, "check that the directory exists and is writable");
   std::vector<std::uint64_t> table(header.parts_expected(), 0);
-  write_pieces<T>(pieces, header.part_bytes / sizeof(T), table,
+  if (plan.start) plan.start();
+  write_pieces<T>(plan.pieces, header.part_bytes / sizeof(T), table,
                   [&](std::uint64_t first, const T* data, std::uint64_t n) {
                     const auto offset = static_cast<MPI_Offset>(header.data_offset + first * sizeof(T));
-                    return in_calls(offset, reinterpret_cast<const std::byte*>(data), n * sizeof(T), status,
-                                    "MPI_File_write_at", [&](MPI_Offset at, const std::byte* bytes, int count) {
-                                      return MPI_File_write_at(file, at, bytes, count, MPI_BYTE, MPI_STATUS_IGNORE);
-                                    });
+                    in_calls(offset, reinterpret_cast<const std::byte*>(data), n * sizeof(T), status,
+                             "MPI_File_write_at", [&](MPI_Offset at, const std::byte* bytes, int count) {
+                               return MPI_File_write_at(file, at, bytes, count, MPI_BYTE, MPI_STATUS_IGNORE);
+                             });
                   });
+  if (plan.settle) plan.settle();
   sum_table(context, table);
   if (context.rank == 0) {
     const std::vector<std::byte> head = encode_global_file_head(header, table);
@@ -378,10 +338,15 @@ void ConvergentMatrix<T>::write_global(const std::string& path, MatrixOrder orde
   T* storage = impl_->backend->storage();
   const FileSlabs slabs(context.layout, context.size, order, header.part_bytes / sizeof(T));
   const bool whole = lines_whole<T>(context.layout, order);
-  ArrivedSlab<T> arrived = whole ? ArrivedSlab<T>() : gather_slab(context, slabs, storage, order);
-  const std::vector<Piece<T>> pieces =
-      whole ? own_lines(context, order, storage)
-            : std::vector<Piece<T>>{slab_piece<T>(context, slabs, arrived.elements.data(), arrived.next)};
+  FileOrderPart<T> part(context, storage, order);
+  std::optional<SlabCollection<T>> collection;
+  WritePlan<T> plan;
+  if (whole) {
+    plan.pieces = own_lines(context, order, storage);
+  } else {
+    collection.emplace(context, slabs, traffic_of(context, slabs).own.starts, part.gather(), kChunkBytes / sizeof(T));
+    plan = slab_plan(context, slabs, *collection);
+  }
   char suffix[17] = {};
   on_rank_0(context, where, [&] { random_hex(8).copy(suffix, 16); });
   check_mpi(MPI_Bcast(suffix, 16, MPI_CHAR, 0, context.comm), "MPI_Bcast");
@@ -389,7 +354,7 @@ void ConvergentMatrix<T>::write_global(const std::string& path, MatrixOrder orde
   const std::shared_ptr<Env> env = Env::posix();
   on_rank_0(context, where, [&] { env->create(temporary, 0600)->close(); });
   try {
-    write_temporary(context, pieces, header, temporary, where);
+    write_temporary(context, plan, header, temporary, where);
   } catch (const Error&) {
     if (context.rank == 0) env->remove(temporary);
     throw;
