@@ -51,4 +51,16 @@ bool wait_politely(MPI_Request& request, const std::function<bool()>& meanwhile,
       meanwhile, deadline);
 }
 
+void wait_all_politely(std::vector<MPI_Request>& requests, const std::function<bool()>& meanwhile) {
+  wait_until(
+      [&] {
+        int done = 0;
+        check_mpi(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE),
+                  "MPI_Testall");
+        return done != 0;
+      },
+      meanwhile);
+  requests.clear();
+}
+
 }  // namespace resurgo

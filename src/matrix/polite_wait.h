@@ -9,6 +9,7 @@
 #include <chrono>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace resurgo {
 
@@ -38,5 +39,10 @@ bool wait_until(const std::function<bool()>& done, const std::function<bool()>& 
 // backend applies arriving bins in `meanwhile`.
 bool wait_politely(MPI_Request& request, const std::function<bool()>& meanwhile = {},
                    const Deadline& deadline = Deadline());
+
+// Until every one of `requests` completed (then they are cleared), running
+// `meanwhile` between tests: the slab exchanges take arriving messages
+// there, which the ranks being waited for may be waiting on.
+void wait_all_politely(std::vector<MPI_Request>& requests, const std::function<bool()>& meanwhile = {});
 
 }  // namespace resurgo

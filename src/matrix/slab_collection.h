@@ -58,7 +58,7 @@ class SlabCollection {
   void collect(std::uint64_t at, std::uint64_t n, T* out) {
     const std::uint64_t k = at / chunk_;
     Area& area = areas_[k % 2];
-    wait_for(area.requests);
+    wait_all_politely(area.requests);
     std::vector<std::uint64_t> next = offsets(k);
     const auto self = static_cast<std::size_t>(context_.rank);
     std::copy_n(file_order_ + self_next_, counts_[k * ranks_ + self], area.elements.data() + next[self]);
@@ -68,7 +68,7 @@ class SlabCollection {
   }
 
   // Until every element of this rank reached its slab's holder.
-  void finish() { wait_for(sends_); }
+  void finish() { wait_all_politely(sends_); }
 
  private:
   struct Area {
@@ -147,18 +147,6 @@ class SlabCollection {
                           static_cast<int>(owner), kSlabTag, context_.comm, &area.requests.emplace_back()),
                 "MPI_Irecv");
     }
-  }
-
-  static void wait_for(std::vector<MPI_Request>& requests) {
-    wait_until(
-        [&] {
-          int done = 0;
-          check_mpi(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE),
-                    "MPI_Testall");
-          return done != 0;
-        },
-        {});
-    requests.clear();
   }
 
   const MatrixContext& context_;

@@ -60,7 +60,7 @@ class SlabDelivery {
   void deliver(std::uint64_t at, std::uint64_t n, const T* chunk) {
     Outgoing& out = outgoing_[turn_];
     turn_ = 1 - turn_;
-    wait_for(out.requests);
+    wait_all_politely(out.requests, [this] { return take_arrivals(); });  // owners may wait on this rank
     cut_by_owner(at, n);
     slabs_.pack(context_.rank, at, at + n, chunk, owner_offsets_, out.buffer.data());  // advances each offset past its run
     for (int owner = 0; owner < context_.size; ++owner) {
@@ -80,7 +80,7 @@ class SlabDelivery {
 
   // Until every send left and every element of this rank arrived.
   void finish() {
-    for (Outgoing& out : outgoing_) wait_for(out.requests);
+    for (Outgoing& out : outgoing_) wait_all_politely(out.requests, [this] { return take_arrivals(); });
     wait_until([&] { return arrived_ == counts_; }, [&] { return take_arrivals(); });
   }
 
@@ -143,20 +143,6 @@ class SlabDelivery {
       }
       took = true;
     }
-  }
-
-  // Until `requests` completed (then empty), taking arrivals meanwhile: the
-  // owners they go to may be waiting for this rank's own receives.
-  void wait_for(std::vector<MPI_Request>& requests) {
-    wait_until(
-        [&] {
-          int done = 0;
-          check_mpi(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE),
-                    "MPI_Testall");
-          return done != 0;
-        },
-        [&] { return take_arrivals(); });
-    requests.clear();
   }
 
   const MatrixContext& context_;
