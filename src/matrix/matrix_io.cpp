@@ -165,15 +165,10 @@ Stretches stretches_of(std::vector<std::uint64_t> counts) {
   return stretches;
 }
 
-// This rank's share of the traffic between the owners and the slabs: its
-// elements in file order, cut by the rank whose slab holds them, and its
-// slab, cut by the rank that owns them.
-struct SlabTraffic {
-  Stretches own;
-  Stretches slab;
-};
-
-SlabTraffic traffic_of(const MatrixContext& context, const FileSlabs& slabs) {
+// This rank's elements in file order, cut by the rank whose slab holds
+// them: each holder counts its owners' elements, and one all-to-all tells
+// the owners.
+Stretches own_stretches(const MatrixContext& context, const FileSlabs& slabs) {
   std::vector<std::uint64_t> slab_counts = slabs.counts_from_owners(context.rank);
   std::vector<std::uint64_t> own_counts(slab_counts.size());
   MPI_Request request = MPI_REQUEST_NULL;
@@ -181,7 +176,7 @@ SlabTraffic traffic_of(const MatrixContext& context, const FileSlabs& slabs) {
       MPI_Ialltoall(slab_counts.data(), 1, MPI_UINT64_T, own_counts.data(), 1, MPI_UINT64_T, context.comm, &request),
       "MPI_Ialltoall");
   wait_politely(request);
-  return SlabTraffic{stretches_of(std::move(own_counts)), stretches_of(std::move(slab_counts))};
+  return stretches_of(std::move(own_counts));
 }
 
 // Whether the grid splits no line of the file (a row of a row-major file,
@@ -344,7 +339,7 @@ void ConvergentMatrix<T>::write_global(const std::string& path, MatrixOrder orde
   if (whole) {
     plan.pieces = own_lines(context, order, storage);
   } else {
-    collection.emplace(context, slabs, traffic_of(context, slabs).own.starts, part.gather(), kChunkBytes / sizeof(T));
+    collection.emplace(context, slabs, own_stretches(context, slabs).starts, part.gather(), kChunkBytes / sizeof(T));
     plan = slab_plan(context, slabs, *collection);
   }
   char suffix[17] = {};
@@ -424,10 +419,10 @@ template <typename T>
 std::vector<std::uint64_t> read_slab(const MatrixContext& context, T* storage, const GlobalHeader& written,
                                      const std::string& path, const std::string& where) {
   const FileSlabs slabs(context.layout, context.size, written.order, written.part_bytes / sizeof(T));
-  const SlabTraffic traffic = traffic_of(context, slabs);
+  Stretches own = own_stretches(context, slabs);
   const FileOrderPart<T> part(context, storage, written.order);
   Piece<T> piece{.first = slabs.first(context.rank), .count = slabs.elements(context.rank)};
-  SlabDelivery<T> delivery(context, slabs, traffic.own.starts, traffic.own.counts, part.sink(), piece.chunk);
+  SlabDelivery<T> delivery(context, slabs, std::move(own.starts), std::move(own.counts), part.sink(), piece.chunk);
   piece.copy_in = [&delivery](std::uint64_t at, std::uint64_t n, const T* in) { delivery.deliver(at, n, in); };
   return read_file_pieces<T>(context, {piece}, written, path, where, [&delivery] { delivery.finish(); });
 }
