@@ -339,7 +339,7 @@ void ConvergentMatrix<T>::write_global(const std::string& path, MatrixOrder orde
   if (whole) {
     plan.pieces = own_lines(context, order, storage);
   } else {
-    collection.emplace(context, slabs, own_stretches(context, slabs).starts, part.gather(), kChunkBytes / sizeof(T));
+    collection.emplace(context, slabs, part.gather(), kChunkBytes / sizeof(T));
     plan = slab_plan(context, slabs, *collection);
   }
   char suffix[17] = {};

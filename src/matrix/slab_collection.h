@@ -28,19 +28,18 @@ namespace resurgo {
 template <typename T>
 class SlabCollection {
  public:
-  // `file_order`: this rank's elements in file order, of which the slab of
-  // rank r holds [starts[r], ...) (counts per rank as FileSlabs cuts them).
-  SlabCollection(const MatrixContext& context, const FileSlabs& slabs, const std::vector<std::uint64_t>& starts,
-                 const T* file_order, std::uint64_t chunk_elements)
+  // `file_order`: this rank's elements in file order, those of rank 0's
+  // slab first, then rank 1's, and so on (slabs follow each other in the
+  // file).
+  SlabCollection(const MatrixContext& context, const FileSlabs& slabs, const T* file_order,
+                 std::uint64_t chunk_elements)
       : context_(context),
         slabs_(slabs),
         chunk_(chunk_elements),
         chunks_(chunks_of(context.rank)),
         ranks_(static_cast<std::size_t>(context.size)),
         counts_(chunks_ * ranks_, 0),
-        self_next_(starts[static_cast<std::size_t>(context.rank)]),
         file_order_(file_order),
-        starts_(starts),
         areas_{Area{ScratchBuffer<T>(std::min(chunk_, slabs.elements(context.rank)))},
                Area{ScratchBuffer<T>(std::min(chunk_, slabs.elements(context.rank)))}} {}
 
@@ -119,11 +118,12 @@ class SlabCollection {
   }
 
   // One message per (holder, chunk) of this rank's elements in it, but to
-  // itself.
+  // itself, whose elements collect() copies from where they start.
   void send_all(const std::vector<std::uint64_t>& theirs) {
     std::size_t at = 0;
+    std::uint64_t next = 0;
     for (int holder = 0; holder < context_.size; ++holder) {
-      std::uint64_t next = starts_[static_cast<std::size_t>(holder)];
+      if (holder == context_.rank) self_next_ = next;
       for (std::uint64_t k = 0; k < chunks_of(holder); ++k, ++at) {
         const std::uint64_t count = theirs[at];
         if (holder != context_.rank && count > 0) {
@@ -155,9 +155,8 @@ class SlabCollection {
   std::uint64_t chunks_;
   std::size_t ranks_;
   std::vector<std::uint64_t> counts_;
-  std::uint64_t self_next_;
+  std::uint64_t self_next_ = 0;
   const T* file_order_;
-  std::vector<std::uint64_t> starts_;
   Area areas_[2];
   std::vector<MPI_Request> sends_;
 };
