@@ -29,21 +29,53 @@ struct LocalRows {
   }
   // `count` elements of the rows in row-major order, from element `offset`
   // of that order on, into the local array: a stretch that may start and
-  // end part way through a row.
+  // end part way through a row (what read_global's slab exchange hands an
+  // owner).
   void copy_in_at(std::uint64_t offset, const T* in, std::uint64_t count) const {
+    walk(
+        offset, count,
+        [&](std::uint64_t row, std::uint64_t rows, std::uint64_t done) {
+          copy_in(signed_of(row), signed_of(rows), in + done);
+        },
+        [&](std::uint64_t row, std::uint64_t col, std::uint64_t n, std::uint64_t done) {
+          transpose<T>(in + done, signed_of(n), at(row, col), lld, 1, signed_of(n));
+        });
+  }
+  // The inverse: such a stretch out of the local array into `out` (what
+  // write_global's slab exchange sends a holder).
+  void copy_out_at(std::uint64_t offset, std::uint64_t count, T* out) const {
+    walk(
+        offset, count,
+        [&](std::uint64_t row, std::uint64_t rows, std::uint64_t done) {
+          copy_out(signed_of(row), signed_of(rows), out + done);
+        },
+        [&](std::uint64_t row, std::uint64_t col, std::uint64_t n, std::uint64_t done) {
+          transpose<T>(at(row, col), lld, out + done, 1, signed_of(n), 1);
+        });
+  }
+
+ private:
+  static std::int64_t signed_of(std::uint64_t n) { return static_cast<std::int64_t>(n); }
+  T* at(std::uint64_t row, std::uint64_t col) const { return storage + col * static_cast<std::uint64_t>(lld) + row; }
+
+  // Walks `count` elements of the rows in row-major order from element
+  // `offset` on, `done` of them before each step: whole(row, rows, done)
+  // for a run of whole rows, part(row, col, n, done) for n elements of one
+  // row from column col on.
+  template <typename Whole, typename Part>
+  void walk(std::uint64_t offset, std::uint64_t count, Whole whole, Part part) const {
     const auto width = static_cast<std::uint64_t>(cols);
     std::uint64_t row = width == 0 ? 0 : offset / width;
     std::uint64_t col = width == 0 ? 0 : offset % width;
-    while (count > 0) {
-      const std::uint64_t whole_rows = col == 0 ? count / width : 0;
-      const std::uint64_t n = whole_rows > 0 ? whole_rows * width : std::min(count, width - col);
+    for (std::uint64_t done = 0; done < count;) {
+      const std::uint64_t whole_rows = col == 0 ? (count - done) / width : 0;
+      const std::uint64_t n = whole_rows > 0 ? whole_rows * width : std::min(count - done, width - col);
       if (whole_rows > 0) {
-        copy_in(static_cast<std::int64_t>(row), static_cast<std::int64_t>(whole_rows), in);
+        whole(row, whole_rows, done);
       } else {
-        transpose<T>(in, static_cast<std::int64_t>(n), storage + col * lld + row, lld, 1, static_cast<std::int64_t>(n));
+        part(row, col, n, done);
       }
-      in += n;
-      count -= n;
+      done += n;
       row += (col + n) / width;
       col = (col + n) % width;
     }

@@ -118,22 +118,21 @@ void check_sizes(const MatrixLayout& layout, std::size_t element_bytes, const st
 // This rank's elements in the file's order, for the exchange with the
 // slabs: the local array itself for column-major files (ScaLAPACK's
 // column-major local array holds its columns and rows in ascending global
-// order), its rows for row-major ones: a row-major copy to write from,
-// transposed stretches into the array when reading.
+// order), stretches of its rows, transposed, for row-major ones.
 template <typename T>
 class FileOrderPart {
  public:
   FileOrderPart(const MatrixContext& context, T* storage, MatrixOrder order)
       : rows_{storage, context.layout.leading_dimension(context.layout.grid_row_of(context.rank)),
               context.layout.cols().local_extent(context.layout.grid_col_of(context.rank))},
-        local_rows_(context.layout.rows().local_extent(context.layout.grid_row_of(context.rank))),
         row_major_(order == MatrixOrder::kRowMajor) {}
-  // Before a write: the elements in file order.
-  const T* gather() {
-    if (!row_major_) return rows_.storage;
-    copy_ = ScratchBuffer<T>(static_cast<std::size_t>(local_rows_ * rows_.cols));
-    rows_.copy_out(0, local_rows_, copy_.data());
-    return copy_.data();
+  // When writing: where the elements come from.
+  FileOrderSource<T> source() const {
+    if (!row_major_) return FileOrderSource<T>{.in_place = rows_.storage};
+    const LocalRows<T> rows = rows_;
+    return FileOrderSource<T>{.take = [rows](std::uint64_t offset, std::uint64_t count, T* out) {
+      rows.copy_out_at(offset, count, out);
+    }};
   }
   // When reading: where the elements go.
   FileOrderSink<T> sink() const {
@@ -146,9 +145,7 @@ class FileOrderPart {
 
  private:
   LocalRows<T> rows_;
-  std::int64_t local_rows_;
   bool row_major_;
-  ScratchBuffer<T> copy_;
 };
 
 // Per rank: where a stretch of a buffer starts, and its elements.
@@ -339,7 +336,7 @@ void ConvergentMatrix<T>::write_global(const std::string& path, MatrixOrder orde
   if (whole) {
     plan.pieces = own_lines(context, order, storage);
   } else {
-    collection.emplace(context, slabs, part.gather(), kChunkBytes / sizeof(T));
+    collection.emplace(context, slabs, part.source(), kChunkBytes / sizeof(T));
     plan = slab_plan(context, slabs, *collection);
   }
   char suffix[17] = {};

@@ -109,10 +109,11 @@ TEST(MatrixFilePiecesTest, LocalRowsGoToRowMajorOrderAndBack) {
             -1.0);  // and so is the padding below the rows
 }
 
-// What read_global's slab exchange hands a row-major file's owner: stretches
-// of its rows in row-major order that start and end anywhere, each put in
-// place in the column-major local array, transposed.
-TEST(MatrixFilePiecesTest, StretchesOfRowsLandInTheLocalArrayWhereverTheyStartAndEnd) {
+// What read_global's slab exchange hands a row-major file's owner, and
+// write_global's takes from it: stretches of its rows in row-major order
+// that start and end anywhere, each put in place in the column-major local
+// array, transposed, and taken back out.
+TEST(MatrixFilePiecesTest, StretchesOfRowsMoveToAndFromTheLocalArrayWhereverTheyStartAndEnd) {
   constexpr std::int64_t kRows = 29, kCols = 13, kLld = 31;
   std::vector<float> row_major(kRows * kCols);
   for (std::size_t i = 0; i < row_major.size(); ++i) row_major[i] = static_cast<float>(i);
@@ -128,6 +129,11 @@ TEST(MatrixFilePiecesTest, StretchesOfRowsLandInTheLocalArrayWhereverTheyStartAn
         ASSERT_EQ(storage[j * kLld + i], wanted) << "stretches of " << stretch << ", row " << i << ", column " << j;
       }
     }
+    std::vector<float> taken(row_major.size(), -1);
+    for (std::uint64_t at = 0; at < row_major.size(); at += stretch) {
+      rows.copy_out_at(at, std::min<std::uint64_t>(stretch, row_major.size() - at), &taken[at]);
+    }
+    ASSERT_EQ(taken, row_major) << "stretches of " << stretch;
   }
 }
 
