@@ -17,7 +17,9 @@ order that alternates:
   read          read_global(): header, chunks of MPI_File_read_at, part
                 checksums, the exchange back to the owners;
 each from a barrier to the last rank's end; before the reads both files'
-pages are dropped from the page cache (posix_fadvise, after fsync).
+pages are dropped from the page cache (posix_fadvise, after fsync). For
+write and read, also the memory each rank made resident beyond what it
+held at the step's start (the largest over the ranks).
 
 Figures: the throughput of each (bytes / seconds) and, per repeat, the
 floor's time over the global file's (1.0: as fast as the floor; the issue's
@@ -69,6 +71,8 @@ def summarize(runs: List[dict]) -> Dict[str, Series]:
     series["read_ratio"] = Series("read / floor", times=[r["floor_read_s"] / r["read_s"] for r in runs])
     series["read_vs_write_floor"] = Series("read / write floor",
                                            times=[r["floor_write_s"] / r["read_s"] for r in runs])
+    for step in ("write", "read"):
+        series[f"{step}_extra"] = Series(f"{step} extra MiB", times=[r[f"{step}_extra_bytes"] / MiB for r in runs])
     return series
 
 
@@ -98,6 +102,27 @@ def before_lines(args, results: Dict[tuple, Dict[str, Series]],
     return lines + [""]
 
 
+def mib(s: Series) -> str:
+    return f"{s.median:.1f} [{s.min:.1f}–{s.max:.1f}]"
+
+
+def memory_lines(results: Dict[tuple, Dict[str, Series]], before: Dict[tuple, Dict[str, Series]],
+                 nbytes: int) -> List[str]:
+    """What the global steps made resident beyond what each rank held, against the rank's part."""
+    columns = ["write_global", "read_global"] + (["write_global, before", "read_global, before"] if before else [])
+    lines = ["## Memory", "",
+             "The most any rank's resident memory grew during the step above what it held at its start (MiB; the "
+             "kernel's peak reset first, /proc/self/clear_refs), against the rank's part of the matrix:", "",
+             "| ranks | order | part per rank | " + " | ".join(columns) + " |",
+             "|---|---|---|" + "---|" * len(columns)]
+    for (ranks, order), s in results.items():
+        cells = [mib(s["write_extra"]), mib(s["read_extra"])]
+        if before:
+            cells += [mib(before[(ranks, order)]["write_extra"]), mib(before[(ranks, order)]["read_extra"])]
+        lines.append(f"| {ranks} | {order}-major | {nbytes / ranks / MiB:.0f} | " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
 def report(args, results: Dict[tuple, Dict[str, Series]], before: Dict[tuple, Dict[str, Series]], nbytes: int,
            machine: Dict[str, str]) -> None:
     lines = report_header("ConvergentMatrix global-layout files against the write+fsync floor", SCRIPT, args,
@@ -120,6 +145,7 @@ def report(args, results: Dict[tuple, Dict[str, Series]], before: Dict[tuple, Di
               "The floors share the disk and the cores with whatever else runs: figures to quote come from a run "
               "on a quiet machine (see the load average below).", ""]
     lines += before_lines(args, results, before)
+    lines += memory_lines(results, before, nbytes)
     lines += machine_lines(machine)
     out = args.out / f"{NAME}.md"
     out.write_text("\n".join(lines) + "\n")

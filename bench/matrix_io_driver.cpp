@@ -6,7 +6,10 @@
 //   floor read    every rank pread()s its piece back,
 //   global read   read_global(): header, darray MPI-IO, checksums,
 // each from a barrier to the last rank's end, the reads after the file's
-// pages were dropped from the page cache. One JSON line per repeat on rank 0.
+// pages were dropped from the page cache; and for the global steps the
+// memory each rank made resident beyond what it held before (the largest
+// over the ranks): the kernel's peak is reset first. One JSON line per
+// repeat on rank 0.
 //
 //   mpirun -np P matrix_io_driver --rows N --cols N --block B --order rows|cols --repeats K --dir D
 #include <fcntl.h>
@@ -15,6 +18,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <vector>
@@ -62,6 +66,34 @@ double timed(const std::function<void()>& step) {
   double slowest = 0;
   MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   return slowest;
+}
+
+// A field of /proc/self/status in bytes ("VmRSS", "VmHWM"), -1 without it.
+double status_bytes(const std::string& field) {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind(field + ":", 0) == 0) return std::stod(line.substr(field.size() + 1)) * 1024;  // "  1234 kB"
+  }
+  return -1;
+}
+
+// `step` timed, and the most any rank's resident memory grew during it
+// above what was resident at its start (bytes; -1 where the kernel cannot
+// reset its peak: clear_refs "5" came with Linux 4.0).
+struct Measured {
+  double seconds = 0;
+  double extra_bytes = -1;
+};
+
+Measured measured(const std::function<void()>& step) {
+  std::ofstream("/proc/self/clear_refs") << "5";
+  const double resident = status_bytes("VmRSS");
+  const double seconds = timed(step);
+  const double peak = status_bytes("VmHWM");
+  const double mine = resident < 0 || peak < 0 ? -1 : peak - resident;
+  double largest = 0;
+  MPI_Allreduce(&mine, &largest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return Measured{seconds, largest};
 }
 
 // Drops the file's pages from the page cache (rank 0; no root needed).
@@ -136,20 +168,25 @@ void run(const Options& options) {
       ::unlink(floor_path.c_str());
       ::unlink(global_path.c_str());
     }
-    double floor_write_s = 0, write_s = 0, floor_read_s = 0, read_s = 0;
-    const auto floor_writes = [&] { floor_write_s = timed([&] { floor_write(floor_path, matrix.local_data(), bytes, offset); }); };
-    const auto global_writes = [&] { write_s = timed([&] { matrix.write_global(global_path, order); }); };
+    double floor_write_s = 0, floor_read_s = 0;
+    Measured write, read;
+    const auto floor_writes = [&] {
+      floor_write_s = timed([&] { floor_write(floor_path, matrix.local_data(), bytes, offset); });
+    };
+    const auto global_writes = [&] { write = measured([&] { matrix.write_global(global_path, order); }); };
     in_rotated_order(repeat, floor_writes, global_writes);
     evict(floor_path);
     evict(global_path);
     const auto floor_reads = [&] { floor_read_s = timed([&] { floor_read(floor_path, back.data(), bytes, offset); }); };
-    const auto global_reads = [&] { read_s = timed([&] { matrix.read_global(global_path); }); };
+    const auto global_reads = [&] { read = measured([&] { matrix.read_global(global_path); }); };
     in_rotated_order(repeat, floor_reads, global_reads);
     if (rank_of() == 0) {
-      std::printf("{\"kind\": \"run\", \"repeat\": %d, \"bytes\": %lld, \"floor_write_s\": %.6f, \"write_s\": %.6f, "
-                  "\"floor_read_s\": %.6f, \"read_s\": %.6f}\n",
-                  repeat, static_cast<long long>(options.rows * options.cols * 4), floor_write_s, write_s,
-                  floor_read_s, read_s);
+      std::printf(
+          "{\"kind\": \"run\", \"repeat\": %d, \"bytes\": %lld, \"floor_write_s\": %.6f, \"write_s\": %.6f, "
+          "\"floor_read_s\": %.6f, \"read_s\": %.6f, \"write_extra_bytes\": %.0f, "
+          "\"read_extra_bytes\": %.0f}\n",
+          repeat, static_cast<long long>(options.rows * options.cols * 4), floor_write_s, write.seconds, floor_read_s,
+          read.seconds, write.extra_bytes, read.extra_bytes);
       std::fflush(stdout);
     }
   }
