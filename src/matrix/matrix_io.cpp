@@ -90,7 +90,11 @@ class IoStatus {
     char text[MPI_MAX_ERROR_STRING];
     int length = 0;
     MPI_Error_string(status, text, &length);
-    failure_ = std::string(call) + " failed: " + std::string(text, static_cast<std::size_t>(length));
+    fail(std::string(call) + " failed: " + std::string(text, static_cast<std::size_t>(length)));
+  }
+  // A failure MPI did not report as one.
+  void fail(std::string failure) {
+    if (failure_.empty()) failure_ = std::move(failure);
   }
   bool ok() const { return failure_.empty(); }
   void check(const MatrixContext& context, const std::string& where, const char* hint) const {
@@ -130,9 +134,8 @@ class FileOrderPart {
   FileOrderSource<T> source() const {
     if (!row_major_) return FileOrderSource<T>{.in_place = rows_.storage};
     const LocalRows<T> rows = rows_;
-    return FileOrderSource<T>{.take = [rows](std::uint64_t offset, std::uint64_t count, T* out) {
-      rows.copy_out_at(offset, count, out);
-    }};
+    return FileOrderSource<T>{
+        .take = [rows](std::uint64_t offset, std::uint64_t count, T* out) { rows.copy_out_at(offset, count, out); }};
   }
   // When reading: where the elements go.
   FileOrderSink<T> sink() const {
@@ -236,19 +239,38 @@ void sum_table(const MatrixContext& context, std::vector<std::uint64_t>& table) 
   wait_politely(request);
 }
 
-// One MPI-IO call per GiB of a chunk (MPI's counts are ints), at file
-// byte `offset`: call(offset, bytes, count) returns MPI's status; false
-// after the first failure.
+// Moves `total` bytes at file byte `offset` in MPI-IO calls of at most a
+// GiB (MPI's counts are ints): call(offset, bytes, count, status) returns
+// MPI's error code and leaves in `status` what the call moved. A call that
+// moved less than asked is followed by one for the rest, as a pwrite()
+// loop does: Open MPI's MPI_File_write_at passes a short write (a file
+// size limit or a full disk past the first bytes) through as a success
+// with a short count, and only the next call gets the error. A call that
+// moves nothing fails the sequence. Nothing more after the first failure.
 template <typename Byte, typename Call>
-bool in_calls(MPI_Offset offset, Byte* bytes, std::uint64_t total, IoStatus& status, const char* name,
+void in_calls(MPI_Offset offset, Byte* bytes, std::uint64_t total, IoStatus& status, const char* name,
               const Call& call) {
   constexpr std::uint64_t kCallBytes = std::uint64_t{1} << 30;
-  for (std::uint64_t done = 0; done < total && status.ok(); done += kCallBytes) {
-    status.note(call(offset + static_cast<MPI_Offset>(done), bytes + done,
-                     static_cast<int>(std::min(kCallBytes, total - done))),
-                name);
+  for (std::uint64_t done = 0; done < total && status.ok();) {
+    const int asked = static_cast<int>(std::min(kCallBytes, total - done));
+    const MPI_Offset at = offset + static_cast<MPI_Offset>(done);
+    MPI_Status moved_status;
+    status.note(call(at, bytes + done, asked, &moved_status), name);
+    int moved = 0;
+    if (status.ok()) MPI_Get_count(&moved_status, MPI_BYTE, &moved);
+    if (status.ok() && moved <= 0) {
+      status.fail(std::string(name) + " moved none of " + std::to_string(asked) + " bytes at file byte " +
+                  std::to_string(at) + " and reported no error");
+    }
+    done += static_cast<std::uint64_t>(std::max(moved, 0));
   }
-  return status.ok();
+}
+
+void write_at(MPI_File file, MPI_Offset offset, const std::byte* bytes, std::uint64_t total, IoStatus& status,
+              const char* name) {
+  in_calls(offset, bytes, total, status, name, [&](MPI_Offset at, const std::byte* from, int count, MPI_Status* moved) {
+    return MPI_File_write_at(file, at, from, count, MPI_BYTE, moved);
+  });
 }
 
 template <typename T>
@@ -264,9 +286,7 @@ GlobalHeader header_of(const MatrixContext& context, std::uint64_t epoch, Matrix
   return header;
 }
 
-std::string where_of(const char* call, const std::string& path) {
-  return std::string(call) + ": file '" + path + "'";
-}
+std::string where_of(const char* call, const std::string& path) { return std::string(call) + ": file '" + path + "'"; }
 
 // A rank's pieces of a file to write, and for a slab the exchange that
 // brings its elements (started once the file is open, settled after the
@@ -298,24 +318,20 @@ void write_temporary(const MatrixContext& context, const WritePlan<T>& plan, con
   status.check(context, where, "check that the directory exists and is writable");
   std::vector<std::uint64_t> table(header.parts_expected(), 0);
   if (plan.start) plan.start();
-  write_pieces<T>(plan.pieces, header.part_bytes / sizeof(T), table,
-                  [&](std::uint64_t first, const T* data, std::uint64_t n) {
-                    const auto offset = static_cast<MPI_Offset>(header.data_offset + first * sizeof(T));
-                    in_calls(offset, reinterpret_cast<const std::byte*>(data), n * sizeof(T), status,
-                             "MPI_File_write_at", [&](MPI_Offset at, const std::byte* bytes, int count) {
-                               return MPI_File_write_at(file, at, bytes, count, MPI_BYTE, MPI_STATUS_IGNORE);
-                             });
-                  });
+  write_pieces<T>(
+      plan.pieces, header.part_bytes / sizeof(T), table, [&](std::uint64_t first, const T* data, std::uint64_t n) {
+        const auto offset = static_cast<MPI_Offset>(header.data_offset + first * sizeof(T));
+        write_at(file, offset, reinterpret_cast<const std::byte*>(data), n * sizeof(T), status, "MPI_File_write_at");
+      });
   if (plan.settle) plan.settle();
   sum_table(context, table);
   if (context.rank == 0) {
     const std::vector<std::byte> head = encode_global_file_head(header, table);
-    status.note(MPI_File_write_at(file, 0, head.data(), static_cast<int>(head.size()), MPI_BYTE, MPI_STATUS_IGNORE),
-                "MPI_File_write_at (the header)");
+    write_at(file, 0, head.data(), head.size(), status, "MPI_File_write_at (the header)");
   }
   status.note(MPI_File_sync(file), "MPI_File_sync");
   status.note(MPI_File_close(&file), "MPI_File_close");
-  status.check(context, where, "check that the file system has room");
+  status.check(context, where, "check that the file system has room and that no file size limit (ulimit -f) applies");
 }
 
 }  // namespace
@@ -398,8 +414,8 @@ std::vector<std::uint64_t> read_file_pieces(const MatrixContext& context, const 
   read_pieces<T>(pieces, written.part_bytes / sizeof(T), table, [&](std::uint64_t first, T* data, std::uint64_t n) {
     const auto offset = static_cast<MPI_Offset>(written.data_offset + first * sizeof(T));
     in_calls(offset, reinterpret_cast<std::byte*>(data), n * sizeof(T), status, "MPI_File_read_at",
-             [&](MPI_Offset at, std::byte* bytes, int count) {
-               return MPI_File_read_at(file, at, bytes, count, MPI_BYTE, MPI_STATUS_IGNORE);
+             [&](MPI_Offset at, std::byte* bytes, int count, MPI_Status* moved) {
+               return MPI_File_read_at(file, at, bytes, count, MPI_BYTE, moved);
              });
   });
   if (settle) settle();
@@ -432,9 +448,8 @@ void check_parts(const std::vector<std::uint64_t>& found, const std::vector<std:
   const std::uint64_t part = static_cast<std::uint64_t>(differs.first - found.begin());
   const std::uint64_t first = written.data_offset + part * written.part_bytes;
   const std::uint64_t end = std::min(first + written.part_bytes, written.file_bytes());
-  throw CorruptionError(where + " is damaged: part " + std::to_string(part) + " of " +
-                        std::to_string(written.parts) + " (file bytes " + std::to_string(first) + " to " +
-                        std::to_string(end) +
+  throw CorruptionError(where + " is damaged: part " + std::to_string(part) + " of " + std::to_string(written.parts) +
+                        " (file bytes " + std::to_string(first) + " to " + std::to_string(end) +
                         ") does not match its checksum; the matrix was zeroed: write the file again or read "
                         "another copy");
 }

@@ -9,11 +9,13 @@
 //                                          "matrix-io" and write a global file with that checkpoint
 //   matrix_io_check read DIR PxQ RBxCB    read each file on this grid with these blocks: every element to the
 //                                          bit, and the epoch
-//   matrix_io_check slabs DIR             (3 ranks) a 700 x 530 double matrix of arbitrary bits, three parts of
+//   matrix_io_check slabs DIR             (3 ranks) a 1400 x 1060 double matrix of arbitrary bits, 12 parts of
 //                                          the file: written in both orders on 3 x 1 (7 x 5 blocks; the rows
 //                                          whole: a row-major file from each rank's row blocks, a column-major
 //                                          one through a slab per rank), every element at its place in the file,
-//                                          read back on 1 x 3 (16 x 9 blocks; the other way round) to the bit
+//                                          read back on 1 x 3 (16 x 9 blocks; the other way round) to the bit;
+//                                          a write whose chunks fail part way on one rank (a file size limit):
+//                                          refused on every rank, nothing left, written once the limit is lifted
 //   matrix_io_check restart-other-grid DIR  the checkpoint of 4 ranks on this job: restart() refuses the
 //                                          store's version, read_global() of the file written with it restores
 //                                          the matrix and its epoch
@@ -22,8 +24,10 @@
 //                                          job's, a write into a missing directory: each refused on every rank
 //                                          with the file and what differs named
 #include <mpi.h>
+#include <sys/resource.h>
 
 #include <bit>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -57,8 +61,10 @@ constexpr std::int64_t kCols = 40;
 constexpr std::int64_t kBitsRows = 37;
 constexpr std::int64_t kBitsCols = 29;
 constexpr int kWriters = 4;
-// 2.8 MiB of doubles: three parts of the file, so each of 3 ranks holds a slab of it.
-constexpr std::int64_t kSlabsRows = 1400;  // 11.9 MB of float64: slabs and blocks of lines of several 2 MiB chunks
+// 11.3 MiB of doubles: 12 parts of the file, a slab of 4 for each of 3 ranks
+// (rank 1's from 4 MiB on), and slabs and blocks of lines of several 2 MiB
+// chunks.
+constexpr std::int64_t kSlabsRows = 1400;
 constexpr std::int64_t kSlabsCols = 1060;
 // The epochs of the files: the assembly's commit, then each write_global's
 // own (the checkpoint's comes between the second and the third).
@@ -253,6 +259,71 @@ double wide(std::int64_t row, std::int64_t col) {
   return std::bit_cast<double>((bits & 0x800fffffffffffffULL) | 0x3fe0000000000000ULL);  // exponent of [0.5, 1)
 }
 
+// While alive, on the ranks that ask: this process may make no file longer
+// than `bytes` (RLIMIT_FSIZE), and SIGXFSZ is ignored, so that a write
+// past the limit fails with EFBIG instead of ending the process.
+class FileSizeLimit {
+ public:
+  FileSizeLimit(bool here, rlim_t bytes) : here_(here) {
+    if (!here_) return;
+    getrlimit(RLIMIT_FSIZE, &saved_);
+    rlimit limited = saved_;
+    limited.rlim_cur = bytes;
+    previous_ = std::signal(SIGXFSZ, SIG_IGN);
+    setrlimit(RLIMIT_FSIZE, &limited);
+  }
+  ~FileSizeLimit() {
+    if (!here_) return;
+    setrlimit(RLIMIT_FSIZE, &saved_);
+    std::signal(SIGXFSZ, previous_);
+  }
+  FileSizeLimit(const FileSizeLimit&) = delete;
+  FileSizeLimit& operator=(const FileSizeLimit&) = delete;
+
+ private:
+  bool here_;
+  rlimit saved_{};
+  void (*previous_)(int) = SIG_DFL;
+};
+
+// A write that fails part way on one rank: rank 1 may not make the file
+// longer than 3 MiB past the start of its slab (the file's data from 4 MiB
+// on: 12 parts of 1 MiB dealt to 3 ranks), so its second chunk fails while
+// the exchange with the owners goes on. (Open MPI passes the short write
+// on as a success and the next call's EFBIG as a success moving nothing.)
+// Every rank gets the error, naming the file and the call; neither the file nor a partial one is left; the
+// matrix writes the file once the limit is lifted. Both orders through
+// slabs: row-major on 1 x 3 (the owners' rings), column-major on 3 x 1.
+void write_fails_part_way(const std::string& dir) {
+  struct Case {
+    MatrixOrder order;
+    int grid_rows, grid_cols;
+    const char* name;
+  };
+  for (const Case& c : {Case{MatrixOrder::kRowMajor, 1, 3, "part-way-rows.rsgm"},
+                        Case{MatrixOrder::kColumnMajor, 3, 1, "part-way-cols.rsgm"}}) {
+    ConvergentMatrix<double> matrix(MPI_COMM_WORLD, {kSlabsRows, kSlabsCols, 16, 9, c.grid_rows, c.grid_cols});
+    matrix.commit();
+    for_each_local<double>(matrix, [](std::int64_t row, std::int64_t col, double& held) { held = wide(row, col); });
+    const std::string name = file(dir, c.name);
+    {
+      const FileSizeLimit limit(world_rank() == 1, (std::uint64_t{7} << 20) + 4096);
+      expect_error<resurgo::StorageError>(
+          [&] { matrix.write_global(name, c.order); },
+          {"ConvergentMatrix::write_global: file '" + name + "'", "MPI_File_write_at moved none of", "has room"},
+          name + ": a chunk's write fails on rank 1");
+    }
+    MPI_Barrier(MPI_COMM_WORLD);  // rank 0 removes the partial file after the others returned
+    bool left = std::filesystem::exists(name);
+    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+      left = left || entry.path().filename().string().rfind(std::string(c.name) + ".partial-", 0) == 0;
+    }
+    check(!left, name + ": neither the file nor a partial one is left after the failed write");
+    matrix.write_global(name, c.order);
+    check_raw_layout<double>(name, c.order, kSlabsRows, kSlabsCols, wide);
+  }
+}
+
 void slabs(const std::string& dir) {
   check(world_size() == 3, "the slabs mode runs on 3 ranks");
   if (world_size() != 3) return;
@@ -276,6 +347,7 @@ void slabs(const std::string& dir) {
       check_every_element<double>(again, wide, name + " read on the grid that wrote it");
     }
   }
+  write_fails_part_way(dir);
 }
 
 // ---- restart on another grid ----
@@ -315,7 +387,8 @@ void refused_before_reading(const MatrixLayout& layout, const std::string& path,
   ConvergentMatrix<double> matrix(MPI_COMM_WORLD, layout);
   fill_with(matrix, 7.0);
   expect_error<Error>([&] { matrix.read_global(path); }, needles, what);
-  check_every_element<double>(matrix, [](std::int64_t, std::int64_t) { return 7.0; }, what + ": nothing was read");
+  check_every_element<double>(
+      matrix, [](std::int64_t, std::int64_t) { return 7.0; }, what + ": nothing was read");
 }
 
 void refuse_headers(const std::string& dir) {
@@ -355,7 +428,8 @@ void refuse_damaged_part(const std::string& dir) {
   expect_error<resurgo::CorruptionError>([&] { matrix.read_global(damaged); },
                                          {damaged, "is damaged: part 0 of 1 (file bytes 4096 to 20096)"},
                                          "a damaged element");
-  check_every_element<double>(matrix, [](std::int64_t, std::int64_t) { return 0.0; }, "a damaged file is not kept");
+  check_every_element<double>(
+      matrix, [](std::int64_t, std::int64_t) { return 0.0; }, "a damaged file is not kept");
   // A 2 MiB float64 matrix has two parts: damage in the second names it.
   ConvergentMatrix<double> large(MPI_COMM_WORLD, {512, 512, 32, 32, 0, 0});
   large.write_global(file(dir, "large.rsgm"));
