@@ -22,8 +22,9 @@ updates are not. docs/matrix.md has the details.
 from __future__ import annotations
 
 import operator
+import os
 import weakref
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -335,12 +336,49 @@ class ConvergentMatrix:
         the epoch and the layout in its metadata."""
         self._core.checkpoint(_core_store(store, "checkpoint"), _version_arg(version, "checkpoint"))
 
+    # -- global-layout files -----------------------------------------------------
+    def write_global(self, path: Union[str, "os.PathLike[str]"], order: str = "F") -> None:
+        """Collective: commit(), then writes the whole matrix to one file at
+        ``path`` in its global layout, every rank writing its share in
+        parallel: column-major (``order="F"``, ScaLAPACK's and Fortran's; the
+        default) or row-major (``"C"``, NumPy's default). The file appears
+        whole or not at all (written under a temporary name, synced, then
+        renamed); its header holds the shape, the dtype, the order and the
+        epoch, and a checksum per MiB of elements. Any grid, rank count or
+        block size reads it back with :meth:`read_global`. StorageError
+        naming the file when a rank cannot write its share."""
+        if order not in ("F", "C"):
+            raise ValueError(f"ConvergentMatrix.write_global: order must be 'F' (column-major) or 'C' (row-major), "
+                             f"not {order!r}")
+        self._core.write_global(_path_arg(path, "write_global"), order == "C")
+
+    def read_global(self, path: Union[str, "os.PathLike[str]"]) -> None:
+        """Collective: reads a file :meth:`write_global` wrote, by a matrix of
+        the same shape and dtype on any grid, rank count or block size, into
+        this matrix, whose epoch becomes the file's. Refused before anything
+        is read (MismatchError, FormatError, CorruptionError naming the file
+        and what differs) when the file is of another shape or dtype, no such
+        file, or its header is damaged; CorruptionError naming the part when
+        an element does not match its checksum (the matrix is then zeroed)."""
+        self._core.read_global(_path_arg(path, "read_global"))
+
     def restart(self, store: Store, version: Optional[int] = None) -> int:
         """Collective: restores ``version`` (None: the newest intact one) of
         ``store`` into the local part and the epoch; returns the version.
         MismatchError when it was written by a matrix of another layout."""
         return self._core.restart(_core_store(store, "restart"),
                                   _optional_version_arg(version, "restart", _core.LATEST))
+
+
+def _path_arg(path: Any, call: str) -> str:
+    try:
+        text = os.fspath(path)
+    except TypeError:
+        raise TypeError(f"ConvergentMatrix.{call}: path must be a str or os.PathLike, not {type(path).__name__}") \
+            from None
+    if not isinstance(text, str):
+        text = os.fsdecode(text)
+    return text
 
 
 def _owned(extent: int, block: int, processes: int, position: int) -> np.ndarray:

@@ -139,6 +139,15 @@ class PyMatrix {
     without_gil([&] { matrix_->checkpoint(target, version); });
   }
 
+  void write_global(const std::string& path, bool row_major) {
+    const resurgo::MatrixOrder order = row_major ? resurgo::MatrixOrder::kRowMajor : resurgo::MatrixOrder::kColumnMajor;
+    without_gil([&] { matrix_->write_global(path, order); });
+  }
+
+  void read_global(const std::string& path) {
+    without_gil([&] { matrix_->read_global(path); });
+  }
+
   int restart(nb::handle store, int version) {
     resurgo::Store& target = g_store_of(store);
     return without_gil([&] { return matrix_->restart(target, version); });
@@ -184,7 +193,9 @@ void bind_matrix_of(nb::module_& m, const char* name) {
       .def("stats", &Py::stats)
       .def("protect", &Py::protect, "store"_a, "id"_a, "label"_a)
       .def("checkpoint", &Py::checkpoint, "store"_a, "version"_a)
-      .def("restart", &Py::restart, "store"_a, "version"_a);
+      .def("restart", &Py::restart, "store"_a, "version"_a)
+      .def("write_global", &Py::write_global, "path"_a, "row_major"_a)
+      .def("read_global", &Py::read_global, "path"_a);
 }
 
 }  // namespace

@@ -185,6 +185,17 @@ def test_checkpoint_restores_the_values_and_the_epoch(tmp_path):
     assert lines == ["ok checkpoint restore", "ok checkpoint layout mismatch"]
 
 
+@needs_mpi
+def test_global_layout_files_are_read_back_on_another_grid(tmp_path):
+    # write_global on 4 ranks (2 x 2, blocks 4 x 3), float32 and float64,
+    # order "F" and "C": the raw file is the matrix in that order (read with
+    # NumPy alone) and each write commits; read_global on 2 ranks (blocks
+    # 5 x 7) gives back every element and the epoch; another shape, another
+    # dtype and no file are refused by name.
+    succeeded(mpirun(4, JOB, "global-write", tmp_path))
+    assert succeeded(mpirun(2, JOB, "global-read", tmp_path)) == ["ok global read"]
+
+
 def hessian_run(tmp_path: Path, store: str, *options: object) -> dict:
     """Runs the example on 2 ranks; returns its RESULT record."""
     arguments = ["--params", 480, "--layers", 8, "--events", 36, "--every", 8, "--block", 16, "--store", store,

@@ -7,6 +7,8 @@ under mpirun:
                                                   ScaLAPACK's, on a PxQ grid
     python matrix_job.py checkpoint-write DIR     versions 1 and 2 of store "matrix"
     python matrix_job.py checkpoint-restore DIR   a fresh job restarts them
+    python matrix_job.py global-write DIR         global-layout files of both dtypes and orders
+    python matrix_job.py global-read DIR          another grid reads them back
 
 Every rank runs every check; rank 0 prints "ok <check>" once a check passed
 on all ranks. A failed assertion aborts the job (MPI_Abort), which fails
@@ -394,8 +396,71 @@ def checkpoint_restore(directory: str) -> None:
     report("checkpoint layout mismatch")
 
 
+# -- global-layout files -----------------------------------------------------
+
+GLOBAL_WRITERS = 4
+GLOBAL_SEED = 201
+
+
+def global_name(directory: str, dtype: type, order: str) -> str:
+    return str(Path(directory) / f"matrix-{np.dtype(dtype).name}-{order}.rsgm")
+
+
+def raw_elements(path: str, dtype: type, order: str) -> np.ndarray:
+    """The file's elements as a program without resurgo reads them: the data
+    offset from the header (bytes 64-71), then the matrix in `order`."""
+    with open(path, "rb") as file:
+        file.seek(64)
+        offset = int(np.frombuffer(file.read(8), dtype="<u8")[0])
+    flat = np.fromfile(path, dtype=dtype, offset=offset)
+    return flat.reshape(CHECKPOINTED["shape"], order=order)
+
+
+def global_write(directory: str) -> None:
+    """4 ranks, a 2 x 2 grid: both dtypes in both orders, each file's raw
+    elements in NumPy's order of it, and the epoch up by one per write."""
+    expected = expected_sum("general", GLOBAL_SEED, range(GLOBAL_WRITERS))
+    for dtype in DTYPES:
+        with ConvergentMatrix(comm, **CHECKPOINTED, dtype=dtype, grid=(2, 2)) as matrix:
+            apply_round(matrix, GLOBAL_SEED)
+            for order in ("F", "C"):
+                commits = matrix.stats()["commits"]
+                matrix.write_global(Path(global_name(directory, dtype, order)), order=order)  # a PathLike
+                assert matrix.stats()["commits"] == commits + 1, "write_global commits first"
+                if rank == 0:
+                    raw = raw_elements(global_name(directory, dtype, order), dtype, order)
+                    assert np.array_equal(raw, expected.astype(dtype)), f"{dtype.__name__} {order}: raw layout"
+            raises(ValueError, lambda: matrix.write_global(global_name(directory, dtype, "X"), order="X"), "'X'")
+            raises(TypeError, lambda: matrix.write_global(3), "os.PathLike", "int")
+    report("global write")
+
+
+def global_read(directory: str) -> None:
+    """Another rank count, grid and block size reads every file back; files
+    of another shape or dtype, and no file, are refused by name."""
+    expected = expected_sum("general", GLOBAL_SEED, range(GLOBAL_WRITERS))
+    for dtype in DTYPES:
+        for order in ("F", "C"):
+            path = global_name(directory, dtype, order)
+            with ConvergentMatrix(comm, CHECKPOINTED["shape"], block=(5, 7), dtype=dtype) as matrix:
+                matrix.read_global(path)
+                whole = matrix.gather()
+                assert rank != 0 or np.array_equal(whole, expected.astype(dtype)), f"{path}: values"
+                epoch = 1 if order == "F" else 2  # the writer's commits: one per write_global
+                assert matrix.stats()["commits"] == epoch, (path, matrix.stats())
+    float64 = global_name(directory, np.float64, "F")
+    with ConvergentMatrix(comm, (37, 30), dtype=np.float64) as other_shape:
+        raises(resurgo.MismatchError, lambda: other_shape.read_global(float64), float64, "37 x 30")
+    with ConvergentMatrix(comm, CHECKPOINTED["shape"], dtype=np.float32) as other_dtype:
+        raises(resurgo.MismatchError, lambda: other_dtype.read_global(float64), float64, "float64", "float32")
+        missing = str(Path(directory) / "none.rsgm")
+        raises(resurgo.NotFoundError, lambda: other_dtype.read_global(missing), missing)
+    report("global read")
+
+
 if __name__ == "__main__":
-    modes = {"checks": checks, "checkpoint-write": checkpoint_write, "checkpoint-restore": checkpoint_restore}
+    modes = {"checks": checks, "checkpoint-write": checkpoint_write, "checkpoint-restore": checkpoint_restore,
+             "global-write": global_write, "global-read": global_read}
     try:
         modes[sys.argv[1]](*sys.argv[2:])
     except BaseException:
