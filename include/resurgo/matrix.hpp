@@ -17,6 +17,7 @@
 #include <mpi.h>
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -210,13 +211,15 @@ class ConvergentMatrix {
   // Global-layout files (docs/matrix.md, "Global-layout files"): the whole
   // matrix in one file, in global row- or column-major order, with a header
   // (shape, element type, order, epoch) and a checksum per 1 MiB part of the
-  // data. write_global() commits, then every rank writes its blocks at their
-  // places with collective MPI-IO into a temporary file (created O_EXCL,
+  // data. write_global() commits, then every rank writes its own lines, or a
+  // slab of the file whose elements their owners send it, with MPI-IO into
+  // a temporary file (created O_EXCL,
   // O_NOFOLLOW, mode 0600) that rank 0 renames to `path` once every rank's
   // bytes are synced: `path` is then either the old file, or none, or the
   // whole new one. read_global() reads such a file into a matrix of the same
   // shape and element type on any grid, rank count and block size, each rank
-  // reading only its own blocks, and takes the file's epoch (a restart on
+  // reading its own lines or a slab it sends on to the owners, and takes the
+  // file's epoch (a restart on
   // another grid). Refused before any element is read (on every rank, the
   // matrix unchanged): a file of another shape or element type
   // (MismatchError naming the file and both values), no such file
@@ -237,5 +240,23 @@ class ConvergentMatrix {
 
 extern template class ConvergentMatrix<float>;
 extern template class ConvergentMatrix<double>;
+
+// A global-layout file (write_global) read whole by one process, without
+// MPI: for a serial solver stage, a check or a conversion. The header, as
+// read_global() checks it: NotFoundError, FormatError or CorruptionError
+// naming the file.
+struct GlobalFileHeader {
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+  std::size_t element_bytes = 0;  // 4: float32, 8: float64
+  MatrixOrder order = MatrixOrder::kColumnMajor;
+  std::uint64_t epoch = 0;  // the writer's commits
+};
+GlobalFileHeader read_global_file_header(const std::string& path);
+// Every element, in the file's order, into `elements` (`bytes`: rows x cols
+// x element_bytes, InvalidArgumentError otherwise), each 1 MiB part checked
+// against its checksum: CorruptionError naming the file and the part, and
+// then what `elements` holds is not to be used.
+void read_global_file(const std::string& path, void* elements, std::size_t bytes);
 
 }  // namespace resurgo

@@ -32,7 +32,7 @@ from resurgo import _core
 from resurgo.errors import ConfigError, InvalidArgumentError, StateError
 from resurgo.store import Store, _fortran_handle, _optional_version_arg, _Region, _version_arg
 
-__all__ = ["ConvergentMatrix"]
+__all__ = ["ConvergentMatrix", "global_file_info", "load_global"]
 
 _CORE_CLASSES = {np.dtype(np.float32): "ConvergentMatrixFloat32", np.dtype(np.float64): "ConvergentMatrixFloat64"}
 
@@ -47,10 +47,14 @@ def _core_class(dtype: Any) -> Tuple[np.dtype, Any]:
     if resolved not in _CORE_CLASSES:
         raise TypeError(f"ConvergentMatrix: dtype {resolved.name} is not supported; use numpy.float32 or "
                         "numpy.float64")
-    if not _core.HAVE_MPI:
-        raise ConfigError("ConvergentMatrix needs MPI, and resurgo was built without MPI: install MPI (Debian: "
-                          "apt-get install libopenmpi-dev openmpi-bin) and rebuild the Python package (make python)")
+    _require_mpi_build("ConvergentMatrix")
     return resolved, getattr(_core, _CORE_CLASSES[resolved])
+
+
+def _require_mpi_build(what: str) -> None:
+    if not _core.HAVE_MPI:
+        raise ConfigError(f"{what} needs MPI, and resurgo was built without MPI: install MPI (Debian: "
+                          "apt-get install libopenmpi-dev openmpi-bin) and rebuild the Python package (make python)")
 
 
 def _pair(value: Any, what: str) -> Tuple[int, int]:
@@ -350,7 +354,7 @@ class ConvergentMatrix:
         if order not in ("F", "C"):
             raise ValueError(f"ConvergentMatrix.write_global: order must be 'F' (column-major) or 'C' (row-major), "
                              f"not {order!r}")
-        self._core.write_global(_path_arg(path, "write_global"), order == "C")
+        self._core.write_global(_path_arg(path, "ConvergentMatrix.write_global"), order == "C")
 
     def read_global(self, path: Union[str, "os.PathLike[str]"]) -> None:
         """Collective: reads a file :meth:`write_global` wrote, by a matrix of
@@ -360,7 +364,7 @@ class ConvergentMatrix:
         and what differs) when the file is of another shape or dtype, no such
         file, or its header is damaged; CorruptionError naming the part when
         an element does not match its checksum (the matrix is then zeroed)."""
-        self._core.read_global(_path_arg(path, "read_global"))
+        self._core.read_global(_path_arg(path, "ConvergentMatrix.read_global"))
 
     def restart(self, store: Store, version: Optional[int] = None) -> int:
         """Collective: restores ``version`` (None: the newest intact one) of
@@ -370,12 +374,38 @@ class ConvergentMatrix:
                                   _optional_version_arg(version, "restart", _core.LATEST))
 
 
+def global_file_info(path: Union[str, "os.PathLike[str]"]) -> Dict[str, Any]:
+    """The header of a global-layout file (:meth:`ConvergentMatrix.write_global`),
+    read by this process alone, without MPI: ``shape``, ``dtype``, ``order``
+    ("F" column-major, "C" row-major) and ``epoch`` (the writer's commits).
+    NotFoundError, FormatError or CorruptionError naming the file."""
+    _require_mpi_build("global_file_info")
+    rows, cols, element_bytes, row_major, epoch = _core.read_global_file_header(_path_arg(path, "global_file_info"))
+    return {"shape": (rows, cols), "dtype": np.dtype(np.float32 if element_bytes == 4 else np.float64),
+            "order": "C" if row_major else "F", "epoch": epoch}
+
+
+def load_global(path: Union[str, "os.PathLike[str]"]) -> np.ndarray:
+    """The whole matrix of a global-layout file as a NumPy array, read by this
+    process alone, without MPI (a serial solver stage, a check): shape and
+    dtype as written, Fortran-ordered for a column-major file and C-ordered
+    for a row-major one, so that the file's bytes land as they lie. Each MiB
+    of elements is checked against its checksum: CorruptionError naming the
+    file and the part. Needs memory for the whole matrix; a matrix that a
+    job holds across nodes is read back with :meth:`ConvergentMatrix.read_global`."""
+    _require_mpi_build("load_global")
+    text = _path_arg(path, "load_global")
+    info = global_file_info(text)
+    array = np.empty(info["shape"], dtype=info["dtype"], order=info["order"])
+    _core.read_global_file(text, array.reshape(-1, order="A").view(np.uint8))
+    return array
+
+
 def _path_arg(path: Any, call: str) -> str:
     try:
         text = os.fspath(path)
     except TypeError:
-        raise TypeError(f"ConvergentMatrix.{call}: path must be a str or os.PathLike, not {type(path).__name__}") \
-            from None
+        raise TypeError(f"{call}: path must be a str or os.PathLike, not {type(path).__name__}") from None
     if not isinstance(text, str):
         text = os.fsdecode(text)
     return text

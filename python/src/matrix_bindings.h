@@ -13,5 +13,6 @@ class Store;
 // class lives in bindings.cpp, which hands this conversion over.
 using StoreOfObject = resurgo::Store& (*)(nanobind::handle store);
 
-// Adds ConvergentMatrixFloat32 and ConvergentMatrixFloat64 to `m`.
+// Adds ConvergentMatrixFloat32, ConvergentMatrixFloat64 and the serial
+// readers of global-layout files to `m`.
 void bind_matrix(nanobind::module_& m, StoreOfObject store_of);

@@ -22,6 +22,7 @@
 #include "matrix/file_pieces.h"
 #include "matrix/file_slabs.h"
 #include "matrix/global_file.h"
+#include "matrix/global_file_reader.h"
 #include "matrix/local_rows.h"
 #include "matrix/matrix_impl.h"
 #include "matrix/mpi_call.h"
@@ -382,21 +383,6 @@ void ConvergentMatrix<T>::write_global(const std::string& path, MatrixOrder orde
 
 namespace {
 
-// Rank 0: the header and table of the file at `path`, checked against the
-// matrix that reads it (`here`) before any element is read.
-std::vector<std::byte> read_head(const std::string& path, const GlobalHeader& here, const std::string& where) {
-  const std::unique_ptr<ReadableFile> file = Env::posix()->open(path);
-  const std::uint64_t size = file->size();
-  std::vector<std::byte> head(static_cast<std::size_t>(std::min<std::uint64_t>(size, kGlobalHeaderBytes)));
-  file->read_at(0, head.data(), head.size());
-  const GlobalHeader written = decode_global_header(head, where);
-  check_global_header(written, here, size, where);
-  head.resize(kGlobalHeaderBytes + written.parts * 8);  // bounded: the parts follow from this matrix's shape
-  file->read_at(kGlobalHeaderBytes, head.data() + kGlobalHeaderBytes, written.parts * 8);
-  decode_global_table(std::span<const std::byte>(head).subspan(kGlobalHeaderBytes), written, where);
-  return head;
-}
-
 // Reads this rank's pieces of the file, then runs `settle` (the end of
 // the slab exchange); the table of their terms, summed over every rank.
 // Every chunk goes on to its copy_in even after a failed read, so that no
@@ -440,20 +426,6 @@ std::vector<std::uint64_t> read_slab(const MatrixContext& context, T* storage, c
   return read_file_pieces<T>(context, {piece}, written, path, where, [&delivery] { delivery.finish(); });
 }
 
-// CorruptionError naming the first part whose sum differs from the table's.
-void check_parts(const std::vector<std::uint64_t>& found, const std::vector<std::uint64_t>& table,
-                 const GlobalHeader& written, const std::string& where) {
-  const auto differs = std::mismatch(found.begin(), found.end(), table.begin());
-  if (differs.first == found.end()) return;
-  const std::uint64_t part = static_cast<std::uint64_t>(differs.first - found.begin());
-  const std::uint64_t first = written.data_offset + part * written.part_bytes;
-  const std::uint64_t end = std::min(first + written.part_bytes, written.file_bytes());
-  throw CorruptionError(where + " is damaged: part " + std::to_string(part) + " of " + std::to_string(written.parts) +
-                        " (file bytes " + std::to_string(first) + " to " + std::to_string(end) +
-                        ") does not match its checksum; the matrix was zeroed: write the file again or read "
-                        "another copy");
-}
-
 }  // namespace
 
 template <typename T>
@@ -466,7 +438,10 @@ void ConvergentMatrix<T>::read_global(const std::string& path) {
   const std::string where = where_of("ConvergentMatrix::read_global", path);
   check_sizes(context.layout.layout(), sizeof(T), where);
   std::vector<std::byte> head;
-  on_rank_0(context, where, [&] { head = read_head(path, header_of<T>(context, 0, MatrixOrder::kRowMajor), where); });
+  on_rank_0(context, where, [&] {
+    const GlobalHeader here = header_of<T>(context, 0, MatrixOrder::kRowMajor);
+    head = read_global_head(*Env::posix()->open(path), &here, where);
+  });
   std::uint64_t head_bytes = head.size();
   check_mpi(MPI_Bcast(&head_bytes, 1, MPI_UINT64_T, 0, context.comm), "MPI_Bcast");
   head.resize(static_cast<std::size_t>(head_bytes));  // rank 0 checked it against this matrix's shape
@@ -480,7 +455,7 @@ void ConvergentMatrix<T>::read_global(const std::string& path) {
         lines_whole<T>(context.layout, written.order)
             ? read_file_pieces(context, own_lines(context, written.order, storage), written, path, where)
             : read_slab(context, storage, written, path, where);
-    check_parts(sums, table, written, where);
+    check_global_parts(sums, table, written, where, "the matrix was zeroed");
   } catch (const Error&) {
     std::fill_n(storage, impl_->storage_elements(), T{0});  // no rank keeps a damaged or partial part
     throw;

@@ -191,6 +191,29 @@ void check_raw_layout(const std::string& path, MatrixOrder order, std::int64_t r
   check(placed, path + ": every element at its place in the global order");
 }
 
+// Rank 0 reads the file alone, without MPI (read_global_file): its header
+// and every element at its place in the global order.
+template <typename T>
+void check_read_alone(const std::string& path, MatrixOrder order, std::int64_t rows, std::int64_t cols,
+                      std::uint64_t epoch, const std::function<T(std::int64_t, std::int64_t)>& expected) {
+  if (world_rank() != 0) return;
+  const resurgo::GlobalFileHeader header = resurgo::read_global_file_header(path);
+  check(header.rows == rows && header.cols == cols && header.element_bytes == sizeof(T) && header.order == order &&
+            header.epoch == epoch,
+        path + ": read_global_file_header gives the shape, element size, order and epoch");
+  std::vector<T> data(static_cast<std::size_t>(rows * cols));
+  resurgo::read_global_file(path, data.data(), data.size() * sizeof(T));
+  bool placed = true;
+  for (std::int64_t row = 0; row < rows; ++row) {
+    for (std::int64_t col = 0; col < cols; ++col) {
+      const std::int64_t index = order == MatrixOrder::kRowMajor ? row * cols + col : col * rows + row;
+      const T wanted = expected(row, col);
+      placed = placed && std::memcmp(&data[static_cast<std::size_t>(index)], &wanted, sizeof(T)) == 0;
+    }
+  }
+  check(placed, path + ": read_global_file puts every element at its place in the global order");
+}
+
 void write(const std::string& dir) {
   check(world_size() == kWriters, "the write mode runs on 4 ranks");
   if (world_size() != kWriters) return;
@@ -203,6 +226,10 @@ void write(const std::string& dir) {
   check_every_element<double>(matrix, assembled, "the written matrix is unchanged");
   check_raw_layout<double>(file(dir, "assembled-rows.rsgm"), MatrixOrder::kRowMajor, kRows, kCols, assembled);
   check_raw_layout<double>(file(dir, "assembled-cols.rsgm"), MatrixOrder::kColumnMajor, kRows, kCols, assembled);
+  check_read_alone<double>(file(dir, "assembled-rows.rsgm"), MatrixOrder::kRowMajor, kRows, kCols,
+                           kEpochs.at("assembled-rows.rsgm"), assembled);
+  check_read_alone<double>(file(dir, "assembled-cols.rsgm"), MatrixOrder::kColumnMajor, kRows, kCols,
+                           kEpochs.at("assembled-cols.rsgm"), assembled);
 
   ConvergentMatrix<float> bits(MPI_COMM_WORLD, {kBitsRows, kBitsCols, 4, 3, 2, 2});
   bits.commit();
@@ -420,7 +447,8 @@ void refuse_headers(const std::string& dir) {
       layout, truncated, {truncated, "is 20088 bytes long; its header says 20096"}, "a truncated file");
 }
 
-// One flipped bit in the last element: the part is named, the matrix zeroed.
+// One flipped bit in the last element: the part is named, the matrix zeroed
+// (and read alone, the same part named).
 void refuse_damaged_part(const std::string& dir) {
   const std::string damaged = file(dir, "refusal-part.rsgm");
   damaged_copy(file(dir, "assembled-cols.rsgm"), damaged, [](std::vector<char>& bytes) { bytes.back() ^= 0x10; });
@@ -430,6 +458,17 @@ void refuse_damaged_part(const std::string& dir) {
                                          "a damaged element");
   check_every_element<double>(
       matrix, [](std::int64_t, std::int64_t) { return 0.0; }, "a damaged file is not kept");
+  if (world_rank() == 0) {  // read alone, the same damage is named; a buffer of another size is refused first
+    std::vector<double> alone(static_cast<std::size_t>(kRows * kCols));
+    expect_error<resurgo::CorruptionError>(
+        [&] { resurgo::read_global_file(damaged, alone.data(), alone.size() * sizeof(double)); },
+        {"read_global_file: file '" + damaged + "'", "part 0 of 1"}, "a damaged element, read alone");
+    expect_error<resurgo::InvalidArgumentError>([&] { resurgo::read_global_file(damaged, alone.data(), 8); },
+                                                {damaged, "16000 bytes", "not 8"}, "a buffer of another size");
+    const std::string text = file(dir, "refusal-text.rsgm");
+    expect_error<resurgo::FormatError>([&] { resurgo::read_global_file_header(text); },
+                                       {text, "no ConvergentMatrix global-layout file"}, "no global file, read alone");
+  }
   // A 2 MiB float64 matrix has two parts: damage in the second names it.
   ConvergentMatrix<double> large(MPI_COMM_WORLD, {512, 512, 32, 32, 0, 0});
   large.write_global(file(dir, "large.rsgm"));

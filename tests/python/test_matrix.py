@@ -21,7 +21,8 @@ import pytest
 
 from resurgo import _core
 from resurgo.errors import ConfigError
-from resurgo.matrix import ConvergentMatrix
+import resurgo
+from resurgo.matrix import ConvergentMatrix, global_file_info, load_global
 
 ROOT = Path(__file__).resolve().parents[2]
 JOB = ROOT / "tests" / "python" / "mpi_programs" / "matrix_job.py"
@@ -194,6 +195,35 @@ def test_global_layout_files_are_read_back_on_another_grid(tmp_path):
     # dtype and no file are refused by name.
     succeeded(mpirun(4, JOB, "global-write", tmp_path))
     assert succeeded(mpirun(2, JOB, "global-read", tmp_path)) == ["ok global read"]
+
+
+@needs_mpi
+def test_load_global_reads_a_file_alone_and_names_what_is_wrong(tmp_path):
+    # load_global and global_file_info in this process, without MPI: the
+    # column- and row-major files of one matrix give the same array, in the
+    # file's memory order; a flipped bit names its part; a file that is no
+    # global-layout file, a missing one and a path that is no path are
+    # refused by name.
+    succeeded(mpirun(4, JOB, "global-write", tmp_path))
+    by_column, by_row = (tmp_path / f"matrix-float64-{order}.rsgm" for order in ("F", "C"))
+    column_major, row_major = load_global(by_column), load_global(by_row)
+    assert column_major.flags["F_CONTIGUOUS"] and row_major.flags["C_CONTIGUOUS"]
+    assert np.array_equal(column_major, row_major) and column_major.shape == (37, 29)
+    assert global_file_info(str(by_row))["order"] == "C"
+    damaged = tmp_path / "damaged.rsgm"
+    data = bytearray(by_column.read_bytes())
+    data[-1] ^= 0x10
+    damaged.write_bytes(bytes(data))
+    with pytest.raises(resurgo.CorruptionError, match=r"damaged\.rsgm.*part 0 of 1"):
+        load_global(damaged)
+    text = tmp_path / "text.rsgm"
+    text.write_bytes(b"x" * 100)
+    with pytest.raises(resurgo.FormatError, match="no ConvergentMatrix global-layout file"):
+        load_global(text)
+    with pytest.raises(resurgo.NotFoundError, match="none.rsgm"):
+        global_file_info(tmp_path / "none.rsgm")
+    with pytest.raises(TypeError, match="load_global: path must be a str or os.PathLike, not int"):
+        load_global(3)
 
 
 def hessian_run(tmp_path: Path, store: str, *options: object) -> dict:

@@ -7,7 +7,8 @@ under mpirun:
                                                   ScaLAPACK's, on a PxQ grid
     python matrix_job.py checkpoint-write DIR     versions 1 and 2 of store "matrix"
     python matrix_job.py checkpoint-restore DIR   a fresh job restarts them
-    python matrix_job.py global-write DIR         global-layout files of both dtypes and orders
+    python matrix_job.py global-write DIR         global-layout files of both dtypes and orders,
+                                                  and rank 0 reads each alone (load_global)
     python matrix_job.py global-read DIR          another grid reads them back
 
 Every rank runs every check; rank 0 prints "ok <check>" once a check passed
@@ -29,7 +30,7 @@ import numpy as np
 from mpi4py import MPI
 
 import resurgo
-from resurgo.matrix import ConvergentMatrix
+from resurgo.matrix import ConvergentMatrix, global_file_info, load_global
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "examples" / "hessian"))
 from scalapack import Scalapack  # noqa: E402  (the example's ctypes wrapper)
@@ -428,8 +429,15 @@ def global_write(directory: str) -> None:
                 matrix.write_global(Path(global_name(directory, dtype, order)), order=order)  # a PathLike
                 assert matrix.stats()["commits"] == commits + 1, "write_global commits first"
                 if rank == 0:
-                    raw = raw_elements(global_name(directory, dtype, order), dtype, order)
+                    path = global_name(directory, dtype, order)
+                    raw = raw_elements(path, dtype, order)
                     assert np.array_equal(raw, expected.astype(dtype)), f"{dtype.__name__} {order}: raw layout"
+                    alone = load_global(path)  # this process alone, no MPI call
+                    assert alone.dtype == dtype and np.array_equal(alone, raw), f"{path}: load_global"
+                    assert alone.flags["F_CONTIGUOUS" if order == "F" else "C_CONTIGUOUS"], f"{path}: order"
+                    info = global_file_info(path)
+                    assert info == {"shape": CHECKPOINTED["shape"], "dtype": np.dtype(dtype), "order": order,
+                                    "epoch": commits + 1}, info
             raises(ValueError, lambda: matrix.write_global(global_name(directory, dtype, "X"), order="X"), "'X'")
             raises(TypeError, lambda: matrix.write_global(3), "os.PathLike", "int")
     report("global write")
