@@ -166,6 +166,22 @@ void assemble(ConvergentMatrix<double>& matrix) {
   matrix.commit();
 }
 
+// Whether `data`, a rows x cols matrix in `order`, is expected(row, col)
+// everywhere, to the bit.
+template <typename T>
+bool in_global_order(const std::vector<T>& data, MatrixOrder order, std::int64_t rows, std::int64_t cols,
+                     const std::function<T(std::int64_t, std::int64_t)>& expected) {
+  bool placed = true;
+  for (std::int64_t row = 0; row < rows; ++row) {
+    for (std::int64_t col = 0; col < cols; ++col) {
+      const std::int64_t index = order == MatrixOrder::kRowMajor ? row * cols + col : col * rows + row;
+      const T wanted = expected(row, col);
+      placed = placed && std::memcmp(&data[static_cast<std::size_t>(index)], &wanted, sizeof(T)) == 0;
+    }
+  }
+  return placed;
+}
+
 // Rank 0 reads the file as a program without the library would: the data
 // offset from the header (bytes 64-71), then every element at its place in
 // the global order.
@@ -180,15 +196,8 @@ void check_raw_layout(const std::string& path, MatrixOrder order, std::int64_t r
   std::vector<T> data(static_cast<std::size_t>(rows * cols));
   in.seekg(static_cast<std::streamoff>(offset));
   in.read(reinterpret_cast<char*>(data.data()), static_cast<std::streamsize>(data.size() * sizeof(T)));
-  bool placed = static_cast<bool>(in);
-  for (std::int64_t row = 0; row < rows; ++row) {
-    for (std::int64_t col = 0; col < cols; ++col) {
-      const std::int64_t index = order == MatrixOrder::kRowMajor ? row * cols + col : col * rows + row;
-      const T wanted = expected(row, col);
-      placed = placed && std::memcmp(&data[static_cast<std::size_t>(index)], &wanted, sizeof(T)) == 0;
-    }
-  }
-  check(placed, path + ": every element at its place in the global order");
+  check(in && in_global_order(data, order, rows, cols, expected),
+        path + ": every element at its place in the global order");
 }
 
 // Rank 0 reads the file alone, without MPI (read_global_file): its header
@@ -203,15 +212,8 @@ void check_read_alone(const std::string& path, MatrixOrder order, std::int64_t r
         path + ": read_global_file_header gives the shape, element size, order and epoch");
   std::vector<T> data(static_cast<std::size_t>(rows * cols));
   resurgo::read_global_file(path, data.data(), data.size() * sizeof(T));
-  bool placed = true;
-  for (std::int64_t row = 0; row < rows; ++row) {
-    for (std::int64_t col = 0; col < cols; ++col) {
-      const std::int64_t index = order == MatrixOrder::kRowMajor ? row * cols + col : col * rows + row;
-      const T wanted = expected(row, col);
-      placed = placed && std::memcmp(&data[static_cast<std::size_t>(index)], &wanted, sizeof(T)) == 0;
-    }
-  }
-  check(placed, path + ": read_global_file puts every element at its place in the global order");
+  check(in_global_order(data, order, rows, cols, expected),
+        path + ": read_global_file puts every element at its place in the global order");
 }
 
 void write(const std::string& dir) {
