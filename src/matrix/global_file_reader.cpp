@@ -78,8 +78,6 @@ std::vector<std::uint64_t> read_and_sum(const ReadableFile& file, const GlobalHe
   return sums;
 }
 
-std::string reader_where(const std::string& path) { return "read_global_file: file '" + path + "'"; }
-
 // The checked header of `file`, and its table where asked for.
 GlobalHeader checked_header(const ReadableFile& file, const std::string& where, std::vector<std::uint64_t>* table) {
   const std::vector<std::byte> head = read_global_head(file, nullptr, where);
@@ -92,17 +90,14 @@ GlobalHeader checked_header(const ReadableFile& file, const std::string& where, 
 
 }  // namespace
 
-GlobalFileHeader read_global_file_header(const std::string& path) {
-  const std::string where = reader_where(path);
-  const GlobalHeader written = checked_header(*Env::posix()->open(path), where, nullptr);
+GlobalFileHeader read_global_file_header(const ReadableFile& file, const std::string& where) {
+  const GlobalHeader written = checked_header(file, where, nullptr);
   return GlobalFileHeader{written.rows, written.cols, written.element_bytes, written.order, written.epoch};
 }
 
-void read_global_file(const std::string& path, void* elements, std::size_t bytes) {
-  const std::string where = reader_where(path);
-  const std::unique_ptr<ReadableFile> file = Env::posix()->open(path);
+void read_global_file(const ReadableFile& file, const std::string& where, void* elements, std::size_t bytes) {
   std::vector<std::uint64_t> table;
-  const GlobalHeader written = checked_header(*file, where, &table);
+  const GlobalHeader written = checked_header(file, where, &table);
   if (bytes != written.data_bytes()) {
     throw InvalidArgumentError(where + " holds " + std::to_string(written.data_bytes()) + " bytes of elements (" +
                                std::to_string(written.rows) + " x " + std::to_string(written.cols) + " " +
@@ -110,8 +105,8 @@ void read_global_file(const std::string& path, void* elements, std::size_t bytes
                                ": give a buffer of its size (read_global_file_header)");
   }
   const std::vector<std::uint64_t> sums = written.element_bytes == 4
-                                              ? read_and_sum(*file, written, static_cast<float*>(elements))
-                                              : read_and_sum(*file, written, static_cast<double*>(elements));
+                                              ? read_and_sum(file, written, static_cast<float*>(elements))
+                                              : read_and_sum(file, written, static_cast<double*>(elements));
   check_global_parts(sums, table, written, where, "what was read is not to be used");
 }
 

@@ -1,8 +1,9 @@
-// Reading a global-layout file (global_file.h) from its path: its head,
-// checked before any element is read, and the check of the part sums
-// against its table. read_global() uses both (rank 0 reads the head, the
-// ranks add the sums of what each read); read_global_file() reads a whole
-// file in one process, without MPI (include/resurgo/matrix.hpp).
+// Reading a global-layout file (global_file.h): its head, checked before
+// any element is read, and the check of the part sums against its table.
+// read_global() uses both (rank 0 reads the head, the ranks add the sums of
+// what each read); read_global_file() reads a whole file in one process,
+// without MPI (include/resurgo/matrix.hpp; global_file_open.cpp opens the
+// path, tests/fuzz/global_fuzzer.cpp hands in memory).
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,7 @@
 
 #include "matrix/global_file.h"
 #include "resurgo/env.hpp"
+#include "resurgo/matrix.hpp"
 
 namespace resurgo {
 
@@ -24,5 +26,10 @@ std::vector<std::byte> read_global_head(const ReadableFile& file, const GlobalHe
 // the table's; `consequence` says what became of what was read.
 void check_global_parts(const std::vector<std::uint64_t>& found, const std::vector<std::uint64_t>& table,
                         const GlobalHeader& written, const std::string& where, const std::string& consequence);
+
+// read_global_file_header() and read_global_file() of an open file;
+// messages start with `where`.
+GlobalFileHeader read_global_file_header(const ReadableFile& file, const std::string& where);
+void read_global_file(const ReadableFile& file, const std::string& where, void* elements, std::size_t bytes);
 
 }  // namespace resurgo

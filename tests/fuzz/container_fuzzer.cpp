@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "format/container.h"
-#include "resurgo/env.hpp"
+#include "memory_file.h"
 #include "resurgo/errors.hpp"
 
 namespace {
@@ -30,25 +30,6 @@ using resurgo::format::Container;
 // stored bytes (docs/format.md, "Limits"), and this harness decodes every
 // chunk into a buffer of that size.
 constexpr std::uint64_t kMaxRawBytes = 64u << 20;
-
-class MemoryFile final : public resurgo::ReadableFile {
- public:
-  MemoryFile(const std::uint8_t* data, std::size_t size) : data_(data), size_(size) {}
-  void read_at(std::uint64_t offset, void* out, std::size_t bytes) const override {
-    if (offset > size_ || bytes > size_ - offset) {
-      throw resurgo::StorageError("'" + path_ + "': short read of " + std::to_string(bytes) +
-                                  " bytes at offset " + std::to_string(offset));
-    }
-    if (bytes != 0) std::memcpy(out, data_ + offset, bytes);
-  }
-  std::uint64_t size() const override { return size_; }
-  const std::string& path() const override { return path_; }
-
- private:
-  const std::uint8_t* data_;
-  std::size_t size_;
-  std::string path_ = "fuzz-input.rsg";
-};
 
 [[noreturn]] void finding(const char* what) {
   std::fprintf(stderr, "container_fuzzer: %s\n", what);
@@ -64,7 +45,7 @@ void expect_resurgo_error(F&& f) {
 }
 
 void exercise(const std::uint8_t* data, std::size_t size) {
-  const MemoryFile file(data, size);
+  const resurgo::fuzz::MemoryFile file(data, size, "fuzz-input.rsg");
   Container container;
   try {
     container = resurgo::format::read_container(file);

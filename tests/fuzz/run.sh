@@ -20,10 +20,10 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
 build=${FUZZ_BUILD_DIR:-$root/build/fuzz}
 jobs=${FUZZ_JOBS:-2}
-targets=(container config)
+targets=(container config global)
 # Input caps: a config of 1 MiB reaches nesting toml++ cannot take (a table
 # header of 50,000 levels is 100 KB; core/toml_depth.h refuses it first).
-declare -A max_len=([container]=65536 [config]=1048576)
+declare -A max_len=([container]=65536 [config]=1048576 [global]=65536)
 
 case "$mode" in
   quick) seconds=${FUZZ_SECONDS:-15} ;;
@@ -44,7 +44,7 @@ fi
 if [[ ! -f "$build/CMakeCache.txt" ]]; then
   cmake -S "$here" -B "$build" -DCMAKE_CXX_COMPILER="$cxx" >/dev/null
 fi
-cmake --build "$build" -j"$jobs" --target container_fuzzer config_fuzzer
+cmake --build "$build" -j"$jobs" --target container_fuzzer config_fuzzer global_fuzzer
 
 stamp=$(date +%Y%m%d-%H%M%S)-$$
 artifacts="$build/artifacts/$stamp"
@@ -100,7 +100,7 @@ for target in "${targets[@]}"; do
   grep -E '^#[0-9]+\s+DONE|^Done [0-9]+ runs|^stat::number_of_executed_units|^stat::peak_rss_mb' \
     "$logs/$target.log" | sed "s/^/fuzz: $target: /" || true
   if (( status != 0 )); then
-    grep -E 'ERROR: |SUMMARY: |container_fuzzer: |config_fuzzer: |Test unit written to' "$logs/$target.log" >&2 || true
+    grep -E 'ERROR: |SUMMARY: |container_fuzzer: |config_fuzzer: |global_fuzzer: |Test unit written to' "$logs/$target.log" >&2 || true
     report "$target" "$status"
   fi
 done

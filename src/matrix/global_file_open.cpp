@@ -1,0 +1,27 @@
+// The serial readers of include/resurgo/matrix.hpp by path: the file opened
+// through the Env (the checks of global_file_reader.cpp need only a
+// ReadableFile, which the fuzzer hands in from memory).
+#include <memory>
+#include <string>
+
+#include "matrix/global_file_reader.h"
+#include "resurgo/env.hpp"
+#include "resurgo/matrix.hpp"
+
+namespace resurgo {
+
+namespace {
+
+std::string reader_where(const std::string& path) { return "read_global_file: file '" + path + "'"; }
+
+}  // namespace
+
+GlobalFileHeader read_global_file_header(const std::string& path) {
+  return read_global_file_header(*Env::posix()->open(path), reader_where(path));
+}
+
+void read_global_file(const std::string& path, void* elements, std::size_t bytes) {
+  read_global_file(*Env::posix()->open(path), reader_where(path), elements, bytes);
+}
+
+}  // namespace resurgo

@@ -1,0 +1,96 @@
+// libFuzzer target: a ConvergentMatrix global-layout file read by one
+// process (src/matrix/global_file_reader.h), as read_global_file and
+// resurgo.matrix.load_global read it.
+//
+// Each input is an in-memory file. read_global_file_header must either
+// return a header that passed its checks or throw a resurgo::Error; when it
+// returns, the elements it announces lie in the input, and read_global_file
+// reads them into a buffer of exactly their size (or throws a
+// resurgo::Error). The same is done for a copy whose table and header
+// checksums are recomputed: without that, almost every mutation would stop
+// at the header's checksum. Any other exception, a crash or a sanitizer
+// report is a finding.
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <vector>
+
+#include "base/checksum.h"
+#include "matrix/global_file.h"
+#include "matrix/global_file_reader.h"
+#include "memory_file.h"
+#include "resurgo/errors.hpp"
+
+namespace {
+
+const std::string kWhere = "global_fuzzer";
+
+[[noreturn]] void finding(const char* what) {
+  std::fprintf(stderr, "global_fuzzer: %s\n", what);
+  std::abort();
+}
+
+void exercise(const std::uint8_t* data, std::size_t size) {
+  const resurgo::fuzz::MemoryFile file(data, size, "fuzz-input.rsgm");
+  resurgo::GlobalFileHeader header;
+  try {
+    header = resurgo::read_global_file_header(file, kWhere);
+  } catch (const resurgo::Error&) {
+    return;
+  }
+  // What the header check promises: the elements lie in the file.
+  const std::uint64_t elements = static_cast<std::uint64_t>(header.rows) * static_cast<std::uint64_t>(header.cols);
+  if (header.rows < 0 || header.cols < 0 || (header.element_bytes != 4 && header.element_bytes != 8) ||
+      (header.cols != 0 && static_cast<std::uint64_t>(header.rows) > size / static_cast<std::uint64_t>(header.cols)) ||
+      elements * header.element_bytes > size) {
+    finding("an accepted header announces elements the file cannot hold");
+  }
+  std::vector<double> buffer((elements * header.element_bytes + 7) / 8);
+  try {
+    resurgo::read_global_file(file, kWhere, buffer.data(), elements * header.element_bytes);
+  } catch (const resurgo::Error&) {
+  }
+}
+
+std::uint64_t load64(const std::uint8_t* p) {
+  std::uint64_t value;
+  std::memcpy(&value, p, sizeof value);
+  return value;
+}
+
+// A copy of the input with the checksums of its table (bytes 72-79) and of
+// its header (bytes 80-87, over bytes 0-79) recomputed (global_file.h), or
+// an empty vector when the part count does not fit the input or both are
+// already right.
+std::vector<std::uint8_t> with_fixed_checksums(const std::uint8_t* data, std::size_t size) {
+  constexpr std::size_t kHeader = resurgo::kGlobalHeaderBytes;
+  if (size < kHeader) return {};
+  const std::uint64_t parts = load64(data + 56);
+  if (parts > (size - kHeader) / 8) return {};
+  std::vector<std::uint8_t> copy(data, data + size);
+  const std::uint64_t table = resurgo::checksum(copy.data() + kHeader, parts * 8);
+  std::memcpy(copy.data() + 72, &table, sizeof table);
+  const std::uint64_t head = resurgo::checksum(copy.data(), 80);
+  std::memcpy(copy.data() + 80, &head, sizeof head);
+  if (std::memcmp(copy.data(), data, kHeader) == 0) return {};
+  return copy;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  try {
+    exercise(data, size);
+    const std::vector<std::uint8_t> fixed = with_fixed_checksums(data, size);
+    if (!fixed.empty()) exercise(fixed.data(), fixed.size());
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "global_fuzzer: exception that is not a resurgo::Error: %s\n", error.what());
+    std::abort();
+  } catch (...) {
+    finding("exception of unknown type");
+  }
+  return 0;
+}
