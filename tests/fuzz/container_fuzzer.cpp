@@ -10,15 +10,11 @@
 // crash or a sanitizer report is a finding.
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <exception>
-#include <string>
 #include <vector>
 
 #include "format/container.h"
-#include "memory_file.h"
+#include "fuzz_input.h"
 #include "resurgo/errors.hpp"
 
 namespace {
@@ -31,10 +27,9 @@ using resurgo::format::Container;
 // chunk into a buffer of that size.
 constexpr std::uint64_t kMaxRawBytes = 64u << 20;
 
-[[noreturn]] void finding(const char* what) {
-  std::fprintf(stderr, "container_fuzzer: %s\n", what);
-  std::abort();
-}
+using resurgo::fuzz::load64;
+
+[[noreturn]] void finding(const char* what) { resurgo::fuzz::finding("container_fuzzer", what); }
 
 template <class F>
 void expect_resurgo_error(F&& f) {
@@ -75,12 +70,6 @@ void exercise(const std::uint8_t* data, std::size_t size) {
   }
 }
 
-std::uint64_t load64(const std::uint8_t* p) {
-  std::uint64_t value;
-  std::memcpy(&value, p, sizeof value);
-  return value;
-}
-
 // A copy of the input with the footer's header+index checksum recomputed, or
 // an empty vector when the footer's layout fields do not allow it or the
 // checksum is already right.
@@ -108,17 +97,5 @@ std::vector<std::uint8_t> with_fixed_checksum(const std::uint8_t* data, std::siz
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  try {
-    exercise(data, size);
-    const std::vector<std::uint8_t> fixed = with_fixed_checksum(data, size);
-    if (!fixed.empty()) exercise(fixed.data(), fixed.size());
-  } catch (const resurgo::Error&) {
-    finding("resurgo::Error escaped the harness");  // unreachable: exercise catches them
-  } catch (const std::exception& error) {
-    std::fprintf(stderr, "container_fuzzer: exception that is not a resurgo::Error: %s\n", error.what());
-    std::abort();
-  } catch (...) {
-    finding("exception of unknown type");
-  }
-  return 0;
+  return resurgo::fuzz::run_input("container_fuzzer", data, size, exercise, with_fixed_checksum);
 }

@@ -12,26 +12,20 @@
 // report is a finding.
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <exception>
 #include <vector>
 
 #include "base/checksum.h"
+#include "fuzz_input.h"
 #include "matrix/global_file.h"
 #include "matrix/global_file_reader.h"
-#include "memory_file.h"
 #include "resurgo/errors.hpp"
 
 namespace {
 
 const std::string kWhere = "global_fuzzer";
 
-[[noreturn]] void finding(const char* what) {
-  std::fprintf(stderr, "global_fuzzer: %s\n", what);
-  std::abort();
-}
+using resurgo::fuzz::load64;
 
 void exercise(const std::uint8_t* data, std::size_t size) {
   const resurgo::fuzz::MemoryFile file(data, size, "fuzz-input.rsgm");
@@ -46,19 +40,13 @@ void exercise(const std::uint8_t* data, std::size_t size) {
   if (header.rows < 0 || header.cols < 0 || (header.element_bytes != 4 && header.element_bytes != 8) ||
       (header.cols != 0 && static_cast<std::uint64_t>(header.rows) > size / static_cast<std::uint64_t>(header.cols)) ||
       elements * header.element_bytes > size) {
-    finding("an accepted header announces elements the file cannot hold");
+    resurgo::fuzz::finding("global_fuzzer", "an accepted header announces elements the file cannot hold");
   }
   std::vector<double> buffer((elements * header.element_bytes + 7) / 8);
   try {
     resurgo::read_global_file(file, kWhere, buffer.data(), elements * header.element_bytes);
   } catch (const resurgo::Error&) {
   }
-}
-
-std::uint64_t load64(const std::uint8_t* p) {
-  std::uint64_t value;
-  std::memcpy(&value, p, sizeof value);
-  return value;
 }
 
 // A copy of the input with the checksums of its table (bytes 72-79) and of
@@ -82,15 +70,5 @@ std::vector<std::uint8_t> with_fixed_checksums(const std::uint8_t* data, std::si
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  try {
-    exercise(data, size);
-    const std::vector<std::uint8_t> fixed = with_fixed_checksums(data, size);
-    if (!fixed.empty()) exercise(fixed.data(), fixed.size());
-  } catch (const std::exception& error) {
-    std::fprintf(stderr, "global_fuzzer: exception that is not a resurgo::Error: %s\n", error.what());
-    std::abort();
-  } catch (...) {
-    finding("exception of unknown type");
-  }
-  return 0;
+  return resurgo::fuzz::run_input("global_fuzzer", data, size, exercise, with_fixed_checksums);
 }
