@@ -103,6 +103,8 @@ def before_lines(args, results: Dict[tuple, Dict[str, Series]],
 
 
 def mib(s: Series) -> str:
+    if s.min < 0:  # the driver's -1: some rank could not reset the kernel's peak (clear_refs)
+        return "not measured"
     return f"{s.median:.1f} [{s.min:.1f}–{s.max:.1f}]"
 
 

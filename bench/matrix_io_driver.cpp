@@ -85,15 +85,25 @@ struct Measured {
   double extra_bytes = -1;
 };
 
+// Resets the kernel's peak of this process's resident memory (VmHWM).
+bool reset_peak() {
+  std::ofstream clear("/proc/self/clear_refs");
+  clear << "5" << std::flush;
+  return static_cast<bool>(clear);
+}
+
 Measured measured(const std::function<void()>& step) {
-  std::ofstream("/proc/self/clear_refs") << "5";
+  const bool reset = reset_peak();
   const double resident = status_bytes("VmRSS");
   const double seconds = timed(step);
   const double peak = status_bytes("VmHWM");
-  const double mine = resident < 0 || peak < 0 ? -1 : peak - resident;
-  double largest = 0;
-  MPI_Allreduce(&mine, &largest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  return Measured{seconds, largest};
+  const bool known = reset && resident >= 0 && peak >= 0;
+  // This rank's growth and whether it could not measure it: one MPI_MAX
+  // gives the largest growth and whether any rank could not.
+  const double mine[2] = {known ? peak - resident : 0.0, known ? 0.0 : 1.0};
+  double over_ranks[2] = {0, 0};
+  MPI_Allreduce(mine, over_ranks, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return Measured{seconds, over_ranks[1] > 0 ? -1.0 : over_ranks[0]};
 }
 
 // Drops the file's pages from the page cache (rank 0; no root needed).
