@@ -274,6 +274,13 @@ void write_at(MPI_File file, MPI_Offset offset, const std::byte* bytes, std::uin
   });
 }
 
+void read_at(MPI_File file, MPI_Offset offset, std::byte* bytes, std::uint64_t total, IoStatus& status) {
+  in_calls(offset, bytes, total, status, "MPI_File_read_at",
+           [&](MPI_Offset at, std::byte* into, int count, MPI_Status* moved) {
+             return MPI_File_read_at(file, at, into, count, MPI_BYTE, moved);
+           });
+}
+
 template <typename T>
 GlobalHeader header_of(const MatrixContext& context, std::uint64_t epoch, MatrixOrder order) {
   GlobalHeader header;
@@ -399,10 +406,7 @@ std::vector<std::uint64_t> read_file_pieces(const MatrixContext& context, const 
   std::vector<std::uint64_t> table(written.parts, 0);
   read_pieces<T>(pieces, written.part_bytes / sizeof(T), table, [&](std::uint64_t first, T* data, std::uint64_t n) {
     const auto offset = static_cast<MPI_Offset>(written.data_offset + first * sizeof(T));
-    in_calls(offset, reinterpret_cast<std::byte*>(data), n * sizeof(T), status, "MPI_File_read_at",
-             [&](MPI_Offset at, std::byte* bytes, int count, MPI_Status* moved) {
-               return MPI_File_read_at(file, at, bytes, count, MPI_BYTE, moved);
-             });
+    read_at(file, offset, reinterpret_cast<std::byte*>(data), n * sizeof(T), status);
   });
   if (settle) settle();
   status.note(MPI_File_close(&file), "MPI_File_close");

@@ -111,10 +111,11 @@ class SlabCollection {
     std::uint64_t offset;
     std::uint64_t count;
   };
-  // A send posted, and where its stretch of the ring begins.
+  // A send posted, and its stretch [begin, end) of the ring.
   struct InFlight {
     MPI_Request request;
     std::uint64_t begin;
+    std::uint64_t end;
   };
 
   std::uint64_t chunks_of(int rank) const { return (slabs_.elements(rank) + chunk_ - 1) / chunk_; }
@@ -203,7 +204,7 @@ class SlabCollection {
       const Message& message = outbox_[next_message_];
       const std::optional<std::uint64_t> begin = room(message.count);
       if (!begin) break;
-      InFlight& sent = in_flight_.emplace_back(InFlight{MPI_REQUEST_NULL, *begin});
+      InFlight& sent = in_flight_.emplace_back(InFlight{MPI_REQUEST_NULL, *begin, *begin + message.count});
       check_mpi(MPI_Isend(stage(message, *begin), static_cast<int>(message.count), mpi_type<T>(), message.holder,
                           kSlabTag, context_.comm, &sent.request),
                 "MPI_Isend");
@@ -216,7 +217,6 @@ class SlabCollection {
   const T* stage(const Message& message, std::uint64_t begin) {
     if (source_.in_place != nullptr) return source_.in_place + message.offset;
     source_.take(message.offset, message.count, ring_.data() + begin);
-    ring_end_ = begin + message.count;
     return ring_.data() + begin;
   }
 
@@ -228,8 +228,9 @@ class SlabCollection {
     if (source_.in_place != nullptr) return 0;  // sends from the local array take no room
     if (in_flight_.empty()) return 0;           // n is at most the ring: a chunk, or all the elements
     const std::uint64_t oldest = in_flight_.front().begin;
-    if (ring_end_ < oldest) return ring_end_ + n < oldest ? std::optional<std::uint64_t>(ring_end_) : std::nullopt;
-    if (ring_end_ + n <= ring_.size()) return ring_end_;
+    const std::uint64_t newest_end = in_flight_.back().end;
+    if (newest_end < oldest) return newest_end + n < oldest ? std::optional<std::uint64_t>(newest_end) : std::nullopt;
+    if (newest_end + n <= ring_.size()) return newest_end;
     return n < oldest ? std::optional<std::uint64_t>(0) : std::nullopt;
   }
 
@@ -267,7 +268,6 @@ class SlabCollection {
   std::vector<Message> outbox_;
   std::size_t next_message_ = 0;
   ScratchBuffer<T> ring_;
-  std::uint64_t ring_end_ = 0;
   std::deque<InFlight> in_flight_;
 };
 
