@@ -10,7 +10,8 @@
 //   pssyev_(..., hessian.local_data(), &one, &one, hessian.descriptor(context).data(), ...);
 //
 // Include it only in code compiled with MPI; libresurgo provides it when it
-// was built with MPI found. The matrix talks on its own duplicate of the
+// was built with MPI found (the serial readers of its global-layout files,
+// global_file.hpp, need no MPI). The matrix talks on its own duplicate of the
 // communicator, so its messages never match the application's.
 #pragma once
 
@@ -22,6 +23,8 @@
 #include <memory>
 #include <span>
 #include <string>
+
+#include "resurgo/global_file.hpp"  // MatrixOrder; the serial readers of write_global's files
 
 namespace resurgo {
 
@@ -97,13 +100,6 @@ struct MatrixOptions {
   // options' positional initializers stay valid.
   MatrixTargetOrder target_order = MatrixTargetOrder::kRandom;
 };
-
-// The order of the elements in a global-layout file (write_global): element
-// (i, j) of an M x N matrix at index i * N + j (kRowMajor, C's order) or
-// j * M + i (kColumnMajor, Fortran's and ScaLAPACK's). Column-major files
-// are written from and read into the local arrays directly; row-major ones
-// go through a transposed copy of each rank's part (memory and time).
-enum class MatrixOrder { kRowMajor, kColumnMajor };
 
 // What this rank did since construction (or the last reset of the counters
 // by reset()). The seconds but binning_seconds are the application
@@ -240,23 +236,5 @@ class ConvergentMatrix {
 
 extern template class ConvergentMatrix<float>;
 extern template class ConvergentMatrix<double>;
-
-// A global-layout file (write_global) read whole by one process, without
-// MPI: for a serial solver stage, a check or a conversion. The header, as
-// read_global() checks it: NotFoundError, FormatError or CorruptionError
-// naming the file.
-struct GlobalFileHeader {
-  std::int64_t rows = 0;
-  std::int64_t cols = 0;
-  std::size_t element_bytes = 0;  // 4: float32, 8: float64
-  MatrixOrder order = MatrixOrder::kColumnMajor;
-  std::uint64_t epoch = 0;  // the writer's commits
-};
-GlobalFileHeader read_global_file_header(const std::string& path);
-// Every element, in the file's order, into `elements` (`bytes`: rows x cols
-// x element_bytes, InvalidArgumentError otherwise), each 1 MiB part checked
-// against its checksum: CorruptionError naming the file and the part, and
-// then what `elements` holds is not to be used.
-void read_global_file(const std::string& path, void* elements, std::size_t bytes);
 
 }  // namespace resurgo

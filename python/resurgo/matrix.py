@@ -378,8 +378,8 @@ def global_file_info(path: Union[str, "os.PathLike[str]"]) -> Dict[str, Any]:
     """The header of a global-layout file (:meth:`ConvergentMatrix.write_global`),
     read by this process alone, without MPI: ``shape``, ``dtype``, ``order``
     ("F" column-major, "C" row-major) and ``epoch`` (the writer's commits).
-    NotFoundError, FormatError or CorruptionError naming the file."""
-    _require_mpi_build("global_file_info")
+    NotFoundError, FormatError or CorruptionError naming the file. Works in
+    a build of resurgo without MPI too."""
     rows, cols, element_bytes, row_major, epoch = _core.read_global_file_header(_path_arg(path, "global_file_info"))
     return {"shape": (rows, cols), "dtype": np.dtype(np.float32 if element_bytes == 4 else np.float64),
             "order": "C" if row_major else "F", "epoch": epoch}
@@ -392,8 +392,8 @@ def load_global(path: Union[str, "os.PathLike[str]"]) -> np.ndarray:
     for a row-major one, so that the file's bytes land as they lie. Each MiB
     of elements is checked against its checksum: CorruptionError naming the
     file and the part. Needs memory for the whole matrix; a matrix that a
-    job holds across nodes is read back with :meth:`ConvergentMatrix.read_global`."""
-    _require_mpi_build("load_global")
+    job holds across nodes is read back with :meth:`ConvergentMatrix.read_global`.
+    Works in a build of resurgo without MPI too."""
     text = _path_arg(path, "load_global")
     info = global_file_info(text)
     array = np.empty(info["shape"], dtype=info["dtype"], order=info["order"])

@@ -198,32 +198,10 @@ void bind_matrix_of(nb::module_& m, const char* name) {
       .def("read_global", &Py::read_global, "path"_a);
 }
 
-using Bytes = nb::ndarray<std::uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
-
-// A global-layout file read by this process alone: its header as (rows,
-// cols, element bytes, row-major, epoch), and its elements into the bytes of
-// an array the Python layer shaped from it.
-void bind_global_file(nb::module_& m) {
-  m.def(
-      "read_global_file_header",
-      [](const std::string& path) {
-        const resurgo::GlobalFileHeader h = without_gil([&] { return resurgo::read_global_file_header(path); });
-        return std::tuple{h.rows, h.cols, h.element_bytes, h.order == resurgo::MatrixOrder::kRowMajor, h.epoch};
-      },
-      "path"_a);
-  m.def(
-      "read_global_file",
-      [](const std::string& path, Bytes into) {
-        without_gil([&] { resurgo::read_global_file(path, into.data(), into.size()); });
-      },
-      "path"_a, "into"_a);
-}
-
 }  // namespace
 
 void bind_matrix(nb::module_& m, StoreOfObject store_of) {
   g_store_of = store_of;
   bind_matrix_of<float>(m, "ConvergentMatrixFloat32");
   bind_matrix_of<double>(m, "ConvergentMatrixFloat64");
-  bind_global_file(m);
 }

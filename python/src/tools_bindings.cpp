@@ -1,16 +1,19 @@
 #include "tools_bindings.h"
 
+#include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "resurgo/global_file.hpp"
 #include "resurgo/resurgo.hpp"
 #include "resurgo/tools.hpp"
 #include "without_gil.h"
@@ -70,6 +73,22 @@ void write_container(const std::string& path, const resurgo::tools::ContainerHea
   without_gil([&] { resurgo::tools::write_container(path, header, parts); });
 }
 
+// A global-layout file of ConvergentMatrix read by this process alone (no
+// MPI needed): its header as (rows, cols, element bytes, row-major, epoch),
+// and its elements into the bytes of an array the Python layer shaped from
+// it (resurgo/matrix.py: global_file_info, load_global).
+using Bytes = nb::ndarray<std::uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+std::tuple<std::int64_t, std::int64_t, std::size_t, bool, std::uint64_t> read_global_file_header(
+    const std::string& path) {
+  const resurgo::GlobalFileHeader h = without_gil([&] { return resurgo::read_global_file_header(path); });
+  return std::tuple{h.rows, h.cols, h.element_bytes, h.order == resurgo::MatrixOrder::kRowMajor, h.epoch};
+}
+
+void read_global_file(const std::string& path, Bytes into) {
+  without_gil([&] { resurgo::read_global_file(path, into.data(), into.size()); });
+}
+
 }  // namespace
 
 void bind_tools(nb::module_& m) {
@@ -116,6 +135,8 @@ void bind_tools(nb::module_& m) {
       "pointer"_a,
       "\"host\", \"device\" or \"managed\": what the CUDA driver, when this process has loaded it, says "
       "`pointer` is; None when it is not loaded (then the process holds no CUDA memory).");
+  m.def("read_global_file_header", &read_global_file_header, "path"_a);
+  m.def("read_global_file", &read_global_file, "path"_a, "into"_a);
   m.def("_write_container", &write_container, "path"_a, "header"_a, "chunks"_a,
         "For tests: writes a container file from a ContainerHeader and uncompressed chunks "
         "[(region index, offset, bytes)]; the readers' checks apply when it is read back.");

@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "resurgo/matrix.hpp"
+#include "resurgo/global_file.hpp"
 
 namespace resurgo {
 

@@ -1,4 +1,4 @@
-// The serial readers of include/resurgo/matrix.hpp by path: the file opened
+// The serial readers of include/resurgo/global_file.hpp by path: the file opened
 // through the Env (the checks of global_file_reader.cpp need only a
 // ReadableFile, which the fuzzer hands in from memory).
 #include <memory>
@@ -6,7 +6,7 @@
 
 #include "matrix/global_file_reader.h"
 #include "resurgo/env.hpp"
-#include "resurgo/matrix.hpp"
+#include "resurgo/global_file.hpp"
 
 namespace resurgo {
 

@@ -7,7 +7,7 @@
 
 #include "matrix/part_checksums.h"
 #include "resurgo/errors.hpp"
-#include "resurgo/matrix.hpp"
+#include "resurgo/global_file.hpp"
 
 namespace resurgo {
 

@@ -2,7 +2,7 @@
 // any element is read, and the check of the part sums against its table.
 // read_global() uses both (rank 0 reads the head, the ranks add the sums of
 // what each read); read_global_file() reads a whole file in one process,
-// without MPI (include/resurgo/matrix.hpp; global_file_open.cpp opens the
+// without MPI (include/resurgo/global_file.hpp; global_file_open.cpp opens the
 // path, tests/fuzz/global_fuzzer.cpp hands in memory).
 #pragma once
 
@@ -12,7 +12,7 @@
 
 #include "matrix/global_file.h"
 #include "resurgo/env.hpp"
-#include "resurgo/matrix.hpp"
+#include "resurgo/global_file.hpp"
 
 namespace resurgo {
 

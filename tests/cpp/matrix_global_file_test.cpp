@@ -3,9 +3,8 @@
 // here byte by byte, as write_global lays them out, read back whole; damage,
 // truncation and hostile headers (valid checksums over impossible shapes)
 // refused by name before anything is sized from them. The MPI jobs of
-// tests/mpi/matrix_io_check.cpp read files write_global wrote. The matrix
-// sources exist only in a build with MPI.
-#ifdef RESURGO_HAVE_MPI
+// tests/mpi/matrix_io_check.cpp read files write_global wrote. The reader
+// is in every build, with MPI or without (include/resurgo/global_file.hpp).
 
 #include <gtest/gtest.h>
 
@@ -20,7 +19,7 @@
 #include "matrix/global_file.h"
 #include "matrix/part_checksums.h"
 #include "resurgo/errors.hpp"
-#include "resurgo/matrix.hpp"
+#include "resurgo/global_file.hpp"
 #include "test_util.h"
 
 namespace resurgo {
@@ -131,5 +130,3 @@ TEST_F(GlobalFileReadAlone, HostileShapesAreRefusedBeforeAnySizeIsComputed) {
 
 }  // namespace
 }  // namespace resurgo
-
-#endif  // RESURGO_HAVE_MPI

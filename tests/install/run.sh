@@ -5,9 +5,11 @@
 #     consumer/fortran; find_package(resurgo) failed in the last two once),
 #     built against the shared and the static library and installed;
 #  3. the compile lines of docs/install.md with pkg-config: C++ on resurgo,
-#     C on resurgo-static, Fortran on resurgo-fortran;
+#     C on resurgo-static, Fortran on resurgo-fortran; and the serial reader
+#     of global-layout files (resurgo/global_file.hpp) without MPI's flags;
 #  4. every program run with LD_LIBRARY_PATH unset (RUNPATHs only): each
-#     checkpoints, restarts in a new store, and checks the bytes restored.
+#     checkpoints, restarts in a new store, and checks the bytes restored
+#     (the global-file reader: refuses a missing and a foreign file by name).
 # Without FC (no Fortran compiler; the library then has no Fortran module)
 # the Fortran consumers are skipped, with a line that says so.
 set -euo pipefail
@@ -77,6 +79,11 @@ rpath="-Wl,-rpath,$(pkg-config --variable=libdir resurgo)"
 # shellcheck disable=SC2046
 "$cxx" -std=c++20 -Wall -Wextra -Werror -o "$apps/bin/pc_cxx_shared" "$src/main.cpp" \
   $(pkg-config --cflags --libs resurgo) "$rpath" || fail "pkg-config resurgo: C++ build"
+# The serial reader of global-layout files without MPI's compile flags.
+# shellcheck disable=SC2046
+"$cxx" -std=c++20 -Wall -Wextra -Werror -o "$apps/bin/pc_global_file" "$src/global_file.cpp" \
+  -I"$(pkg-config --variable=includedir resurgo)" $(pkg-config --libs resurgo) "$rpath" \
+  || fail "resurgo/global_file.hpp without MPI's flags: C++ build"
 # shellcheck disable=SC2046
 "$cc" -std=c11 -Wall -Wextra -Werror -o "$apps/bin/pc_c_static" "$src/main.c" \
   $(pkg-config --cflags --libs resurgo-static) || fail "pkg-config resurgo-static: C build"
@@ -103,7 +110,7 @@ for program in "$apps"/bin/*; do
   printf '   %s: ok\n' "$name"
   count=$((count + 1))
 done
-expected=6  # CMake: C and C++, shared and static; pkg-config: C++ shared, C static
-[[ -z "$fc" ]] || expected=8  # and Fortran: CMake, pkg-config
+expected=7  # CMake: C and C++, shared and static; pkg-config: C++ shared, C static, the global-file reader
+[[ -z "$fc" ]] || expected=9  # and Fortran: CMake, pkg-config
 ((count == expected)) || fail "ran $count programs, expected $expected"
 echo "install test: $count consumers built and passed"

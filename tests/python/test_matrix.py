@@ -198,13 +198,14 @@ def test_global_layout_files_are_read_back_on_another_grid(tmp_path):
 
 
 @needs_mpi
-def test_load_global_reads_a_file_alone_and_names_what_is_wrong(tmp_path):
-    # load_global and global_file_info in this process, without MPI: the
-    # column- and row-major files of one matrix give the same array, in the
-    # file's memory order; a flipped bit names its part; a file that is no
-    # global-layout file, a missing one and a path that is no path are
-    # refused by name.
+def test_load_global_reads_a_file_alone_and_names_what_is_wrong(tmp_path, monkeypatch):
+    # load_global and global_file_info in this process, without MPI (and as
+    # a build without MPI would: HAVE_MPI off): the column- and row-major
+    # files of one matrix give the same array, in the file's memory order; a
+    # flipped bit names its part; a file that is no global-layout file, a
+    # missing one and a path that is no path are refused by name.
     succeeded(mpirun(4, JOB, "global-write", tmp_path))
+    monkeypatch.setattr(_core, "HAVE_MPI", False)
     by_column, by_row = (tmp_path / f"matrix-float64-{order}.rsgm" for order in ("F", "C"))
     column_major, row_major = load_global(by_column), load_global(by_row)
     assert column_major.flags["F_CONTIGUOUS"] and row_major.flags["C_CONTIGUOUS"]

@@ -1,0 +1,38 @@
+// Global-layout files of ConvergentMatrix::write_global (matrix.hpp) read
+// whole by one process: for a serial solver stage, a check or a conversion
+// on a machine without MPI. This header needs no MPI, and libresurgo
+// provides these functions whether or not it was built with MPI
+// (docs/matrix.md, "Global-layout files").
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace resurgo {
+
+// The order of the elements in a global-layout file: element (i, j) of an
+// M x N matrix at index i * N + j (kRowMajor, C's order) or j * M + i
+// (kColumnMajor, Fortran's and ScaLAPACK's). Column-major files are written
+// from and read into the local arrays directly; row-major ones go through
+// a transposed copy of each rank's part (memory and time).
+enum class MatrixOrder { kRowMajor, kColumnMajor };
+
+// The header, as read_global() checks it: NotFoundError, FormatError or
+// CorruptionError naming the file.
+struct GlobalFileHeader {
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+  std::size_t element_bytes = 0;  // 4: float32, 8: float64
+  MatrixOrder order = MatrixOrder::kColumnMajor;
+  std::uint64_t epoch = 0;  // the writer's commits
+};
+GlobalFileHeader read_global_file_header(const std::string& path);
+
+// Every element, in the file's order, into `elements` (`bytes`: rows x cols
+// x element_bytes, InvalidArgumentError otherwise), each 1 MiB part checked
+// against its checksum: CorruptionError naming the file and the part, and
+// then what `elements` holds is not to be used.
+void read_global_file(const std::string& path, void* elements, std::size_t bytes);
+
+}  // namespace resurgo
