@@ -26,6 +26,7 @@
 #include "matrix/local_rows.h"
 #include "matrix/matrix_impl.h"
 #include "matrix/mpi_call.h"
+#include "matrix/mpi_io_calls.h"
 #include "matrix/polite_wait.h"
 #include "matrix/scratch_buffer.h"
 #include "matrix/slab_collection.h"
@@ -80,33 +81,13 @@ void on_rank_0(const MatrixContext& context, const std::string& where, const std
   });
 }
 
-// The first failure of a sequence of MPI-IO calls. Every rank makes each
-// collective call of the sequence even after a failure (files report errors
-// rather than abort), so that no rank waits for another at a call it
-// skipped; check() agrees on the outcome at the end.
-class IoStatus {
- public:
-  void note(int status, const char* call) {
-    if (status == MPI_SUCCESS || !failure_.empty()) return;
-    char text[MPI_MAX_ERROR_STRING];
-    int length = 0;
-    MPI_Error_string(status, text, &length);
-    fail(std::string(call) + " failed: " + std::string(text, static_cast<std::size_t>(length)));
-  }
-  // A failure MPI did not report as one.
-  void fail(std::string failure) {
-    if (failure_.empty()) failure_ = std::move(failure);
-  }
-  bool ok() const { return failure_.empty(); }
-  void check(const MatrixContext& context, const std::string& where, const char* hint) const {
-    agree_on(context, [&] {
-      if (!ok()) throw StorageError(where + ": " + failure_ + "; " + hint);
-    });
-  }
-
- private:
-  std::string failure_;
-};
+// Agrees on the outcome of a sequence of MPI-IO calls: the first failure
+// of the lowest rank where one failed, thrown on every rank with `hint`.
+void agree_on(const MatrixContext& context, const IoStatus& status, const std::string& where, const char* hint) {
+  agree_on(context, [&] {
+    if (!status.ok()) throw StorageError(where + ": " + status.failure() + "; " + hint);
+  });
+}
 
 // InvalidArgumentError unless MPI's int counts hold the file's table (read
 // and summed as one message). The same verdict on every rank.
@@ -240,33 +221,6 @@ void sum_table(const MatrixContext& context, std::vector<std::uint64_t>& table) 
   wait_politely(request);
 }
 
-// Moves `total` bytes at file byte `offset` in MPI-IO calls of at most a
-// GiB (MPI's counts are ints): call(offset, bytes, count, status) returns
-// MPI's error code and leaves in `status` what the call moved. A call that
-// moved less than asked is followed by one for the rest, as a pwrite()
-// loop does: Open MPI's MPI_File_write_at passes a short write (a file
-// size limit or a full disk past the first bytes) through as a success
-// with a short count, and only the next call gets the error. A call that
-// moves nothing fails the sequence. Nothing more after the first failure.
-template <typename Byte, typename Call>
-void in_calls(MPI_Offset offset, Byte* bytes, std::uint64_t total, IoStatus& status, const char* name,
-              const Call& call) {
-  constexpr std::uint64_t kCallBytes = std::uint64_t{1} << 30;
-  for (std::uint64_t done = 0; done < total && status.ok();) {
-    const int asked = static_cast<int>(std::min(kCallBytes, total - done));
-    const MPI_Offset at = offset + static_cast<MPI_Offset>(done);
-    MPI_Status moved_status;
-    status.note(call(at, bytes + done, asked, &moved_status), name);
-    int moved = 0;
-    if (status.ok()) MPI_Get_count(&moved_status, MPI_BYTE, &moved);
-    if (status.ok() && moved <= 0) {
-      status.fail(std::string(name) + " moved none of " + std::to_string(asked) + " bytes at file byte " +
-                  std::to_string(at) + " and reported no error");
-    }
-    done += static_cast<std::uint64_t>(std::max(moved, 0));
-  }
-}
-
 void write_at(MPI_File file, MPI_Offset offset, const std::byte* bytes, std::uint64_t total, IoStatus& status,
               const char* name) {
   in_calls(offset, bytes, total, status, name, [&](MPI_Offset at, const std::byte* from, int count, MPI_Status* moved) {
@@ -323,7 +277,7 @@ void write_temporary(const MatrixContext& context, const WritePlan<T>& plan, con
   IoStatus status;
   MPI_File file = MPI_FILE_NULL;
   status.note(MPI_File_open(context.comm, temporary.c_str(), MPI_MODE_WRONLY, MPI_INFO_NULL, &file), "MPI_File_open");
-  status.check(context, where, "check that the directory exists and is writable");
+  agree_on(context, status, where, "check that the directory exists and is writable");
   std::vector<std::uint64_t> table(header.parts_expected(), 0);
   if (plan.start) plan.start();
   write_pieces<T>(
@@ -339,7 +293,8 @@ void write_temporary(const MatrixContext& context, const WritePlan<T>& plan, con
   }
   status.note(MPI_File_sync(file), "MPI_File_sync");
   status.note(MPI_File_close(&file), "MPI_File_close");
-  status.check(context, where, "check that the file system has room and that no file size limit (ulimit -f) applies");
+  agree_on(context, status, where,
+           "check that the file system has room and that no file size limit (ulimit -f) applies");
 }
 
 }  // namespace
@@ -402,7 +357,7 @@ std::vector<std::uint64_t> read_file_pieces(const MatrixContext& context, const 
   IoStatus status;
   MPI_File file = MPI_FILE_NULL;
   status.note(MPI_File_open(context.comm, path.c_str(), MPI_MODE_RDONLY, MPI_INFO_NULL, &file), "MPI_File_open");
-  status.check(context, where, "check that every rank sees the file");
+  agree_on(context, status, where, "check that every rank sees the file");
   std::vector<std::uint64_t> table(written.parts, 0);
   read_pieces<T>(pieces, written.part_bytes / sizeof(T), table, [&](std::uint64_t first, T* data, std::uint64_t n) {
     const auto offset = static_cast<MPI_Offset>(written.data_offset + first * sizeof(T));
@@ -410,7 +365,7 @@ std::vector<std::uint64_t> read_file_pieces(const MatrixContext& context, const 
   });
   if (settle) settle();
   status.note(MPI_File_close(&file), "MPI_File_close");
-  status.check(context, where, "check that every rank can read the file");
+  agree_on(context, status, where, "check that every rank can read the file");
   sum_table(context, table);
   return table;
 }
