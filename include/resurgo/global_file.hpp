@@ -35,4 +35,12 @@ GlobalFileHeader read_global_file_header(const std::string& path);
 // then what `elements` holds is not to be used.
 void read_global_file(const std::string& path, void* elements, std::size_t bytes);
 
+// Checks the header and every part of the file against their checksums
+// without keeping the elements (it holds 8 MiB at a time, whatever the
+// matrix's size): a copied or archived file checked before it is used
+// (`resurgo verify`). The header when the whole file is intact; else the
+// errors of read_global_file_header(), or CorruptionError naming the file
+// and the first damaged part.
+GlobalFileHeader verify_global_file(const std::string& path);
+
 }  // namespace resurgo

@@ -20,7 +20,10 @@ Container files are ``<tier>/<store>/v<version:010>.r<rank:06>.rsg``; an MPI
 store with ``persistent.layout = shared`` keeps a version of every rank in one
 shared file, ``v<version:010>.shared.rsg``, which ``ls`` lists as one row (RANK
 ``all (N)``: its N ranks' parts), ``inspect`` shows part by part, ``verify``
-checks part by part and ``rm`` removes with the version. The tool
+checks part by part and ``rm`` removes with the version. ``inspect`` and
+``verify`` also take a ConvergentMatrix global-layout file (any name; written
+by ``write_global``, told by its first bytes): its shape, dtype, order and
+epoch, and every 1 MiB part against its checksum. The tool
 only parses them with the native reader; it never evaluates their contents.
 Whatever it prints that comes from a file or a path (store names, labels,
 metadata, paths, error messages) has its control characters escaped (``\x1b``),
@@ -47,9 +50,11 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Set, Tupl
 
 import resurgo
 from resurgo import _core
+from resurgo.matrix import global_file_info
 from resurgo.printable import printable
 
 QUARANTINE_SUFFIX = ".damaged"
+GLOBAL_FILE_MAGIC = b"RSGMATGL"  # src/matrix/global_file.h
 
 
 def _parse_name(name: str) -> Optional[Tuple[int, int, bool]]:
@@ -397,6 +402,42 @@ def _print_json(data: dict) -> None:
     print(json.dumps(data, indent=2).replace("\x7f", "\\u007f"))
 
 
+def _print_fields(fields: Sequence[Tuple[str, str]]) -> None:
+    """One "key  value" line per field, the values aligned."""
+    width = max(len(k) for k, _ in fields)
+    for key, value in fields:
+        print(f"{key.ljust(width)}  {printable(value)}")
+
+
+def _is_global_file(path: Union[str, Path]) -> bool:
+    """Whether the regular file `path` begins with the magic of a
+    ConvergentMatrix global-layout file (``ConvergentMatrix.write_global``)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(GLOBAL_FILE_MAGIC)) == GLOBAL_FILE_MAGIC
+    except OSError:
+        return False
+
+
+def _inspect_global_file(path: str, as_json: bool) -> int:
+    """A global-layout file: its header, checked (`resurgo verify` checks
+    every part)."""
+    info = global_file_info(_native(path))
+    size = os.path.getsize(path)
+    rows, cols = info["shape"]
+    if as_json:
+        _print_json({"path": path, "kind": "matrix global-layout file", "shape": [rows, cols],
+                     "dtype": info["dtype"].name, "order": info["order"], "epoch": info["epoch"],
+                     "file_size": size})
+        return EXIT_OK
+    order = "row-major (C)" if info["order"] == "C" else "column-major (Fortran, ScaLAPACK)"
+    _print_fields([("file", path), ("kind", "ConvergentMatrix global-layout file (write_global)"),
+                   ("shape", f"{rows} x {cols}"), ("dtype", info["dtype"].name), ("order", order),
+                   ("epoch", f"{info['epoch']} (the writer's commits)"),
+                   ("file size", f"{_human(size)} ({size} bytes)")])
+    return EXIT_OK
+
+
 def _inspect_shared_file(path: str, as_json: bool) -> int:
     """A shared file: its part index, then one line per rank's part (`resurgo
     verify` reads every chunk)."""
@@ -410,9 +451,7 @@ def _inspect_shared_file(path: str, as_json: bool) -> int:
     fields = [("file", path), ("store", store), ("version", str(shared.version)),
               ("parts", f"{len(shared.parts)} (one per rank, persistent.layout = shared)"),
               ("file size", f"{_human(shared.file_size)} ({shared.file_size} bytes)")]
-    width = max(len(k) for k, _ in fields)
-    for key, value in fields:
-        print(f"{key.ljust(width)}  {printable(value)}")
+    _print_fields(fields)
     print()
     rows = [("  RANK", "OFFSET", "BYTES", "BASE", "REGIONS", "CHUNKS", "CHECKSUM")]
     for p in shared.parts:
@@ -447,6 +486,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         raise UsageError(f"{path}: not a file")
     if Path(path).name.isascii() and _core.parse_shared_file_name(Path(path).name) is not None:
         return _inspect_shared_file(path, args.json)
+    if _is_global_file(path):
+        return _inspect_global_file(path, args.json)
     info = _core.inspect(_native(path))
     if args.json:
         _print_json(_jsonable(info, path))
@@ -470,9 +511,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         region_bytes = sum(r.bytes for r in info.regions)
         fields.append(("extents", f"{len(chunks)}, {_human(raw)} of {_human(region_bytes)} "
                                   f"({raw} of {region_bytes} bytes; the base holds the rest)"))
-    width = max(len(k) for k, _ in fields)
-    for key, value in fields:
-        print(f"{key.ljust(width)}  {printable(value)}")
+    _print_fields(fields)
     print()
     print(f"regions ({len(info.regions)}):")
     _print_table(_region_rows(info.regions))
@@ -517,7 +556,10 @@ def _verify_files(files: List[Path], report: Callable[[str], None],
                 advance(target - _state["seen"])
                 _state["seen"] = target
         try:
-            _core.verify(_native(f), progress)
+            if _is_global_file(f):
+                _core.verify_global_file(_native(f))
+            else:
+                _core.verify(_native(f), progress)
         except resurgo.Error as exc:
             damaged.add(f)
             report(f"DAMAGED {printable(f)}: {printable(exc)}")
@@ -747,13 +789,15 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_ls)
 
     p = sub.add_parser("inspect", help="show the header, regions and chunks of a container file (of a shared "
-                                       "file, each rank's part)")
+                                       "file, each rank's part; of a matrix's global-layout file, its shape, "
+                                       "dtype, order and epoch)")
     p.add_argument("file", metavar="FILE")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_inspect)
 
-    p = sub.add_parser("verify", help="verify every checksum of files or of directory trees, "
-                                      "and in a tree every delta's chain",
+    p = sub.add_parser("verify", help="verify every checksum of files (container files, matrices' "
+                                      "global-layout files) or of directory trees, and in a tree every "
+                                      "delta's chain",
                        epilog="Exit status: 0 all intact, 1 damage found, 2 a path missing or a directory "
                               "holding no container file. " + NAMES_WITH_DASHES)
     p.add_argument("path", metavar="PATH", nargs="+")

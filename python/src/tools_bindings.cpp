@@ -73,16 +73,24 @@ void write_container(const std::string& path, const resurgo::tools::ContainerHea
   without_gil([&] { resurgo::tools::write_container(path, header, parts); });
 }
 
-// A global-layout file of ConvergentMatrix read by this process alone (no
-// MPI needed): its header as (rows, cols, element bytes, row-major, epoch),
-// and its elements into the bytes of an array the Python layer shaped from
-// it (resurgo/matrix.py: global_file_info, load_global).
+// A global-layout file of ConvergentMatrix read or verified by this process
+// alone (no MPI needed): its header as (rows, cols, element bytes,
+// row-major, epoch), and its elements into the bytes of an array the
+// Python layer shaped from it (resurgo/matrix.py: global_file_info,
+// load_global; the CLI's inspect and verify).
 using Bytes = nb::ndarray<std::uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+using HeaderTuple = std::tuple<std::int64_t, std::int64_t, std::size_t, bool, std::uint64_t>;
 
-std::tuple<std::int64_t, std::int64_t, std::size_t, bool, std::uint64_t> read_global_file_header(
-    const std::string& path) {
-  const resurgo::GlobalFileHeader h = without_gil([&] { return resurgo::read_global_file_header(path); });
-  return std::tuple{h.rows, h.cols, h.element_bytes, h.order == resurgo::MatrixOrder::kRowMajor, h.epoch};
+HeaderTuple header_tuple(const resurgo::GlobalFileHeader& h) {
+  return {h.rows, h.cols, h.element_bytes, h.order == resurgo::MatrixOrder::kRowMajor, h.epoch};
+}
+
+HeaderTuple read_global_file_header(const std::string& path) {
+  return header_tuple(without_gil([&] { return resurgo::read_global_file_header(path); }));
+}
+
+HeaderTuple verify_global_file(const std::string& path) {
+  return header_tuple(without_gil([&] { return resurgo::verify_global_file(path); }));
 }
 
 void read_global_file(const std::string& path, Bytes into) {
@@ -137,6 +145,7 @@ void bind_tools(nb::module_& m) {
       "`pointer` is; None when it is not loaded (then the process holds no CUDA memory).");
   m.def("read_global_file_header", &read_global_file_header, "path"_a);
   m.def("read_global_file", &read_global_file, "path"_a, "into"_a);
+  m.def("verify_global_file", &verify_global_file, "path"_a);
   m.def("_write_container", &write_container, "path"_a, "header"_a, "chunks"_a,
         "For tests: writes a container file from a ContainerHeader and uncompressed chunks "
         "[(region index, offset, bytes)]; the readers' checks apply when it is read back.");

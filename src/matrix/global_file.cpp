@@ -31,6 +31,10 @@ std::string decimal(std::uint64_t value) { return std::to_string(value); }
 
 std::uint32_t native_byte_order() { return std::endian::native == std::endian::little ? 1 : 2; }
 
+std::string global_file_where(const char* call, const std::string& path) {
+  return std::string(call) + ": file '" + path + "'";
+}
+
 const char* element_name(std::uint32_t element_bytes) {
   return element_bytes == 4 ? "float32" : element_bytes == 8 ? "float64" : "an unknown element type";
 }

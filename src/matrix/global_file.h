@@ -37,6 +37,9 @@ inline constexpr std::uint64_t kGlobalPartBytes = std::uint64_t{1} << 20;
 // 1 on a little-endian machine, 2 on a big-endian one.
 std::uint32_t native_byte_order();
 
+// How a message names the call and the file: "<call>: file '<path>'".
+std::string global_file_where(const char* call, const std::string& path);
+
 // What the header says. The sizes below follow from the shape, the element
 // size and the part size; the caller has checked that the data's bytes fit
 // in 63 bits (global_data_bytes()).

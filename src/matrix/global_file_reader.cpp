@@ -64,18 +64,32 @@ void check_global_parts(const std::vector<std::uint64_t>& found, const std::vect
 
 namespace {
 
-// The whole file's elements into `elements`, 8 MiB at a time, summed as read.
+// The part sums of the whole file's elements, read 8 MiB at a time: into
+// `elements` when given, else each piece into one buffer of 8 MiB (a
+// verification, which keeps nothing).
 template <typename T>
 std::vector<std::uint64_t> read_and_sum(const ReadableFile& file, const GlobalHeader& written, T* elements) {
   constexpr std::uint64_t kReadElements = (std::uint64_t{8} << 20) / sizeof(T);
   const std::uint64_t count = static_cast<std::uint64_t>(written.rows) * static_cast<std::uint64_t>(written.cols);
+  std::vector<T> piece(elements == nullptr ? std::min(kReadElements, count) : 0);
   std::vector<std::uint64_t> sums(written.parts, 0);
   for (std::uint64_t first = 0; first < count; first += kReadElements) {
     const std::uint64_t n = std::min(kReadElements, count - first);
-    file.read_at(written.data_offset + first * sizeof(T), elements + first, n * sizeof(T));
-    add_part_sums(elements + first, first, n, written.part_bytes / sizeof(T), sums);
+    T* into = elements != nullptr ? elements + first : piece.data();
+    file.read_at(written.data_offset + first * sizeof(T), into, n * sizeof(T));
+    add_part_sums(into, first, n, written.part_bytes / sizeof(T), sums);
   }
   return sums;
+}
+
+// read_and_sum of the file's element type; `elements` may be null.
+std::vector<std::uint64_t> read_and_sum(const ReadableFile& file, const GlobalHeader& written, void* elements) {
+  return written.element_bytes == 4 ? read_and_sum(file, written, static_cast<float*>(elements))
+                                    : read_and_sum(file, written, static_cast<double*>(elements));
+}
+
+GlobalFileHeader public_header(const GlobalHeader& written) {
+  return GlobalFileHeader{written.rows, written.cols, written.element_bytes, written.order, written.epoch};
 }
 
 // The checked header of `file`, and its table where asked for.
@@ -91,8 +105,7 @@ GlobalHeader checked_header(const ReadableFile& file, const std::string& where, 
 }  // namespace
 
 GlobalFileHeader read_global_file_header(const ReadableFile& file, const std::string& where) {
-  const GlobalHeader written = checked_header(file, where, nullptr);
-  return GlobalFileHeader{written.rows, written.cols, written.element_bytes, written.order, written.epoch};
+  return public_header(checked_header(file, where, nullptr));
 }
 
 void read_global_file(const ReadableFile& file, const std::string& where, void* elements, std::size_t bytes) {
@@ -104,10 +117,14 @@ void read_global_file(const ReadableFile& file, const std::string& where, void* 
                                element_name(written.element_bytes) + "), not " + std::to_string(bytes) +
                                ": give a buffer of its size (read_global_file_header)");
   }
-  const std::vector<std::uint64_t> sums = written.element_bytes == 4
-                                              ? read_and_sum(file, written, static_cast<float*>(elements))
-                                              : read_and_sum(file, written, static_cast<double*>(elements));
-  check_global_parts(sums, table, written, where, "what was read is not to be used");
+  check_global_parts(read_and_sum(file, written, elements), table, written, where, "what was read is not to be used");
+}
+
+GlobalFileHeader verify_global_file(const ReadableFile& file, const std::string& where) {
+  std::vector<std::uint64_t> table;
+  const GlobalHeader written = checked_header(file, where, &table);
+  check_global_parts(read_and_sum(file, written, nullptr), table, written, where, "its elements are not to be used");
+  return public_header(written);
 }
 
 }  // namespace resurgo

@@ -27,9 +27,10 @@ std::vector<std::byte> read_global_head(const ReadableFile& file, const GlobalHe
 void check_global_parts(const std::vector<std::uint64_t>& found, const std::vector<std::uint64_t>& table,
                         const GlobalHeader& written, const std::string& where, const std::string& consequence);
 
-// read_global_file_header() and read_global_file() of an open file;
-// messages start with `where`.
+// read_global_file_header(), read_global_file() and verify_global_file()
+// of an open file; messages start with `where`.
 GlobalFileHeader read_global_file_header(const ReadableFile& file, const std::string& where);
 void read_global_file(const ReadableFile& file, const std::string& where, void* elements, std::size_t bytes);
+GlobalFileHeader verify_global_file(const ReadableFile& file, const std::string& where);
 
 }  // namespace resurgo

@@ -248,8 +248,6 @@ GlobalHeader header_of(const MatrixContext& context, std::uint64_t epoch, Matrix
   return header;
 }
 
-std::string where_of(const char* call, const std::string& path) { return std::string(call) + ": file '" + path + "'"; }
-
 // A rank's pieces of a file to write, and for a slab the exchange that
 // brings its elements (started once the file is open, settled after the
 // last chunk).
@@ -303,7 +301,7 @@ template <typename T>
 void ConvergentMatrix<T>::write_global(const std::string& path, MatrixOrder order) {
   impl_->commit();
   const MatrixContext& context = impl_->context;
-  const std::string where = where_of("ConvergentMatrix::write_global", path);
+  const std::string where = global_file_where("ConvergentMatrix::write_global", path);
   check_sizes(context.layout.layout(), sizeof(T), where);
   const GlobalHeader header = header_of<T>(context, impl_->stats.commits, order);
   T* storage = impl_->backend->storage();
@@ -394,7 +392,7 @@ void ConvergentMatrix<T>::read_global(const std::string& path) {
   const std::int64_t code = impl_->check.enter(CollectiveCall::kReadGlobal);
   impl_->converge(code, "read_global");  // nothing may land on the array while the file is read into it
   const MatrixContext& context = impl_->context;
-  const std::string where = where_of("ConvergentMatrix::read_global", path);
+  const std::string where = global_file_where("ConvergentMatrix::read_global", path);
   check_sizes(context.layout.layout(), sizeof(T), where);
   std::vector<std::byte> head;
   on_rank_0(context, where, [&] {

@@ -1,5 +1,6 @@
-// A global-layout file read by one process without MPI
-// (resurgo::read_global_file, src/matrix/global_file_reader.cpp): files made
+// A global-layout file read or verified by one process without MPI
+// (resurgo::read_global_file, verify_global_file,
+// src/matrix/global_file_reader.cpp): files made
 // here byte by byte, as write_global lays them out, read back whole; damage,
 // truncation and hostile headers (valid checksums over impossible shapes)
 // refused by name before anything is sized from them. The MPI jobs of
@@ -104,6 +105,29 @@ TEST_F(GlobalFileReadAlone, NamesTheDamagedPartATruncatedFileAndABufferOfAnother
   const std::string truncated = write_file(path("truncated.rsgm"), bytes);
   EXPECT_CONTAINS(message_of<CorruptionError>([&] { read_global_file_header(truncated); }), "truncated or extended");
   EXPECT_CONTAINS(message_of<NotFoundError>([&] { read_global_file_header(path("none.rsgm")); }), "none.rsgm");
+}
+
+// 1100 x 1000 float64: 8.4 MiB, nine parts, verified in two pieces of the
+// 8 MiB the verification holds.
+TEST_F(GlobalFileReadAlone, VerifyChecksEveryPartWithoutKeepingTheElements) {
+  std::vector<double> elements(1100 * 1000);
+  for (std::size_t i = 0; i < elements.size(); ++i) elements[i] = static_cast<double>(i) + 0.25;
+  std::vector<std::byte> bytes = file_bytes(header_of(1100, 1000, MatrixOrder::kColumnMajor), elements);
+  const GlobalFileHeader header = verify_global_file(write_file(path("intact.rsgm"), bytes));
+  EXPECT_EQ(header.rows, 1100);
+  EXPECT_EQ(header.cols, 1000);
+  EXPECT_EQ(header.element_bytes, 8u);
+  EXPECT_EQ(header.order, MatrixOrder::kColumnMajor);
+  EXPECT_EQ(header.epoch, 7u);
+  bytes[bytes.size() - 8] ^= std::byte{0x40};  // the last element, in part 8, past the first 8 MiB
+  const std::string damaged = write_file(path("damaged.rsgm"), bytes);
+  const std::string message = message_of<CorruptionError>([&] { verify_global_file(damaged); });
+  EXPECT_CONTAINS(message, "verify_global_file: file '" + damaged + "' is damaged: part 8 of 9");
+  EXPECT_CONTAINS(message, "its elements are not to be used");
+  bytes.resize(bytes.size() - 1);
+  const std::string truncated = write_file(path("truncated.rsgm"), bytes);
+  EXPECT_CONTAINS(message_of<CorruptionError>([&] { verify_global_file(truncated); }), "truncated or extended");
+  EXPECT_CONTAINS(message_of<NotFoundError>([&] { verify_global_file(path("none.rsgm")); }), "none.rsgm");
 }
 
 // Headers whose checksums match but whose shapes no writer makes: refused

@@ -6,8 +6,10 @@
 // return a header that passed its checks or throw a resurgo::Error; when it
 // returns, the elements it announces lie in the input, and read_global_file
 // reads them into a buffer of exactly their size (or throws a
-// resurgo::Error). The same is done for a copy whose table and header
-// checksums are recomputed: without that, almost every mutation would stop
+// resurgo::Error), and verify_global_file, which keeps no element, comes
+// to the same verdict (both return, or both throw an error of one code).
+// The same is done for a copy whose table and header checksums are
+// recomputed: without that, almost every mutation would stop
 // at the header's checksum. Any other exception, a crash or a sanitizer
 // report is a finding.
 #include <cstddef>
@@ -27,6 +29,17 @@ const std::string kWhere = "global_fuzzer";
 
 using resurgo::fuzz::load64;
 
+// 0 when `call` returns, else the code of the resurgo::Error it throws.
+template <typename Call>
+int outcome(const Call& call) {
+  try {
+    call();
+  } catch (const resurgo::Error& error) {
+    return static_cast<int>(error.code());
+  }
+  return 0;
+}
+
 void exercise(const std::uint8_t* data, std::size_t size) {
   const resurgo::fuzz::MemoryFile file(data, size, "fuzz-input.rsgm");
   resurgo::GlobalFileHeader header;
@@ -43,9 +56,11 @@ void exercise(const std::uint8_t* data, std::size_t size) {
     resurgo::fuzz::finding("global_fuzzer", "an accepted header announces elements the file cannot hold");
   }
   std::vector<double> buffer((elements * header.element_bytes + 7) / 8);
-  try {
-    resurgo::read_global_file(file, kWhere, buffer.data(), elements * header.element_bytes);
-  } catch (const resurgo::Error&) {
+  const int read =
+      outcome([&] { resurgo::read_global_file(file, kWhere, buffer.data(), elements * header.element_bytes); });
+  const int verified = outcome([&] { resurgo::verify_global_file(file, kWhere); });
+  if (read != verified) {
+    resurgo::fuzz::finding("global_fuzzer", "read_global_file and verify_global_file disagree on the file");
   }
 }
 
