@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "base/log.h"
 #include "base/random.h"
 #include "matrix/file_pieces.h"
 #include "matrix/file_slabs.h"
@@ -295,6 +296,59 @@ void write_temporary(const MatrixContext& context, const WritePlan<T>& plan, con
            "check that the file system has room and that no file size limit (ulimit -f) applies");
 }
 
+// A write's temporary: <path>.partial-<16 random hex digits>.
+constexpr const char* kTemporaryInfix = ".partial-";
+constexpr std::size_t kTemporaryDigits = 16;
+
+std::string directory_of(const std::string& path) {
+  const std::string directory = std::filesystem::path(path).parent_path().string();
+  return directory.empty() ? "." : directory;
+}
+
+// The temporaries of `path` that writes killed part way left (a job's
+// write of `path` started before this one and still running included:
+// two jobs that write one path at once race anyway). None when the
+// directory cannot be listed.
+std::vector<std::string> stale_temporaries(Env& env, const std::string& path) {
+  const std::string directory = directory_of(path);
+  const std::string prefix = std::filesystem::path(path).filename().string() + kTemporaryInfix;
+  std::vector<std::string> stale;
+  try {
+    for (const std::string& name : env.list_dir(directory)) {
+      const bool named = name.size() == prefix.size() + kTemporaryDigits && name.compare(0, prefix.size(), prefix) == 0;
+      if (named && name.find_first_not_of("0123456789abcdef", prefix.size()) == std::string::npos) {
+        stale.push_back(directory + "/" + name);
+      }
+    }
+  } catch (const Error&) {
+  }
+  return stale;
+}
+
+// Every rank's bytes are synced: the temporary becomes `path` whole, or
+// not at all. Then the `stale` temporaries of killed writes, which can
+// never become the file, are removed (a failure to is logged: the file is
+// written).
+void replace_file(Env& env, const std::string& temporary, const std::string& path,
+                  const std::vector<std::string>& stale) {
+  try {
+    env.rename(temporary, path);
+  } catch (const Error&) {
+    env.remove(temporary);
+    throw;
+  }
+  env.sync_dir(directory_of(path));
+  for (const std::string& left : stale) {
+    try {
+      env.remove(left);
+    } catch (const Error& error) {
+      Logger("matrix", LogLevel::kWarn)
+          .warn("ConvergentMatrix::write_global: '" + path + "' is written, but the temporary '" + left +
+                "' of an earlier write that was killed could not be removed: " + error.what());
+    }
+  }
+}
+
 }  // namespace
 
 template <typename T>
@@ -316,29 +370,23 @@ void ConvergentMatrix<T>::write_global(const std::string& path, MatrixOrder orde
     collection.emplace(context, slabs, part.source(), kChunkBytes / sizeof(T));
     plan = slab_plan(context, slabs, *collection);
   }
-  char suffix[17] = {};
-  on_rank_0(context, where, [&] { random_hex(8).copy(suffix, 16); });
-  check_mpi(MPI_Bcast(suffix, 16, MPI_CHAR, 0, context.comm), "MPI_Bcast");
-  const std::string temporary = path + ".partial-" + suffix;
+  char suffix[kTemporaryDigits + 1] = {};
+  on_rank_0(context, where, [&] { random_hex(kTemporaryDigits / 2).copy(suffix, kTemporaryDigits); });
+  check_mpi(MPI_Bcast(suffix, kTemporaryDigits, MPI_CHAR, 0, context.comm), "MPI_Bcast");
+  const std::string temporary = path + kTemporaryInfix + suffix;
   const std::shared_ptr<Env> env = Env::posix();
-  on_rank_0(context, where, [&] { env->create(temporary, 0600)->close(); });
+  std::vector<std::string> stale;
+  on_rank_0(context, where, [&] {
+    stale = stale_temporaries(*env, path);
+    env->create(temporary, 0600)->close();
+  });
   try {
     write_temporary(context, plan, header, temporary, where);
   } catch (const Error&) {
     if (context.rank == 0) env->remove(temporary);
     throw;
   }
-  // Every rank's bytes are synced: the file becomes `path` whole, or not at all.
-  on_rank_0(context, where, [&] {
-    try {
-      env->rename(temporary, path);
-    } catch (const Error&) {
-      env->remove(temporary);
-      throw;
-    }
-    const std::string directory = std::filesystem::path(path).parent_path().string();
-    env->sync_dir(directory.empty() ? "." : directory);
-  });
+  on_rank_0(context, where, [&] { replace_file(*env, temporary, path, stale); });
 }
 
 namespace {

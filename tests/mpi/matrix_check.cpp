@@ -34,6 +34,7 @@
 
 #include "matrix/polite_wait.h"
 #include "matrix/target_order.h"
+#include "matrix_elements.h"
 #include "mpi_checks.h"
 #include "resurgo/matrix.hpp"
 #include "resurgo/mpi.hpp"
@@ -49,6 +50,7 @@ using resurgo::MatrixProgress;
 
 using resurgo::mpi_checks::check;
 using resurgo::mpi_checks::expect_error;
+using resurgo::mpi_checks::for_each_local;
 using resurgo::mpi_checks::world_rank;
 using resurgo::mpi_checks::world_size;
 
@@ -137,32 +139,20 @@ void issue(ConvergentMatrix<T>& matrix, const Update& update, Kind kind) {
   }
 }
 
-// The global index of local index `local` on `process` of an axis (worked
-// out here, independently of the library).
-std::int64_t global_index(std::int64_t local, std::int64_t block, int process, int processes) {
-  return local / block * block * processes + process * block + local % block;
-}
-
 // Whether this rank's local part holds `expected(row, col)` at each of its
 // global elements, to the bit; the first difference otherwise.
 template <typename T>
 bool local_part_is(ConvergentMatrix<T>& matrix, const std::function<T(std::int64_t, std::int64_t)>& expected,
                    std::string& first_difference) {
-  const MatrixLayout& layout = matrix.layout();
-  const T* data = matrix.local_data();
-  for (std::int64_t col = 0; col < matrix.local_cols(); ++col) {
-    for (std::int64_t row = 0; row < matrix.local_rows(); ++row) {
-      const std::int64_t global_row = global_index(row, layout.row_block, matrix.grid_row(), layout.grid_rows);
-      const std::int64_t global_col = global_index(col, layout.col_block, matrix.grid_col(), layout.grid_cols);
-      const T held = data[col * matrix.leading_dimension() + row];
-      const T wanted = expected(global_row, global_col);
-      if (std::memcmp(&held, &wanted, sizeof(T)) == 0) continue;
-      first_difference = "A(" + std::to_string(global_row) + ", " + std::to_string(global_col) +
-                         ") = " + std::to_string(held) + ", expected " + std::to_string(wanted);
-      return false;
-    }
-  }
-  return true;
+  bool same = true;
+  for_each_local<T>(matrix, [&](std::int64_t row, std::int64_t col, T& held) {
+    const T wanted = expected(row, col);
+    if (!same || std::memcmp(&held, &wanted, sizeof(T)) == 0) return;
+    same = false;
+    first_difference = "A(" + std::to_string(row) + ", " + std::to_string(col) + ") = " + std::to_string(held) +
+                       ", expected " + std::to_string(wanted);
+  });
+  return same;
 }
 
 // Whether this rank's local part equals the reference (small integers:

@@ -38,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "matrix_elements.h"
 #include "mpi_checks.h"
 #include "resurgo/matrix.hpp"
 #include "resurgo/mpi.hpp"
@@ -51,6 +52,7 @@ using resurgo::MatrixOrder;
 
 using resurgo::mpi_checks::check;
 using resurgo::mpi_checks::expect_error;
+using resurgo::mpi_checks::for_each_local;
 using resurgo::mpi_checks::world_rank;
 using resurgo::mpi_checks::world_size;
 
@@ -100,25 +102,6 @@ MatrixLayout parse_layout(std::int64_t rows, std::int64_t cols, const std::strin
   const auto first = [](const std::string& text) { return std::stoll(text); };
   const auto second = [](const std::string& text) { return std::stoll(text.substr(text.find('x') + 1)); };
   return {rows, cols, first(blocks), second(blocks), static_cast<int>(first(grid)), static_cast<int>(second(grid))};
-}
-
-// The global index of local index `local` on `process` (worked out here,
-// independently of the library).
-std::int64_t global_index(std::int64_t local, std::int64_t block, int process, int processes) {
-  return local / block * block * processes + process * block + local % block;
-}
-
-// Calls `visit(row, col, element)` for each element of this rank's part.
-template <typename T>
-void for_each_local(ConvergentMatrix<T>& matrix, const std::function<void(std::int64_t, std::int64_t, T&)>& visit) {
-  const MatrixLayout& layout = matrix.layout();
-  for (std::int64_t col = 0; col < matrix.local_cols(); ++col) {
-    for (std::int64_t row = 0; row < matrix.local_rows(); ++row) {
-      visit(global_index(row, layout.row_block, matrix.grid_row(), layout.grid_rows),
-            global_index(col, layout.col_block, matrix.grid_col(), layout.grid_cols),
-            matrix.local_data()[col * matrix.leading_dimension() + row]);
-    }
-  }
 }
 
 // Whether every element of the matrix, over all ranks, is expected(row,
