@@ -50,7 +50,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Set, Tupl
 
 import resurgo
 from resurgo import _core
-from resurgo.matrix import global_file_info
+from resurgo.matrix import global_file_info, verify_global
 from resurgo.printable import printable
 
 QUARANTINE_SUFFIX = ".damaged"
@@ -557,7 +557,7 @@ def _verify_files(files: List[Path], report: Callable[[str], None],
                 _state["seen"] = target
         try:
             if _is_global_file(f):
-                _core.verify_global_file(_native(f))
+                verify_global(_native(f))
             else:
                 _core.verify(_native(f), progress)
         except resurgo.Error as exc:

@@ -32,7 +32,7 @@ from resurgo import _core
 from resurgo.errors import ConfigError, InvalidArgumentError, StateError
 from resurgo.store import Store, _fortran_handle, _optional_version_arg, _Region, _version_arg
 
-__all__ = ["ConvergentMatrix", "global_file_info", "load_global"]
+__all__ = ["ConvergentMatrix", "global_file_info", "load_global", "verify_global"]
 
 _CORE_CLASSES = {np.dtype(np.float32): "ConvergentMatrixFloat32", np.dtype(np.float64): "ConvergentMatrixFloat64"}
 
@@ -374,15 +374,31 @@ class ConvergentMatrix:
                                   _optional_version_arg(version, "restart", _core.LATEST))
 
 
+def _header_info(header: Tuple[int, int, int, bool, int]) -> Dict[str, Any]:
+    """The dict of global_file_info from _core's (rows, cols, element bytes,
+    row-major, epoch)."""
+    rows, cols, element_bytes, row_major, epoch = header
+    return {"shape": (rows, cols), "dtype": np.dtype(np.float32 if element_bytes == 4 else np.float64),
+            "order": "C" if row_major else "F", "epoch": epoch}
+
+
 def global_file_info(path: Union[str, "os.PathLike[str]"]) -> Dict[str, Any]:
     """The header of a global-layout file (:meth:`ConvergentMatrix.write_global`),
     read by this process alone, without MPI: ``shape``, ``dtype``, ``order``
     ("F" column-major, "C" row-major) and ``epoch`` (the writer's commits).
     NotFoundError, FormatError or CorruptionError naming the file. Works in
     a build of resurgo without MPI too."""
-    rows, cols, element_bytes, row_major, epoch = _core.read_global_file_header(_path_arg(path, "global_file_info"))
-    return {"shape": (rows, cols), "dtype": np.dtype(np.float32 if element_bytes == 4 else np.float64),
-            "order": "C" if row_major else "F", "epoch": epoch}
+    return _header_info(_core.read_global_file_header(_path_arg(path, "global_file_info")))
+
+
+def verify_global(path: Union[str, "os.PathLike[str]"]) -> Dict[str, Any]:
+    """Checks the header and every 1 MiB part of a global-layout file against
+    their checksums, in this process alone and without keeping the elements
+    (8 MiB of memory, whatever the matrix's size): a copied or archived file
+    checked before it is used. Returns :func:`global_file_info`'s dict when
+    the whole file is intact; CorruptionError naming the file and the first
+    damaged part otherwise (and global_file_info's errors)."""
+    return _header_info(_core.verify_global_file(_path_arg(path, "verify_global")))
 
 
 def load_global(path: Union[str, "os.PathLike[str]"]) -> np.ndarray:

@@ -23,7 +23,7 @@ import pytest
 from resurgo import _core
 from resurgo.errors import ConfigError
 import resurgo
-from resurgo.matrix import ConvergentMatrix, global_file_info, load_global
+from resurgo.matrix import ConvergentMatrix, global_file_info, load_global, verify_global
 
 ROOT = Path(__file__).resolve().parents[2]
 JOB = ROOT / "tests" / "python" / "mpi_programs" / "matrix_job.py"
@@ -212,12 +212,15 @@ def test_load_global_reads_a_file_alone_and_names_what_is_wrong(tmp_path, monkey
     assert column_major.flags["F_CONTIGUOUS"] and row_major.flags["C_CONTIGUOUS"]
     assert np.array_equal(column_major, row_major) and column_major.shape == (37, 29)
     assert global_file_info(str(by_row))["order"] == "C"
+    assert verify_global(by_row) == global_file_info(by_row)
     damaged = tmp_path / "damaged.rsgm"
     data = bytearray(by_column.read_bytes())
     data[-1] ^= 0x10
     damaged.write_bytes(bytes(data))
     with pytest.raises(resurgo.CorruptionError, match=r"damaged\.rsgm.*part 0 of 1"):
         load_global(damaged)
+    with pytest.raises(resurgo.CorruptionError, match=r"verify_global_file: file '.*damaged\.rsgm'.*part 0 of 1"):
+        verify_global(damaged)
     text = tmp_path / "text.rsgm"
     text.write_bytes(b"x" * 100)
     with pytest.raises(resurgo.FormatError, match="no ConvergentMatrix global-layout file"):
