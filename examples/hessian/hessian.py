@@ -2,7 +2,7 @@
 """Gauss-Newton Hessian assembly with a ConvergentMatrix, checkpointed.
 
     mpirun -np P hessian.py [--params N] [--layers L] [--events E] [--samples K]
-        [--every C] [--store NAME] [--stop-after S] [--output FILE.npy]
+        [--every C] [--store NAME] [--stop-after S] [--output FILE.npy] [--write-global FILE]
         [--dtype float64|float32] [--block B] [--backend messages|rma]
         [--compute-seconds T] [--damping D] [--no-check] [--config FILE]
 
@@ -50,6 +50,9 @@ def parse_arguments() -> argparse.Namespace:
     p.add_argument("--store", default="hessian")
     p.add_argument("--stop-after", type=int, default=-1, help="end after S events of this run (an interruption)")
     p.add_argument("--output", help="the assembled upper triangle, as .npy (rank 0)")
+    p.add_argument("--write-global", metavar="FILE",
+                   help="the assembled upper triangle as a global-layout file, written by every rank "
+                        "(column-major; resurgo.matrix.load_global reads it, resurgo verify checks it)")
     p.add_argument("--dtype", choices=("float64", "float32"), default="float64")
     p.add_argument("--block", type=int, default=64)
     p.add_argument("--backend", choices=("messages", "rma"), default="messages")
@@ -175,6 +178,8 @@ def main(args: argparse.Namespace) -> None:
         run = assemble(hessian, store, args, comm)
         if run["events"] == args.events:
             hessian.commit()
+            if args.write_global:
+                hessian.write_global(args.write_global)  # collective; before the damping and the factor
             check_and_factor(hessian, args, comm)
         store.wait()
         stats = hessian.stats()

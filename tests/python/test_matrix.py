@@ -285,12 +285,17 @@ def test_hessian_example_resumes_to_the_bits_of_an_uninterrupted_run(tmp_path):
 
     stopped = hessian_run(tmp_path, "interrupted", "--stop-after", 20)
     assert stopped["events_run"] == 20 and stopped["checkpoints"] == 2  # after events 8 and 16
-    resumed = hessian_run(tmp_path, "interrupted", "--output", tmp_path / "resumed.npy")
+    resumed = hessian_run(tmp_path, "interrupted", "--output", tmp_path / "resumed.npy",
+                          "--write-global", tmp_path / "resumed.rsgm")
     assert resumed["restarted_from"] == 16 and resumed["events_run"] == 20
 
     expected, actual = np.load(tmp_path / "reference.npy"), np.load(tmp_path / "resumed.npy")
     assert expected.dtype == actual.dtype == np.float64
     assert expected.tobytes() == actual.tobytes()
+    # The global-layout file of the resumed run: the same matrix, read by
+    # this process alone after every part is verified.
+    assert verify_global(tmp_path / "resumed.rsgm")["order"] == "F"
+    assert load_global(tmp_path / "resumed.rsgm").tobytes(order="C") == actual.tobytes()
     if SCALAPACK is not None:
         assert any(line.startswith("cholesky: pdpotrf") for line in reference["lines"]), reference["lines"]
 
