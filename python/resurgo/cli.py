@@ -54,6 +54,9 @@ from resurgo.matrix import global_file_info, verify_global
 from resurgo.printable import printable
 
 QUARANTINE_SUFFIX = ".damaged"
+# What says that a file could not be read (permissions, a symbolic link, an
+# I/O error, a file gone meanwhile), not that its bytes are wrong.
+UNREADABLE_ERRORS = (OSError, resurgo.StorageError, resurgo.NotFoundError)
 GLOBAL_FILE_MAGIC = b"RSGMATGL"  # src/matrix/global_file.h
 
 
@@ -196,7 +199,8 @@ footer of each file, the job manifests, the files of a delta's chain);
   ok                  intact as far as ls checks
   damaged: WHY        its header, index or footer fails its checks, or it is
                       not the file the version's job manifest names
-  unreadable: WHY     it cannot be read (permissions, I/O error)
+  unreadable: WHY     it cannot be read (permissions, a symbolic link, which
+                      the library never follows, an I/O error)
   broken chain: WHY   a delta whose base (down to a full version) is missing,
                       damaged or of another region table: restart cannot use it
   uncommitted         a version of an MPI store without its job manifest here:
@@ -216,10 +220,10 @@ def _inspected(e: Entry) -> Tuple[Optional[Inspected], str]:
     and what ls says instead."""
     try:
         return (_inspect_shared(e.path) if e.shared else _core.inspect(_native(e.path))), "ok"
+    except UNREADABLE_ERRORS as exc:
+        return None, f"unreadable: {_first_line(exc)}"
     except resurgo.Error as exc:
         return None, f"damaged: {_first_line(exc)}"
-    except OSError as exc:
-        return None, f"unreadable: {_first_line(exc)}"
 
 
 def _manifests_in(directory: Path) -> Optional[Dict[int, object]]:
@@ -560,12 +564,12 @@ def _verify_files(files: List[Path], report: Callable[[str], None],
                 verify_global(_native(f))
             else:
                 _core.verify(_native(f), progress)
+        except UNREADABLE_ERRORS as exc:
+            unreadable.add(f)
+            report(f"UNREADABLE {printable(f)}: {printable(exc)}")
         except resurgo.Error as exc:
             damaged.add(f)
             report(f"DAMAGED {printable(f)}: {printable(exc)}")
-        except OSError as exc:
-            unreadable.add(f)
-            report(f"UNREADABLE {printable(f)}: {printable(exc)}")
         if advance is not None:
             advance(size - state["seen"])
     return damaged, unreadable

@@ -193,6 +193,24 @@ def test_verify_detects_a_file_of_another_version_renamed_in_place(populated, tm
     assert run_cli("verify", moved).returncode == 0
 
 
+def test_a_file_that_cannot_be_read_is_unreadable_not_damaged(populated, tmp_path):
+    # A symbolic link, which the library never follows, cannot be read: ls
+    # and verify say unreadable (exit 1 still), while a truncated file is
+    # damaged. Before, any error of the library was called damage.
+    link = populated.file(2, "heat", 1).parent / "v0000000009.r000000.rsg"
+    link.symlink_to(populated.file(2, "heat", 1))
+    truncated = tmp_path / "truncated.rsg"
+    truncated.write_bytes(populated.file(2, "heat", 1).read_bytes()[:200])
+    result = run_cli("verify", link, truncated)
+    assert result.returncode == 1
+    assert f"UNREADABLE {link}: " in result.stdout and "symbolic link" in result.stdout, result.stdout
+    assert f"DAMAGED {truncated}: " in result.stdout, result.stdout
+    assert "verified 2 files, 1 damaged, 0 broken chains, 1 unreadable" in result.stdout
+    listed = run_cli("ls", link.parent)
+    (row,) = [line for line in listed.stdout.splitlines() if line.split()[1:2] == ["9"]]
+    assert "unreadable: " in row and "symbolic link" in row, listed.stdout
+
+
 def test_verify_usage_error(tmp_path):
     result = run_cli("verify", tmp_path / "missing")
     assert result.returncode == 2
