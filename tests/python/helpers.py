@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +14,13 @@ from typing import Callable, List, Tuple
 import numpy as np
 
 from resurgo import _core
+
+
+def run_cli(*args: object, cwd=None) -> subprocess.CompletedProcess:
+    """The `resurgo` command-line tool run in a new process (its output as
+    text, at most 120 s)."""
+    return subprocess.run([sys.executable, "-m", "resurgo", *map(str, args)], capture_output=True, text=True,
+                          timeout=120, cwd=cwd)
 
 
 def container_name(version: int, rank: int = 0) -> str:

@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 
@@ -14,12 +12,7 @@ import pytest
 
 import resurgo
 from resurgo import _core
-from helpers import container_name, flip_byte, flip_chunk_byte
-
-
-def run_cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "resurgo", *map(str, args)],
-                          capture_output=True, text=True, timeout=120, cwd=cwd)
+from helpers import container_name, flip_byte, flip_chunk_byte, run_cli
 
 
 @pytest.fixture

@@ -17,15 +17,10 @@ import pytest
 
 import resurgo
 from resurgo import _core
-from helpers import container_name, flip_byte
+from helpers import container_name, flip_byte, run_cli
 
 MPIRUN = shutil.which("mpirun")
 STORE_JOB = Path(__file__).resolve().parent / "mpi_programs" / "store_job.py"
-
-
-def run_cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "resurgo", *map(str, args)],
-                          capture_output=True, text=True, timeout=120, cwd=cwd)
 
 
 def states(output: str) -> dict:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from resurgo import _core
-from helpers import flip_byte
+from helpers import flip_byte, run_cli
 
 MPIRUN = shutil.which("mpirun")
 PROGRAM = Path(__file__).resolve().parent / "mpi_programs" / "store_job.py"
@@ -27,11 +27,6 @@ pytestmark = [
     pytest.mark.skipif(importlib.util.find_spec("mpi4py") is None, reason="mpi4py is not installed"),
     pytest.mark.skipif(not _core.HAVE_MPI, reason="resurgo was built without MPI"),
 ]
-
-
-def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "resurgo", *map(str, args)],
-                          capture_output=True, text=True, timeout=120)
 
 
 def shared(l4: Path, version: int) -> Path:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import signal
-import subprocess
 import sys
 import textwrap
 
@@ -11,7 +10,7 @@ import numpy as np
 import pytest
 
 import resurgo
-from helpers import kill_after_lines
+from helpers import kill_after_lines, run_cli
 
 SIZE = 1 << 17  # int64 elements: 1 MiB per version
 
@@ -69,7 +68,6 @@ def test_restart_after_sigkill(dirs, lines_before_kill):
         assert store.latest() == restored + 1
 
     # Every visible container file is complete: writes are atomic.
-    result = subprocess.run([sys.executable, "-m", "resurgo", "verify", str(dirs.root)],
-                            capture_output=True, text=True, timeout=60)
+    result = run_cli("verify", dirs.root)
     assert result.returncode == 0, result.stdout + result.stderr
     assert " 0 damaged" in result.stdout

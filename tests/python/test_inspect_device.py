@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 import resurgo
 from resurgo import _core
-from helpers import container_name
+from helpers import container_name, run_cli
 
 CORPUS = Path(__file__).resolve().parents[1] / "fuzz" / "corpus" / "container"
 # Written by the store's writer (tests/fuzz/make_seeds.cpp): managed regions
@@ -26,11 +24,6 @@ RECORDED = CORPUS / "managed-device-record.rsg"
 # A format 1 file with a host, a device and a managed region.
 FORMAT_1 = CORPUS / "zstd-3regions-kinds.rsg"
 REGION_BYTES = 64
-
-
-def run_inspect(*args):
-    return subprocess.run([sys.executable, "-m", "resurgo", "inspect", *map(str, args)],
-                          capture_output=True, text=True, timeout=120)
 
 
 def write_version(path: Path, regions, version=0, base=-1) -> Path:
@@ -85,7 +78,7 @@ def test_a_device_that_names_nothing_is_refused():
 
 
 def test_cli_shows_the_devices_and_the_format():
-    result = run_inspect(RECORDED)
+    result = run_cli("inspect", RECORDED)
     assert result.returncode == 0, result.stderr
     assert re.search(r"^format +version 3$", result.stdout, re.MULTILINE), result.stdout
     rows = {line.split()[1]: line.split()[-1] for line in result.stdout.splitlines()
@@ -96,19 +89,19 @@ def test_cli_shows_the_devices_and_the_format():
 
 
 def test_cli_shows_no_device_column_where_nothing_is_recorded():
-    result = run_inspect(FORMAT_1)
+    result = run_cli("inspect", FORMAT_1)
     assert result.returncode == 0, result.stderr
     assert re.search(r"^format +version 1$", result.stdout, re.MULTILINE), result.stdout
     assert "DEVICE" not in result.stdout and "unknown" not in result.stdout
 
 
 def test_cli_json_gives_the_devices_and_the_format():
-    result = run_inspect(RECORDED, "--json")
+    result = run_cli("inspect", RECORDED, "--json")
     assert result.returncode == 0, result.stderr
     info = json.loads(result.stdout)
     assert info["format_version"] == 3
     assert [r["device"] for r in info["regions"]] == [1, "host", "unknown", None]
-    old = json.loads(run_inspect(FORMAT_1, "--json").stdout)
+    old = json.loads(run_cli("inspect", FORMAT_1, "--json").stdout)
     assert old["format_version"] == 1
     assert [r["device"] for r in old["regions"]] == [None, None, None]
 
@@ -119,12 +112,10 @@ def test_a_delta_whose_region_moved_keeps_its_chain(tmp_path):
     store_dir = tmp_path / "placed"
     write_version(store_dir / container_name(0), [managed(0)])
     write_version(store_dir / container_name(1), [managed("host")], version=1, base=0)
-    verified = subprocess.run([sys.executable, "-m", "resurgo", "verify", str(store_dir)],
-                              capture_output=True, text=True, timeout=120)
+    verified = run_cli("verify", store_dir)
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert "BROKEN CHAIN" not in verified.stdout
-    listing = subprocess.run([sys.executable, "-m", "resurgo", "ls", str(store_dir)],
-                             capture_output=True, text=True, timeout=120)
+    listing = run_cli("ls", store_dir)
     assert listing.returncode == 0, listing.stderr
     states = [line.split()[-1] for line in listing.stdout.strip().splitlines()[1:]]
     assert states == ["ok", "ok"], listing.stdout

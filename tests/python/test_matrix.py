@@ -32,6 +32,7 @@ MPIRUN = shutil.which("mpirun")
 
 sys.path.insert(0, str(HESSIAN.parent))
 from scalapack import find_library  # noqa: E402  (the example's ctypes wrapper)
+from helpers import run_cli
 
 SCALAPACK = find_library()
 
@@ -231,11 +232,6 @@ def test_load_global_reads_a_file_alone_and_names_what_is_wrong(tmp_path, monkey
         load_global(3)
 
 
-def resurgo_cli(*args: object) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "resurgo", *map(str, args)], capture_output=True, text=True,
-                          timeout=120)
-
-
 @needs_mpi
 def test_the_cli_inspects_and_verifies_global_layout_files(tmp_path):
     # `resurgo inspect` shows a global-layout file's header (text and JSON),
@@ -244,21 +240,21 @@ def test_the_cli_inspects_and_verifies_global_layout_files(tmp_path):
     # (before, both took the file for a damaged container file).
     succeeded(mpirun(4, JOB, "global-write", tmp_path))
     by_row = tmp_path / "matrix-float32-C.rsgm"
-    shown = resurgo_cli("inspect", by_row)
+    shown = run_cli("inspect", by_row)
     assert shown.returncode == 0, shown.stderr
     assert "ConvergentMatrix global-layout file" in shown.stdout and "37 x 29" in shown.stdout
     assert "float32" in shown.stdout and "row-major (C)" in shown.stdout
-    as_json = json.loads(resurgo_cli("inspect", "--json", by_row).stdout)
+    as_json = json.loads(run_cli("inspect", "--json", by_row).stdout)
     assert as_json["shape"] == [37, 29] and as_json["dtype"] == "float32" and as_json["order"] == "C"
     assert as_json["epoch"] == global_file_info(by_row)["epoch"]
     intact = sorted(tmp_path.glob("matrix-*.rsgm"))
-    verified = resurgo_cli("verify", *intact)
+    verified = run_cli("verify", *intact)
     assert verified.returncode == 0 and f"verified {len(intact)} files, 0 damaged" in verified.stdout, verified
     damaged = tmp_path / "damaged.rsgm"
     data = bytearray((tmp_path / "matrix-float64-F.rsgm").read_bytes())
     data[-1] ^= 0x10
     damaged.write_bytes(bytes(data))
-    verified = resurgo_cli("verify", damaged, *intact)
+    verified = run_cli("verify", damaged, *intact)
     assert verified.returncode == 1, verified
     assert re.search(r"DAMAGED .*damaged\.rsgm: .*part 0 of 1", verified.stdout), verified.stdout
     assert f"verified {len(intact) + 1} files, 1 damaged" in verified.stdout

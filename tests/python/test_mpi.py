@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from resurgo import _core
-from helpers import flip_byte
+from helpers import flip_byte, run_cli
 
 MPIRUN = shutil.which("mpirun")
 PROGRAM = Path(__file__).resolve().parent / "mpi_programs" / "store_job.py"
@@ -39,8 +39,7 @@ def mpirun(ranks: int, *args: object, **environment: object) -> str:
 
 
 def export(store_dir: Path, version: int, output: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "resurgo", "export", str(store_dir), "--version", str(version),
-                           "-o", str(output)], capture_output=True, text=True, timeout=120)
+    return run_cli("export", store_dir, "--version", version, "-o", output)
 
 
 def levels(tmp_path: Path, **extra: object) -> dict:

@@ -7,7 +7,6 @@ shows it. examples/readme/ holds the code; tests/readme/check_snippets.py
 from __future__ import annotations
 
 import runpy
-import subprocess
 import sys
 from pathlib import Path
 
@@ -19,10 +18,7 @@ sys.path.insert(0, str(REPO / "tests" / "readme"))
 
 import restart_check  # noqa: E402  (tests/readme/restart_check.py)
 from test_adjoint import N_STEPS, Oscillators, Problem  # noqa: E402
-
-
-def resurgo_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "resurgo", *args], capture_output=True, text=True, timeout=60)
+from helpers import run_cli
 
 
 def test_the_program_continues_after_sigkill_and_after_it_finished(tmp_path):
@@ -33,10 +29,10 @@ def test_the_program_continues_after_sigkill_and_after_it_finished(tmp_path):
 
     # docs/start.md: the CLI on the store the runs left.
     store = tmp_path / "runs" / "interrupted" / "l2" / "heat"
-    listing = resurgo_cli("ls", str(store))
+    listing = run_cli("ls", str(store))
     assert listing.returncode == 0, listing.stderr
     assert "1000" in listing.stdout
-    verified = resurgo_cli("verify", str(store))
+    verified = run_cli("verify", str(store))
     assert verified.returncode == 0, verified.stdout + verified.stderr
 
 
