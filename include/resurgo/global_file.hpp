@@ -14,8 +14,9 @@ namespace resurgo {
 // The order of the elements in a global-layout file: element (i, j) of an
 // M x N matrix at index i * N + j (kRowMajor, C's order) or j * M + i
 // (kColumnMajor, Fortran's and ScaLAPACK's). Column-major files are written
-// from and read into the local arrays directly; row-major ones go through
-// a transposed copy of each rank's part (memory and time).
+// from and read into the local arrays directly; row-major ones are
+// transposed on the way, a chunk or a message at a time (CPU time, but no
+// copy of a rank's part).
 enum class MatrixOrder { kRowMajor, kColumnMajor };
 
 // The header, as read_global() checks it: NotFoundError, FormatError or

@@ -200,28 +200,24 @@ def test_global_layout_files_are_read_back_on_another_grid(tmp_path):
 
 
 @needs_mpi
-def test_load_global_reads_a_file_alone_and_names_what_is_wrong(tmp_path, monkeypatch):
-    # load_global and global_file_info in this process, without MPI (and as
-    # a build without MPI would: HAVE_MPI off): the column- and row-major
-    # files of one matrix give the same array, in the file's memory order; a
-    # flipped bit names its part; a file that is no global-layout file, a
-    # missing one and a path that is no path are refused by name.
+def test_load_global_reads_a_file_alone_and_names_what_is_wrong(tmp_path):
+    # load_global and global_file_info in this process, without MPI: the
+    # column- and row-major files of one matrix give the same array, in the
+    # file's memory order; a flipped bit names its part; a file that is no
+    # global-layout file, a missing one and a path that is no path are
+    # refused by name.
     succeeded(mpirun(4, JOB, "global-write", tmp_path))
-    monkeypatch.setattr(_core, "HAVE_MPI", False)
     by_column, by_row = (tmp_path / f"matrix-float64-{order}.rsgm" for order in ("F", "C"))
     column_major, row_major = load_global(by_column), load_global(by_row)
     assert column_major.flags["F_CONTIGUOUS"] and row_major.flags["C_CONTIGUOUS"]
     assert np.array_equal(column_major, row_major) and column_major.shape == (37, 29)
     assert global_file_info(str(by_row))["order"] == "C"
-    assert verify_global(by_row) == global_file_info(by_row)
     damaged = tmp_path / "damaged.rsgm"
     data = bytearray(by_column.read_bytes())
     data[-1] ^= 0x10
     damaged.write_bytes(bytes(data))
     with pytest.raises(resurgo.CorruptionError, match=r"damaged\.rsgm.*part 0 of 1"):
         load_global(damaged)
-    with pytest.raises(resurgo.CorruptionError, match=r"verify_global_file: file '.*damaged\.rsgm'.*part 0 of 1"):
-        verify_global(damaged)
     text = tmp_path / "text.rsgm"
     text.write_bytes(b"x" * 100)
     with pytest.raises(resurgo.FormatError, match="no ConvergentMatrix global-layout file"):
@@ -232,14 +228,40 @@ def test_load_global_reads_a_file_alone_and_names_what_is_wrong(tmp_path, monkey
         load_global(3)
 
 
-@needs_mpi
+# Two files write_global wrote (matrix_io_check), committed as the global
+# fuzzer's seeds: read here without any MPI job.
+GLOBAL_SEEDS = ROOT / "tests" / "fuzz" / "corpus" / "global"
+
+
+def test_committed_files_are_read_and_verified_as_a_build_without_mpi_would(tmp_path, monkeypatch):
+    # No mpirun, and HAVE_MPI off as in a build without MPI: load_global
+    # gives the elements where the file's data offset says they lie (read
+    # with NumPy alone), verify_global and global_file_info agree, and a
+    # flipped bit is refused with its part named.
+    monkeypatch.setattr(_core, "HAVE_MPI", False)
+    path = GLOBAL_SEEDS / "float64-50x40-row-major.rsgm"
+    info = global_file_info(path)
+    assert info == {"shape": (50, 40), "dtype": np.dtype(np.float64), "order": "C", "epoch": 2}
+    assert verify_global(path) == info
+    with open(path, "rb") as file:
+        file.seek(64)
+        offset = int(np.frombuffer(file.read(8), dtype="<u8")[0])
+    raw = np.fromfile(path, dtype=np.float64, offset=offset).reshape(50, 40)
+    assert np.array_equal(load_global(path), raw)
+    damaged = tmp_path / "damaged.rsgm"
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0x10
+    damaged.write_bytes(bytes(data))
+    with pytest.raises(resurgo.CorruptionError, match=r"verify_global_file: file '.*damaged\.rsgm'.*part 0 of 1"):
+        verify_global(damaged)
+
+
 def test_the_cli_inspects_and_verifies_global_layout_files(tmp_path):
     # `resurgo inspect` shows a global-layout file's header (text and JSON),
     # `resurgo verify` checks every part: intact files pass beside each
     # other, a flipped bit is DAMAGED with its part named and exit status 1
     # (before, both took the file for a damaged container file).
-    succeeded(mpirun(4, JOB, "global-write", tmp_path))
-    by_row = tmp_path / "matrix-float32-C.rsgm"
+    by_row = GLOBAL_SEEDS / "float32-37x29.rsgm"
     shown = run_cli("inspect", by_row)
     assert shown.returncode == 0, shown.stderr
     assert "ConvergentMatrix global-layout file" in shown.stdout and "37 x 29" in shown.stdout
@@ -247,11 +269,11 @@ def test_the_cli_inspects_and_verifies_global_layout_files(tmp_path):
     as_json = json.loads(run_cli("inspect", "--json", by_row).stdout)
     assert as_json["shape"] == [37, 29] and as_json["dtype"] == "float32" and as_json["order"] == "C"
     assert as_json["epoch"] == global_file_info(by_row)["epoch"]
-    intact = sorted(tmp_path.glob("matrix-*.rsgm"))
+    intact = sorted(GLOBAL_SEEDS.glob("*.rsgm"))
     verified = run_cli("verify", *intact)
     assert verified.returncode == 0 and f"verified {len(intact)} files, 0 damaged" in verified.stdout, verified
     damaged = tmp_path / "damaged.rsgm"
-    data = bytearray((tmp_path / "matrix-float64-F.rsgm").read_bytes())
+    data = bytearray((GLOBAL_SEEDS / "float64-50x40-row-major.rsgm").read_bytes())
     data[-1] ^= 0x10
     damaged.write_bytes(bytes(data))
     verified = run_cli("verify", damaged, *intact)
