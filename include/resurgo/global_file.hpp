@@ -19,6 +19,10 @@ namespace resurgo {
 // copy of a rank's part).
 enum class MatrixOrder { kRowMajor, kColumnMajor };
 
+// The first 8 bytes of every global-layout file, by which a tool tells one
+// from other files (`resurgo inspect`, `resurgo verify`).
+inline constexpr char kGlobalFileMagic[8] = {'R', 'S', 'G', 'M', 'A', 'T', 'G', 'L'};
+
 // The header, as read_global() checks it: NotFoundError, FormatError or
 // CorruptionError naming the file.
 struct GlobalFileHeader {

@@ -57,7 +57,6 @@ QUARANTINE_SUFFIX = ".damaged"
 # What says that a file could not be read (permissions, a symbolic link, an
 # I/O error, a file gone meanwhile), not that its bytes are wrong.
 UNREADABLE_ERRORS = (OSError, resurgo.StorageError, resurgo.NotFoundError)
-GLOBAL_FILE_MAGIC = b"RSGMATGL"  # src/matrix/global_file.h
 
 
 def _parse_name(name: str) -> Optional[Tuple[int, int, bool]]:
@@ -418,7 +417,7 @@ def _is_global_file(path: Union[str, Path]) -> bool:
     ConvergentMatrix global-layout file (``ConvergentMatrix.write_global``)."""
     try:
         with open(path, "rb") as f:
-            return f.read(len(GLOBAL_FILE_MAGIC)) == GLOBAL_FILE_MAGIC
+            return f.read(len(_core.GLOBAL_FILE_MAGIC)) == _core.GLOBAL_FILE_MAGIC
     except OSError:
         return False
 

@@ -146,6 +146,7 @@ void bind_tools(nb::module_& m) {
   m.def("read_global_file_header", &read_global_file_header, "path"_a);
   m.def("read_global_file", &read_global_file, "path"_a, "into"_a);
   m.def("verify_global_file", &verify_global_file, "path"_a);
+  m.attr("GLOBAL_FILE_MAGIC") = nb::bytes(resurgo::kGlobalFileMagic, sizeof(resurgo::kGlobalFileMagic));
   m.def("_write_container", &write_container, "path"_a, "header"_a, "chunks"_a,
         "For tests: writes a container file from a ContainerHeader and uncompressed chunks "
         "[(region index, offset, bytes)]; the readers' checks apply when it is read back.");

@@ -10,7 +10,6 @@ namespace resurgo {
 
 namespace {
 
-constexpr char kGlobalMagic[8] = {'R', 'S', 'G', 'M', 'A', 'T', 'G', 'L'};
 constexpr std::uint32_t kGlobalFormat = 1;
 constexpr std::uint64_t kGlobalDataAlignment = 4096;
 constexpr std::size_t kGlobalChecked = kGlobalHeaderBytes - 8;  // the header's bytes its checksum covers
@@ -50,7 +49,7 @@ std::vector<std::byte> encode_global_file_head(GlobalHeader header, std::span<co
   std::vector<std::byte> out(kGlobalHeaderBytes + table.size() * 8);
   for (std::size_t i = 0; i < table.size(); ++i) put_le(&out[kGlobalHeaderBytes + 8 * i], table[i], 8);
   header.table_checksum = checksum(out.data() + kGlobalHeaderBytes, table.size() * 8);
-  std::memcpy(out.data(), kGlobalMagic, sizeof(kGlobalMagic));
+  std::memcpy(out.data(), kGlobalFileMagic, sizeof(kGlobalFileMagic));
   put_le(&out[8], kGlobalFormat, 4);
   put_le(&out[12], header.element_bytes, 4);
   put_le(&out[16], header.order == MatrixOrder::kRowMajor ? 0 : 1, 4);
@@ -67,7 +66,7 @@ std::vector<std::byte> encode_global_file_head(GlobalHeader header, std::span<co
 }
 
 GlobalHeader decode_global_header(std::span<const std::byte> bytes, const std::string& where) {
-  if (bytes.size() < kGlobalHeaderBytes || std::memcmp(bytes.data(), kGlobalMagic, sizeof(kGlobalMagic)) != 0) {
+  if (bytes.size() < kGlobalHeaderBytes || std::memcmp(bytes.data(), kGlobalFileMagic, sizeof(kGlobalFileMagic)) != 0) {
     throw FormatError(where + " is no ConvergentMatrix global-layout file (no RSGMATGL header): give a file "
                               "write_global() wrote");
   }
