@@ -5,6 +5,7 @@
 // holds, and a protect that fails.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <malloc.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -531,8 +532,14 @@ TEST(FaultSafetyPinToken, TheTokenLivesInADirectoryOfTheUsersOwn) {
 // ---------------------------------------------------------------- protect
 
 // Runs `call` with the address space limited to what the process maps now
-// plus `headroom` bytes: a mapping larger than that fails with ENOMEM.
+// plus `headroom` bytes: a mapping larger than that fails with ENOMEM. The
+// store's threads then allocate from arenas that exist already. Once, under
+// ctest's load, a child aborted in glibc ("failed to register TLS
+// destructor: out of memory"), probably a store thread whose first
+// allocation fell in the window and needed an arena of its own (64 MiB of
+// address space).
 void with_address_space_limit(std::size_t headroom, const std::function<void()>& call) {
+  ::mallopt(M_ARENA_MAX, 1);
   std::size_t pages = 0;
   std::ifstream("/proc/self/statm") >> pages;
   rlimit previous{};
